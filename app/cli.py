@@ -1,0 +1,213 @@
+"""The ``tealeaves`` command line.
+
+Subcommands import their heavy dependencies lazily, so ``tealeaves collect`` and
+``tealeaves bench workload`` run on a GPU host without the dashboard's packages (dash, plotly).
+Every failure the user can fix prints one line naming the problem and exits non-zero.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+EXIT_BAD_INPUT = 2
+EXIT_NO_GPU = 3
+
+
+def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:
+    print(f"tealeaves: error: {msg}", file=sys.stderr)
+    return code
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tealeaves")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+# -- collect -------------------------------------------------------------------------------
+def cmd_collect(args: argparse.Namespace) -> int:
+    from ..collectors import run_to_store
+    from ..collectors.nvml import NvmlCollector
+    from ..collectors.nvml_shim import NvmlUnavailable
+    from ..data.store import SampleStore, StoreError
+    from ..data.traces import Trace, write_trace
+
+    gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
+    collector = NvmlCollector(hz=args.hz, gpus=gpus)
+    try:
+        store = SampleStore(args.store)
+    except StoreError as exc:
+        return _fail(str(exc))
+    start_cursor = store.cursor()
+    stop = threading.Event()
+    # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the summary.
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        n = run_to_store(collector, store, duration=args.duration, stop=stop)
+    except NvmlUnavailable as exc:
+        return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+    h = collector.health
+    meta = {"collector": "nvml", "hz": args.hz, "driver": collector.driver,
+            "hostname": socket.gethostname(), "tealeaves": _version()}
+    for k, v in meta.items():
+        store.set_meta(k, str(v))
+    print(f"stored {n} samples in {args.store}: {h['sweeps']} sweeps, "
+          f"{h['missed_deadlines']} missed deadlines, max lateness "
+          f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
+          f"{', '.join(sorted(h['unsupported'])) or 'none'}")
+    if args.parquet:
+        samples, _ = store.read_since(start_cursor)
+        devs = store.devices()
+        write_trace(args.parquet, Trace(samples, devs, meta))
+        print(f"wrote {len(samples)} samples to {args.parquet}")
+    store.close()
+    return 0
+
+
+# -- bench ---------------------------------------------------------------------------------
+def cmd_bench_workload(args: argparse.Namespace) -> int:
+    from ..kernels_bench.workload import Workload, default_schedule
+
+    try:
+        devices = [int(g) for g in args.gpus.split(",")] if args.gpus else None
+        wl = Workload(devices=devices, hot_experts=args.hot_experts, seed=args.seed)
+    except RuntimeError as exc:
+        return _fail(str(exc), EXIT_NO_GPU)
+    schedule = default_schedule(len(wl.devices), scale=args.scale)
+    total = sum(p.seconds for p in schedule)
+    print(f"workload on GPUs {wl.devices}: {len(schedule)} phases, {total:.0f} s; "
+          f"labels -> {args.labels}", flush=True)
+    wl.run(schedule, args.labels, log=lambda s: print(s, flush=True))
+    return 0
+
+
+# -- classify ------------------------------------------------------------------------------
+def cmd_classify(args: argparse.Namespace) -> int:
+    from ..classifier import classify_trace, score_against_labels
+    from ..data.traces import TraceError, read_labels, read_trace
+
+    try:
+        trace = read_trace(args.trace)
+        labels = read_labels(args.labels) if args.labels else None
+    except TraceError as exc:
+        return _fail(str(exc))
+    windows = classify_trace(trace, window_s=args.window)
+    counts = windows["phase"].value_counts().reindex(
+        ["idle", "prefill", "decode"], fill_value=0).to_dict()
+    score = score_against_labels(windows, labels) if labels is not None else None
+    if args.json:
+        out = {
+            "trace": str(args.trace),
+            "window_s": args.window,
+            "phase_counts": {k: int(v) for k, v in counts.items()},
+            "windows": json.loads(windows.to_json(orient="records")),
+        }
+        if score is not None:
+            out.update(score)
+        print(json.dumps(out))
+        return 0
+    if args.csv:
+        windows.to_csv(sys.stdout, index=False, float_format="%.4f")
+    else:
+        cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_gpu",
+                "imbalanced"]
+        print(windows[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items()))
+    if score is not None:
+        print(f"accuracy: {score['accuracy']:.3f} over {score['labelled_windows']} labelled "
+              f"windows; hot-GPU accuracy on skewed decode: "
+              f"{score['hot_gpu_accuracy']:.3f} over {score['skewed_windows']} windows")
+        for ph, acc in score["per_phase_accuracy"].items():
+            print(f"  {ph:8s} {acc:.3f}")
+    return 0
+
+
+# -- dashboard -----------------------------------------------------------------------------
+def cmd_dashboard(args: argparse.Namespace) -> int:
+    from ..app.server import serve
+
+    try:
+        return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,
+                     store_path=args.store, hz=args.hz, force_replay=args.replay)
+    except (ValueError, RuntimeError) as exc:
+        return _fail(str(exc))
+
+
+# -- parser --------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tealeaves",
+        description="Read the vital signs of a multi-GPU LLM inference server: per-GPU "
+                    "counters, prefill/decode phases and MoE imbalance.")
+    p.add_argument("--version", action="version", version=f"tealeaves {_version()}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    d = sub.add_parser("dashboard", help="serve the live dashboard",
+                       description="Serve the dashboard: live from NVML when GPUs are found, "
+                                   "else a replay of the bundled real H200 trace.")
+    d.add_argument("--trace", type=Path, help="replay this Parquet trace instead")
+    d.add_argument("--replay", action="store_true",
+                   help="replay (the bundled trace unless --trace) even when GPUs are found")
+    d.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    d.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks one)")
+    d.add_argument("--speed", type=float, default=1.0, help="replay speed (default 1.0)")
+    d.add_argument("--hz", type=float, default=10.0, help="live sweep rate (default 10)")
+    d.add_argument("--store", type=Path, help="SQLite store to write/read (default: temporary)")
+    d.set_defaults(func=cmd_dashboard)
+
+    c = sub.add_parser("collect", help="collect NVML samples into the store",
+                       description="Sweep every GPU through NVML and store the samples.")
+    c.add_argument("--store", type=Path, default=Path("tealeaves.db"),
+                   help="SQLite store (default tealeaves.db)")
+    c.add_argument("--hz", type=float, default=10.0, help="sweeps per second (default 10)")
+    c.add_argument("--duration", type=float, help="seconds to collect (default: until Ctrl-C)")
+    c.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
+    c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
+    c.set_defaults(func=cmd_collect)
+
+    k = sub.add_parser("classify", help="label a trace's windows idle/prefill/decode",
+                       description="Cut a trace into windows, label each idle/prefill/decode "
+                                   "and flag imbalance; with --labels print the accuracy.")
+    k.add_argument("trace", type=Path, help="Parquet trace")
+    k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    k.add_argument("--window", type=float, default=0.5, help="window seconds (default 0.5)")
+    fmt = k.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON object")
+    fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
+    k.set_defaults(func=cmd_classify)
+
+    b = sub.add_parser("bench", help="benchmarks and labelled workloads")
+    bsub = b.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
+    w = bsub.add_parser("workload", help="run the labelled GPU workload (needs torch+CUDA)",
+                        description="Run idle/prefill/decode/skewed-decode phases on every "
+                                    "visible GPU and write ground-truth intervals.")
+    w.add_argument("--labels", type=Path, default=Path("labels.csv"),
+                   help="ground-truth CSV to write (default labels.csv)")
+    w.add_argument("--gpus", help="comma-separated CUDA device indices (default: all)")
+    w.add_argument("--scale", type=float, default=1.0,
+                   help="multiply every phase duration (default 1.0, ~95 s on two GPUs)")
+    w.add_argument("--hot-experts", type=int, default=48,
+                   help="experts run by the hot GPU per decode step (balanced: 8)")
+    w.add_argument("--seed", type=int, default=0)
+    w.set_defaults(func=cmd_bench_workload)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``tealeaves`` console script."""
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

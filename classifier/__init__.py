@@ -1,0 +1,1 @@
+"""classifier: windows, features, the phase labeller and the imbalance flag."""

@@ -1,0 +1,188 @@
+"""A thin shim over pynvml (nvidia-ml-py) that turns driver errors into two exceptions and
+ctypes structures into plain Python values.
+
+The collector talks only to this interface, so tests can hand it a fake with the same methods
+(``tests/fake_nvml.py``) and exercise every code path without a GPU.  Only non-blocking NVML
+calls are wrapped: never ``nvmlDeviceGetPcieThroughput`` (it samples for 20 ms per call,
+``shared/DESIGN.md``, "Facts measured on an H200 machine").
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+class NvmlNotSupported(Exception):
+    """The GPU or driver does not provide this value (NVML_ERROR_NOT_SUPPORTED and kin)."""
+
+
+class NvmlGpuLost(Exception):
+    """The GPU fell off the bus or stopped answering (GPU_IS_LOST, UNKNOWN)."""
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML could not be loaded or initialised (no driver, no GPU)."""
+
+
+#: NVML field ids of the cumulative PCIe byte counters (nvml.h: NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
+#: NVML_FI_DEV_PCIE_COUNT_RX_BYTES).
+FI_PCIE_TX_BYTES = 197
+FI_PCIE_RX_BYTES = 198
+
+#: GPM metric ids (nvml.h, NVML_GPM_METRIC_*), in the collector's column names.
+GPM_METRICS: dict[str, int] = {
+    "sm_active": 2,  # NVML_GPM_METRIC_SM_UTIL, %
+    "sm_occupancy": 3,  # NVML_GPM_METRIC_SM_OCCUPANCY, %
+    "tensor_active": 5,  # NVML_GPM_METRIC_ANY_TENSOR_UTIL, %
+    "dram_active": 10,  # NVML_GPM_METRIC_DRAM_BW_UTIL, %
+    "nvlink_rx_bytes_per_s": 60,  # NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, MiB/s
+    "nvlink_tx_bytes_per_s": 61,  # NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, MiB/s
+}
+#: Multiplier from the GPM unit to the column's unit (MiB/s -> B/s for NVLink).
+GPM_SCALE: dict[str, float] = {"nvlink_rx_bytes_per_s": 2.0**20, "nvlink_tx_bytes_per_s": 2.0**20}
+
+
+@dataclass(frozen=True)
+class FieldReading:
+    """One value from ``nvmlDeviceGetFieldValues``.
+
+    Attributes:
+        value: the integer counter value, or None when the field returned an error.
+        timestamp_us: driver timestamp of the reading, microseconds (CPU clock).
+        bits: width of the counter type (64 for unsigned long long, 32 for unsigned int).
+    """
+
+    value: int | None
+    timestamp_us: int
+    bits: int = 64
+
+
+class Nvml:
+    """pynvml behind a small interface.  Every method raises ``NvmlNotSupported`` or
+    ``NvmlGpuLost`` instead of ``pynvml.NVMLError``; handles are opaque.
+
+    Raises:
+        NvmlUnavailable: from ``init`` when the library or driver is missing.
+    """
+
+    def __init__(self) -> None:
+        try:
+            import pynvml
+        except ImportError as exc:  # pragma: no cover - dependency is declared
+            raise NvmlUnavailable(f"nvidia-ml-py is not installed ({exc})") from exc
+        self._n = pynvml
+        self._lost = {pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_UNKNOWN}
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except self._n.NVMLError as exc:
+            if getattr(exc, "value", None) in self._lost:
+                raise NvmlGpuLost(str(exc)) from exc
+            raise NvmlNotSupported(str(exc)) from exc
+
+    # -- library -----------------------------------------------------------------------
+    def init(self) -> None:
+        try:
+            self._n.nvmlInit()
+        except self._n.NVMLError as exc:
+            raise NvmlUnavailable(f"NVML init failed: {exc}") from exc
+
+    def shutdown(self) -> None:
+        try:
+            self._n.nvmlShutdown()
+        except self._n.NVMLError:
+            pass
+
+    def driver_version(self) -> str:
+        v = self._call(self._n.nvmlSystemGetDriverVersion)
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def device_count(self) -> int:
+        return int(self._call(self._n.nvmlDeviceGetCount))
+
+    def handle(self, index: int):
+        return self._call(self._n.nvmlDeviceGetHandleByIndex, index)
+
+    # -- identity and limits -----------------------------------------------------------
+    def name(self, h) -> str:
+        v = self._call(self._n.nvmlDeviceGetName, h)
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def uuid(self, h) -> str:
+        v = self._call(self._n.nvmlDeviceGetUUID, h)
+        return v.decode() if isinstance(v, bytes) else str(v)
+
+    def power_limit_w(self, h) -> float:
+        return self._call(self._n.nvmlDeviceGetEnforcedPowerLimit, h) / 1000.0
+
+    def max_sm_clock_mhz(self, h) -> float:
+        return float(self._call(self._n.nvmlDeviceGetMaxClockInfo, h, self._n.NVML_CLOCK_SM))
+
+    def mem_total_bytes(self, h) -> float:
+        return float(self._call(self._n.nvmlDeviceGetMemoryInfo, h).total)
+
+    # -- fast counters (each 1-7 us on H200) -------------------------------------------
+    def utilization(self, h) -> tuple[float, float]:
+        """(gpu %, memory %) from nvmlDeviceGetUtilizationRates."""
+        u = self._call(self._n.nvmlDeviceGetUtilizationRates, h)
+        return float(u.gpu), float(u.memory)
+
+    def mem_used_bytes(self, h) -> float:
+        return float(self._call(self._n.nvmlDeviceGetMemoryInfo, h).used)
+
+    def power_w(self, h) -> float:
+        return self._call(self._n.nvmlDeviceGetPowerUsage, h) / 1000.0
+
+    def sm_clock_mhz(self, h) -> float:
+        return float(self._call(self._n.nvmlDeviceGetClockInfo, h, self._n.NVML_CLOCK_SM))
+
+    def field_values(self, h, field_ids: list[int]) -> list[FieldReading]:
+        """Read cumulative counters through nvmlDeviceGetFieldValues (about 0.33 ms)."""
+        vals = self._call(self._n.nvmlDeviceGetFieldValues, h, list(field_ids))
+        out = []
+        for v in vals:
+            if v.nvmlReturn != self._n.NVML_SUCCESS:
+                out.append(FieldReading(None, int(v.timestamp)))
+                continue
+            if v.valueType == self._n.NVML_VALUE_TYPE_UNSIGNED_INT:
+                out.append(FieldReading(int(v.value.uiVal), int(v.timestamp), 32))
+            elif v.valueType == self._n.NVML_VALUE_TYPE_UNSIGNED_LONG:
+                out.append(FieldReading(int(v.value.ulVal), int(v.timestamp), 64))
+            else:
+                out.append(FieldReading(int(v.value.ullVal), int(v.timestamp), 64))
+        return out
+
+    # -- GPM (Hopper and later) --------------------------------------------------------
+    def gpm_supported(self, h) -> bool:
+        try:
+            return bool(self._call(self._n.nvmlGpmQueryDeviceSupport, h).isSupportedDevice)
+        except (NvmlNotSupported, AttributeError):
+            return False
+
+    def gpm_sample_alloc(self):
+        return self._call(self._n.nvmlGpmSampleAlloc)
+
+    def gpm_sample_free(self, s) -> None:
+        try:
+            self._n.nvmlGpmSampleFree(s)
+        except self._n.NVMLError:
+            pass
+
+    def gpm_sample_get(self, h, s) -> None:
+        self._call(self._n.nvmlGpmSampleGet, h, s)
+
+    def gpm_metrics(self, s1, s2, metric_ids: list[int]) -> list[float]:
+        """Metric values between two GPM samples; NaN for a metric that returned an error."""
+        n = self._n
+        mg = n.c_nvmlGpmMetricsGet_t()
+        mg.version = n.NVML_GPM_METRICS_GET_VERSION
+        mg.numMetrics = len(metric_ids)
+        mg.sample1 = s1
+        mg.sample2 = s2
+        for i, mid in enumerate(metric_ids):
+            mg.metrics[i].metricId = mid
+        self._call(n.nvmlGpmMetricsGet, mg)
+        return [float(mg.metrics[i].value) if mg.metrics[i].nvmlReturn == n.NVML_SUCCESS
+                else math.nan for i in range(len(metric_ids))]

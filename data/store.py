@@ -1,0 +1,229 @@
+"""Embedded sample store: one SQLite file in WAL mode, one writer, any number of readers.
+
+WAL journaling lets dashboards read while the collector writes (readers see the last committed
+transaction and never block the writer).  Each ``append`` is one transaction: a batch is stored
+whole or not at all, so bad input never loses what is already stored.
+
+Rows get an increasing integer ``id``; readers poll with ``read_since(cursor)`` and keep the
+returned cursor, so a live view asks only for samples newer than what it has.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
+
+_SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
+
+
+class StoreError(RuntimeError):
+    """The store file cannot be opened or is not a tealeaves store; the message names the file."""
+
+
+class SampleStore:
+    """A tealeaves sample store backed by SQLite (WAL mode).
+
+    Args:
+        path: the database file; created with its tables when absent.
+        readonly: open without creating or writing (``mode=ro``); raises if absent.
+
+    Thread safety: each thread gets its own connection, so one object can serve a writer
+    thread and many reader threads (Dash callbacks) at once.
+
+    Raises:
+        StoreError: the file is not an SQLite database or lacks the tealeaves tables.
+    """
+
+    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        if readonly and not self.path.exists():
+            raise StoreError(f"{self.path}: no such store")
+        try:
+            if not readonly:
+                self._create()
+            self._check()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path}: not a tealeaves store ({exc})") from exc
+
+    # -- connections -------------------------------------------------------------------
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            if self.readonly:
+                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0,
+                                       check_same_thread=False)
+            else:
+                conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=NORMAL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        """Close every connection this object opened (all threads)."""
+        with self._lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.Error:
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    def __enter__(self) -> SampleStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _create(self) -> None:
+        cols = ", ".join(f"{c} {_SQL_TYPES.get(c, 'REAL')}" for c in COLUMNS)
+        dev_cols = ", ".join(
+            f"{c} {'TEXT' if c in ('host', 'uuid', 'name') else 'REAL'}" for c in DEVICE_COLUMNS
+        )
+        conn = self._conn()
+        with conn:
+            conn.execute(f"CREATE TABLE IF NOT EXISTS samples (id INTEGER PRIMARY KEY, {cols})")
+            conn.execute("CREATE INDEX IF NOT EXISTS samples_ts ON samples (timestamp)")
+            conn.execute(
+                f"CREATE TABLE IF NOT EXISTS devices ({dev_cols}, PRIMARY KEY (host, gpu))"
+            )
+            conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+
+    def _check(self) -> None:
+        names = {r[0] for r in self._conn().execute(
+            "SELECT name FROM sqlite_master WHERE type='table'")}
+        missing = {"samples", "devices", "meta"} - names
+        if missing:
+            raise StoreError(f"{self.path}: not a tealeaves store (missing tables {sorted(missing)})")
+
+    # -- writing -----------------------------------------------------------------------
+    def append(self, samples: pd.DataFrame) -> int:
+        """Store a batch of samples in one transaction.
+
+        Args:
+            samples: a frame in the sample schema (``conform`` is applied).
+
+        Returns:
+            The id of the last stored row (the new cursor), or the current cursor for an
+            empty batch.
+
+        Raises:
+            SchemaError: the frame does not fit the schema (nothing is written).
+        """
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only")
+        frame = conform(samples)
+        if frame.empty:
+            return self.cursor()
+        rows = [
+            tuple(None if isinstance(v, float) and math.isnan(v) else v for v in row)
+            for row in frame.itertuples(index=False, name=None)
+        ]
+        placeholders = ", ".join("?" for _ in COLUMNS)
+        conn = self._conn()
+        with conn:
+            cur = conn.executemany(
+                f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES ({placeholders})", rows
+            )
+            del cur
+            last = conn.execute("SELECT max(id) FROM samples").fetchone()[0]
+        return int(last)
+
+    def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
+        """Insert or replace per-GPU device rows (limits used for normalisation)."""
+        frame = pd.DataFrame(list(devices) if not isinstance(devices, pd.DataFrame) else devices)
+        if frame.empty:
+            return
+        for col in DEVICE_COLUMNS:
+            if col not in frame.columns:
+                frame[col] = None
+        rows = [tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r)
+                for r in frame[list(DEVICE_COLUMNS)].itertuples(index=False, name=None)]
+        conn = self._conn()
+        with conn:
+            conn.executemany(
+                f"INSERT OR REPLACE INTO devices ({', '.join(DEVICE_COLUMNS)}) "
+                f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)})", rows)
+
+    def set_meta(self, key: str, value: str) -> None:
+        """Record a key/value fact about the store (source, collector settings)."""
+        conn = self._conn()
+        with conn:
+            conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    # -- reading -----------------------------------------------------------------------
+    def cursor(self) -> int:
+        """Id of the newest stored row (0 when empty)."""
+        val = self._conn().execute("SELECT max(id) FROM samples").fetchone()[0]
+        return int(val or 0)
+
+    def count(self) -> int:
+        """Number of stored samples."""
+        return int(self._conn().execute("SELECT count(*) FROM samples").fetchone()[0])
+
+    def read_since(self, cursor: int = 0, limit: int | None = None) -> tuple[pd.DataFrame, int]:
+        """Samples stored after ``cursor``, oldest first.
+
+        Returns:
+            ``(frame, new_cursor)``; ``new_cursor`` equals ``cursor`` when nothing is new.
+        """
+        sql = f"SELECT id, {', '.join(COLUMNS)} FROM samples WHERE id > ? ORDER BY id"
+        params: tuple = (int(cursor),)
+        if limit is not None:
+            sql += " LIMIT ?"
+            params += (int(limit),)
+        df = pd.read_sql_query(sql, self._conn(), params=params)
+        if df.empty:
+            return empty_frame(), int(cursor)
+        new_cursor = int(df["id"].iloc[-1])
+        return self._typed(df.drop(columns="id")), new_cursor
+
+    def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
+        """Samples with ``start <= timestamp <= end`` (either bound may be None)."""
+        where, params = [], []
+        if start is not None:
+            where.append("timestamp >= ?")
+            params.append(float(start))
+        if end is not None:
+            where.append("timestamp <= ?")
+            params.append(float(end))
+        sql = f"SELECT {', '.join(COLUMNS)} FROM samples"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY timestamp, gpu"
+        df = pd.read_sql_query(sql, self._conn(), params=params)
+        return self._typed(df) if not df.empty else empty_frame()
+
+    def time_span(self) -> tuple[float, float] | None:
+        """(first, last) timestamp stored, or None when empty."""
+        lo, hi = self._conn().execute("SELECT min(timestamp), max(timestamp) FROM samples").fetchone()
+        return None if lo is None else (float(lo), float(hi))
+
+    def devices(self) -> pd.DataFrame:
+        """The per-GPU device rows (one per host and GPU index)."""
+        return pd.read_sql_query(
+            f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices ORDER BY host, gpu", self._conn())
+
+    def meta(self) -> dict[str, str]:
+        """All key/value facts recorded with ``set_meta``."""
+        return dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
+
+    @staticmethod
+    def _typed(df: pd.DataFrame) -> pd.DataFrame:
+        for col in METRIC_NAMES:
+            df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
+        return df

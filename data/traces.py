@@ -1,0 +1,169 @@
+"""Traces on disk: Parquet sample files and ground-truth label CSVs.
+
+A *trace* is a Parquet file holding a sample frame (``data.schema``) plus, in the file's
+key/value metadata, the device rows (``tealeaves.devices``, JSON) and free-form facts
+(``tealeaves.meta``, JSON: machine, driver, workload parameters).
+
+Ground-truth labels are a CSV of intervals with header ``start,end,phase[,hot_gpu]``:
+``start``/``end`` in UTC epoch seconds (``start < end``), ``phase`` one of ``PHASES``,
+``hot_gpu`` the GPU index holding the extra load or empty when balanced.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .schema import COLUMNS, SchemaError, conform
+
+PHASES: tuple[str, ...] = ("idle", "prefill", "decode", "mixed")
+LABEL_COLUMNS: tuple[str, ...] = ("start", "end", "phase", "hot_gpu")
+
+
+class TraceError(ValueError):
+    """A trace or label file is missing, empty or corrupt; the message names the file."""
+
+
+@dataclass
+class Trace:
+    """A sample frame with its device rows and facts.
+
+    Attributes:
+        samples: frame in the sample schema, rows sorted by (timestamp, gpu).
+        devices: one row per GPU (``data.schema.DEVICE_COLUMNS``); may be empty.
+        meta: free-form facts (machine, driver, workload parameters, date).
+    """
+
+    samples: pd.DataFrame
+    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    meta: dict = field(default_factory=dict)
+
+
+def write_trace(path: str | Path, trace: Trace) -> Path:
+    """Write ``trace`` to a Parquet file (zstd), device rows and facts in its metadata."""
+    path = Path(path)
+    table = pa.Table.from_pandas(conform(trace.samples), preserve_index=False)
+    extra = {
+        b"tealeaves.devices": json.dumps(
+            trace.devices.to_dict(orient="records") if not trace.devices.empty else []
+        ).encode(),
+        b"tealeaves.meta": json.dumps(trace.meta, default=str).encode(),
+    }
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), **extra})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, compression="zstd")
+    return path
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read a Parquet trace.
+
+    Raises:
+        TraceError: the file is missing, empty, not Parquet, lacks the schema's required
+            columns, or holds no samples.  The message names the file and the problem.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a trace file")
+    if path.stat().st_size == 0:
+        raise TraceError(f"{path}: file is empty")
+    try:
+        table = pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise TraceError(f"{path}: not a readable Parquet trace ({exc})") from exc
+    try:
+        samples = conform(table.to_pandas(), source=str(path))
+    except SchemaError as exc:
+        raise TraceError(str(exc)) from exc
+    if samples.empty:
+        raise TraceError(f"{path}: trace holds no samples")
+    md = table.schema.metadata or {}
+    try:
+        devices = pd.DataFrame(json.loads(md.get(b"tealeaves.devices", b"[]")))
+        meta = json.loads(md.get(b"tealeaves.meta", b"{}"))
+    except json.JSONDecodeError as exc:
+        raise TraceError(f"{path}: corrupt tealeaves metadata ({exc})") from exc
+    return Trace(samples=samples[list(COLUMNS)], devices=devices, meta=meta)
+
+
+def write_labels(path: str | Path, intervals: pd.DataFrame) -> Path:
+    """Write label intervals (columns ``LABEL_COLUMNS``) as CSV; ``hot_gpu`` empty when None."""
+    path = Path(path)
+    with path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(LABEL_COLUMNS)
+        for r in intervals.itertuples(index=False):
+            hot = getattr(r, "hot_gpu", None)
+            hot_s = "" if hot is None or (isinstance(hot, float) and math.isnan(hot)) else int(hot)
+            w.writerow([f"{r.start:.6f}", f"{r.end:.6f}", r.phase, hot_s])
+    return path
+
+
+def read_labels(path: str | Path) -> pd.DataFrame:
+    """Read a ground-truth label CSV.
+
+    Returns:
+        Frame with ``start``, ``end`` (float epoch s), ``phase`` (str), ``hot_gpu``
+        (float: GPU index, NaN when balanced or absent), sorted by ``start``.
+
+    Raises:
+        TraceError: missing/empty file, missing header fields, or a bad row; the message
+            names the file and line.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise TraceError(f"{path}: no such file")
+    rows = []
+    with path.open(newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = [h.strip() for h in (reader.fieldnames or [])]
+        if not header:
+            raise TraceError(f"{path}: file is empty")
+        missing = [c for c in ("start", "end", "phase") if c not in header]
+        if missing:
+            raise TraceError(f"{path}: line 1: header lacks {', '.join(missing)}")
+        reader.fieldnames = header
+        for lineno, rec in enumerate(reader, start=2):
+            try:
+                start, end = float(rec["start"]), float(rec["end"])
+            except (TypeError, ValueError):
+                raise TraceError(f"{path}: line {lineno}: start/end are not numbers") from None
+            phase = (rec.get("phase") or "").strip()
+            if phase not in PHASES:
+                raise TraceError(
+                    f"{path}: line {lineno}: phase {phase!r} is not one of {', '.join(PHASES)}")
+            if not end > start:
+                raise TraceError(f"{path}: line {lineno}: end must be after start")
+            hot_raw = (rec.get("hot_gpu") or "").strip()
+            try:
+                hot = float(int(hot_raw)) if hot_raw else math.nan
+            except ValueError:
+                raise TraceError(f"{path}: line {lineno}: hot_gpu {hot_raw!r} is not an index") \
+                    from None
+            rows.append((start, end, phase, hot))
+    return pd.DataFrame(rows, columns=list(LABEL_COLUMNS)).sort_values("start",
+                                                                       ignore_index=True)
+
+
+def label_at(labels: pd.DataFrame, times: pd.Series | list[float]) -> pd.DataFrame:
+    """Ground truth at each time: columns ``phase`` (None outside every interval), ``hot_gpu``."""
+    import numpy as np
+
+    t = np.asarray(times, dtype=float)
+    starts = labels["start"].to_numpy()
+    ends = labels["end"].to_numpy()
+    idx = np.searchsorted(starts, t, side="right") - 1
+    ok = (idx >= 0) & (t < ends[np.clip(idx, 0, None)]) if len(starts) else np.zeros(len(t), bool)
+    safe = np.clip(idx, 0, max(len(starts) - 1, 0))
+    phase = np.where(ok, labels["phase"].to_numpy()[safe] if len(starts) else None, None)
+    hot = np.where(ok, labels["hot_gpu"].to_numpy()[safe] if len(starts) else np.nan, np.nan)
+    return pd.DataFrame({"phase": phase, "hot_gpu": hot.astype(float)})

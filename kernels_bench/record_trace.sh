@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Record a labelled trace: the NVML collector at full rate in one process, the labelled
+# workload in another, on every visible GPU.  Usage (on a GPU host, project installed):
+#   kernels_bench/record_trace.sh OUTDIR NAME [HZ] [workload args...]
+# Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log.
+set -euo pipefail
+out=$1; name=$2; hz=${3:-20}; shift 3 || shift $#
+mkdir -p "$out"
+db=$(mktemp -d)/store.db
+# The collector starts first and stops after the workload, so idle margins frame the labels.
+tealeaves collect --hz "$hz" --store "$db" --parquet "$out/$name.parquet" --duration 100000 \
+    > "$out/$name.collect.log" 2>&1 &
+cpid=$!
+sleep 3
+tealeaves bench workload --labels "$out/$name.labels.csv" "$@" 2>&1 | tee "$out/$name.log"
+sleep 3
+kill -TERM "$cpid"; wait "$cpid" || true
+cat "$out/$name.collect.log"
