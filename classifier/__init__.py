@@ -1,1 +1,121 @@
-"""classifier: windows, features, the phase labeller and the imbalance flag."""
+"""classifier: windows, features, the phase labeller and the imbalance flag.
+
+Public surface:
+    ``classify_samples(samples, devices, window_s)`` -> windows frame
+    ``classify_trace(trace, window_s)`` -> windows frame
+    ``score_against_labels(windows, labels)`` -> dict of accuracies
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..data.traces import Trace, label_at
+from .features import WindowFeatures
+from .rules import PHASE_ORDER, RulePhaseLabeller
+from .windows import DEFAULT_WINDOW_S
+
+__all__ = ["classify_samples", "classify_trace", "score_against_labels", "WindowFeatures",
+           "RulePhaseLabeller", "DEFAULT_WINDOW_S", "PHASE_ORDER"]
+
+#: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
+WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
+                  "straggler_tax", "hot_gpu", "imbalanced", "load_mean", "load_max",
+                  "tensor_active_mean", "dram_active_mean", "power_frac_mean", "n_gpus")
+
+
+def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
+                     window_s: float = DEFAULT_WINDOW_S,
+                     labeller: RulePhaseLabeller | None = None) -> pd.DataFrame:
+    """Label every window of a sample frame.
+
+    Args:
+        samples: frame in the sample schema (any number of GPUs, one host).
+        devices: device rows for normalisation (optional).
+        window_s: window length in seconds.
+        labeller: the phase model; default ``RulePhaseLabeller()``.
+
+    Returns:
+        One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
+        GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the chosen
+        phase's score in [0, 1]; ``hot_gpu`` is NaN unless the window is flagged.
+    """
+    labeller = labeller or RulePhaseLabeller()
+    feats = WindowFeatures(window_s, devices).fit_transform(samples)
+    if feats.empty:
+        return pd.DataFrame(columns=list(WINDOW_COLUMNS))
+    proba = labeller.predict_proba(feats)
+    phase = proba.idxmax(axis=1)
+    imb = labeller.imbalance(feats, phase)
+    out = pd.DataFrame({
+        "start": feats.index.to_numpy(dtype=float),
+        "end": feats.index.to_numpy(dtype=float) + window_s,
+        "phase": phase.to_numpy(),
+        "confidence": proba.max(axis=1).to_numpy(),
+    })
+    for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "imbalanced"):
+        out[col] = imb[col].to_numpy()
+    for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
+                "power_frac_mean", "n_gpus"):
+        out[col] = feats[col].to_numpy()
+    for col in feats.columns:
+        if col.startswith("load_g"):
+            out[col] = feats[col].to_numpy()
+    return out
+
+
+def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S) -> pd.DataFrame:
+    """``classify_samples`` on a trace's samples and device rows."""
+    return classify_samples(trace.samples, trace.devices, window_s)
+
+
+def score_against_labels(windows: pd.DataFrame, labels: pd.DataFrame) -> dict:
+    """Compare window labels with ground-truth intervals.
+
+    A window is scored against the interval holding its midpoint; windows whose midpoint is
+    in no interval are not scored.
+
+    Returns:
+        ``accuracy`` (share of scored windows with the right phase), ``labelled_windows``,
+        ``per_phase_accuracy`` (recall per true phase), ``hot_gpu_accuracy`` (share of
+        windows in skewed-decode intervals flagged with the right hot GPU),
+        ``skewed_windows``, ``false_flag_rate`` (share of balanced decode windows flagged),
+        and ``stretches``: one dict per skewed interval (start, end, hot_gpu, windows,
+        flagged_right).
+    """
+    mid = (windows["start"] + windows["end"]) / 2.0
+    truth = label_at(labels, mid)
+    scored = truth["phase"].notna().to_numpy()
+    pred = windows["phase"].to_numpy()
+    true_phase = truth["phase"].to_numpy()
+    right = pred == true_phase
+    per_phase = {}
+    for ph in PHASE_ORDER:
+        m = scored & (true_phase == ph)
+        if m.any():
+            per_phase[ph] = float(right[m].mean())
+    hot_true = truth["hot_gpu"].to_numpy()
+    hot_pred = windows["hot_gpu"].to_numpy(dtype=float)
+    skewed = scored & (true_phase == "decode") & np.isfinite(hot_true)
+    hot_right = skewed & (hot_pred == hot_true)
+    balanced = scored & (true_phase == "decode") & ~np.isfinite(hot_true)
+    stretches = []
+    for r in labels.itertuples(index=False):
+        if r.phase != "decode" or not np.isfinite(r.hot_gpu):
+            continue
+        m = (mid >= r.start).to_numpy() & (mid < r.end).to_numpy()
+        stretches.append({"start": float(r.start), "end": float(r.end),
+                          "hot_gpu": int(r.hot_gpu), "windows": int(m.sum()),
+                          "flagged_right": float((hot_pred[m] == r.hot_gpu).mean())
+                          if m.any() else float("nan")})
+    return {
+        "accuracy": float(right[scored].mean()) if scored.any() else float("nan"),
+        "labelled_windows": int(scored.sum()),
+        "per_phase_accuracy": per_phase,
+        "hot_gpu_accuracy": float(hot_right[skewed].mean()) if skewed.any() else float("nan"),
+        "skewed_windows": int(skewed.sum()),
+        "false_flag_rate": float(windows["imbalanced"].to_numpy()[balanced].mean())
+        if balanced.any() else float("nan"),
+        "stretches": stretches,
+    }

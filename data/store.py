@@ -21,6 +21,7 @@ import pandas as pd
 from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
 
 _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
+_DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT"}
 
 
 class StoreError(RuntimeError):
@@ -92,7 +93,7 @@ class SampleStore:
     def _create(self) -> None:
         cols = ", ".join(f"{c} {_SQL_TYPES.get(c, 'REAL')}" for c in COLUMNS)
         dev_cols = ", ".join(
-            f"{c} {'TEXT' if c in ('host', 'uuid', 'name') else 'REAL'}" for c in DEVICE_COLUMNS
+            f"{c} {_DEVICE_SQL_TYPES.get(c, 'REAL')}" for c in DEVICE_COLUMNS
         )
         conn = self._conn()
         with conn:

@@ -104,6 +104,8 @@ class Workload:
                 from exc
         if not torch.cuda.is_available():
             raise RuntimeError("the workload needs a CUDA GPU; torch sees none")
+        if hot_experts < self.BALANCED_EXPERTS:
+            raise RuntimeError(f"hot_experts must be at least {self.BALANCED_EXPERTS}")
         self.torch = torch
         self.devices = devices if devices is not None else list(range(torch.cuda.device_count()))
         self.hot_experts = hot_experts
