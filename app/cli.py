@@ -44,18 +44,20 @@ def cmd_collect(args: argparse.Namespace) -> int:
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
     collector = NvmlCollector(hz=args.hz, gpus=gpus)
     try:
+        devices = collector.open()
+    except NvmlUnavailable as exc:
+        return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+    try:
         store = SampleStore(args.store)
     except StoreError as exc:
+        collector.close()
         return _fail(str(exc))
     start_cursor = store.cursor()
     stop = threading.Event()
     # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the summary.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    try:
-        n = run_to_store(collector, store, duration=args.duration, stop=stop)
-    except NvmlUnavailable as exc:
-        return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+    n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices)
     h = collector.health
     meta = {"collector": "nvml", "hz": args.hz, "driver": collector.driver,
             "hostname": socket.gethostname(), "tealeaves": _version()}

@@ -42,7 +42,7 @@ def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S) -> 
     if samples.empty:
         idx = pd.MultiIndex.from_arrays([[], []], names=["start", "gpu"])
         return pd.DataFrame(columns=[*METRIC_NAMES, "n"], index=idx, dtype=float)
-    frame = samples[["gpu", *METRIC_NAMES]].copy()
+    frame = samples.reindex(columns=["gpu", *METRIC_NAMES])  # absent metrics: NaN
     frame["start"] = np.round(window_start(samples["timestamp"], window_s), 6)
     grouped = frame.groupby(["start", "gpu"], sort=True)
     means = grouped[list(METRIC_NAMES)].mean()

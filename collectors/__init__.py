@@ -14,7 +14,7 @@ from ..data.store import SampleStore
 
 def run_to_store(collector, store: SampleStore, *, duration: float | None = None,
                  stop: threading.Event | None = None, batch_s: float = 0.25,
-                 on_batch=None) -> int:
+                 on_batch=None, devices=None) -> int:
     """Open ``collector``, store its device rows, then append every batch until it ends.
 
     Args:
@@ -24,11 +24,13 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
         stop: an event that ends collection when set.
         batch_s: seconds of samples per store transaction.
         on_batch: optional callable(frame) after each stored batch (progress display).
+        devices: the device rows if the caller already called ``collector.open()``.
 
     Returns:
         Number of samples stored.
     """
-    devices = collector.open()
+    if devices is None:
+        devices = collector.open()
     try:
         store.put_devices(devices)
         n = 0

@@ -1,0 +1,78 @@
+"""The ``tealeaves`` command line, run as a user runs it (a subprocess)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tealeaves.data import bundled_labels_path, bundled_trace_path
+from tealeaves.data.store import SampleStore
+
+from test_store import frame
+
+
+def tealeaves(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["bench"],
+                                 ["bench", "workload"]])
+def test_help_on_every_command(cmd):
+    r = tealeaves(*cmd, "--help")
+    assert r.returncode == 0 and "usage: tealeaves" in r.stdout
+
+
+def test_classify_bundled_trace_with_labels_prints_accuracy():
+    r = tealeaves("classify", bundled_trace_path(), "--labels", bundled_labels_path())
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("accuracy:"))
+    assert float(line.split()[1]) >= 0.97
+
+
+def test_classify_json_has_windows_counts_and_accuracy():
+    r = tealeaves("classify", bundled_trace_path(), "--labels", bundled_labels_path(), "--json")
+    out = json.loads(r.stdout)
+    assert sum(out["phase_counts"].values()) == len(out["windows"]) > 100
+    assert out["accuracy"] >= 0.97
+    assert {"phase", "confidence", "imbalance_ratio", "hot_gpu"} <= set(out["windows"][0])
+
+
+@pytest.mark.parametrize("content,expect", [
+    (None, "no such file"), (b"", "file is empty"), (b"\x00garbage" * 50, "not a readable"),
+])
+def test_classify_bad_file_is_one_clear_line_and_store_untouched(tmp_path, content, expect):
+    store_path = tmp_path / "tealeaves.db"
+    with SampleStore(store_path) as s:
+        s.append(frame(1000.0, 5))
+    before = hashlib.sha256(store_path.read_bytes()).hexdigest()
+    bad = tmp_path / "trace.parquet"
+    if content is not None:
+        bad.write_bytes(content)
+    r = tealeaves("classify", bad, cwd=tmp_path)
+    assert r.returncode != 0
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and expect in lines[0] and str(bad) in lines[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert hashlib.sha256(store_path.read_bytes()).hexdigest() == before
+    with SampleStore(store_path, readonly=True) as s:
+        assert s.count() == 10
+
+
+def test_classify_bad_labels_names_the_line(tmp_path):
+    lab = tmp_path / "l.csv"
+    lab.write_text("start,end,phase\n1,2,idle\nx,3,decode\n")
+    r = tealeaves("classify", bundled_trace_path(), "--labels", lab)
+    assert r.returncode != 0 and "line 3" in r.stderr
+
+
+def test_collect_without_gpu_fails_clearly_and_creates_no_store(tmp_path):
+    r = tealeaves("collect", "--duration", "1", "--store", tmp_path / "x.db")
+    if r.returncode == 0:
+        pytest.skip("a GPU is present")
+    assert "no GPU" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x.db").exists()
