@@ -131,6 +131,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
               f"{score['hot_gpu_accuracy']:.3f} over {score['skewed_windows']} windows")
         for ph, acc in score["per_phase_accuracy"].items():
             print(f"  {ph:8s} {acc:.3f}")
+        for st in score["stretches"]:
+            print(f"  skewed decode {st['start']:.1f}-{st['end']:.1f} (GPU {st['hot_gpu']} hot): "
+                  f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
+                  f"{st['hot_gpu']}")
     return 0
 
 

@@ -16,8 +16,15 @@ from .features import WindowFeatures
 from .rules import PHASE_ORDER, RulePhaseLabeller
 from .windows import DEFAULT_WINDOW_S
 
-__all__ = ["classify_samples", "classify_trace", "score_against_labels", "WindowFeatures",
-           "RulePhaseLabeller", "DEFAULT_WINDOW_S", "PHASE_ORDER"]
+__all__ = [
+    "DEFAULT_WINDOW_S",
+    "PHASE_ORDER",
+    "RulePhaseLabeller",
+    "WindowFeatures",
+    "classify_samples",
+    "classify_trace",
+    "score_against_labels",
+]
 
 #: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",

@@ -134,8 +134,8 @@ class NvmlCollector:
         rows = []
         for i in indices:
             h = n.handle(i)
-            uuid = self._try(lambda: n.uuid(h), "")
-            gpm = bool(self._try(lambda: n.gpm_supported(h), False))
+            uuid = self._try(lambda h=h: n.uuid(h), "")
+            gpm = bool(self._try(lambda h=h: n.gpm_supported(h), False))
             st = _GpuState(index=i, handle=h, uuid=uuid, gpm=gpm)
             if gpm:
                 try:
@@ -145,10 +145,10 @@ class NvmlCollector:
             self._gpus.append(st)
             rows.append({
                 "host": self.host, "gpu": i, "uuid": uuid,
-                "name": self._try(lambda: n.name(h), ""),
-                "power_limit_w": self._try(lambda: n.power_limit_w(h), math.nan),
-                "max_sm_clock_mhz": self._try(lambda: n.max_sm_clock_mhz(h), math.nan),
-                "mem_total_bytes": self._try(lambda: n.mem_total_bytes(h), math.nan),
+                "name": self._try(lambda h=h: n.name(h), ""),
+                "power_limit_w": self._try(lambda h=h: n.power_limit_w(h), math.nan),
+                "max_sm_clock_mhz": self._try(lambda h=h: n.max_sm_clock_mhz(h), math.nan),
+                "mem_total_bytes": self._try(lambda h=h: n.mem_total_bytes(h), math.nan),
                 "gpm_supported": float(st.gpm),
             })
             if not st.gpm:
@@ -195,12 +195,13 @@ class NvmlCollector:
             h = st.handle
             row: dict = {"timestamp": wall, "monotonic": mono, "host": self.host,
                          "gpu": st.index, "uuid": st.uuid}
-            util = self._read(st, "gpu_util", lambda: n.utilization(h))
+            util = self._read(st, "gpu_util", lambda h=h: n.utilization(h))
             row["gpu_util"], row["mem_copy_util"] = (util if isinstance(util, tuple)
                                                      else (math.nan, math.nan))
-            row["mem_used_bytes"] = self._read(st, "mem_used_bytes", lambda: n.mem_used_bytes(h))
-            row["power_w"] = self._read(st, "power_w", lambda: n.power_w(h))
-            row["sm_clock_mhz"] = self._read(st, "sm_clock_mhz", lambda: n.sm_clock_mhz(h))
+            row["mem_used_bytes"] = self._read(st, "mem_used_bytes",
+                                               lambda h=h: n.mem_used_bytes(h))
+            row["power_w"] = self._read(st, "power_w", lambda h=h: n.power_w(h))
+            row["sm_clock_mhz"] = self._read(st, "sm_clock_mhz", lambda h=h: n.sm_clock_mhz(h))
             self._pcie(st, row)
             self._gpm(st, row, mono)
             rows.append(row)

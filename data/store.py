@@ -15,6 +15,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Self
 
 import pandas as pd
 
@@ -84,7 +85,7 @@ class SampleStore:
             self._all.clear()
         self._local = threading.local()
 
-    def __enter__(self) -> SampleStore:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -8,16 +8,15 @@ import subprocess
 import sys
 
 import pytest
+from test_store import frame
 
 from tealeaves.data import bundled_labels_path, bundled_trace_path
 from tealeaves.data.store import SampleStore
 
-from test_store import frame
-
 
 def tealeaves(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=120)
+                          capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
 
 
 @pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["bench"],

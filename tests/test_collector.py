@@ -6,13 +6,12 @@ import math
 
 import pandas as pd
 import pytest
+from fake_nvml import FakeGpu, FakeNvml
 
 from tealeaves.collectors import run_to_store
 from tealeaves.collectors.nvml import NvmlCollector, counter_rate
 from tealeaves.collectors.nvml_shim import NvmlUnavailable
 from tealeaves.data.store import SampleStore
-
-from fake_nvml import FakeGpu, FakeNvml
 
 
 class StepClock:
