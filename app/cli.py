@@ -36,13 +36,13 @@ def _version() -> str:
 # -- collect -------------------------------------------------------------------------------
 def cmd_collect(args: argparse.Namespace) -> int:
     from ..collectors import run_to_store
-    from ..collectors.nvml import NvmlCollector
+    from ..collectors.bench import CpuMeter, _rss_mb
+    from ..collectors.nvml import NvmlCollector, health_summary
     from ..collectors.nvml_shim import NvmlUnavailable
     from ..data.store import SampleStore, StoreError
-    from ..data.traces import Trace, write_trace
 
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
-    collector = NvmlCollector(hz=args.hz, gpus=gpus)
+    collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads)
     try:
         devices = collector.open()
     except NvmlUnavailable as exc:
@@ -57,8 +57,27 @@ def cmd_collect(args: argparse.Namespace) -> int:
     # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the summary.
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices)
+    rss: list[tuple[float, float]] = []
+    meter = CpuMeter().start()
+
+    def sample_rss(_batch) -> None:
+        t = meter.stop()[1]
+        if not rss or t - rss[-1][0] >= 5.0:
+            rss.append((round(t, 2), _rss_mb()))
+
+    sample_rss(None)
+    n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices,
+                     on_batch=sample_rss)
+    cpu_s, elapsed = meter.stop()
+    rss.append((round(elapsed, 2), _rss_mb()))
     h = collector.health
+    if args.stats_json:
+        summary = health_summary(h, elapsed)
+        Path(args.stats_json).write_text(json.dumps({
+            "hz": args.hz, "threads": args.threads, "gpus": len(devices), "stored": n,
+            "elapsed_s": elapsed, "cpu_s": cpu_s,
+            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": rss,
+            "health": summary}, default=str))
     meta = {"collector": "nvml", "hz": args.hz, "driver": collector.driver,
             "hostname": socket.gethostname(), "tealeaves": _version()}
     for k, v in meta.items():
@@ -68,6 +87,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
           f"{', '.join(sorted(h['unsupported'])) or 'none'}")
     if args.parquet:
+        from ..data.traces import Trace, write_trace
+
         samples, _ = store.read_since(start_cursor)
         devs = store.devices()
         write_trace(args.parquet, Trace(samples, devs, meta))
@@ -76,7 +97,42 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- doctor --------------------------------------------------------------------------------
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ..collectors.nvml_shim import NvmlUnavailable
+    from ..collectors.probe import format_table, probe
+
+    try:
+        report = probe(poll_s=args.poll)
+    except NvmlUnavailable as exc:
+        if args.json:
+            print(json.dumps({"gpus": [], "error": str(exc)}))
+        else:
+            print(f"no NVIDIA GPU found: {exc}")
+        return 0
+    print(json.dumps(report, default=str) if args.json else format_table(report))
+    return 0
+
+
 # -- bench ---------------------------------------------------------------------------------
+def cmd_bench_collector(args: argparse.Namespace) -> int:
+    from ..collectors import bench
+    from ..collectors.nvml_shim import Nvml, NvmlUnavailable
+
+    try:
+        n = Nvml()
+        n.init()
+        available = n.device_count()
+        n.shutdown()
+    except NvmlUnavailable as exc:
+        return _fail(f"{exc} (no GPU to benchmark)", EXIT_NO_GPU)
+    gpus = min(args.gpus or available, available)
+    bench.run(gpus, args.seconds, args.hz, args.out, compare=not args.no_compare,
+              soak_s=args.soak, log=lambda s: print(s, flush=True))
+    return 0
+
+
+
 def cmd_bench_workload(args: argparse.Namespace) -> int:
     from ..kernels_bench.workload import Workload, default_schedule
 
@@ -179,7 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--duration", type=float, help="seconds to collect (default: until Ctrl-C)")
     c.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
     c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
+    c.add_argument("--threads", action="store_true",
+                   help="read the GPUs of each sweep in parallel threads")
+    c.add_argument("--stats-json", type=Path,
+                   help="write CPU time, RSS and collector health to this JSON file")
     c.set_defaults(func=cmd_collect)
+
+    dr = sub.add_parser("doctor", help="probe the GPUs: capabilities and reachable rates",
+                        description="List every GPU's capabilities (GPM, PCIe counters, MIG, "
+                                    "NVLink, processes) and the rate each metric group can "
+                                    "reach on this machine.")
+    dr.add_argument("--json", action="store_true", help="print one JSON object")
+    dr.add_argument("--poll", type=float, default=0.5,
+                    help="seconds of tight polling to measure refresh rates (default 0.5)")
+    dr.set_defaults(func=cmd_doctor)
 
     k = sub.add_parser("classify", help="label a trace's windows idle/prefill/decode",
                        description="Cut a trace into windows, label each idle/prefill/decode "
@@ -206,6 +275,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="experts run by the hot GPU per decode step (balanced: 8)")
     w.add_argument("--seed", type=int, default=0)
     w.set_defaults(func=cmd_bench_workload)
+    bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",
+                         description="Run tealeaves' collector (one loop and threaded), "
+                                     "nvitop's ResourceMetricCollector and nvidia-smi at their "
+                                     "fastest on the same GPUs; print rates, CPU %% of one core, "
+                                     "NVML time per sweep and RSS, and an 8-GPU cost model.")
+    bc.add_argument("--gpus", type=int, help="number of GPUs (default: all)")
+    bc.add_argument("--seconds", type=float, default=30.0, help="seconds per tool (default 30)")
+    bc.add_argument("--hz", type=float, default=50.0, help="tealeaves sweep rate (default 50)")
+    bc.add_argument("--soak", type=float, help="also run the collector this many seconds, "
+                                               "recording RSS (e.g. 600)")
+    bc.add_argument("--no-compare", action="store_true", help="skip nvitop and nvidia-smi")
+    bc.add_argument("--out", type=Path, default=Path("bench-out"),
+                    help="folder for collector_bench.csv/json (default bench-out)")
+    bc.set_defaults(func=cmd_bench_collector)
     return p
 
 

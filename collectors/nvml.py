@@ -5,10 +5,15 @@ the cumulative PCIe byte counters through field values 197/198 (0.33 ms), differ
 into bytes/s, and, where the GPU supports GPM, ``sm_active``, ``sm_occupancy``,
 ``tensor_active``, ``dram_active`` and NVLink bytes/s between two GPM samples at least
 ``gpm_interval_s`` apart (GPM has a 100 ms floor, like DCGM profiling).  Costs are from
-``shared/DESIGN.md``, "Facts measured on an H200 machine".
+``shared/DESIGN.md``, "Facts measured on an H200 machine", and ``docs/benchmarks.md``.
+
+Between sweeps, on a slower round-robin (one GPU per sweep), it drains the driver's power and
+utilization sample buffers (``nvmlDeviceGetSamples``, finer than any poll: extra rows holding
+only ``power_w`` or ``gpu_util``) and lists the compute processes on each GPU.
 
 Anything a GPU does not answer is NaN, never 0; each (GPU, metric) that is not supported is
-reported once in ``health['unsupported']``.
+reported once in ``health['unsupported']``.  A GPU that falls off the bus is marked offline,
+the others continue, and it is retried every ``retry_interval_s``.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ import math
 import socket
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from .nvml_shim import (
@@ -30,11 +39,18 @@ from .nvml_shim import (
     Nvml,
     NvmlGpuLost,
     NvmlNotSupported,
+    NvmlUnavailable,
 )
 
 #: A PCIe byte rate above this is a counter reset, not traffic (PCIe 6.0 x16 is 128 GB/s a
 #: direction); such a difference becomes NaN.
 MAX_PLAUSIBLE_PCIE_BYTES_PER_S = 1e12
+
+#: Metric groups, for timing and rates (``tealeaves doctor``, ``tealeaves bench collector``).
+GROUPS = ("fast", "pcie", "gpm", "buffers", "processes")
+
+_PCIE_IDS = (FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES)
+_PCIE_COLS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
 
 
 def counter_rate(prev_value: int | None, prev_ts_us: int | None, value: int | None,
@@ -64,6 +80,14 @@ def counter_rate(prev_value: int | None, prev_ts_us: int | None, value: int | No
     return rate if rate <= max_rate else math.nan
 
 
+def process_name(pid: int) -> str:
+    """Command name of a host process (``/proc/<pid>/comm``), "" when not visible."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 @dataclass
 class _GpuState:
     index: int
@@ -71,10 +95,51 @@ class _GpuState:
     uuid: str
     gpm: bool
     online: bool = True
+    last_retry: float = -math.inf
     prev_fields: dict[int, tuple[int | None, int]] = field(default_factory=dict)
     gpm_prev: object = None
     gpm_cur: object = None
     gpm_prev_t: float = -math.inf
+    buffer_since_us: dict[str, int] = field(default_factory=dict)
+    buffers_ok: dict[str, bool] = field(default_factory=lambda: {"power": True,
+                                                                 "gpu_util": True})
+
+
+def new_health() -> dict:
+    """An empty collector-health record (shared by every collector)."""
+    return {"sweeps": 0, "missed_deadlines": 0, "max_lateness_s": 0.0,
+            "lateness_s": deque(maxlen=4096), "unsupported": set(), "offline": set(),
+            "recovered": 0, "nvml_s": dict.fromkeys(GROUPS, 0.0),
+            "calls": dict.fromkeys(GROUPS, 0), "gpm_reads": 0, "gpm_empty": 0,
+            "buffered_rows": 0, "dropped_samples": 0, "store_errors": 0,
+            "buffered_for_store": 0}
+
+
+def health_summary(health: dict, elapsed_s: float | None = None) -> dict:
+    """JSON-ready view of a health record: lateness p50/p99/max in ms, NVML ms per sweep."""
+    late = np.asarray(health["lateness_s"], dtype=float)
+    sweeps = max(health["sweeps"], 1)
+    out = {
+        "sweeps": health["sweeps"],
+        "missed_deadlines": health["missed_deadlines"],
+        "lateness_ms_p50": float(np.percentile(late, 50) * 1e3) if late.size else math.nan,
+        "lateness_ms_p99": float(np.percentile(late, 99) * 1e3) if late.size else math.nan,
+        "lateness_ms_max": health["max_lateness_s"] * 1e3,
+        "unsupported": sorted(health["unsupported"]),
+        "offline": sorted(health["offline"]),
+        "recovered": health["recovered"],
+        "nvml_ms_per_sweep": {g: v * 1e3 / sweeps for g, v in health["nvml_s"].items()},
+        "nvml_us_per_call": {g: (health["nvml_s"][g] / health["calls"][g] * 1e6)
+                             if health["calls"][g] else math.nan for g in GROUPS},
+        "gpm_reads": health["gpm_reads"],
+        "gpm_empty": health["gpm_empty"],
+        "buffered_rows": health["buffered_rows"],
+        "dropped_samples": health["dropped_samples"],
+        "store_errors": health["store_errors"],
+    }
+    if elapsed_s:
+        out["sweeps_per_s"] = health["sweeps"] / elapsed_s
+    return out
 
 
 class NvmlCollector:
@@ -82,15 +147,21 @@ class NvmlCollector:
 
     Args:
         hz: sweeps per second (default 10, the GPM floor); every GPU is read once a sweep.
+            Fast counters reach 50 Hz per GPU on H200 (``docs/benchmarks.md``).
         gpus: GPU indices to read; None for all.
         nvml: an ``Nvml``-like object (tests pass a fake); default the real pynvml shim.
         host: host name recorded on every sample; default ``socket.gethostname()``.
         gpm_interval_s: least time between the two GPM samples of one metric read.
-        clock: ``(wall, monotonic)`` time source, for tests.
+        buffer_interval_s: how often each GPU's driver sample buffers are drained
+            (None: never).
+        process_interval_s: how often each GPU's compute processes are listed (None: never).
+        retry_interval_s: how often an offline GPU is tried again.
+        threads: read the GPUs of a sweep in parallel threads instead of one loop.
+        clock: ``() -> (wall, monotonic)`` time source, for tests.
 
     Attributes:
-        health: ``sweeps``, ``missed_deadlines``, ``max_lateness_s``, ``unsupported``
-            (set of ``"gpu<i>:<metric>"`` strings), ``offline`` (set of GPU indices).
+        health: see ``new_health``; ``health_summary`` turns it into plain numbers.
+        processes: latest process rows per GPU index.
 
     Raises:
         NvmlUnavailable: from ``open`` when NVML cannot start or finds no GPU.
@@ -98,7 +169,9 @@ class NvmlCollector:
 
     def __init__(self, hz: float = 10.0, gpus: list[int] | None = None, nvml: object = None,
                  host: str | None = None, gpm_interval_s: float = 0.095,
-                 clock=None) -> None:
+                 buffer_interval_s: float | None = 1.0,
+                 process_interval_s: float | None = 1.0, retry_interval_s: float = 5.0,
+                 threads: bool = False, clock=None) -> None:
         if not hz > 0:
             raise ValueError(f"hz must be positive, got {hz}")
         self.hz = float(hz)
@@ -106,10 +179,19 @@ class NvmlCollector:
         self.nvml = nvml if nvml is not None else Nvml()
         self.host = host or socket.gethostname()
         self.gpm_interval_s = gpm_interval_s
+        self.buffer_interval_s = buffer_interval_s
+        self.process_interval_s = process_interval_s
+        self.retry_interval_s = retry_interval_s
+        self.threads = threads
         self._clock = clock or (lambda: (time.time(), time.monotonic()))
         self._gpus: list[_GpuState] = []
-        self.health: dict = {"sweeps": 0, "missed_deadlines": 0, "max_lateness_s": 0.0,
-                             "unsupported": set(), "offline": set()}
+        self._pool: ThreadPoolExecutor | None = None
+        self._rr = 0
+        self._last_buffers = -math.inf
+        self._last_processes = -math.inf
+        self._pending_processes: list[dict] = []
+        self.processes: dict[int, list[dict]] = {}
+        self.health: dict = new_health()
         self.driver = ""
 
     # -- setup ---------------------------------------------------------------------------
@@ -118,25 +200,26 @@ class NvmlCollector:
 
         Returns:
             Device rows (``data.schema.DEVICE_COLUMNS``), one per GPU read.
-        """
-        from .nvml_shim import NvmlUnavailable
 
+        Raises:
+            NvmlUnavailable: no driver, or no GPU to read.
+        """
         n = self.nvml
         n.init()
-        try:
-            self.driver = n.driver_version()
-        except (NvmlNotSupported, NvmlGpuLost):
-            self.driver = ""
+        self.driver = self._try(n.driver_version, "")
         count = n.device_count()
         indices = [i for i in range(count) if self.gpu_filter is None or i in self.gpu_filter]
         if not indices:
+            n.shutdown()
             raise NvmlUnavailable("NVML found no GPU to read")
         rows = []
+        now_us = int(self._clock()[0] * 1e6)
         for i in indices:
             h = n.handle(i)
             uuid = self._try(lambda h=h: n.uuid(h), "")
             gpm = bool(self._try(lambda h=h: n.gpm_supported(h), False))
-            st = _GpuState(index=i, handle=h, uuid=uuid, gpm=gpm)
+            st = _GpuState(index=i, handle=h, uuid=uuid, gpm=gpm,
+                           buffer_since_us={"power": now_us, "gpu_util": now_us})
             if gpm:
                 try:
                     st.gpm_prev, st.gpm_cur = n.gpm_sample_alloc(), n.gpm_sample_alloc()
@@ -154,10 +237,16 @@ class NvmlCollector:
             if not st.gpm:
                 for m in GPM_METRICS:
                     self.health["unsupported"].add(f"gpu{i}:{m}")
+        if self.threads and len(self._gpus) > 1:
+            self._pool = ThreadPoolExecutor(max_workers=len(self._gpus),
+                                            thread_name_prefix="tealeaves-gpu")
         return pd.DataFrame(rows)
 
     def close(self) -> None:
-        """Free GPM samples and shut NVML down."""
+        """Free GPM samples, stop worker threads and shut NVML down."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         for st in self._gpus:
             for s in (st.gpm_prev, st.gpm_cur):
                 if s is not None:
@@ -173,7 +262,8 @@ class NvmlCollector:
             return default
 
     # -- one sweep -----------------------------------------------------------------------
-    def _read(self, st: _GpuState, name: str, fn) -> float:
+    def _read(self, st: _GpuState, name: str, fn) -> object:
+        """Call ``fn``; NotSupported -> NaN (reported once), GPU lost -> offline + NaN."""
         if not st.online:
             return math.nan
         try:
@@ -182,40 +272,91 @@ class NvmlCollector:
             self.health["unsupported"].add(f"gpu{st.index}:{name}")
             return math.nan
         except NvmlGpuLost:
-            st.online = False
-            self.health["offline"].add(st.index)
+            self._mark_lost(st)
             return math.nan
 
-    def sweep(self) -> list[dict]:
-        """Read every GPU once; one dict per GPU in the sample schema."""
+    def _mark_lost(self, st: _GpuState) -> None:
+        st.online = False
+        st.last_retry = self._clock()[1]
+        self.health["offline"].add(st.index)
+
+    def _retry(self, st: _GpuState, mono: float) -> None:
+        if mono - st.last_retry < self.retry_interval_s:
+            return
+        st.last_retry = mono
+        try:
+            h = self.nvml.handle(st.index)
+            self.nvml.power_w(h)
+        except NvmlNotSupported:
+            h = self.nvml.handle(st.index)
+        except NvmlGpuLost:
+            return
+        st.handle, st.online = h, True
+        st.prev_fields.clear()
+        st.gpm_prev_t = -math.inf
+        self.health["offline"].discard(st.index)
+        self.health["recovered"] += 1
+
+    def _timed(self, group: str, t0: float) -> None:
+        self.health["nvml_s"][group] += time.perf_counter() - t0
+        self.health["calls"][group] += 1
+
+    def _sweep_gpu(self, st: _GpuState) -> dict:
         n = self.nvml
-        rows = []
-        for st in self._gpus:
-            wall, mono = self._clock()
-            h = st.handle
-            row: dict = {"timestamp": wall, "monotonic": mono, "host": self.host,
-                         "gpu": st.index, "uuid": st.uuid}
-            util = self._read(st, "gpu_util", lambda h=h: n.utilization(h))
-            row["gpu_util"], row["mem_copy_util"] = (util if isinstance(util, tuple)
-                                                     else (math.nan, math.nan))
-            row["mem_used_bytes"] = self._read(st, "mem_used_bytes",
-                                               lambda h=h: n.mem_used_bytes(h))
-            row["power_w"] = self._read(st, "power_w", lambda h=h: n.power_w(h))
-            row["sm_clock_mhz"] = self._read(st, "sm_clock_mhz", lambda h=h: n.sm_clock_mhz(h))
-            self._pcie(st, row)
-            self._gpm(st, row, mono)
-            rows.append(row)
+        wall, mono = self._clock()
+        if not st.online:
+            self._retry(st, mono)
+        h = st.handle
+        row: dict = {"timestamp": wall, "monotonic": mono, "host": self.host,
+                     "gpu": st.index, "uuid": st.uuid}
+        t0 = time.perf_counter()
+        util = self._read(st, "gpu_util", lambda: n.utilization(h))
+        row["gpu_util"], row["mem_copy_util"] = (util if isinstance(util, tuple)
+                                                 else (math.nan, math.nan))
+        row["mem_used_bytes"] = self._read(st, "mem_used_bytes", lambda: n.mem_used_bytes(h))
+        row["power_w"] = self._read(st, "power_w", lambda: n.power_w(h))
+        row["sm_clock_mhz"] = self._read(st, "sm_clock_mhz", lambda: n.sm_clock_mhz(h))
+        self._timed("fast", t0)
+        t0 = time.perf_counter()
+        self._pcie(st, row)
+        self._timed("pcie", t0)
+        self._gpm(st, row, mono)
+        return row
+
+    def sweep(self) -> list[dict]:
+        """Read every GPU once.
+
+        Returns:
+            One dict per GPU in the sample schema, then any rows drained from the driver's
+            sample buffers (only ``power_w`` or ``gpu_util`` set).
+        """
+        if self._pool is not None:
+            rows = list(self._pool.map(self._sweep_gpu, self._gpus))
+        else:
+            rows = [self._sweep_gpu(st) for st in self._gpus]
         self.health["sweeps"] += 1
+        _, mono = self._clock()
+        if self._gpus:
+            self._rr = (self._rr + 1) % len(self._gpus)
+            st = self._gpus[self._rr]
+            # Round-robin: one GPU per sweep, so a slow call never lands on every GPU at once.
+            if self.buffer_interval_s is not None and \
+                    mono - self._last_buffers >= self.buffer_interval_s / len(self._gpus):
+                self._last_buffers = mono
+                rows.extend(self._drain(st))
+            if self.process_interval_s is not None and \
+                    mono - self._last_processes >= self.process_interval_s / len(self._gpus):
+                self._last_processes = mono
+                self._poll_processes(st)
         return rows
 
     def _pcie(self, st: _GpuState, row: dict) -> None:
-        ids = [FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES]
-        cols = ["pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s"]
-        readings = self._read(st, "pcie", lambda: self.nvml.field_values(st.handle, ids))
+        readings = self._read(st, "pcie", lambda: self.nvml.field_values(st.handle,
+                                                                         list(_PCIE_IDS)))
         if not isinstance(readings, list):
-            row.update({c: math.nan for c in cols})
+            row.update(dict.fromkeys(_PCIE_COLS, math.nan))
             return
-        for fid, col, r in zip(ids, cols, readings):
+        for fid, col, r in zip(_PCIE_IDS, _PCIE_COLS, readings, strict=True):
             if r.value is None:
                 self.health["unsupported"].add(f"gpu{st.index}:{col}")
             prev = st.prev_fields.get(fid)
@@ -231,11 +372,15 @@ class NvmlCollector:
             row[col] = math.nan
         if not st.gpm or not st.online or mono - st.gpm_prev_t < self.gpm_interval_s:
             return
+        t0 = time.perf_counter()
         try:
             self.nvml.gpm_sample_get(st.handle, st.gpm_cur)
             if math.isfinite(st.gpm_prev_t):
                 vals = self.nvml.gpm_metrics(st.gpm_prev, st.gpm_cur, list(GPM_METRICS.values()))
-                for col, v in zip(GPM_METRICS, vals):
+                self.health["gpm_reads"] += 1
+                if all(math.isnan(v) for v in vals):
+                    self.health["gpm_empty"] += 1
+                for col, v in zip(GPM_METRICS, vals, strict=True):
                     row[col] = v * GPM_SCALE.get(col, 1.0)
                     if math.isnan(v):
                         self.health["unsupported"].add(f"gpu{st.index}:{col}")
@@ -246,19 +391,77 @@ class NvmlCollector:
             for col in GPM_METRICS:
                 self.health["unsupported"].add(f"gpu{st.index}:{col}")
         except NvmlGpuLost:
-            st.online = False
-            self.health["offline"].add(st.index)
+            self._mark_lost(st)
+        finally:
+            self._timed("gpm", t0)
+
+    def _drain(self, st: _GpuState) -> list[dict]:
+        """Rows from the driver's power and utilization sample buffers of one GPU."""
+        if not st.online:
+            return []
+        wall, mono = self._clock()
+        rows = []
+        for kind, col in (("power", "power_w"), ("gpu_util", "gpu_util")):
+            if not st.buffers_ok[kind]:
+                continue
+            t0 = time.perf_counter()
+            try:
+                got = self.nvml.buffered_samples(st.handle, kind, st.buffer_since_us[kind])
+            except NvmlNotSupported:
+                st.buffers_ok[kind] = False
+                self.health["unsupported"].add(f"gpu{st.index}:{kind}_samples")
+                continue
+            except NvmlGpuLost:
+                self._mark_lost(st)
+                return rows
+            finally:
+                self._timed("buffers", t0)
+            for ts_us, value in got:
+                t = ts_us / 1e6
+                rows.append({"timestamp": t, "monotonic": mono - (wall - t), "host": self.host,
+                             "gpu": st.index, "uuid": st.uuid, col: value})
+            if got:
+                st.buffer_since_us[kind] = got[-1][0]
+        self.health["buffered_rows"] += len(rows)
+        return rows
+
+    def _poll_processes(self, st: _GpuState) -> None:
+        if not st.online:
+            return
+        t0 = time.perf_counter()
+        try:
+            procs = self.nvml.compute_processes(st.handle)
+        except NvmlNotSupported:
+            self.health["unsupported"].add(f"gpu{st.index}:processes")
+            return
+        except NvmlGpuLost:
+            self._mark_lost(st)
+            return
+        finally:
+            self._timed("processes", t0)
+        wall, _ = self._clock()
+        rows = [{"timestamp": wall, "host": self.host, "gpu": st.index, "uuid": st.uuid,
+                 "pid": pid, "used_memory_bytes": mem, "name": process_name(pid)}
+                for pid, mem in procs]
+        self.processes[st.index] = rows
+        self._pending_processes.extend(rows)
+
+    def pop_processes(self) -> list[dict]:
+        """Process rows listed since the last call (for ``SampleStore.put_processes``)."""
+        out, self._pending_processes = self._pending_processes, []
+        return out
 
     # -- the loop ------------------------------------------------------------------------
     def stream(self, stop: threading.Event | None = None, duration: float | None = None,
-               batch_s: float = 0.25) -> Iterator[pd.DataFrame]:
+               batch_s: float = 0.25) -> Iterator[list[dict]]:
         """Sweep at ``hz`` until ``stop`` is set or ``duration`` seconds pass.
 
         Deadlines are absolute (start + k / hz); a sweep that starts late by more than one
-        period skips the missed deadlines and counts them in ``health['missed_deadlines']``.
+        period skips the missed deadlines and counts them in ``health['missed_deadlines']``;
+        every sweep's lateness goes to ``health['lateness_s']`` (jitter).
 
         Yields:
-            Sample frames holding the sweeps of the last ``batch_s`` seconds.
+            Lists of sample rows (dicts in the schema) holding the last ``batch_s`` seconds.
         """
         stop = stop or threading.Event()
         period = 1.0 / self.hz
@@ -266,6 +469,7 @@ class NvmlCollector:
         k = 0
         pending: list[dict] = []
         last_flush = t0
+        health = self.health
         while not stop.is_set():
             now = time.monotonic()
             if duration is not None and now - t0 >= duration:
@@ -275,15 +479,16 @@ class NvmlCollector:
                 stop.wait(deadline - now)
                 continue
             late = now - deadline
-            self.health["max_lateness_s"] = max(self.health["max_lateness_s"], late)
+            health["lateness_s"].append(late)
+            health["max_lateness_s"] = max(health["max_lateness_s"], late)
             if late > period:
                 skipped = int(late // period)
-                self.health["missed_deadlines"] += skipped
+                health["missed_deadlines"] += skipped
                 k += skipped
             pending.extend(self.sweep())
             k += 1
-            if time.monotonic() - last_flush >= batch_s:
-                yield pd.DataFrame(pending)
+            if now - last_flush >= batch_s:
+                yield pending
                 pending, last_flush = [], time.monotonic()
         if pending:
-            yield pd.DataFrame(pending)
+            yield pending

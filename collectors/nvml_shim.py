@@ -17,6 +17,10 @@ class NvmlNotSupported(Exception):
     """The GPU or driver does not provide this value (NVML_ERROR_NOT_SUPPORTED and kin)."""
 
 
+class NvmlNotFound(NvmlNotSupported):
+    """The query found nothing (NVML_ERROR_NOT_FOUND), e.g. no buffered sample is new."""
+
+
 class NvmlGpuLost(Exception):
     """The GPU fell off the bus or stopped answering (GPU_IS_LOST, UNKNOWN)."""
 
@@ -80,6 +84,8 @@ class Nvml:
         except self._n.NVMLError as exc:
             if getattr(exc, "value", None) in self._lost:
                 raise NvmlGpuLost(str(exc)) from exc
+            if getattr(exc, "value", None) == self._n.NVML_ERROR_NOT_FOUND:
+                raise NvmlNotFound(str(exc)) from exc
             raise NvmlNotSupported(str(exc)) from exc
 
     # -- library -----------------------------------------------------------------------
@@ -153,6 +159,63 @@ class Nvml:
             else:
                 out.append(FieldReading(int(v.value.ullVal), int(v.timestamp), 64))
         return out
+
+    # -- driver sample buffers, processes, topology ------------------------------------
+    def buffered_samples(self, h, kind: str, since_us: int) -> list[tuple[int, float]]:
+        """Drain the driver's sample buffer newer than ``since_us`` (nvmlDeviceGetSamples).
+
+        Args:
+            kind: ``"power"`` (NVML_TOTAL_POWER_SAMPLES, returned in W) or ``"gpu_util"``
+                (NVML_GPU_UTILIZATION_SAMPLES, %).
+            since_us: driver timestamp (us, CPU clock) of the newest sample already taken.
+
+        Returns:
+            ``(timestamp_us, value)`` pairs, oldest first; empty when nothing is new.
+        """
+        n = self._n
+        stype = {"power": n.NVML_TOTAL_POWER_SAMPLES,
+                 "gpu_util": n.NVML_GPU_UTILIZATION_SAMPLES}[kind]
+        try:
+            vtype, samples = self._call(n.nvmlDeviceGetSamples, h, stype, int(since_us))
+        except NvmlNotFound:  # no sample newer than since_us
+            return []
+        field = {n.NVML_VALUE_TYPE_DOUBLE: "dVal", n.NVML_VALUE_TYPE_UNSIGNED_INT: "uiVal",
+                 n.NVML_VALUE_TYPE_UNSIGNED_LONG: "ulVal",
+                 n.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG: "ullVal"}.get(vtype, "uiVal")
+        scale = 1e-3 if kind == "power" else 1.0  # power samples are mW
+        out = [(int(x.timeStamp), float(getattr(x.sampleValue, field)) * scale)
+               for x in samples if x.timeStamp > since_us]
+        out.sort()
+        return out
+
+    def compute_processes(self, h) -> list[tuple[int, float]]:
+        """``(pid, used GPU memory in bytes or NaN)`` of each compute process on the GPU."""
+        procs = self._call(self._n.nvmlDeviceGetComputeRunningProcesses, h)
+        out = []
+        for p in procs:
+            mem = getattr(p, "usedGpuMemory", None)
+            out.append((int(p.pid), float(mem) if isinstance(mem, int) else math.nan))
+        return out
+
+    def mig_mode(self, h) -> int:
+        """Current MIG mode (0 disabled, 1 enabled)."""
+        cur, _pending = self._call(self._n.nvmlDeviceGetMigMode, h)
+        return int(cur)
+
+    def nvlink_active_links(self, h) -> int:
+        """Number of NVLink links in the active state (0 where NVLink is absent)."""
+        active = 0
+        for link in range(self._n.NVML_NVLINK_MAX_LINKS):
+            try:
+                if self._call(self._n.nvmlDeviceGetNvLinkState, h, link):
+                    active += 1
+            except NvmlNotSupported:
+                break
+        return active
+
+    def nvml_version(self) -> str:
+        v = self._call(self._n.nvmlSystemGetNVMLVersion)
+        return v.decode() if isinstance(v, bytes) else str(v)
 
     # -- GPM (Hopper and later) --------------------------------------------------------
     def gpm_supported(self, h) -> bool:

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.traces import Trace
+from .nvml import new_health
 
 
 class ReplayCollector:
@@ -42,8 +43,7 @@ class ReplayCollector:
         self.rebase = rebase
         self.loop = loop
         self.offset = 0.0
-        self.health: dict = {"sweeps": 0, "missed_deadlines": 0, "max_lateness_s": 0.0,
-                             "unsupported": set(), "offline": set()}
+        self.health: dict = new_health()
 
     def open(self) -> pd.DataFrame:
         """Device rows of the trace (may be empty)."""

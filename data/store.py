@@ -25,6 +25,18 @@ _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
 _DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT"}
 
 
+def _nullable(v):
+    """NaN and None become SQL NULL; numpy scalars become Python numbers."""
+    if v is None:
+        return None
+    if isinstance(v, float):
+        return None if math.isnan(v) else v
+    if hasattr(v, "item"):
+        v = v.item()
+        return None if isinstance(v, float) and math.isnan(v) else v
+    return v
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
@@ -104,6 +116,10 @@ class SampleStore:
                 f"CREATE TABLE IF NOT EXISTS devices ({dev_cols}, PRIMARY KEY (host, gpu))"
             )
             conn.execute("CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS processes (timestamp REAL, host TEXT, gpu INTEGER, "
+                "uuid TEXT, pid INTEGER, used_memory_bytes REAL, name TEXT)")
+            conn.execute("CREATE INDEX IF NOT EXISTS processes_ts ON processes (timestamp)")
 
     def _check(self) -> None:
         names = {r[0] for r in self._conn().execute(
@@ -113,11 +129,14 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (missing tables {sorted(missing)})")
 
     # -- writing -----------------------------------------------------------------------
-    def append(self, samples: pd.DataFrame) -> int:
+    def append(self, samples: pd.DataFrame | list[dict]) -> int:
         """Store a batch of samples in one transaction.
 
         Args:
-            samples: a frame in the sample schema (``conform`` is applied).
+            samples: a frame in the sample schema (``conform`` is applied), or a list of
+                row dicts straight from a collector (keys from ``COLUMNS``; absent keys and
+                NaN are stored as NULL, read back as NaN).  The list form skips pandas: it is
+                the collector's hot path.
 
         Returns:
             The id of the last stored row (the new cursor), or the current cursor for an
@@ -125,16 +144,19 @@ class SampleStore:
 
         Raises:
             SchemaError: the frame does not fit the schema (nothing is written).
+            sqlite3.Error: the database cannot be written (disk full, locked, read-only
+                file); nothing of the batch is written.
         """
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only")
-        frame = conform(samples)
-        if frame.empty:
+        if isinstance(samples, list):
+            rows = [tuple(_nullable(r.get(c)) for c in COLUMNS) for r in samples]
+        else:
+            frame = conform(samples)
+            rows = [tuple(_nullable(v) for v in row)
+                    for row in frame.itertuples(index=False, name=None)]
+        if not rows:
             return self.cursor()
-        rows = [
-            tuple(None if isinstance(v, float) and math.isnan(v) else v for v in row)
-            for row in frame.itertuples(index=False, name=None)
-        ]
         placeholders = ", ".join("?" for _ in COLUMNS)
         conn = self._conn()
         with conn:
@@ -153,13 +175,35 @@ class SampleStore:
         for col in DEVICE_COLUMNS:
             if col not in frame.columns:
                 frame[col] = None
-        rows = [tuple(None if isinstance(v, float) and math.isnan(v) else v for v in r)
+        rows = [tuple(_nullable(v) for v in r)
                 for r in frame[list(DEVICE_COLUMNS)].itertuples(index=False, name=None)]
         conn = self._conn()
         with conn:
             conn.executemany(
                 f"INSERT OR REPLACE INTO devices ({', '.join(DEVICE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)})", rows)
+
+    def put_processes(self, rows: list[dict]) -> None:
+        """Store compute-process rows (timestamp, host, gpu, uuid, pid, used_memory_bytes,
+        name) listed by the collector."""
+        if not rows:
+            return
+        cols = ("timestamp", "host", "gpu", "uuid", "pid", "used_memory_bytes", "name")
+        conn = self._conn()
+        with conn:
+            conn.executemany(
+                f"INSERT INTO processes ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [tuple(_nullable(r.get(c)) for c in cols) for r in rows])
+
+    def processes(self, start: float | None = None) -> pd.DataFrame:
+        """Process rows stored at or after ``start`` (all when None), oldest first."""
+        sql = "SELECT * FROM processes"
+        params: list = []
+        if start is not None:
+            sql += " WHERE timestamp >= ?"
+            params.append(float(start))
+        return pd.read_sql_query(sql + " ORDER BY timestamp, gpu, pid", self._conn(),
+                                 params=params)
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a key/value fact about the store (source, collector settings)."""

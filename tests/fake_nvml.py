@@ -29,6 +29,12 @@ class FakeGpu:
     gpm_values: dict[int, float] = field(default_factory=lambda: {
         2: 80.0, 3: 40.0, 5: 60.0, 10: 30.0, 60: 1.0, 61: 2.0})
     lost: bool = False
+    #: driver sample buffers: kind -> [(timestamp_us, value)], None when not supported
+    buffers: dict[str, list[tuple[int, float]] | None] = field(default_factory=lambda: {
+        "power": [], "gpu_util": []})
+    processes: list[tuple[int, float]] | None = field(default_factory=list)
+    mig: int | None = 0
+    nvlinks: int = 18
 
 
 class FakeNvml:
@@ -38,6 +44,7 @@ class FakeNvml:
         self.gpus = gpus
         self.initialised = False
         self.gpm_gets = 0
+        self.init_error: Exception | None = None
 
     def _g(self, h) -> FakeGpu:
         g = self.gpus[h]
@@ -52,6 +59,8 @@ class FakeNvml:
         return v
 
     def init(self):
+        if self.init_error is not None:
+            raise self.init_error
         self.initialised = True
 
     def shutdown(self):
@@ -97,6 +106,22 @@ class FakeNvml:
         g = self._g(h)
         vals = {197: g.pcie_tx, 198: g.pcie_rx}
         return [FieldReading(vals[i], g.pcie_ts_us, g.pcie_bits) for i in ids]
+
+    def buffered_samples(self, h, kind, since_us):
+        buf = self._val(self._g(h).buffers[kind])
+        return [(t, v) for t, v in buf if t > since_us]
+
+    def compute_processes(self, h):
+        return list(self._val(self._g(h).processes))
+
+    def mig_mode(self, h):
+        return self._val(self._g(h).mig)
+
+    def nvlink_active_links(self, h):
+        return self._g(h).nvlinks
+
+    def nvml_version(self):
+        return "13.580.159"
 
     def gpm_supported(self, h):
         return self._g(h).gpm
