@@ -42,7 +42,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from ..data.store import SampleStore, StoreError
 
     gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
-    collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads)
+    collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads,
+                              pcie_hz=args.pcie_hz)
     try:
         devices = collector.open()
     except NvmlUnavailable as exc:
@@ -74,7 +75,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if args.stats_json:
         summary = health_summary(h, elapsed)
         Path(args.stats_json).write_text(json.dumps({
-            "hz": args.hz, "threads": args.threads, "gpus": len(devices), "stored": n,
+            "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
+            "gpus": len(devices), "stored": n,
             "elapsed_s": elapsed, "cpu_s": cpu_s,
             "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": rss,
             "health": summary}, default=str))
@@ -128,7 +130,7 @@ def cmd_bench_collector(args: argparse.Namespace) -> int:
         return _fail(f"{exc} (no GPU to benchmark)", EXIT_NO_GPU)
     gpus = min(args.gpus or available, available)
     bench.run(gpus, args.seconds, args.hz, args.out, compare=not args.no_compare,
-              soak_s=args.soak, log=lambda s: print(s, flush=True))
+              soak_s=args.soak, pcie_hz=args.pcie_hz, log=lambda s: print(s, flush=True))
     return 0
 
 
@@ -235,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--duration", type=float, help="seconds to collect (default: until Ctrl-C)")
     c.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
     c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
+    c.add_argument("--pcie-hz", type=float, default=10.0,
+                   help="PCIe byte-counter reads per second (default 10; each read costs "
+                        "~0.7 ms of CPU per GPU)")
     c.add_argument("--threads", action="store_true",
                    help="read the GPUs of each sweep in parallel threads")
     c.add_argument("--stats-json", type=Path,
@@ -283,6 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--gpus", type=int, help="number of GPUs (default: all)")
     bc.add_argument("--seconds", type=float, default=30.0, help="seconds per tool (default 30)")
     bc.add_argument("--hz", type=float, default=50.0, help="tealeaves sweep rate (default 50)")
+    bc.add_argument("--pcie-hz", type=float, default=10.0,
+                    help="tealeaves PCIe counter reads per second (default 10)")
     bc.add_argument("--soak", type=float, help="also run the collector this many seconds, "
                                                "recording RSS (e.g. 600)")
     bc.add_argument("--no-compare", action="store_true", help="skip nvitop and nvidia-smi")

@@ -83,7 +83,8 @@ def sample_rate(rows) -> float:
     return sum(rates) / len(rates) if rates else math.nan
 
 
-def bench_tealeaves(gpus: int, seconds: float, hz: float, threads: bool) -> dict:
+def bench_tealeaves(gpus: int, seconds: float, hz: float, threads: bool,
+                    pcie_hz: float = 10.0) -> dict:
     """Run ``tealeaves collect`` in a child process and count what it stored."""
     from ..data.store import SampleStore
 
@@ -91,7 +92,8 @@ def bench_tealeaves(gpus: int, seconds: float, hz: float, threads: bool) -> dict
     stats_path = tmp / "stats.json"
     cmd = [sys.executable, "-m", "tealeaves.app.cli", "collect", "--hz", str(hz),
            "--duration", str(seconds), "--store", str(tmp / "s.db"),
-           "--gpus", ",".join(map(str, range(gpus))), "--stats-json", str(stats_path)]
+           "--gpus", ",".join(map(str, range(gpus))), "--stats-json", str(stats_path),
+           "--pcie-hz", str(pcie_hz)]
     if threads:
         cmd.append("--threads")
     out, _, _, _ = _run_child(cmd, seconds + 60)
@@ -115,7 +117,7 @@ def bench_tealeaves(gpus: int, seconds: float, hz: float, threads: bool) -> dict
         "cpu_pct_one_core": stats["cpu_pct_one_core"],
         "nvml_ms_per_sweep": sum(h["nvml_ms_per_sweep"].values()),
         "rss_mb": max(r for _, r in stats["rss_mb"]),
-        "note": (f"target {hz:g} Hz; lateness p50/p99 {h['lateness_ms_p50']:.2f}/"
+        "note": (f"target {hz:g} Hz, PCIe {min(pcie_hz, hz):g} Hz; lateness p50/p99 {h['lateness_ms_p50']:.2f}/"
                  f"{h['lateness_ms_p99']:.2f} ms; missed {h['missed_deadlines']}; "
                  f"GPM reads {h['gpm_reads']}, empty {h['gpm_empty']}"),
         "_stats": stats,
@@ -185,8 +187,8 @@ def cost_model(stats: dict, gpus_measured: int, target_gpus: int = 8,
                target_hz: float = 20.0) -> dict:
     """Predict the sweep at ``target_gpus`` from per-call times measured on fewer GPUs.
 
-    Model: one sweep costs, per GPU, the fast calls + the PCIe field read + a GPM read every
-    ``hz / 10`` sweeps + the measured Python cost per GPU row (CPU time not spent in NVML);
+    Model: one sweep costs, per GPU, the fast calls + a PCIe field read every ``hz / pcie_hz``
+    sweeps + a GPM read every ``hz / 10`` sweeps + the measured Python cost per GPU row (CPU time not spent in NVML);
     buffer drains and process lists are paid once per GPU per second.  Max rate = 1 / (sweep
     cost); CPU at ``target_hz`` = target_hz x sweep cost + per-second costs.
     """
@@ -197,7 +199,9 @@ def cost_model(stats: dict, gpus_measured: int, target_gpus: int = 8,
     nvml_cpu_s = sum(h["nvml_ms_per_sweep"].values()) * 1e-3 * sweeps
     py_per_gpu_sweep = max(stats["cpu_s"] - nvml_cpu_s, 0.0) / (sweeps * gpus_measured)
     gpm_share = min(1.0, 10.0 / hz)
-    per_gpu_sweep = (us["fast"] + us["pcie"] + gpm_share * us["gpm"]) * 1e-6 + py_per_gpu_sweep
+    pcie_share = min(1.0, stats.get("pcie_hz", hz) / hz)
+    per_gpu_sweep = ((us["fast"] + pcie_share * us["pcie"] + gpm_share * us["gpm"]) * 1e-6
+                     + py_per_gpu_sweep)
     per_gpu_second = (2 * us["buffers"] + us["processes"]) * 1e-6
     sweep_s = target_gpus * per_gpu_sweep
     budget = 1.0 - target_gpus * per_gpu_second
@@ -213,13 +217,13 @@ def cost_model(stats: dict, gpus_measured: int, target_gpus: int = 8,
 
 
 def run(gpus: int, seconds: float, hz: float, out_dir: Path, compare: bool = True,
-        soak_s: float | None = None, log=print) -> list[dict]:
+        soak_s: float | None = None, pcie_hz: float = 10.0, log=print) -> list[dict]:
     """Run every tool in turn; write CSV/JSON; return the rows."""
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = []
     for threads in (False, True):
         log(f"tealeaves collect {'threads' if threads else 'one loop'}: {seconds:g} s ...")
-        rows.append(bench_tealeaves(gpus, seconds, hz, threads))
+        rows.append(bench_tealeaves(gpus, seconds, hz, threads, pcie_hz))
     if compare:
         log("nvitop ...")
         r = bench_nvitop(gpus, seconds)
@@ -236,7 +240,7 @@ def run(gpus: int, seconds: float, hz: float, out_dir: Path, compare: bool = Tru
     result["loop_stats"] = loop["_stats"]
     if soak_s:
         log(f"soak: tealeaves collect one loop for {soak_s:g} s ...")
-        soak = bench_tealeaves(gpus, soak_s, hz, threads=False)
+        soak = bench_tealeaves(gpus, soak_s, hz, threads=False, pcie_hz=pcie_hz)
         rss = soak["_stats"]["rss_mb"]
         result["soak"] = {"seconds": soak_s, "rss_mb": rss,
                           "rss_first_mb": rss[0][1], "rss_last_mb": rss[-1][1],

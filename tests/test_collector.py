@@ -28,6 +28,7 @@ class StepClock:
 
 def make(gpus, **kw):
     kw.setdefault("clock", StepClock())
+    kw.setdefault("pcie_hz", 20)  # read the PCIe counters on every sweep
     c = NvmlCollector(hz=20, nvml=FakeNvml(gpus), host="h", **kw)
     devices = c.open()
     return c, devices
