@@ -85,9 +85,10 @@ class RulePhaseLabeller:
         Returns:
             Frame with ``imbalance_ratio``, ``balancedness``, ``straggler_tax``, ``hot_gpu``
             (NaN unless flagged) and ``imbalanced`` (bool: decode, enough load, ratio over
-            the threshold).
+            the threshold).  The ratios are NaN where the mean load is under ``min_load``.
         """
-        ratio = features["imbalance_ratio"]
+        # Ratios of near-zero loads are noise: NaN (unknown), not a number to read.
+        ratio = features["imbalance_ratio"].where(features["load_mean"] >= self.min_load)
         flagged = ((phase == "decode") & (features["load_mean"] >= self.min_load)
                    & (ratio > self.imbalance_threshold)).fillna(False)
         return pd.DataFrame({

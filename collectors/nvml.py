@@ -118,7 +118,8 @@ def new_health() -> dict:
 
 def health_summary(health: dict, elapsed_s: float | None = None) -> dict:
     """JSON-ready view of a health record: lateness p50/p99/max in ms, NVML ms per sweep."""
-    late = np.asarray(health["lateness_s"], dtype=float)
+    # list() copies the deque in one C call (atomic under the GIL) while the collector appends.
+    late = np.asarray(list(health["lateness_s"]), dtype=float)
     sweeps = max(health["sweeps"], 1)
     out = {
         "sweeps": health["sweeps"],
@@ -216,6 +217,7 @@ class NvmlCollector:
         """
         n = self.nvml
         n.init()
+        self._gpus = []
         self.driver = self._try(n.driver_version, "")
         count = n.device_count()
         indices = [i for i in range(count) if self.gpu_filter is None or i in self.gpu_filter]

@@ -1,0 +1,24 @@
+"""Component ids of the dashboard, in one place so layout, callbacks and tests agree.
+
+Every id is a plain string; the browser test finds elements with ``#<id>``.
+"""
+
+from __future__ import annotations
+
+#: The single live figure: phase ribbon, per-GPU lanes and imbalance strip on one time axis.
+GRAPH = "tl-graph"
+#: ``dcc.Interval`` that drives live updates.
+TICK = "tl-tick"
+#: ``dcc.Store`` holding the live cursor (what the page already shows).
+CURSOR = "tl-cursor"
+
+#: Header cells.
+HEADER = "tl-header"
+PHASE = "tl-phase"
+IMBALANCE = "tl-imbalance"
+HOT_GPU = "tl-hot-gpu"
+STRAGGLER = "tl-straggler"
+#: The small source / sample-count / last-sample-age line.
+STATUS = "tl-status"
+#: The phase-colour legend.
+LEGEND = "tl-legend"

@@ -1,0 +1,271 @@
+"""Serve the dashboard: pick a source, collect into a store in the background, serve with werkzeug.
+
+``serve`` is what ``tealeaves dashboard`` runs; ``start`` and ``start_in_thread`` do the same
+without blocking (tests start the whole thing on port 0 and stop it again).
+
+Source: live NVML when GPUs answer (unless ``force_replay`` or a trace is given), else a looping
+replay of ``trace`` or of the bundled real H200 trace, timestamps moved to now.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+from werkzeug.serving import WSGIRequestHandler, make_server
+
+from ..collectors import run_to_store
+from ..collectors.nvml import health_summary
+from ..data import bundled_trace_path
+from ..data.store import SampleStore
+from ..data.traces import read_trace
+
+
+@dataclass
+class Source:
+    """Where samples come from.
+
+    Attributes:
+        collector: an object with ``open`` / ``stream`` / ``close`` (``run_to_store`` drives it).
+        label: one line for people: "live NVML, 2 GPUs" or "replay of <file>".
+        kind: ``"nvml"`` or ``"replay"``.
+        devices: device rows when the collector was already opened (to probe for GPUs).
+    """
+
+    collector: object
+    label: str
+    kind: str
+    devices: pd.DataFrame | None = None
+
+
+def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float = 10.0,
+                  force_replay: bool = False) -> Source:
+    """Pick the sample source the way ``tealeaves dashboard`` does.
+
+    Live NVML is tried unless ``force_replay`` or ``trace`` is given; when NVML is unavailable
+    (no driver, no GPU) the bundled trace is replayed instead.
+
+    Raises:
+        ValueError: ``trace`` is missing or not a readable trace (``TraceError``), or ``speed``
+            / ``hz`` is not positive.
+    """
+    from ..collectors.replay import ReplayCollector
+
+    if trace is None and not force_replay:
+        from ..collectors.nvml import NvmlCollector
+        from ..collectors.nvml_shim import NvmlUnavailable
+
+        collector = None
+        try:
+            collector = NvmlCollector(hz=hz)
+            devices = collector.open()
+        except NvmlUnavailable:
+            if collector is not None:  # release NVML if it started but found no GPU
+                with contextlib.suppress(Exception):
+                    collector.close()
+        else:
+            n = len(devices)
+            return Source(collector, f"live NVML, {n} GPU{'s' if n != 1 else ''}", "nvml",
+                          devices)
+    path = Path(trace) if trace is not None else bundled_trace_path()
+    tr = read_trace(path)
+    label = f"replay of {path.name}" + (f" at {speed:g}x" if speed != 1.0 else "")
+    return Source(ReplayCollector(tr, speed=speed, rebase=True, loop=True), label, "replay")
+
+
+class _QuietHandler(WSGIRequestHandler):
+    """Request handler that does not log every request (the page polls twice a second)."""
+
+    def log_request(self, code="-", size="-") -> None:
+        if str(code).startswith(("4", "5")):
+            super().log_request(code, size)
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``.
+
+    Raises:
+        RuntimeError: the address cannot be bound (in use, not local, no permission).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        return socket.create_server((host, int(port)), family=family, backlog=128)
+    except OSError as exc:
+        raise RuntimeError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+
+
+@dataclass
+class RunningDashboard:
+    """A started dashboard: collector thread, store, Dash app and werkzeug server.
+
+    Attributes:
+        url: where the page is served (``http://host:port/``).
+        source: the sample source.
+        store: the sample store the collector writes.
+        app: the ``dash.Dash`` app.
+        server: the werkzeug server (call ``serve_forever`` or use ``start_in_thread``).
+        health: ``running`` (bool), ``error`` (str or None), ``samples`` (int) of the
+            collector thread.
+    """
+
+    url: str
+    source: Source
+    store: SampleStore
+    app: object
+    server: object
+    stop: threading.Event
+    collector_thread: threading.Thread
+    health: dict
+    _tmpdir: str | None = None
+    _serving_thread: threading.Thread | None = None
+    _closed: bool = field(default=False)
+
+    def shutdown(self) -> None:
+        """Stop serving, stop the collector, close the store; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._serving_thread is not None:
+            self.server.shutdown()
+            self._serving_thread.join(timeout=5)
+        self.server.server_close()
+        self.stop.set()
+        self.collector_thread.join(timeout=5)
+        self.store.close()
+        if self._tmpdir is not None:
+            shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
+          speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
+          force_replay: bool = False, **config) -> RunningDashboard:
+    """Pick the source, open the store, start collecting and bind the server (not serving yet).
+
+    Args:
+        trace, speed, hz, force_replay: as for ``choose_source``.
+        host, port: address to bind; port 0 picks a free one.
+        store_path: SQLite store to write; a temporary file (removed at shutdown) when None.
+        **config: overrides of ``app.dashboard.DashboardConfig`` fields (``view_s``,
+            ``interval_ms`` ...).
+
+    Raises:
+        ValueError: bad trace, speed or hz.
+        RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
+    """
+    from .dashboard import DashboardConfig, create_app
+
+    source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
+    tmpdir = None
+    try:
+        if store_path is None:
+            tmpdir = tempfile.mkdtemp(prefix="tealeaves-")
+            store_path = Path(tmpdir) / "samples.db"
+        store = SampleStore(store_path)
+    except BaseException:
+        source.collector.close()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    health: dict = {"running": True, "error": None, "samples": 0}
+    stop = threading.Event()
+
+    def collect() -> None:
+        try:
+            health["samples"] = run_to_store(source.collector, store, stop=stop,
+                                             devices=source.devices)
+        except Exception as exc:  # noqa: BLE001 - reported on the page and on stderr
+            health["error"] = f"{type(exc).__name__}: {exc}"
+            print(f"tealeaves: collector stopped: {health['error']}", file=sys.stderr)
+        finally:
+            health["running"] = False
+
+    try:
+        store.set_meta("source", source.label)
+        t_start = time.monotonic()
+
+        def health_now() -> dict:
+            return {**health, "collector": health_summary(source.collector.health,
+                                                          time.monotonic() - t_start)}
+
+        cfg = DashboardConfig(source=source.label, health=health_now, **config)
+        app = create_app(store, cfg)
+        sock = _listen(host, port)
+        try:
+            server = make_server(host, sock.getsockname()[1], app.server, threaded=True,
+                                 request_handler=_QuietHandler, fd=sock.fileno())
+        finally:
+            sock.close()  # werkzeug holds its own duplicate of the descriptor
+    except BaseException:
+        source.collector.close()
+        store.close()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    thread = threading.Thread(target=collect, name="tealeaves-collector", daemon=True)
+    thread.start()
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{shown}:{server.port}/"
+    return RunningDashboard(url=url, source=source, store=store, app=app, server=server,
+                            stop=stop, collector_thread=thread, health=health, _tmpdir=tmpdir)
+
+
+def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
+    """Start the whole dashboard and serve it from a daemon thread.
+
+    Takes ``start``'s arguments (default ``port=0``, ``host="127.0.0.1"``).
+
+    Returns:
+        ``(url, shutdown)``: the page's URL and a function that stops server, collector and
+        store (idempotent).
+    """
+    kwargs.setdefault("port", 0)
+    running = start(**kwargs)
+    t = threading.Thread(target=running.server.serve_forever, kwargs={"poll_interval": 0.1},
+                         name="tealeaves-http", daemon=True)
+    running._serving_thread = t
+    t.start()
+    return running.url, running.shutdown
+
+
+def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
+          speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
+          force_replay: bool = False) -> int:
+    """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
+
+    Prints one line: the URL and the source.
+
+    Returns:
+        0 after a clean stop.
+
+    Raises:
+        ValueError: missing or corrupt ``trace`` (one-line message), bad ``speed`` / ``hz``.
+        RuntimeError: the store cannot be opened or the address not bound.
+    """
+    running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
+                    hz=hz, force_replay=force_replay)
+    print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
+          flush=True)
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        def _term(*_):
+            raise KeyboardInterrupt
+        previous = signal.signal(signal.SIGTERM, _term)
+    try:
+        running.server.serve_forever(poll_interval=0.2)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+        running.shutdown()
+    return 0

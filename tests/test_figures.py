@@ -1,0 +1,292 @@
+"""Figure builders and the live cursor logic, on the bundled real H200 trace; no browser."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import pytest
+
+from tealeaves.app import figures as F
+from tealeaves.app.dashboard import DashboardConfig, LiveView
+from tealeaves.classifier import classify_samples
+from tealeaves.data import bundled_labels_path, bundled_trace_path
+from tealeaves.data.store import SampleStore
+from tealeaves.data.traces import read_labels, read_trace
+
+BIN_S = 0.1
+WINDOW_S = 0.5
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return read_trace(bundled_trace_path())
+
+
+@pytest.fixture(scope="module")
+def first_minute(trace):
+    """The first 60 s of the bundled trace: idle, prefill, decode, GPU 0 hot, GPU 1 hot."""
+    s = trace.samples
+    t0 = float(s["timestamp"].min())
+    return s[s["timestamp"] < t0 + 60.0].reset_index(drop=True)
+
+
+def _bins_for(samples: pd.DataFrame, gpus: list[int]) -> pd.DataFrame:
+    ts = samples["timestamp"].to_numpy()
+    k0 = F.bin_index(ts.min(), BIN_S) + 1
+    k1 = F.bin_index(ts.max(), BIN_S)
+    return F.bin_lanes(samples, gpus, k0, k1, BIN_S, 0.35)
+
+
+@pytest.fixture(scope="module")
+def built(first_minute, trace):
+    gpus = [0, 1]
+    bins = _bins_for(first_minute, gpus)
+    windows = classify_samples(first_minute, trace.devices, window_s=WINDOW_S)
+    fig = F.build_figure(bins, windows, gpus, bin_s=BIN_S, window_s=WINDOW_S)
+    return fig, bins, windows
+
+
+def _traces(fig: go.Figure, gpus: list[int], kind: str) -> list[tuple[tuple, object]]:
+    return [(k, t) for k, t in zip(F.trace_keys(gpus), fig.data) if k[0] == kind]
+
+
+def _row_yaxis(fig: go.Figure, row: int) -> str:
+    anchor = fig.get_subplot(row, 1).yaxis.anchor  # the x axis; its y partner is ours
+    return "y" + anchor[1:]
+
+
+def test_one_lane_per_metric_with_one_trace_per_gpu(built):
+    fig, bins, _ = built
+    keys = F.trace_keys([0, 1])
+    assert len(fig.data) == len(keys)
+    for i, lane in enumerate(F.LANES):
+        yaxis = _row_yaxis(fig, F.FIRST_LANE_ROW + i)
+        in_lane = [t for t in fig.data if t.yaxis == yaxis]
+        assert len(in_lane) == 2 * len(lane.columns), lane.key
+        assert sorted({t.name for t in in_lane}) == ["GPU 0", "GPU 1"]
+        for t in in_lane:
+            assert len(t.x) == len(bins) > 500
+            assert sum(v is not None for v in t.y) > 0.95 * len(bins), (lane.key, t.name)
+    # every lane shares the one time axis, which is a date axis in real (UTC) time
+    assert fig.layout.xaxis.type == "date"
+    assert {t.xaxis for t in fig.data} <= {f"x{i}" if i > 1 else "x" for i in range(1, 8)}
+    first = fig.data[F.trace_keys([0, 1]).index(("lane", "power_w", 0))]
+    assert pd.Timestamp(first.x[0], unit="ms").year >= 2024
+
+
+def test_lane_values_in_units(built, first_minute):
+    fig, _, _ = built
+    keys = F.trace_keys([0, 1])
+    pcie = fig.data[keys.index(("lane", "pcie_rx_bytes_per_s", 0))]
+    raw = first_minute.loc[first_minute["gpu"] == 0, "pcie_rx_bytes_per_s"].max() / 1e6
+    shown = max(v for v in pcie.y if v is not None)
+    assert 0.3 * raw <= shown <= raw + 1e-6  # MB/s, a bin mean never above the raw maximum
+    power = fig.data[keys.index(("lane", "power_w", 1))]
+    assert 50 < max(v for v in power.y if v is not None) <= 750  # W on an H200
+    for row, unit in ((F.FIRST_LANE_ROW, "%"), (F.FIRST_LANE_ROW + 3, "MB/s"),
+                      (F.FIRST_LANE_ROW + 4, "W")):
+        mid = sum(fig.get_subplot(row, 1).yaxis.domain) / 2
+        label = [a.text for a in fig.layout.annotations if abs(a.y - mid) < 1e-9]
+        assert label and unit in label[0]
+
+
+def test_ribbon_covers_each_window_with_its_phase_colour(built):
+    fig, _, windows = built
+    ribbon = _traces(fig, [0, 1], "phase")
+    assert [k[1] for k, _ in ribbon] == list(F.RIBBON_PHASES)
+    centers = (windows["start"].to_numpy() + WINDOW_S / 2) * 1000
+    for _, t in ribbon:
+        np.testing.assert_allclose(np.asarray(t.x, dtype=float), centers, atol=0.11)
+        assert t.width == pytest.approx(WINDOW_S * 1000)
+    drawn = np.array([[y is not None for y in t.y] for _, t in ribbon])
+    assert (drawn.sum(axis=0) == 1).all(), "every window is exactly one band"
+    for (key, t), row in zip(ribbon, drawn):
+        phase = key[1]
+        assert t.marker.color == F.PHASE_COLORS[phase]
+        np.testing.assert_array_equal(row, windows["phase"].to_numpy() == phase)
+    assert {"idle", "prefill", "decode"} <= set(windows["phase"])
+    assert len({F.PHASE_COLORS[p] for p in ("idle", "prefill", "decode")}) == 3
+    # the imbalanced bar sits above exactly the flagged windows
+    hot = _traces(fig, [0, 1], "ribbon_hot")[0][1]
+    np.testing.assert_array_equal([y is not None for y in hot.y],
+                                  windows["imbalanced"].to_numpy(dtype=bool))
+    assert any("GPU 1 hot" in t for t in hot.text) and any("GPU 0 hot" in t for t in hot.text)
+
+
+def test_gpm_gaps_are_bridged_but_missing_data_is_not_zero(first_minute):
+    gpus = [0, 1]
+    # GPM columns are NaN on every other sample (20 Hz sweeps, 10 Hz GPM): no gaps from that
+    bins = _bins_for(first_minute, gpus)
+    assert first_minute["sm_active"].isna().mean() > 0.4
+    assert bins[("sm_active", 0)].notna().all()
+    # a real 3-s hole in GPU 1's SM activity stays a hole: NaN/None, never 0
+    holed = first_minute.copy()
+    t0 = float(holed["timestamp"].min())
+    hole = (holed["gpu"] == 1) & holed["timestamp"].between(t0 + 30, t0 + 33)
+    holed.loc[hole, "sm_active"] = np.nan
+    fig = F.build_figure(_bins_for(holed, gpus), pd.DataFrame(), gpus)
+    t = fig.data[F.trace_keys(gpus).index(("lane", "sm_active", 1))]
+    x = np.asarray(t.x, dtype=float) / 1000 - t0
+    y = list(t.y)
+    inside = [v for xi, v in zip(x, y) if 30.5 < xi < 32.9]
+    assert inside and all(v is None for v in inside)
+    outside = [v for xi, v in zip(x, y) if 25 < xi < 29.5 or 33.5 < xi < 38]
+    assert outside and all(v is not None and v > 10 for v in outside)
+    # the other GPU is untouched
+    t0_trace = fig.data[F.trace_keys(gpus).index(("lane", "sm_active", 0))]
+    assert all(v is not None for v in t0_trace.y[1:])
+
+
+def test_imbalance_strip_shares_and_hot_marks(built):
+    fig, _, windows = built
+    shares = F.gpu_shares(windows, [0, 1])
+    busy = windows["load_mean"] >= F.MIN_SHARE_LOAD
+    np.testing.assert_allclose(shares[busy].sum(axis=1), 100.0)
+    assert shares[~busy].isna().all().all()
+    hot1 = windows["hot_gpu"] == 1
+    assert hot1.sum() > 5 and (shares.loc[hot1, 1] > shares.loc[hot1, 0]).all()
+    strip_y = _row_yaxis(fig, F.STRIP_ROW)
+    share_traces = [t for k, t in _traces(fig, [0, 1], "share")]
+    assert all(t.yaxis == strip_y for t in share_traces)
+    marks = {k[1]: t for k, t in _traces(fig, [0, 1], "hot")}
+    n_marked = {g: sum(v is not None for v in t.y) // 2 for g, t in marks.items()}
+    assert n_marked == {0: int((windows["hot_gpu"] == 0).sum()), 1: int(hot1.sum())}
+
+
+def test_header_names_phase_and_hot_gpu(trace, first_minute):
+    labels = read_labels(bundled_labels_path())
+    stretch = labels[(labels["phase"] == "decode") & (labels["hot_gpu"] == 1)].iloc[0]
+    until = (stretch["start"] + stretch["end"]) / 2
+    part = first_minute[first_minute["timestamp"] < until]
+    windows = classify_samples(part, trace.devices, window_s=WINDOW_S)
+    s = F.header_summary(windows)
+    assert s.phase == "decode" and s.hot_gpu == 1
+    assert 1.15 < s.imbalance_ratio < 3 and 0 < s.straggler_tax < 1
+    text = s.text()
+    assert text.startswith("decode") and "hot GPU 1" in text and "imbalance 1." in text
+    assert 1 in s.hot_recent
+    # an idle window names no hot GPU
+    idle = classify_samples(first_minute[first_minute["timestamp"]
+                                         < first_minute["timestamp"].min() + 5],
+                            trace.devices, window_s=WINDOW_S)
+    s_idle = F.header_summary(idle)
+    assert s_idle.phase == "idle" and s_idle.hot_gpu is None and "no hot GPU" in s_idle.text()
+    assert F.header_summary(pd.DataFrame()).text().startswith("waiting")
+
+
+def test_extend_data_appends_what_a_rebuild_would_draw(first_minute, trace):
+    gpus = [0, 1]
+    ts = first_minute["timestamp"].to_numpy()
+    k0, k_mid, k1 = F.bin_index(ts.min(), BIN_S) + 1, F.bin_index(ts.min() + 40, BIN_S), \
+        F.bin_index(ts.max(), BIN_S)
+    whole = F.bin_lanes(first_minute, gpus, k0, k1, BIN_S)
+    head = F.bin_lanes(first_minute, gpus, k0, k_mid, BIN_S)
+    tail = F.bin_lanes(first_minute, gpus, k_mid, k1, BIN_S)
+    pd.testing.assert_frame_equal(pd.concat([head, tail]), whole)
+    windows = classify_samples(first_minute, trace.devices, window_s=WINDOW_S)
+    split = ts.min() + 40
+    w_head, w_tail = windows[windows["start"] < split], windows[windows["start"] >= split]
+    fig = F.build_figure(head, w_head, gpus)
+    payload = F.extend_data(tail, w_tail, gpus, view_s=120.0)
+    update, indices, max_points = payload
+    assert indices == list(range(len(fig.data)))
+    assert set(update) == set(max_points) == {"x", "y", "text"}
+    keys = F.trace_keys(gpus)
+    assert max_points["x"][keys.index(("lane", "power_w", 0))] == 1200
+    assert max_points["x"][keys.index(("phase", "decode"))] == 240
+    assert F.extend_point_count(payload) > 0
+    ref = F.build_figure(whole, windows, gpus)
+    for i, key in enumerate(keys):
+        got_y = list(fig.data[i].y) + update["y"][i]
+        assert got_y == list(ref.data[i].y), key
+        assert list(fig.data[i].x) + update["x"][i] == list(ref.data[i].x), key
+        if key[0] in ("phase", "ribbon_hot", "hot"):  # hover text stays aligned with x
+            assert len(update["text"][i]) == len(update["x"][i])
+
+
+def test_eight_gpus(first_minute):
+    """Plan for TP8: eight GPUs, eight distinct colours, one trace per GPU in every lane."""
+    parts = []
+    for g in range(8):
+        p = first_minute[first_minute["gpu"] == g % 2].copy()
+        p["gpu"] = g
+        p["sm_active"] = p["sm_active"] * (0.6 + 0.05 * g)
+        parts.append(p)
+    samples = pd.concat(parts).sort_values(["timestamp", "gpu"]).reset_index(drop=True)
+    gpus = list(range(8))
+    windows = classify_samples(samples, None, window_s=WINDOW_S)
+    assert [c for c in windows.columns if c.startswith("load_g")] == [f"load_g{g}"
+                                                                      for g in gpus]
+    fig = F.build_figure(_bins_for(samples, gpus), windows, gpus)
+    yaxis = _row_yaxis(fig, F.FIRST_LANE_ROW)
+    lane = [t for t in fig.data if t.yaxis == yaxis]
+    assert [t.name for t in lane] == [f"GPU {g}" for g in gpus]
+    assert len({t.line.color for t in lane}) == 8
+    assert sum(bool(t.showlegend) for t in fig.data) == 8
+    shares = F.gpu_shares(windows, gpus).dropna()
+    np.testing.assert_allclose(shares.sum(axis=1), 100.0)
+    # copies of one real GPU scaled up by GPU index keep that order in their shares
+    evens, odds = shares[[0, 2, 4, 6]].to_numpy(), shares[[1, 3, 5, 7]].to_numpy()
+    assert (np.diff(evens, axis=1) > 0).all() and (np.diff(odds, axis=1) > 0).all()
+
+
+def test_bin_lanes_rejects_bad_width(first_minute):
+    with pytest.raises(ValueError, match="bin_s"):
+        F.bin_lanes(first_minute, [0, 1], 0, 10, 0.0)
+
+
+# -- the live cursor (app.dashboard.LiveView) on a real store, no browser --------------------
+
+
+def test_live_view_sends_only_new_complete_bins(tmp_path, trace, first_minute):
+    store = SampleStore(tmp_path / "s.db")
+    store.put_devices(trace.devices)
+    t0 = float(first_minute["timestamp"].min())
+    store.append(first_minute[first_minute["timestamp"] < t0 + 30])
+    live = LiveView(store, DashboardConfig(source="test"))
+    snap = live.snapshot()
+    st = snap.state
+    assert snap.figure is not None and st["gpus"] == [0, 1]
+    lane_i = F.trace_keys([0, 1]).index(("lane", "power_w", 0))
+    n_before = len(snap.figure.data[lane_i].x)
+    assert 280 <= n_before <= 300
+    # nothing new: no payload, the cursor stays
+    same = live.advance(st)
+    assert same.extend is None and same.figure is None and same.state["k"] == st["k"]
+    # five more seconds: about 50 bins and 10 windows, continuing exactly where the page is
+    store.append(first_minute[(first_minute["timestamp"] >= t0 + 30)
+                              & (first_minute["timestamp"] < t0 + 35)])
+    step = live.advance(st)
+    assert step.figure is None and step.extend is not None
+    update = step.extend[0]
+    new_x = update["x"][lane_i]
+    assert 45 <= len(new_x) <= 52
+    assert new_x[0] == pytest.approx(snap.figure.data[lane_i].x[-1] + BIN_S * 1000, abs=0.2)
+    ph = F.trace_keys([0, 1]).index(("phase", "decode"))
+    assert 9 <= len(update["x"][ph]) <= 11
+    assert step.state["k"] > st["k"] and step.state["j"] > st["j"]
+    assert step.summary is not None and step.summary.phase == "decode"
+    # a page that fell far behind gets a whole new figure
+    stale = {**step.state, "k": step.state["k"] - 2000, "cursor": 0}
+    assert live.advance(stale).figure is not None
+    store.close()
+
+
+def test_live_view_on_empty_store_waits(tmp_path):
+    store = SampleStore(tmp_path / "empty.db")
+    live = LiveView(store, DashboardConfig())
+    snap = live.snapshot()
+    assert snap.state["k"] is None and snap.summary.phase is None
+    assert live.advance(snap.state).figure is None  # still nothing stored
+    store.close()
+
+
+def test_config_validation():
+    with pytest.raises(ValueError):
+        DashboardConfig(bin_s=0.3, window_s=0.5)
+    with pytest.raises(ValueError):
+        DashboardConfig(view_s=0)
+    assert math.isclose(DashboardConfig().window_s / DashboardConfig().bin_s, 5)
