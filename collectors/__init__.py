@@ -52,9 +52,15 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     backlog: deque[pd.DataFrame | list[dict]] = deque()
     backlog_rows = 0
     stored = 0
+    pending_devices = devices
     try:
-        store.put_devices(devices)
         for batch in collector.stream(stop=stop, duration=duration, batch_s=batch_s):
+            if pending_devices is not None:
+                try:
+                    store.put_devices(pending_devices)
+                    pending_devices = None
+                except sqlite3.Error:
+                    health["store_errors"] += 1
             backlog.append(batch)
             backlog_rows += len(batch)
             while backlog_rows > max_buffered and len(backlog) > 1:

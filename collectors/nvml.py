@@ -197,7 +197,8 @@ class NvmlCollector:
         self._clock = clock or (lambda: (time.time(), time.monotonic()))
         self._gpus: list[_GpuState] = []
         self._pool: ThreadPoolExecutor | None = None
-        self._rr = 0
+        self._rr_buffers = 0
+        self._rr_processes = 0
         self._last_buffers = -math.inf
         self._last_processes = -math.inf
         self._pending_processes: list[dict] = []
@@ -352,18 +353,19 @@ class NvmlCollector:
             rows = [self._sweep_gpu(st) for st in self._gpus]
         self.health["sweeps"] += 1
         _, mono = self._clock()
-        if self._gpus:
-            self._rr = (self._rr + 1) % len(self._gpus)
-            st = self._gpus[self._rr]
-            # Round-robin: one GPU per sweep, so a slow call never lands on every GPU at once.
-            if self.buffer_interval_s is not None and \
-                    mono - self._last_buffers >= self.buffer_interval_s / len(self._gpus):
-                self._last_buffers = mono
-                rows.extend(self._drain(st))
-            if self.process_interval_s is not None and \
-                    mono - self._last_processes >= self.process_interval_s / len(self._gpus):
-                self._last_processes = mono
-                self._poll_processes(st)
+        n = len(self._gpus)
+        # Round-robin: one GPU per turn, so a slow call never lands on every GPU at once and
+        # each GPU gets its turn every interval.
+        if n and self.buffer_interval_s is not None and \
+                mono - self._last_buffers >= self.buffer_interval_s / n:
+            self._last_buffers = mono
+            self._rr_buffers = (self._rr_buffers + 1) % n
+            rows.extend(self._drain(self._gpus[self._rr_buffers]))
+        if n and self.process_interval_s is not None and \
+                mono - self._last_processes >= self.process_interval_s / n:
+            self._last_processes = mono
+            self._rr_processes = (self._rr_processes + 1) % n
+            self._poll_processes(self._gpus[self._rr_processes])
         return rows
 
     def _pcie(self, st: _GpuState, row: dict) -> None:

@@ -47,6 +47,8 @@ class SampleStore:
     Args:
         path: the database file; created with its tables when absent.
         readonly: open without creating or writing (``mode=ro``); raises if absent.
+        timeout: seconds a write waits for a lock held by another connection before
+            ``sqlite3.OperationalError`` ("database is locked").
 
     Thread safety: each thread gets its own connection, so one object can serve a writer
     thread and many reader threads (Dash callbacks) at once.
@@ -55,9 +57,11 @@ class SampleStore:
         StoreError: the file is not an SQLite database or lacks the tealeaves tables.
     """
 
-    def __init__(self, path: str | Path, *, readonly: bool = False) -> None:
+    def __init__(self, path: str | Path, *, readonly: bool = False,
+                 timeout: float = 10.0) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        self.timeout = timeout
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
@@ -75,10 +79,10 @@ class SampleStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self.readonly:
-                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0,
+                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
                                        check_same_thread=False)
             else:
-                conn = sqlite3.connect(self.path, timeout=10.0, check_same_thread=False)
+                conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn

@@ -75,3 +75,12 @@ def test_collect_without_gpu_fails_clearly_and_creates_no_store(tmp_path):
         pytest.skip("a GPU is present")
     assert "no GPU" in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.db").exists()
+
+
+def test_doctor_without_gpu_says_so_in_one_line_and_exits_0():
+    r = tealeaves("doctor")
+    if "no NVIDIA GPU" not in r.stdout:
+        pytest.skip("a GPU is present")
+    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
+    j = tealeaves("doctor", "--json")
+    assert j.returncode == 0 and json.loads(j.stdout)["gpus"] == []
