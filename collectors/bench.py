@@ -52,13 +52,34 @@ class CpuMeter:
         return cpu, time.perf_counter() - self.t0
 
 
+def _vm_hwm_mb(pid: int | str = "self") -> float:
+    """Peak resident set (VmHWM) of a process in MB, NaN when unreadable.
+
+    VmHWM belongs to the process image, so unlike ``ru_maxrss`` it does not carry the
+    high-water mark of the forked parent into an exec'd child.
+    """
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return math.nan
+
+
 def _run_child(cmd: list[str], seconds: float) -> tuple[str, float, float, float]:
-    """Run ``cmd`` for ``seconds``, then SIGTERM; returns (stdout, cpu_s, wall_s, maxrss_mb)."""
+    """Run ``cmd`` for ``seconds``, then SIGTERM; returns (stdout, cpu_s, wall_s, peak_rss_mb).
+
+    CPU time is the child's own (``os.wait4``); peak RSS is its last VmHWM read while alive.
+    """
     with tempfile.TemporaryFile(mode="w+") as out:
         t0 = time.perf_counter()
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, text=True)
         # os.wait4 (not p.wait) reaps the child, so its rusage is the child's own.
+        hwm = math.nan
         while True:
+            now_hwm = _vm_hwm_mb(p.pid)
+            hwm = now_hwm if not math.isnan(now_hwm) else hwm
             pid, _status, ru = os.wait4(p.pid, os.WNOHANG)
             if pid:
                 break
@@ -70,7 +91,7 @@ def _run_child(cmd: list[str], seconds: float) -> tuple[str, float, float, float
         p.returncode = 0  # reaped above; keep Popen from waiting on it again
         wall = time.perf_counter() - t0
         out.seek(0)
-        return out.read(), ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss / 1024
+        return out.read(), ru.ru_utime + ru.ru_stime, wall, hwm
 
 
 def sample_rate(rows) -> float:
@@ -135,8 +156,8 @@ while time.perf_counter() - t0 < seconds:
     c.take_snapshots(); k += 1
 ru = resource.getrusage(resource.RUSAGE_SELF); el = time.perf_counter() - t0
 cpu = ru.ru_utime - ru0.ru_utime + ru.ru_stime - ru0.ru_stime
-print(json.dumps({"snapshots": k, "elapsed_s": el, "cpu_s": cpu,
-                  "rss_mb": ru.ru_maxrss / 1024}))
+hwm = [int(x.split()[1]) / 1024 for x in open("/proc/self/status") if x.startswith("VmHWM:")]
+print(json.dumps({"snapshots": k, "elapsed_s": el, "cpu_s": cpu, "rss_mb": hwm[0]}))
 """
 
 
