@@ -177,3 +177,23 @@ def test_doctor_probe_lists_every_group_with_rates():
     assert "sm_active" in report["gpus"][0]["gpm_metrics"]
     table = format_table(report)
     assert "reachable Hz/GPU" in table and "GPU-b" in table
+
+
+def test_empty_gpm_read_is_nan_and_read_again_next_sweep():
+    clock = ManualClock()
+    g = FakeGpu()
+    c = NvmlCollector(hz=50, nvml=FakeNvml([g]), clock=clock)
+    c.open()
+    c.sweep()  # primes the GPM sample pair
+    zeros = {2: 0.0, 3: 0.0, 5: 0.0, 10: math.nan, 60: 0.0, 61: 0.0}
+    good = dict(g.gpm_values)
+    g.gpm_values = zeros  # counters did not advance, while gpu_util says 50 %
+    clock.mono = 0.1
+    assert math.isnan(c.sweep()[0]["sm_active"])
+    assert c.health["gpm_empty"] == 1
+    g.gpm_values = good
+    clock.mono = 0.12  # next sweep, 20 ms later: read again at once, not 100 ms later
+    assert c.sweep()[0]["sm_active"] == 80.0
+    g.gpm_values, g.util = zeros, (0.0, 0.0)  # a truly idle GPU keeps its zeros
+    clock.mono = 0.25
+    assert c.sweep()[0]["sm_active"] == 0.0
