@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import signal
 import socket
 import sys
@@ -22,6 +24,39 @@ EXIT_NO_GPU = 3
 def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:
     print(f"tealeaves: error: {msg}", file=sys.stderr)
     return code
+
+
+def _positive(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+    return v
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (0 picks a free one)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is outside 0-65535")
+    return v
+
+
+def _indices(text: str) -> list[int]:
+    """argparse type: comma-separated GPU indices ("0,1,3")."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices")
+    return out
 
 
 def _version() -> str:
@@ -41,7 +76,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from ..collectors.nvml_shim import NvmlUnavailable
     from ..data.store import SampleStore, StoreError
 
-    gpus = [int(g) for g in args.gpus.split(",")] if args.gpus else None
+    gpus = args.gpus
     collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads,
                               pcie_hz=args.pcie_hz)
     try:
@@ -139,8 +174,7 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
     from ..kernels_bench.workload import Workload, default_schedule
 
     try:
-        devices = [int(g) for g in args.gpus.split(",")] if args.gpus else None
-        wl = Workload(devices=devices, hot_experts=args.hot_experts, seed=args.seed)
+        wl = Workload(devices=args.gpus, hot_experts=args.hot_experts, seed=args.seed)
     except RuntimeError as exc:
         return _fail(str(exc), EXIT_NO_GPU)
     schedule = default_schedule(len(wl.devices), scale=args.scale)
@@ -165,6 +199,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
     counts = windows["phase"].value_counts().reindex(
         ["idle", "prefill", "decode"], fill_value=0).to_dict()
     score = score_against_labels(windows, labels) if labels is not None else None
+    if score is not None and score["labelled_windows"] == 0:
+        return _fail(f"{args.labels}: no label interval overlaps the trace's "
+                     f"{windows['start'].min():.1f}-{windows['end'].max():.1f} (epoch s); "
+                     f"labels of another trace?")
     if args.json:
         out = {
             "trace": str(args.trace),
@@ -223,9 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--replay", action="store_true",
                    help="replay (the bundled trace unless --trace) even when GPUs are found")
     d.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    d.add_argument("--port", type=int, default=8050, help="port (default 8050; 0 picks one)")
-    d.add_argument("--speed", type=float, default=1.0, help="replay speed (default 1.0)")
-    d.add_argument("--hz", type=float, default=10.0, help="live sweep rate (default 10)")
+    d.add_argument("--port", type=_port, default=8050, help="port (default 8050; 0 picks one)")
+    d.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1.0)")
+    d.add_argument("--hz", type=_positive, default=10.0, help="live sweep rate (default 10)")
     d.add_argument("--store", type=Path, help="SQLite store to write/read (default: temporary)")
     d.set_defaults(func=cmd_dashboard)
 
@@ -233,11 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Sweep every GPU through NVML and store the samples.")
     c.add_argument("--store", type=Path, default=Path("tealeaves.db"),
                    help="SQLite store (default tealeaves.db)")
-    c.add_argument("--hz", type=float, default=10.0, help="sweeps per second (default 10)")
-    c.add_argument("--duration", type=float, help="seconds to collect (default: until Ctrl-C)")
-    c.add_argument("--gpus", help="comma-separated GPU indices (default: all)")
+    c.add_argument("--hz", type=_positive, default=10.0, help="sweeps per second (default 10)")
+    c.add_argument("--duration", type=_positive, help="seconds to collect (default: until Ctrl-C)")
+    c.add_argument("--gpus", type=_indices, help="comma-separated GPU indices (default: all)")
     c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
-    c.add_argument("--pcie-hz", type=float, default=10.0,
+    c.add_argument("--pcie-hz", type=_positive, default=10.0,
                    help="PCIe byte-counter reads per second (default 10; each read costs "
                         "~0.7 ms of CPU per GPU)")
     c.add_argument("--threads", action="store_true",
@@ -260,7 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "and flag imbalance; with --labels print the accuracy.")
     k.add_argument("trace", type=Path, help="Parquet trace")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
-    k.add_argument("--window", type=float, default=0.5, help="window seconds (default 0.5)")
+    k.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
     fmt = k.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
     fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
@@ -273,8 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "visible GPU and write ground-truth intervals.")
     w.add_argument("--labels", type=Path, default=Path("labels.csv"),
                    help="ground-truth CSV to write (default labels.csv)")
-    w.add_argument("--gpus", help="comma-separated CUDA device indices (default: all)")
-    w.add_argument("--scale", type=float, default=1.0,
+    w.add_argument("--gpus", type=_indices,
+                   help="comma-separated CUDA device indices (default: all)")
+    w.add_argument("--scale", type=_positive, default=1.0,
                    help="multiply every phase duration (default 1.0, ~95 s on two GPUs)")
     w.add_argument("--hot-experts", type=int, default=48,
                    help="experts run by the hot GPU per decode step (balanced: 8)")
@@ -283,14 +322,14 @@ def build_parser() -> argparse.ArgumentParser:
     bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",
                          description="Run tealeaves' collector (one loop and threaded), "
                                      "nvitop's ResourceMetricCollector and nvidia-smi at their "
-                                     "fastest on the same GPUs; print rates, CPU %% of one core, "
+                                     "fastest on the same GPUs; print rates, CPU % of one core, "
                                      "NVML time per sweep and RSS, and an 8-GPU cost model.")
     bc.add_argument("--gpus", type=int, help="number of GPUs (default: all)")
-    bc.add_argument("--seconds", type=float, default=30.0, help="seconds per tool (default 30)")
-    bc.add_argument("--hz", type=float, default=50.0, help="tealeaves sweep rate (default 50)")
-    bc.add_argument("--pcie-hz", type=float, default=10.0,
+    bc.add_argument("--seconds", type=_positive, default=30.0, help="seconds per tool (default 30)")
+    bc.add_argument("--hz", type=_positive, default=50.0, help="tealeaves sweep rate (default 50)")
+    bc.add_argument("--pcie-hz", type=_positive, default=10.0,
                     help="tealeaves PCIe counter reads per second (default 10)")
-    bc.add_argument("--soak", type=float, help="also run the collector this many seconds, "
+    bc.add_argument("--soak", type=_positive, help="also run the collector this many seconds, "
                                                "recording RSS (e.g. 600)")
     bc.add_argument("--no-compare", action="store_true", help="skip nvitop and nvidia-smi")
     bc.add_argument("--out", type=Path, default=Path("bench-out"),
@@ -300,9 +339,21 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``tealeaves`` console script."""
+    """Entry point of the ``tealeaves`` console script.
+
+    Returns the exit status: 0 success, 2 bad input (one line on stderr), 3 no GPU, 130
+    interrupted.  Output piped into a program that stops reading (``| head``) ends quietly.
+    """
     args = build_parser().parse_args(argv)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Python would complain again when flushing stdout at exit: point it at /dev/null.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -24,6 +24,7 @@ How the page stays live (``LiveView``):
 from __future__ import annotations
 
 import math
+import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -421,7 +422,10 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         prevent_initial_call=True,
     )
     def _tick(_n: int, state: dict | None):
-        step = live.advance(state)
+        try:
+            step = live.advance(state)
+        except sqlite3.ProgrammingError:  # the store was closed: the server is shutting down
+            raise dash.exceptions.PreventUpdate from None
         nu = dash.no_update
         return (
             step.figure if step.figure is not None else nu,

@@ -255,6 +255,9 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
                     hz=hz, force_replay=force_replay)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        print(f"tealeaves: warning: bound to {host}: other machines can reach this dashboard "
+              f"(it has no login)", file=sys.stderr, flush=True)
     previous = None
     if threading.current_thread() is threading.main_thread():
         def _term(*_):

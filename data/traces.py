@@ -122,8 +122,17 @@ def read_labels(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file")
+    if path.is_dir():
+        raise TraceError(f"{path}: is a directory, not a label CSV")
+    try:
+        return _read_labels(path)
+    except UnicodeDecodeError:
+        raise TraceError(f"{path}: not a text CSV (undecodable bytes)") from None
+
+
+def _read_labels(path: Path) -> pd.DataFrame:
     rows = []
-    with path.open(newline="") as fh:
+    with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
         header = [h.strip() for h in (reader.fieldnames or [])]
         if not header:

@@ -100,8 +100,8 @@ class Workload:
         try:
             import torch
         except ImportError as exc:
-            raise RuntimeError("the workload needs torch: pip install 'tealeaves[bench]'") \
-                from exc
+            raise RuntimeError("the workload needs torch with CUDA: pip install -e '.[bench]' "
+                               "from a clone") from exc
         if not torch.cuda.is_available():
             raise RuntimeError("the workload needs a CUDA GPU; torch sees none")
         if hot_experts < self.BALANCED_EXPERTS:

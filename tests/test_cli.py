@@ -84,3 +84,34 @@ def test_doctor_without_gpu_says_so_in_one_line_and_exits_0():
     assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
     j = tealeaves("doctor", "--json")
     assert j.returncode == 0 and json.loads(j.stdout)["gpus"] == []
+
+
+@pytest.mark.parametrize("args,expect", [
+    (["classify", "TRACE", "--window", "0"], "--window"),
+    (["classify", "TRACE", "--window", "nan"], "--window"),
+    (["dashboard", "--port", "99999"], "--port"),
+    (["collect", "--hz", "-1"], "--hz"),
+    (["collect", "--gpus", "abc"], "--gpus"),
+])
+def test_bad_option_values_are_refused_without_traceback(args, expect):
+    args = [str(bundled_trace_path()) if a == "TRACE" else a for a in args]
+    r = tealeaves(*args)
+    assert r.returncode == 2 and expect in r.stderr and "Traceback" not in r.stderr
+
+
+def test_labels_of_another_trace_or_binary_labels_are_refused(tmp_path):
+    other = bundled_labels_path().with_name("h200x2_workload_v2.labels.csv")
+    r = tealeaves("classify", bundled_trace_path(), "--labels", other)
+    assert r.returncode == 2 and "no label interval overlaps" in r.stderr
+    r = tealeaves("classify", bundled_trace_path(), "--labels", bundled_trace_path())
+    assert r.returncode == 2 and "not a text CSV" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_json_into_a_closed_pipe_ends_quietly():
+    p = subprocess.Popen([sys.executable, "-m", "tealeaves.app.cli", "classify",
+                          str(bundled_trace_path()), "--json"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.read(10)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 0 and "Traceback" not in err
