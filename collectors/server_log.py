@@ -1,0 +1,944 @@
+"""Inference-server logs: SGLang scheduler lines and vLLM periodic stats, parsed and followed.
+
+Two kinds of line carry the server's own view of what it is doing:
+
+* **SGLang** scheduler lines, one per prefill batch and one every ``--decode-log-interval``
+  decode iterations (default 40)::
+
+      [2025-03-24 02:56:26 TP0] Prefill batch. #new-seq: 30, #new-token: 3810, ..., #queue-req: 68,
+      [2026-04-05 20:02:51.123 DP0 TP0] Decode batch, #running-req: 32, #token: 11179, ...
+
+  The prefix is ``[YYYY-mm-dd HH:MM:SS(.mmm)?( DPn)?( PPn)?( TPn)?( EPn)?]``; a custom logging
+  configuration may replace it with anything, as long as the message is intact.  ``batch.``
+  (<= 0.5.2) and ``batch,`` (0.5.5+) are both read; fields are read by name.
+
+* **vLLM** stats lines every 5-10 s (V0 and V1, ``Engine 000:`` on V1) and speculative-decoding
+  lines (``SpecDecoding metrics: ...`` on V1, ``Speculative metrics: ...`` on V0)::
+
+      (APIServer pid=3646) INFO 05-19 10:13:31 [loggers.py:271] Engine 000: Avg prompt
+      throughput: 12068.8 tokens/s, Avg generation throughput: 734.9 tokens/s, Running: 18 reqs,
+      Waiting: 33 reqs, GPU KV cache usage: 87.7%, Prefix cache hit rate: 0.0%
+
+  vLLM's default date has no year (``MM-DD HH:MM:SS``).
+
+Every line that is not one of these (HTTP access lines, warnings, blank lines, lines whose
+message is damaged beyond recognition) is skipped and counted, never an error.
+
+Field names (keys of ``ServerEvent.fields``), the log's names, and units:
+
+* ``new_seq`` (``#new-seq``, requests), ``new_token`` (``#new-token``, tokens),
+  ``cached_token`` (``#cached-token``, tokens), ``pending_token`` (``#pending-token``, tokens)
+* ``running_req`` (``#running-req`` / vLLM ``Running``, requests), ``queue_req``
+  (``#queue-req`` / vLLM ``Waiting``, V0 ``Pending``, requests)
+* ``token`` (``#token``: tokens held by the running requests), ``token_usage`` (``token usage``:
+  fraction of the KV pool, 0-1), ``cuda_graph`` (``cuda graph``, bool)
+* ``accept_len`` (``accept len`` / vLLM ``Mean acceptance length``: tokens per verify step)
+* ``gen_throughput_tok_s`` (``gen throughput (token/s)`` / vLLM ``Avg generation throughput``),
+  ``input_throughput_tok_s`` (``input throughput (token/s)``), ``prompt_throughput_tok_s``
+  (vLLM ``Avg prompt throughput``): tokens/s
+* ``kv_cache_usage_pct`` (vLLM ``GPU KV cache usage``), ``prefix_cache_hit_rate_pct``
+  (``Prefix cache hit rate``): %, 0-100
+* ``spec_accepted_tokens``, ``spec_drafted_tokens`` (vLLM ``Accepted``/``Drafted``: tokens in
+  the interval), ``spec_accepted_tok_s``, ``spec_drafted_tok_s``,
+  ``spec_draft_acceptance_rate_pct``
+
+(plus a few more vLLM ones, see ``_VLLM_STATS``/``_VLLM_SPEC``).  Any other ``name: value``
+field goes to ``ServerEvent.extra`` under its name as written, as an int, float, bool or string.
+A known field whose value is not a number (a damaged line) goes to ``extra`` as a string.
+
+Timestamps are converted from the log's local time (no zone in either server's default format)
+with the ``tz`` argument, then ``clock_offset_s`` is added: ``timestamp = local(tz) -> UTC
+epoch s + clock_offset_s``.  A custom prefix with an explicit zone (``...Z``, ``+02:00``) uses
+that zone instead of ``tz``.
+
+Nothing here imports ``app``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import gzip
+import os
+import re
+import select
+import sys
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Self
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+import pandas as pd
+
+__all__ = [
+    "FORMATS",
+    "LogTailer",
+    "ParseResult",
+    "ServerEvent",
+    "ServerLogError",
+    "ServerLogParser",
+    "events_frame",
+    "follow",
+    "parse_file",
+    "parse_lines",
+    "phase_intervals",
+    "resolve_tz",
+    "stats_intervals",
+]
+
+FORMATS: tuple[str, ...] = ("sglang", "vllm")
+_RANK_KEYS: tuple[str, ...] = ("dp", "pp", "tp", "ep")
+
+
+class ServerLogError(ValueError):
+    """A bad argument (format, time zone) or an unreadable log file; the message says which."""
+
+
+@dataclass
+class ServerEvent:
+    """One scheduler or stats line of an inference server.
+
+    Attributes:
+        timestamp: when the line was written, UTC epoch seconds (``clock_offset_s`` added);
+            None when the line carries no readable date-time.
+        start: start of the interval the line covers, UTC epoch s.  SGLang decode lines and
+            vLLM stats lines cover the time since the previous line of the same kind and rank
+            (None for the first one); SGLang prefill lines are instants (``start ==
+            timestamp``).
+        rank: parallel ranks from the line's tags, keys among ``dp``, ``pp``, ``tp``, ``ep``
+            (ints); absent when not tagged.  vLLM's ``Engine NNN`` is its data-parallel rank
+            and appears as ``dp``.
+        kind: ``'prefill'`` or ``'decode'`` (SGLang batches) or ``'stats'`` (vLLM stats and
+            speculative-decoding lines).
+        fields: known fields by their canonical keys (see the module docstring); counts are
+            ints, rates and fractions floats, ``cuda_graph`` a bool.
+        source_line: 1-based line number in the input (in ``follow``: counted across rotations).
+        extra: fields this parser does not know, under their names as written in the log.
+    """
+
+    timestamp: float | None
+    start: float | None
+    rank: dict[str, int]
+    kind: str
+    fields: dict[str, float | bool | str]
+    source_line: int
+    extra: dict[str, float | bool | str] = field(default_factory=dict)
+
+
+@dataclass
+class ParseResult:
+    """What ``parse_lines``/``parse_file`` found.
+
+    Attributes:
+        events: the server events in line order.
+        skipped: ``(line number, line)`` of every line that is not an event (1-based).
+        format: ``'sglang'`` or ``'vllm'``; None when no line of either was found and no
+            format was given.
+    """
+
+    events: list[ServerEvent]
+    skipped: list[tuple[int, str]]
+    format: str | None
+
+
+# --------------------------------------------------------------------------------------------
+# time zones and date-times
+
+_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?\s*([+-])([0-9]{1,2})(?::?([0-9]{2}))?$", re.ASCII)
+
+
+def resolve_tz(tz: str | dt.tzinfo | None) -> dt.tzinfo:
+    """Turn a time-zone argument into a ``tzinfo``.
+
+    Args:
+        tz: an IANA name (``"Europe/Berlin"``), ``"UTC"``/``"Z"``/None, a fixed offset
+            (``"+02:00"``, ``"-0530"``, ``"UTC+2"``), or a ``tzinfo``.
+
+    Raises:
+        ServerLogError: unknown name or offset beyond +-24 h.
+    """
+    if tz is None:
+        return dt.UTC
+    if isinstance(tz, dt.tzinfo):
+        return tz
+    if not isinstance(tz, str):
+        raise ServerLogError(f"tz must be a zone name, an offset or a tzinfo, got {tz!r}")
+    s = tz.strip()
+    if s.upper() in ("UTC", "Z", "GMT", ""):
+        return dt.UTC
+    m = _OFFSET_RE.match(s)
+    if m:
+        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
+        if hours > 23 or minutes > 59:
+            raise ServerLogError(f"time-zone offset {tz!r} is out of range")
+        delta = dt.timedelta(hours=hours, minutes=minutes)
+        return dt.timezone(-delta if m.group(1) == "-" else delta)
+    try:
+        return ZoneInfo(s)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ServerLogError(f"unknown time zone {tz!r} (IANA name or offset like +02:00)") \
+            from exc
+
+
+_ISO_RE = re.compile(
+    r"(?<![0-9])(?P<Y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})[T ]"
+    r"(?P<H>[0-9]{2}):(?P<M>[0-9]{2}):(?P<S>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?(?![0-9])"
+    r"(?:\s?(?P<z>Z|[+-][0-9]{2}:?[0-9]{2})(?![0-9]))?", re.ASCII)
+_MD_RE = re.compile(
+    r"(?<![0-9-])(?P<m>[0-9]{2})-(?P<d>[0-9]{2}) (?P<H>[0-9]{2}):(?P<M>[0-9]{2}):(?P<S>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?(?![0-9])", re.ASCII)
+
+
+def _naive(year: int, m: re.Match) -> dt.datetime | None:
+    """A naive datetime from a date-time match; None when the date is impossible."""
+    frac = m.group("f") or ""
+    micro = int((frac + "000000")[:6]) if frac else 0
+    try:
+        return dt.datetime(year, int(m.group("m")), int(m.group("d")), int(m.group("H")),
+                           int(m.group("M")), int(m.group("S")), micro)
+    except ValueError:
+        return None
+
+
+def _zone_of(z: str | None, default: dt.tzinfo) -> dt.tzinfo:
+    if not z:
+        return default
+    if z == "Z":
+        return dt.UTC
+    sign, digits = z[0], z[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:4])
+    if hours > 23 or minutes > 59:
+        return default
+    delta = dt.timedelta(hours=hours, minutes=minutes)
+    return dt.timezone(-delta if sign == "-" else delta)
+
+
+# --------------------------------------------------------------------------------------------
+# fields
+
+_NUM_RE = re.compile(
+    r"(?P<n>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*(?P<u>%|tokens/s|token/s|tok/s|reqs|req|"
+    r"tokens|token)?", re.ASCII)
+
+# canonical key, expected type ("num" or "bool")
+_SGLANG_FIELDS: dict[str, tuple[str, str]] = {
+    "#new-seq": ("new_seq", "num"),
+    "#new-token": ("new_token", "num"),
+    "#cached-token": ("cached_token", "num"),
+    "token usage": ("token_usage", "num"),
+    "#running-req": ("running_req", "num"),
+    "#queue-req": ("queue_req", "num"),
+    "#token": ("token", "num"),
+    "accept len": ("accept_len", "num"),
+    "gen throughput (token/s)": ("gen_throughput_tok_s", "num"),
+    "input throughput (token/s)": ("input_throughput_tok_s", "num"),
+    "cuda graph": ("cuda_graph", "bool"),
+    "#pending-token": ("pending_token", "num"),
+}
+_VLLM_STATS: dict[str, tuple[str, str]] = {
+    "avg prompt throughput": ("prompt_throughput_tok_s", "num"),
+    "avg generation throughput": ("gen_throughput_tok_s", "num"),
+    "running": ("running_req", "num"),
+    "waiting": ("queue_req", "num"),
+    "pending": ("queue_req", "num"),
+    "swapped": ("swapped_req", "num"),
+    "gpu kv cache usage": ("kv_cache_usage_pct", "num"),
+    "cpu kv cache usage": ("cpu_kv_cache_usage_pct", "num"),
+    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
+    "gpu prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
+    "cpu prefix cache hit rate": ("cpu_prefix_cache_hit_rate_pct", "num"),
+}
+_VLLM_SPEC: dict[str, tuple[str, str]] = {
+    "mean acceptance length": ("accept_len", "num"),
+    "accepted throughput": ("spec_accepted_tok_s", "num"),
+    "drafted throughput": ("spec_drafted_tok_s", "num"),
+    "accepted": ("spec_accepted_tokens", "num"),
+    "drafted": ("spec_drafted_tokens", "num"),
+    "draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
+    "avg draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
+}
+_VLLM_SPEC_V0: dict[str, tuple[str, str]] = {
+    "draft acceptance rate": ("spec_draft_acceptance_rate", "num"),  # fraction 0-1 on V0
+    "system efficiency": ("spec_system_efficiency", "num"),
+    "number of speculative tokens": ("spec_num_tokens", "num"),
+    "number of accepted tokens": ("spec_accepted_tokens", "num"),
+    "number of draft tokens": ("spec_drafted_tokens", "num"),
+    "number of emitted tokens": ("spec_emitted_tokens", "num"),
+}
+
+
+def _value(raw: str) -> float | int | bool | str:
+    """A field value: int, float (unit suffix such as ``%`` or ``tokens/s`` dropped), bool, or
+    the stripped string.  Only ASCII decimal numbers count; ``nan``/``inf`` stay strings."""
+    s = raw.strip()
+    m = _NUM_RE.fullmatch(s)
+    if m:
+        n = m.group("n")
+        if re.fullmatch(r"[+-]?[0-9]+", n, re.ASCII):
+            return int(n)
+        return float(n)
+    low = s.lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    return s
+
+
+def _split_fields(body: str) -> list[tuple[str, str]]:
+    """``name: value`` pairs of a comma-separated message; a piece without a colon continues
+    the previous value (lists such as vLLM's per-position acceptance rates)."""
+    items: list[list[str]] = []
+    for piece in body.split(","):
+        name, colon, val = piece.partition(":")
+        if colon and name.strip():
+            items.append([name.strip(), val.strip()])
+        elif piece.strip() and items:
+            items[-1][1] = f"{items[-1][1]}, {piece.strip()}" if items[-1][1] else piece.strip()
+    return [(n, v) for n, v in items]
+
+
+def _fields(body: str, table: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
+    known: dict[str, float | bool | str] = {}
+    extra: dict[str, float | bool | str] = {}
+    for name, raw in _split_fields(body):
+        val = _value(raw)
+        spec = table.get(" ".join(name.lower().split()))
+        if spec is not None:
+            key, kind = spec
+            ok = isinstance(val, bool) if kind == "bool" else (
+                isinstance(val, int | float) and not isinstance(val, bool))
+            if ok:
+                known[key] = val
+                continue
+            extra[name] = raw.strip()
+            continue
+        extra[name] = val
+    return known, extra
+
+
+# --------------------------------------------------------------------------------------------
+# line recognisers
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_SGLANG_MSG_RE = re.compile(r"(?P<kind>Prefill|Decode) batch(?![A-Za-z0-9_])\s*[.,:]?")
+_SGLANG_PREFIX_RE = re.compile(
+    r"^\s*\[(?P<Y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<H>[0-9]{2}):(?P<M>[0-9]{2}):"
+    r"(?P<S>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?(?P<tags>(?: +[A-Za-z_]+[0-9]+)*) *\]\s*$",
+    re.ASCII)
+_TAG_RE = re.compile(r"(?<![A-Za-z0-9_])(DP|PP|TP|EP)([0-9]{1,6})(?![A-Za-z0-9])", re.ASCII)
+_VLLM_MSG_RE = re.compile(
+    r"(?:Engine\s+(?P<eng>[0-9]{1,6})\s*:\s*)?"
+    r"(?P<msg>Avg prompt throughput(?=\s*:)|SpecDecoding metrics\s*:|Speculative metrics\s*:)",
+    re.ASCII)
+_PID_RE = re.compile(r"\((?P<proc>[A-Za-z_][A-Za-z0-9_]*)\s+pid=(?P<pid>[0-9]{1,10})\)", re.ASCII)
+
+
+def _ranks(text: str) -> dict[str, int]:
+    rank: dict[str, int] = {}
+    for tag, num in _TAG_RE.findall(text):
+        rank.setdefault(tag.lower(), int(num))
+    return rank
+
+
+class ServerLogParser:
+    """Stateful line parser: keeps line numbers, the detected format and, per rank, the last
+    decode/stats timestamp that starts the next interval.  Feed it lines in order.
+
+    Args:
+        fmt: ``'sglang'``, ``'vllm'`` or None to detect from the first recognised line; lines
+            of the other server are then skipped.
+        tz: zone of the log's local time stamps (see ``resolve_tz``), default UTC.
+        clock_offset_s: seconds added to every timestamp (the logging host's clock error).
+        year: year for vLLM's year-less ``MM-DD`` dates; None: the current year in ``tz``, the
+            previous one for a date more than a day in the future, and one more each time the
+            dates jump back by more than half a year (December -> January).
+
+    Raises:
+        ServerLogError: unknown ``fmt`` or ``tz``.
+    """
+
+    def __init__(self, fmt: str | None = None, tz: str | dt.tzinfo | None = "UTC",
+                 clock_offset_s: float = 0.0, year: int | None = None) -> None:
+        if fmt is not None and fmt not in FORMATS:
+            raise ServerLogError(f"fmt must be one of {', '.join(FORMATS)} or None, got {fmt!r}")
+        self.format: str | None = fmt
+        self._fixed_fmt = fmt
+        self.tz = resolve_tz(tz)
+        self.clock_offset_s = float(clock_offset_s)
+        self._year_arg = year
+        self._year: int | None = year
+        self._last_md: dt.datetime | None = None
+        self._prev: dict[tuple, float] = {}
+        self.lines_seen = 0
+        self.skipped_count = 0
+
+    # -- public --------------------------------------------------------------------------
+    def feed(self, lines: Iterable[str]) -> tuple[list[ServerEvent], list[tuple[int, str]]]:
+        """Parse more lines (trailing newlines allowed).
+
+        Returns:
+            ``(events, skipped)``: the events found, and ``(line number, line)`` of the lines
+            that are not events.  Never raises on line content.
+        """
+        events: list[ServerEvent] = []
+        skipped: list[tuple[int, str]] = []
+        for raw in lines:
+            self.lines_seen += 1
+            lineno = self.lines_seen
+            line = raw.rstrip("\r\n")
+            got = self.parse_line(line, lineno)
+            if got is None:
+                skipped.append((lineno, line))
+                self.skipped_count += 1
+            else:
+                events.append(got)
+        return events, skipped
+
+    def parse_line(self, line: str, lineno: int = 0) -> ServerEvent | None:
+        """One line -> an event, or None when it is not a (wanted) server line."""
+        clean = _ANSI_RE.sub("", line)
+        found: tuple[str, ServerEvent, tuple] | None = None
+        if self._fixed_fmt in (None, "sglang"):
+            found = self._sglang(clean, lineno)
+        if found is None and self._fixed_fmt in (None, "vllm"):
+            found = self._vllm(clean, lineno)
+        if found is None:
+            return None
+        fmt, ev, chain = found
+        if self.format is None:
+            self.format = fmt
+        elif fmt != self.format:
+            return None
+        if chain:
+            ev.start = self._prev.get(chain) if ev.timestamp is not None else None
+            if ev.timestamp is not None:
+                self._prev[chain] = ev.timestamp
+        return ev
+
+    # -- helpers -------------------------------------------------------------------------
+    def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
+        if naive is None:
+            return None
+        try:
+            return naive.replace(tzinfo=zone).timestamp() + self.clock_offset_s
+        except (OverflowError, ValueError, OSError):
+            return None
+
+    def _iso_stamp(self, prefix: str) -> float | None:
+        m = _ISO_RE.search(prefix)
+        if m is None:
+            return None
+        return self._stamp(_naive(int(m.group("Y")), m), _zone_of(m.group("z"), self.tz))
+
+    def _sglang(self, line: str, lineno: int):
+        m = _SGLANG_MSG_RE.search(line)
+        if m is None:
+            return None
+        known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS)
+        if not known and not extra:
+            return None
+        prefix = line[:m.start()]
+        p = _SGLANG_PREFIX_RE.match(prefix)
+        if p is not None:
+            ts = self._stamp(_naive(int(p.group("Y")), p), self.tz)
+            rank = _ranks(p.group("tags"))
+        else:
+            ts = self._iso_stamp(prefix)
+            rank = _ranks(prefix)
+        kind = "prefill" if m.group("kind") == "Prefill" else "decode"
+        ev = ServerEvent(timestamp=ts, start=ts if kind == "prefill" else None, rank=rank,
+                         kind=kind, fields=known, source_line=lineno, extra=extra)
+        chain = ("sglang-decode", *sorted(rank.items())) if kind == "decode" else ()
+        return "sglang", ev, chain
+
+    def _vllm_stamp(self, prefix: str) -> float | None:
+        iso = _ISO_RE.search(prefix)
+        if iso is not None:
+            return self._iso_stamp(prefix)
+        m = _MD_RE.search(prefix)
+        if m is None:
+            return None
+        if self._year is None:
+            now = dt.datetime.now(self.tz).replace(tzinfo=None)
+            self._year = now.year
+            first = _naive(self._year, m)
+            if first is not None and first > now + dt.timedelta(days=1):
+                self._year -= 1
+        naive = _naive(self._year, m)
+        if naive is None:
+            return None
+        if self._year_arg is None and self._last_md is not None \
+                and naive < self._last_md - dt.timedelta(days=183):
+            self._year += 1
+            naive = _naive(self._year, m)
+            if naive is None:
+                return None
+        self._last_md = naive
+        return self._stamp(naive, self.tz)
+
+    def _vllm(self, line: str, lineno: int):
+        m = _VLLM_MSG_RE.search(line)
+        if m is None:
+            return None
+        msg = m.group("msg")
+        if msg.startswith("Avg"):
+            body, table, chain_kind = line[m.start("msg"):], _VLLM_STATS, "vllm-stats"
+        elif msg.startswith("SpecDecoding"):
+            body, table, chain_kind = line[m.end():], _VLLM_SPEC, "vllm-spec"
+        else:
+            body, table, chain_kind = line[m.end():], _VLLM_SPEC_V0, "vllm-spec"
+        known, extra = _fields(body.rstrip(" ,."), table)
+        if not known:
+            return None
+        prefix = line[:m.start()]
+        rank: dict[str, int] = {}
+        if m.group("eng") is not None:
+            rank["dp"] = int(m.group("eng"))
+        pid = _PID_RE.search(prefix)
+        if pid is not None:
+            extra.setdefault("process", pid.group("proc"))
+            extra.setdefault("pid", int(pid.group("pid")))
+            dp = re.search(r"_DP([0-9]{1,6})$", pid.group("proc"), re.ASCII)
+            if dp is not None:
+                rank.setdefault("dp", int(dp.group(1)))
+        ts = self._vllm_stamp(prefix)
+        ev = ServerEvent(timestamp=ts, start=None, rank=rank, kind="stats", fields=known,
+                         source_line=lineno, extra=extra)
+        return "vllm", ev, (chain_kind, *sorted(rank.items()))
+
+
+# --------------------------------------------------------------------------------------------
+# whole inputs
+
+
+def parse_lines(lines: Iterable[str], fmt: str | None = None,
+                tz: str | dt.tzinfo | None = "UTC", clock_offset_s: float = 0.0,
+                year: int | None = None) -> ParseResult:
+    """Parse SGLang scheduler or vLLM stats lines.
+
+    Args:
+        lines: the log's lines, with or without newlines.
+        fmt: ``'sglang'``, ``'vllm'``, or None to detect from the first recognised line.
+        tz: zone of the log's time stamps (IANA name, ``+HH:MM`` offset, or ``tzinfo``).
+        clock_offset_s: seconds added to every timestamp after conversion to UTC.
+        year: year of vLLM's ``MM-DD`` dates (None: current year, see ``ServerLogParser``).
+
+    Returns:
+        ``ParseResult``; lines that are not server events are in ``skipped``.
+
+    Raises:
+        ServerLogError: unknown ``fmt`` or ``tz``.  Line content never raises.
+    """
+    parser = ServerLogParser(fmt=fmt, tz=tz, clock_offset_s=clock_offset_s, year=year)
+    events, skipped = parser.feed(lines)
+    return ParseResult(events=events, skipped=skipped, format=parser.format)
+
+
+def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | None = "UTC",
+               clock_offset_s: float = 0.0, year: int | None = None) -> ParseResult:
+    """Parse a server log file (UTF-8, undecodable bytes replaced; ``.gz`` read compressed).
+
+    Arguments as for ``parse_lines``.
+
+    Raises:
+        ServerLogError: the file is missing, a directory or unreadable (message names it), or a
+            bad ``fmt``/``tz``.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise ServerLogError(f"{path}: no such file")
+    if path.is_dir():
+        raise ServerLogError(f"{path}: is a directory, not a log file")
+    parser = ServerLogParser(fmt=fmt, tz=tz, clock_offset_s=clock_offset_s, year=year)
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="") as fh:
+            events, skipped = parser.feed(fh)
+    except (OSError, EOFError) as exc:
+        raise ServerLogError(f"{path}: cannot read ({exc})") from exc
+    return ParseResult(events=events, skipped=skipped, format=parser.format)
+
+
+def events_frame(events: Iterable[ServerEvent]) -> pd.DataFrame:
+    """One row per event.
+
+    Columns: ``source_line``, ``kind``, ``timestamp``, ``start`` (UTC epoch s, NaN when
+    unknown), the rank keys that occur (``dp``, ``pp``, ``tp``, ``ep``), every field key in
+    order of first appearance, then unknown fields as ``extra.<name>``.  Missing values are NaN.
+    """
+    events = list(events)
+    base = ["source_line", "kind", "timestamp", "start"]
+    ranks: set[str] = set()
+    keys: dict[str, None] = {}
+    extras: dict[str, None] = {}
+    rows = []
+    for ev in events:
+        row: dict = {"source_line": ev.source_line, "kind": ev.kind,
+                     "timestamp": float("nan") if ev.timestamp is None else ev.timestamp,
+                     "start": float("nan") if ev.start is None else ev.start}
+        for k, v in ev.rank.items():
+            ranks.add(k)
+            row[k] = v
+        for k, v in ev.fields.items():
+            keys.setdefault(k)
+            row[k] = v
+        for k, v in ev.extra.items():
+            extras.setdefault(f"extra.{k}")
+            row[f"extra.{k}"] = v
+        rows.append(row)
+    rank_cols = [k for k in _RANK_KEYS if k in ranks] + sorted(ranks - set(_RANK_KEYS))
+    columns = base + rank_cols + list(keys) + list(extras)
+    frame = pd.DataFrame.from_records(rows, columns=columns) if rows \
+        else pd.DataFrame(columns=columns)
+    for col in ("timestamp", "start"):
+        frame[col] = frame[col].astype(float)
+    return frame
+
+
+# --------------------------------------------------------------------------------------------
+# ground truth
+
+_LABEL_COLUMNS = ["start", "end", "phase", "hot_gpu"]
+
+
+def _is_stats_interval(ev: ServerEvent) -> bool:
+    return ev.kind == "stats" and ("prompt_throughput_tok_s" in ev.fields
+                                   or "gen_throughput_tok_s" in ev.fields)
+
+
+def stats_intervals(events: Iterable[ServerEvent], both: str = "prefill",
+                    max_interval_s: float | None = None) -> pd.DataFrame:
+    """vLLM stats lines as intervals with the phases present in each.
+
+    Each stats line covers ``[start, timestamp)`` (since the previous line of the same engine);
+    a line without a start (the first) or timestamp is left out.
+
+    Args:
+        events: server events (non-stats events and spec-decode lines are ignored).
+        both: phase of an interval with prompt and generation throughput both > 0:
+            ``'prefill'`` (prefill was present) or ``'mixed'``.
+        max_interval_s: leave out intervals longer than this (vLLM stops logging while idle,
+            so a long gap says little about what happened in it); None keeps all.
+
+    Returns:
+        Frame with ``start``, ``end`` (UTC epoch s), ``phase`` (``prefill`` when prompt
+        throughput > 0, ``decode`` when only generation throughput > 0, ``idle`` when
+        neither), ``hot_gpu`` (NaN), ``prefill``/``decode`` (bools: present in the interval),
+        ``prompt_throughput_tok_s``, ``gen_throughput_tok_s``, ``dp`` (engine, NaN if
+        untagged); sorted by ``start``.
+
+    Raises:
+        ValueError: ``both`` is not ``'prefill'`` or ``'mixed'``.
+    """
+    rows = _stats_rows(events, both, max_interval_s)
+    cols = _LABEL_COLUMNS + ["prefill", "decode", "prompt_throughput_tok_s",
+                             "gen_throughput_tok_s", "dp"]
+    frame = pd.DataFrame(rows, columns=cols)
+    return frame.sort_values("start", kind="stable", ignore_index=True)
+
+
+def _stats_rows(events: Iterable[ServerEvent], both: str,
+                max_interval_s: float | None) -> list[dict]:
+    if both not in ("prefill", "mixed"):
+        raise ValueError(f"both must be 'prefill' or 'mixed', got {both!r}")
+    rows = []
+    for ev in events:
+        if not _is_stats_interval(ev) or ev.start is None or ev.timestamp is None:
+            continue
+        if not ev.timestamp > ev.start:
+            continue
+        if max_interval_s is not None and ev.timestamp - ev.start > max_interval_s:
+            continue
+        prompt = ev.fields.get("prompt_throughput_tok_s", float("nan"))
+        gen = ev.fields.get("gen_throughput_tok_s", float("nan"))
+        has_p, has_d = bool(prompt > 0), bool(gen > 0)
+        phase = (both if has_d else "prefill") if has_p else ("decode" if has_d else "idle")
+        rows.append({"start": ev.start, "end": ev.timestamp, "phase": phase,
+                     "hot_gpu": float("nan"), "prefill": has_p, "decode": has_d,
+                     "prompt_throughput_tok_s": float(prompt), "gen_throughput_tok_s": float(gen),
+                     "dp": float(ev.rank.get("dp", float("nan")))})
+    return rows
+
+
+_PRIORITY = ("prefill", "mixed", "decode", "idle")
+
+
+def _paint(intervals: list[tuple[float, float, str]]) -> list[tuple[float, float, str]]:
+    """Flatten possibly overlapping intervals into disjoint ones; where several overlap the
+    phase earliest in ``_PRIORITY`` wins; touching pieces of one phase are merged."""
+    bounds: list[tuple[float, int, str]] = []
+    for s, e, ph in intervals:
+        if e > s:
+            bounds += [(s, 1, ph), (e, -1, ph)]
+    if not bounds:
+        return []
+    bounds.sort(key=lambda b: b[0])
+    count = dict.fromkeys(_PRIORITY, 0)
+    out: list[tuple[float, float, str]] = []
+    i = 0
+    while i < len(bounds):
+        t = bounds[i][0]
+        while i < len(bounds) and bounds[i][0] == t:
+            count[bounds[i][2]] += bounds[i][1]
+            i += 1
+        if i >= len(bounds):
+            break
+        nxt = bounds[i][0]
+        phase = next((p for p in _PRIORITY if count[p] > 0), None)
+        if phase is None:
+            continue
+        if out and out[-1][2] == phase and out[-1][1] == t:
+            out[-1] = (out[-1][0], nxt, phase)
+        else:
+            out.append((t, nxt, phase))
+    return out
+
+
+def phase_intervals(events: Iterable[ServerEvent], prefill_s: float = 1.0,
+                    both: str = "prefill", include_idle: bool = False,
+                    max_interval_s: float | None = None) -> pd.DataFrame:
+    """Ground-truth phase intervals from server events, shaped like a tealeaves label CSV.
+
+    * SGLang decode lines: ``decode`` over ``[start, timestamp)`` (the first decode line has no
+      start and gives no interval).
+    * SGLang prefill lines: ``prefill`` over ``[timestamp, timestamp + prefill_s)``.  The log
+      says when a prefill batch was scheduled, not how long it ran; the default 1 s is the
+      resolution of SGLang's default time stamps.  Prefill wins where it overlaps decode.
+    * vLLM stats lines: as ``stats_intervals`` (``prefill`` where prompt throughput > 0).
+
+    Events without a timestamp are ignored.
+
+    Args:
+        events: server events (``parse_lines(...).events``).
+        prefill_s: length given to each prefill instant, seconds (> 0).
+        both: vLLM intervals with prompt and generation throughput: ``'prefill'`` or
+            ``'mixed'``.
+        include_idle: keep vLLM intervals in which neither throughput was > 0 as ``idle``.
+        max_interval_s: leave out decode/stats intervals longer than this (None keeps all).
+
+    Returns:
+        Frame with ``start``, ``end`` (UTC epoch s, ``end > start``), ``phase``,
+        ``hot_gpu`` (NaN): disjoint intervals sorted by ``start``, as
+        ``data.traces.write_labels`` writes and ``label_at`` reads.
+
+    Raises:
+        ValueError: ``prefill_s`` not > 0, or a bad ``both``.
+    """
+    if not prefill_s > 0:
+        raise ValueError(f"prefill_s must be > 0, got {prefill_s}")
+    events = list(events)
+    pieces: list[tuple[float, float, str]] = []
+    for ev in events:
+        if ev.timestamp is None:
+            continue
+        if ev.kind == "prefill":
+            pieces.append((ev.timestamp, ev.timestamp + prefill_s, "prefill"))
+        elif ev.kind == "decode" and ev.start is not None and (
+                max_interval_s is None or ev.timestamp - ev.start <= max_interval_s):
+            pieces.append((ev.start, ev.timestamp, "decode"))
+    for r in _stats_rows(events, both, max_interval_s):
+        if r["phase"] != "idle" or include_idle:
+            pieces.append((r["start"], r["end"], r["phase"]))
+    flat = [(s, e, ph, float("nan")) for s, e, ph in _paint(pieces)]
+    return pd.DataFrame(flat, columns=_LABEL_COLUMNS).astype(
+        {"start": float, "end": float, "phase": object, "hot_gpu": float})
+
+
+# --------------------------------------------------------------------------------------------
+# following a live log
+
+
+class LogTailer:
+    """Follows a growing log file like ``tail -F``, or reads standard input.
+
+    ``poll()`` returns the complete lines written since the last poll and never blocks.
+
+    * Rotation (the path now names another file: rename + new file, or delete + new): the rest
+      of the old file is read first, then the new file from its start.  A file that does not
+      exist yet (or while rotated away) is waited for and read from its start.
+    * Truncation (the file is now shorter than the read position, e.g. ``copytruncate``):
+      reading starts again at 0; an unfinished line held at that moment is dropped.  As with
+      ``tail``, a file truncated and rewritten past the read position between two polls
+      cannot be told from one that grew.
+    * A last line without its newline is held until the newline arrives (on rotation, or at
+      end of standard input, it is returned as it is).  A line longer than ``max_line_bytes``
+      is returned in pieces.
+
+    Args:
+        path: the log file, or ``"-"`` for standard input (POSIX: uses ``select``).
+        from_start: read a file that exists now from its start; False starts at its end.
+        encoding: text encoding; undecodable bytes are replaced.
+        max_line_bytes: longest partial line held.
+
+    Attributes:
+        rotations, truncations: how often each was seen.
+        eof: standard input was closed (never True for a file).
+    """
+
+    _CHUNK = 1 << 16
+    _MAX_READ = 1 << 24  # per poll, so a fast writer cannot keep poll() from returning
+
+    def __init__(self, path: str | Path, from_start: bool = False, *, encoding: str = "utf-8",
+                 max_line_bytes: int = 1 << 20) -> None:
+        self.path = str(path)
+        self.encoding = encoding
+        self.max_line_bytes = int(max_line_bytes)
+        self.rotations = 0
+        self.truncations = 0
+        self.eof = False
+        self._buf = b""
+        self._fh = None
+        self._id: tuple[int, int] | None = None
+        self._stdin = self.path == "-"
+        if self._stdin:
+            self._fd = sys.stdin.fileno()
+        elif self._open() and not from_start:
+            self._fh.seek(0, os.SEEK_END)
+
+    # -- context manager -------------------------------------------------------------------
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the file (standard input is left open)."""
+        if self._fh is not None:
+            self._fh.close()
+            self._fh = None
+
+    # -- internals ---------------------------------------------------------------------------
+    def _open(self) -> bool:
+        try:
+            fh = open(self.path, "rb")  # noqa: SIM115 - held across polls
+        except (FileNotFoundError, IsADirectoryError, PermissionError):
+            return False
+        st = os.fstat(fh.fileno())
+        self._fh, self._id = fh, (st.st_dev, st.st_ino)
+        return True
+
+    def _decode(self, raw: bytes) -> str:
+        return raw.decode(self.encoding, errors="replace").rstrip("\r")
+
+    def _split(self, data: bytes) -> list[str]:
+        if not data:
+            return []
+        self._buf += data
+        parts = self._buf.split(b"\n")
+        self._buf = parts.pop()
+        out = [self._decode(p) for p in parts]
+        while len(self._buf) > self.max_line_bytes:
+            out.append(self._decode(self._buf[:self.max_line_bytes]))
+            self._buf = self._buf[self.max_line_bytes:]
+        return out
+
+    def _flush(self) -> list[str]:
+        out = [self._decode(self._buf)] if self._buf else []
+        self._buf = b""
+        return out
+
+    def _drain(self) -> list[str]:
+        out: list[str] = []
+        got = 0
+        while self._fh is not None and got < self._MAX_READ:
+            chunk = self._fh.read(self._CHUNK)
+            if not chunk:
+                break
+            got += len(chunk)
+            out += self._split(chunk)
+        return out
+
+    def _poll_stdin(self) -> list[str]:
+        out: list[str] = []
+        got = 0
+        while not self.eof and got < self._MAX_READ:
+            ready, _, _ = select.select([self._fd], [], [], 0)
+            if not ready:
+                break
+            chunk = os.read(self._fd, self._CHUNK)
+            if not chunk:
+                self.eof = True
+                out += self._flush()
+                break
+            got += len(chunk)
+            out += self._split(chunk)
+        return out
+
+    # -- public ------------------------------------------------------------------------------
+    def poll(self) -> list[str]:
+        """New complete lines (without newlines) since the last poll; [] when there are none.
+
+        Never raises for a missing, rotated or truncated file; I/O errors other than those
+        propagate as ``OSError``.
+        """
+        if self._stdin:
+            return self._poll_stdin()
+        if self._fh is None and not self._open():
+            return []
+        out = self._drain()
+        try:
+            st = os.stat(self.path)
+        except (FileNotFoundError, NotADirectoryError):
+            st = None  # rotated away, new file not there yet: keep reading the old one
+        if st is not None and (st.st_dev, st.st_ino) != self._id:
+            out += self._drain()
+            out += self._flush()
+            self.close()
+            self.rotations += 1
+            if self._open():
+                out += self._drain()
+            return out
+        size = os.fstat(self._fh.fileno()).st_size
+        if size < self._fh.tell():
+            self.truncations += 1
+            self._buf = b""
+            self._fh.seek(0)
+            out += self._drain()
+        return out
+
+
+def follow(path: str | Path, *, fmt: str | None = None, tz: str | dt.tzinfo | None = "UTC",
+           clock_offset_s: float = 0.0, year: int | None = None,
+           stop_event: threading.Event | None = None, interval_s: float = 0.25,
+           from_start: bool = False, yield_empty: bool = False,
+           parser: ServerLogParser | None = None) -> Iterator[list[ServerEvent]]:
+    """Follow a live server log (or ``"-"`` for standard input) and yield its new events.
+
+    Polls a ``LogTailer`` every ``interval_s`` seconds and parses the new lines with one
+    ``ServerLogParser`` (so decode/stats intervals chain across polls and rotations).
+
+    Args:
+        path: log file, or ``"-"``.
+        fmt, tz, clock_offset_s, year: parser options as for ``parse_lines`` (ignored when
+            ``parser`` is given).
+        stop_event: ends the iteration when set (checked every ``interval_s``); None runs until
+            standard input closes or the caller stops iterating.
+        interval_s: seconds between polls.
+        from_start: read the existing file from its start instead of its end.
+        yield_empty: also yield [] after polls that found no event (a heartbeat).
+        parser: a parser to use (to read its ``skipped_count`` afterwards).
+
+    Yields:
+        Lists of ``ServerEvent`` in line order.
+
+    Raises:
+        ServerLogError: bad ``fmt`` or ``tz``.
+    """
+    if parser is None:
+        parser = ServerLogParser(fmt=fmt, tz=tz, clock_offset_s=clock_offset_s, year=year)
+    with LogTailer(path, from_start=from_start) as tailer:
+        while True:
+            events, _ = parser.feed(tailer.poll())
+            if events or yield_empty:
+                yield events
+            if tailer.eof:
+                return
+            if stop_event is not None:
+                if stop_event.wait(interval_s):
+                    return
+            else:
+                time.sleep(interval_s)
