@@ -188,13 +188,19 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
 # -- classify ------------------------------------------------------------------------------
 def cmd_classify(args: argparse.Namespace) -> int:
     from ..classifier import classify_trace, score_against_labels
+    from ..collectors.server_log import ServerLogError
     from ..data.traces import TraceError, read_labels, read_trace
 
     try:
         trace = read_trace(args.trace)
         labels = read_labels(args.labels) if args.labels else None
-    except TraceError as exc:
+        server = _server_log_truth(args, trace) if args.server_log else None
+    except (TraceError, ServerLogError) as exc:
         return _fail(str(exc))
+    if server is not None:
+        print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
+        if labels is None:
+            labels = server["labels"]
     windows = classify_trace(trace, window_s=args.window)
     counts = windows["phase"].value_counts().reindex(
         ["idle", "prefill", "decode"], fill_value=0).to_dict()
@@ -212,6 +218,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         }
         if score is not None:
             out.update(score)
+        if server is not None:
+            out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
         print(json.dumps(out))
         return 0
     if args.csv:
@@ -232,6 +240,35 @@ def cmd_classify(args: argparse.Namespace) -> int:
                   f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
                   f"{st['hot_gpu']}")
     return 0
+
+
+def _server_log_truth(args: argparse.Namespace, trace) -> dict:
+    """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
+    ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
+    confident)."""
+    from ..classifier.align import estimate_offset
+    from ..collectors.server_log import ServerLogError, parse_file, phase_intervals
+
+    res = parse_file(args.server_log, tz=args.tz)
+    if not res.events:
+        raise ServerLogError(f"{args.server_log}: no SGLang or vLLM scheduler line found "
+                         f"({len(res.skipped)} lines skipped)")
+    a = estimate_offset(trace.samples, res.events, max_offset_s=args.max_offset)
+    labels = None
+    if a.confident:
+        labels = phase_intervals(res.events)
+        labels[["start", "end"]] += a.offset_s
+        line = (f"server log {args.server_log}: {len(res.events)} events ({res.format}), "
+                f"clock offset {a.offset_s:+.1f} s (correlation {a.correlation:.2f}, "
+                f"next best {a.runner_up:.2f}); used as ground truth"
+                + (" for reporting only (--labels given)" if args.labels else ""))
+    else:
+        line = (f"server log {args.server_log}: {len(res.events)} events ({res.format}), "
+                f"no confident clock offset ({a.reason or f'correlation {a.correlation:.2f}'}"
+                f"); not used as ground truth")
+    return {"events": len(res.events), "format": res.format, "offset_s": a.offset_s,
+            "correlation": a.correlation, "runner_up": a.runner_up,
+            "confident": a.confident, "labels": labels, "line": line}
 
 
 # -- dashboard -----------------------------------------------------------------------------
@@ -299,6 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("trace", type=Path, help="Parquet trace")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     k.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
+    k.add_argument("--server-log", type=Path,
+                   help="SGLang/vLLM log of the same run: its clock offset is estimated from "
+                        "the data and it becomes the ground truth when --labels is absent")
+    k.add_argument("--tz", default="UTC",
+                   help="time zone of the server log's timestamps (IANA name or +HH:MM; "
+                        "default UTC)")
+    k.add_argument("--max-offset", type=_positive, default=60.0,
+                   help="largest clock offset searched, seconds (default 60)")
     fmt = k.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
     fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")

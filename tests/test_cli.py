@@ -115,3 +115,19 @@ def test_json_into_a_closed_pipe_ends_quietly():
     p.stdout.close()
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 0 and "Traceback" not in err
+
+
+def test_classify_with_a_server_log_reports_the_offset_and_scores_against_it(tmp_path):
+    from test_align import sglang_lines
+
+    from tealeaves.data.traces import read_labels
+
+    log = tmp_path / "sglang.log"
+    log.write_text("\n".join(sglang_lines(read_labels(bundled_labels_path()), -7.3)) + "\n")
+    r = tealeaves("classify", bundled_trace_path(), "--server-log", log, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["server_log"]["confident"]
+    assert abs(out["server_log"]["offset_s"] - (-7.3)) <= 1.0
+    assert "clock offset" in r.stderr
+    assert out["labelled_windows"] > 20 and out["per_phase_accuracy"]["prefill"] > 0.8

@@ -1,0 +1,75 @@
+"""Clock alignment of a server log with GPU telemetry, on the real bundled trace."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from tealeaves.classifier.align import estimate_offset
+from tealeaves.collectors.server_log import parse_lines
+from tealeaves.data import bundled_labels_path, bundled_trace_path
+from tealeaves.data.traces import read_labels, read_trace
+
+
+def sglang_lines(labels, true_offset_s: float, every_s: float = 0.5, tz=dt.UTC) -> list[str]:
+    """SGLang 0.5.x prefill lines for the labelled prefill stretches, stamped by a server clock
+    that runs ``true_offset_s`` behind the GPU clock, to the whole second (SGLang's default)."""
+    out = []
+    for r in labels.itertuples():
+        if r.phase != "prefill":
+            continue
+        for t in np.arange(r.start, r.end, every_s):
+            server = dt.datetime.fromtimestamp(t - true_offset_s, tz)
+            out.append(f"[{server:%Y-%m-%d %H:%M:%S} TP0] Prefill batch, #new-seq: 1, "
+                       f"#new-token: 4096, #cached-token: 0, token usage: 0.10, "
+                       f"#running-req: 8, #queue-req: 0, ")
+            out.append(f'[{server:%Y-%m-%d %H:%M:%S}] INFO:     127.0.0.1:4000 - "POST /v1/'
+                       f'completions HTTP/1.1" 200 OK')
+    return out
+
+
+@pytest.mark.parametrize("true_offset", [-7.3, 0.0, 12.6])
+def test_offset_is_recovered_from_a_whole_second_log(true_offset):
+    trace = read_trace(bundled_trace_path())
+    labels = read_labels(bundled_labels_path())
+    events = parse_lines(sglang_lines(labels, true_offset)).events
+    a = estimate_offset(trace.samples, events, max_offset_s=30)
+    assert a.n_events > 20
+    # Whole-second stamps of periodic events: the estimate is good to the log's resolution.
+    assert a.offset_s == pytest.approx(true_offset, abs=1.0)
+    assert a.confident and a.correlation > 0.5
+
+
+def test_millisecond_log_aligns_to_a_tenth_of_a_second():
+    trace = read_trace(bundled_trace_path())
+    labels = read_labels(bundled_labels_path())
+    lines = []
+    for r in labels.itertuples():
+        if r.phase != "prefill":
+            continue
+        for t in np.arange(r.start, r.end, 0.5):
+            s = dt.datetime.fromtimestamp(t + 4.25, dt.UTC)  # server clock 4.25 s ahead
+            lines.append(f"[{s:%Y-%m-%d %H:%M:%S}.{s.microsecond // 1000:03d} TP0] Prefill "
+                         f"batch, #new-seq: 1, #new-token: 4096, #cached-token: 0, ")
+    a = estimate_offset(trace.samples, parse_lines(lines).events, resolution_s=0.001)
+    assert a.offset_s == pytest.approx(-4.25, abs=0.2)
+
+
+def test_local_time_zone_is_undone_by_tz_argument():
+    trace = read_trace(bundled_trace_path())
+    labels = read_labels(bundled_labels_path())
+    berlin = dt.timezone(dt.timedelta(hours=1))
+    lines = sglang_lines(labels, 3.0, tz=berlin)
+    a = estimate_offset(trace.samples, parse_lines(lines, tz="+01:00").events, max_offset_s=20)
+    assert a.offset_s == pytest.approx(3.0, abs=1.0)
+    # Read as UTC the log is an hour off: no overlap inside the search range.
+    b = estimate_offset(trace.samples, parse_lines(lines).events, max_offset_s=20)
+    assert not b.confident
+
+
+def test_too_few_events_gives_nan_with_a_reason():
+    trace = read_trace(bundled_trace_path())
+    a = estimate_offset(trace.samples, [])
+    assert np.isnan(a.offset_s) and "fewer than 2" in a.reason
