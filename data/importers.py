@@ -1,0 +1,1005 @@
+"""Importers: turn telemetry files written by other tools into the sample frame.
+
+Every importer yields a frame in the sample schema (``data.schema``: long form, one row per
+GPU per instant, UTC epoch seconds, NaN for missing, never 0) plus a record of every input line
+that was not data and was skipped, as ``(line number, reason)``.  Line numbers start at 1.
+Blank lines and the formats' own header lines are structure, not skipped data, and are not
+recorded.
+
+Formats (the names :func:`detect_format` returns and ``format=`` accepts):
+
+``nvidia_smi_dmon``
+    ``nvidia-smi dmon`` text, any ``-s`` set, with or without ``-o D``/``-o T``/``-o TD``.
+``nvidia_smi_query``
+    ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``.
+``dcgm_exporter``
+    dcgm-exporter's Prometheus text exposition (one scrape or several concatenated).
+``dcgmi_dmon``
+    ``dcgmi dmon -e ...`` text.
+``tealeaves_parquet`` / ``tealeaves_csv``
+    tealeaves' own traces (``data.traces.read_trace``) and CSV with the schema's column names.
+
+SGLang and vLLM server logs are recognised (``sglang_log``, ``vllm_log``) but refused here:
+they are parsed by the server-log parser, not by these importers.
+
+Units.  Conversions to the schema's units, and where each comes from:
+
+* nvidia-smi ``dmon`` prints ``fb`` in "MB" and ``rxpci``/``txpci`` in "MB/s".  These are
+  binary megabytes (MiB, 2**20 B): ``dmon``'s ``fb`` is the same number ``--query-gpu`` prints
+  for ``memory.used`` with the explicit unit ``MiB`` (nvidia-smi(1) lists memory in MiB), and
+  ``rxpci``/``txpci`` come from ``nvmlDeviceGetPcieThroughput``, documented in NVML as KB/s with
+  NVML's binary KB, scaled by 1024.  tealeaves takes 1 MB = 2**20 B for every dmon column (the
+  same convention the schema uses for GPM's MiB/s NVLink values).  So ``rxpci 217`` is
+  ``217 * 2**20`` B/s.
+* ``--query-gpu`` ``memory.used`` is in MiB (unit printed in the header/values): x 2**20.
+* DCGM ``DCGM_FI_DEV_FB_USED`` (dcgmi ``FBUSD``) is in MiB (DCGM field docs): x 2**20.
+* DCGM profiling ratios ``DCGM_FI_PROF_SM_ACTIVE``, ``SM_OCCUPANCY``, ``PIPE_TENSOR_ACTIVE``,
+  ``DRAM_ACTIVE`` (dcgmi ``SMACT``, ``SMOCC``, ``TENSO``, ``DRAMA``) are ratios 0-1 (DCGM
+  profiling-metrics docs): x 100 to %.
+* DCGM ``DCGM_FI_PROF_PCIE_*_BYTES`` / ``NVLINK_*_BYTES`` (dcgmi ``PCITX`` ... ``NVLRX``) are
+  already bytes per second (DCGM docs): x 1.
+* Power is W, clocks MHz, utilizations % everywhere: x 1.
+
+Time.  nvidia-smi prints wall-clock local time without a zone; ``tz`` says which zone it was
+(default UTC).  Files without timestamps get synthetic ones: each cycle of GPU indices (or each
+header block) is one instant, ``interval`` seconds apart (defaults: dmon 1 s = ``dmon -d``
+default, dcgmi 1 s = ``dcgmi dmon -d 1000`` default, query 1 s, dcgm-exporter 30 s = its
+default collect interval).  ``start_time`` pins the first instant; without it the *last*
+instant is the file's modification time (the moment the last line was written).
+
+Values are checked, not trusted: a data line with the wrong number of fields, an unparsable
+or non-finite number, a negative value or a percentage outside 0-100 (ratio outside 0-1) is
+skipped whole and recorded, so a mangled line never shifts a value into the wrong column.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+import time as _time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, tzinfo
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import pandas as pd
+
+from .schema import COLUMNS, METRIC_NAMES, SchemaError, conform, empty_frame, gpus_in
+from .traces import TraceError, read_trace
+
+__all__ = [
+    "FORMATS",
+    "LOG_FORMATS",
+    "ImportFormatError",
+    "ImportResult",
+    "detect_format",
+    "detect_text",
+    "import_file",
+    "import_text",
+]
+
+#: Formats the importers turn into samples.
+FORMATS: tuple[str, ...] = (
+    "nvidia_smi_dmon",
+    "nvidia_smi_query",
+    "dcgm_exporter",
+    "dcgmi_dmon",
+    "tealeaves_parquet",
+    "tealeaves_csv",
+)
+#: Formats recognised but handled by the server-log parser, not here.
+LOG_FORMATS: tuple[str, ...] = ("sglang_log", "vllm_log")
+
+_ALIASES = {
+    "dmon": "nvidia_smi_dmon",
+    "nvidia-smi-dmon": "nvidia_smi_dmon",
+    "query": "nvidia_smi_query",
+    "query_gpu": "nvidia_smi_query",
+    "query-gpu": "nvidia_smi_query",
+    "nvidia-smi-query": "nvidia_smi_query",
+    "prometheus": "dcgm_exporter",
+    "dcgm-exporter": "dcgm_exporter",
+    "dcgmi": "dcgmi_dmon",
+    "dcgmi-dmon": "dcgmi_dmon",
+    "parquet": "tealeaves_parquet",
+    "csv": "tealeaves_csv",
+}
+
+_EXPECTED = ("nvidia-smi dmon output, nvidia-smi --query-gpu CSV, dcgm-exporter Prometheus text, "
+             "dcgmi dmon output, or a tealeaves Parquet/CSV trace")
+
+MIB = 2**20
+_DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
+                     "dcgm_exporter": 30.0}
+_PERCENT_COLUMNS = frozenset({"gpu_util", "mem_copy_util", "sm_active", "sm_occupancy",
+                              "tensor_active", "dram_active"})
+_MAX_GPU_INDEX = 4096
+_SCAN_LINES = 4000
+
+
+class ImportFormatError(ValueError):
+    """A file is not in a format the importers read (or cannot be read); names the file."""
+
+
+@dataclass
+class ImportResult:
+    """What an import produced.
+
+    Attributes:
+        samples: sample frame (``data.schema.COLUMNS``), ``conform()``-ed, sorted by
+            (timestamp, gpu); may be empty when the file held no data rows.
+        format: the format name used (one of ``FORMATS``).
+        rows_read: source data rows accepted (lines for the line formats, metric samples for
+            dcgm-exporter, rows for tealeaves files).
+        skipped: ``(line number, reason)`` for every non-blank, non-header line not imported.
+        source: the file name (or the name given to :func:`import_text`).
+        gpus: sorted GPU indices present in ``samples``.
+        time_span: ``(first, last)`` timestamp in UTC epoch seconds; ``(nan, nan)`` if empty.
+    """
+
+    samples: pd.DataFrame
+    format: str
+    rows_read: int
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+    source: str = ""
+    gpus: list[int] = field(default_factory=list)
+    time_span: tuple[float, float] = (math.nan, math.nan)
+
+    @property
+    def duration_s(self) -> float:
+        """Last minus first timestamp in seconds (NaN when empty)."""
+        return self.time_span[1] - self.time_span[0]
+
+
+# --------------------------------------------------------------------------- detection
+
+_RE_DCGMI_HEADER = re.compile(r"^#\s*Entity\b", re.IGNORECASE)
+_RE_DMON_HEADER = re.compile(r"^#\s*(?:date[\s,]+)?(?:time[\s,]+)?gpu\b", re.IGNORECASE)
+_RE_PROM_DCGM = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?DCGM_\w+")
+_RE_SGLANG = re.compile(r"(?:Prefill|Decode) batch[.,]")
+_RE_SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+_RE_VLLM = re.compile(r"Avg prompt throughput:|Avg generation throughput:")
+_RE_QUERY_NAME = re.compile(r"^[a-z][a-z0-9_]*(?:\.[a-z0-9_]+)*(?:\s*\[[^\]]*\])?$")
+_RE_QUERY_TS = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$", re.ASCII)
+_RE_QUERY_UNIT_VALUE = re.compile(r"^\d+(?:\.\d+)? (?:%|MiB|W|MHz)$", re.ASCII)
+#: A plain decimal number, ASCII digits only (``float()`` also takes "1_0" and non-ASCII digits).
+_RE_NUMBER = re.compile(r"^\+?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$", re.ASCII)
+_RE_INDEX = re.compile(r"^\d{1,6}$", re.ASCII)
+
+
+def _read_bytes(path: Path) -> bytes:
+    if not path.exists():
+        raise ImportFormatError(f"{path}: no such file")
+    if path.is_dir():
+        raise ImportFormatError(f"{path}: is a directory, not a telemetry file")
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot be read ({exc})") from exc
+
+
+def _binary_kind(data: bytes) -> str | None:
+    """Name a binary payload that is certainly not text, or None."""
+    if data.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "a PNG image"
+    if data[:3] == b"\xff\xd8\xff":
+        return "a JPEG image"
+    if data[:4] in (b"GIF8", b"%PDF") or data[:2] == b"PK" or data[:3] == b"\x1f\x8b\x08":
+        return "a binary document or archive"
+    if b"\x00" in data[:65536]:
+        return "binary data"
+    return None
+
+
+def _decode(data: bytes, name: str) -> str:
+    kind = _binary_kind(data)
+    if kind:
+        raise ImportFormatError(f"{name}: is {kind}, not telemetry text; expected {_EXPECTED}")
+    text = data.decode("utf-8", errors="replace")
+    if text and text.count("\ufffd") > max(8, len(text) // 100):
+        raise ImportFormatError(f"{name}: is binary data, not telemetry text; expected {_EXPECTED}")
+    return text.removeprefix("\ufeff")
+
+
+def _csv_fields(line: str) -> list[str]:
+    try:
+        return [f.strip() for f in next(csv.reader([line], skipinitialspace=True))]
+    except (csv.Error, StopIteration):
+        return []
+
+
+def _is_query_header(fields: Sequence[str]) -> bool:
+    if len(fields) < 1 or not all(_RE_QUERY_NAME.match(f) for f in fields):
+        return False
+    names = [_split_unit(f)[0] for f in fields]
+    known = sum(1 for n in names if n in _QUERY_KNOWN or n.split(".")[0] in _QUERY_PREFIXES)
+    return known >= max(1, len(names) // 2) and ("." in "".join(names) or "timestamp" in names
+                                                   or "index" in names or "uuid" in names)
+
+
+def _is_tealeaves_header(fields: Sequence[str]) -> bool:
+    return "timestamp" in fields and "gpu" in fields and all(f in COLUMNS for f in fields)
+
+
+def detect_text(text: str) -> str | None:
+    """Name the format of ``text`` (see ``FORMATS``/``LOG_FORMATS``), or None when unknown.
+
+    Looks at the first few thousand lines for each format's signature: the ``#Entity`` header
+    of dcgmi, the ``# gpu`` header of nvidia-smi dmon, ``DCGM_`` metric lines, a header of
+    schema columns, a ``--query-gpu`` header of query names, SGLang/vLLM log lines, then
+    header-less ``--query-gpu`` values (``2024/01/16 14:44:16.977``, ``0 %``, ``21 MiB``).
+    """
+    flags: set[str] = set()
+    first_fields: list[str] | None = None
+    for n, raw in enumerate(text.split("\n")):
+        if n >= _SCAN_LINES:
+            break
+        line = raw.strip()
+        if not line:
+            continue
+        if first_fields is None and not line.startswith(("$", "#")):
+            first_fields = _csv_fields(line)
+        if _RE_DCGMI_HEADER.match(line):
+            flags.add("dcgmi_dmon")
+        elif _RE_DMON_HEADER.match(line):
+            flags.add("nvidia_smi_dmon")
+        elif _RE_PROM_DCGM.match(line):
+            flags.add("dcgm_exporter")
+        elif _RE_SGLANG.search(line) and _RE_SGLANG_PREFIX.match(line):
+            flags.add("sglang_log")
+        elif _RE_VLLM.search(line):
+            flags.add("vllm_log")
+        elif "," in line:
+            fields = _csv_fields(line)
+            if _is_tealeaves_header(fields):
+                flags.add("tealeaves_csv")
+            elif _is_query_header(fields):
+                flags.add("query_header")
+            elif len(fields) >= 2 and any(_RE_QUERY_TS.match(f) or _RE_QUERY_UNIT_VALUE.match(f)
+                                          or f in ("[N/A]", "[Not Supported]") for f in fields):
+                flags.add("query_values")
+    for fmt in ("dcgmi_dmon", "nvidia_smi_dmon", "dcgm_exporter", "tealeaves_csv"):
+        if fmt in flags:
+            return fmt
+    if "query_header" in flags:
+        return "nvidia_smi_query"
+    for fmt in LOG_FORMATS:
+        if fmt in flags:
+            return fmt
+    if "query_values" in flags:
+        return "nvidia_smi_query"
+    return None
+
+
+def detect_format(path: str | Path) -> str:
+    """Detect the format of the file at ``path`` from its content.
+
+    Returns:
+        One of ``FORMATS`` or ``LOG_FORMATS``.
+
+    Raises:
+        ImportFormatError: the file is missing, empty, binary (PNG, random bytes...), JSON,
+            or text in none of the formats; the message names the file and what was expected.
+    """
+    path = Path(path)
+    data = _read_bytes(path)
+    return _detect_bytes(data, str(path))
+
+
+def _detect_bytes(data: bytes, name: str) -> str:
+    if not data.strip():
+        raise ImportFormatError(f"{name}: file is empty; expected {_EXPECTED}")
+    if data.startswith(b"PAR1"):
+        return "tealeaves_parquet"
+    text = _decode(data, name)
+    fmt = detect_text(text)
+    if fmt is None:
+        what = "text in no known format"
+        stripped = text.lstrip()
+        if stripped[:1] in ("{", "["):
+            try:
+                json.loads(stripped)
+                what = "JSON"
+            except ValueError:
+                pass
+        raise ImportFormatError(f"{name}: is {what}, not telemetry tealeaves can import; "
+                                f"expected {_EXPECTED}")
+    return fmt
+
+
+# --------------------------------------------------------------------------- helpers
+
+class _Cycles:
+    """Groups rows without timestamps into instants: a new instant on a repeated key."""
+
+    def __init__(self) -> None:
+        self.index = 0
+        self.seen: set = set()
+        self.used = False
+
+    def new_block(self) -> None:
+        if self.seen:
+            self.index += 1
+            self.seen = set()
+
+    def place(self, key) -> int:
+        if key in self.seen:
+            self.index += 1
+            self.seen = set()
+        self.seen.add(key)
+        self.used = True
+        return self.index
+
+    @property
+    def count(self) -> int:
+        return self.index + 1 if self.used else 0
+
+
+def _tz(tz: str | tzinfo | None) -> tzinfo:
+    if tz is None:
+        return ZoneInfo("UTC")
+    if isinstance(tz, tzinfo):
+        return tz
+    try:
+        return ZoneInfo(tz)
+    except (KeyError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {tz!r}") from exc
+
+
+def _epoch(t: float | datetime | None, zone: tzinfo) -> float | None:
+    if t is None:
+        return None
+    if isinstance(t, datetime):
+        return (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp()
+    return float(t)
+
+
+def _anchor(start: float | None, end: float, n_instants: int, interval: float) -> float:
+    """Time of instant 0: ``start``, or ``end`` minus the span of the instants."""
+    if start is not None:
+        return start
+    return end - max(n_instants - 1, 0) * interval
+
+
+def _number(tok: str) -> float:
+    """Parse one numeric field; '-', 'N/A' and bracketed notes are NaN.
+
+    Raises:
+        ValueError: not a finite, non-negative number.
+    """
+    t = tok.strip()
+    if t in ("-", "N/A", "n/a", "NA", "") or (t.startswith("[") and t.endswith("]")):
+        return math.nan
+    if not _RE_NUMBER.match(t):
+        raise ValueError(f"not a number: {tok!r}")
+    v = float(t)
+    if not math.isfinite(v):
+        raise ValueError(f"not finite: {tok!r}")
+    if v < 0:
+        raise ValueError(f"negative: {tok!r}")
+    return v
+
+
+def _scaled(col: str, raw: float, factor: float) -> float:
+    """Apply ``factor``; check percentages land in 0-100."""
+    v = raw * factor
+    if col in _PERCENT_COLUMNS and not math.isnan(v) and v > 100.0 + 1e-9:
+        raise ValueError(f"{col} {raw:g} out of range")
+    return v
+
+
+def _gpu_index(tok: str) -> int:
+    if not _RE_INDEX.match(tok.strip()):
+        raise ValueError(f"gpu index {tok!r} is not an integer")
+    g = int(tok)
+    if not 0 <= g < _MAX_GPU_INDEX:
+        raise ValueError(f"gpu index {tok!r} out of range")
+    return g
+
+
+def _frame(records: list[dict], name: str) -> pd.DataFrame:
+    if not records:
+        return empty_frame()
+    df = pd.DataFrame.from_records(records)
+    for col in METRIC_NAMES:
+        if col not in df.columns:
+            df[col] = np.nan
+    try:
+        return conform(df[[c for c in df.columns if c in COLUMNS]], source=name)
+    except SchemaError as exc:  # a bug, not bad input; still report it as an import failure
+        raise ImportFormatError(f"{name}: rows do not fit the sample schema ({exc})") from exc
+
+
+def _summary(df: pd.DataFrame, fmt: str, rows_read: int, skipped, name: str) -> ImportResult:
+    span = ((float(df["timestamp"].min()), float(df["timestamp"].max())) if len(df)
+            else (math.nan, math.nan))
+    return ImportResult(samples=df, format=fmt, rows_read=rows_read, skipped=list(skipped),
+                        source=name, gpus=gpus_in(df) if len(df) else [], time_span=span)
+
+
+def _lines(text: str) -> Iterable[tuple[int, str]]:
+    for n, raw in enumerate(text.split("\n"), start=1):
+        yield n, raw.rstrip("\r")
+
+
+def _short(line: str, width: int = 60) -> str:
+    s = line.strip()
+    return s if len(s) <= width else s[: width - 3] + "..."
+
+
+# --------------------------------------------------------------------------- nvidia-smi dmon
+
+#: dmon column -> (schema column, factor).  See the module docstring for the units.
+DMON_COLUMNS: dict[str, tuple[str, float]] = {
+    "sm": ("gpu_util", 1.0),          # dmon's sm% is utilization.gpu
+    "mem": ("mem_copy_util", 1.0),    # utilization.memory
+    "pwr": ("power_w", 1.0),
+    "pclk": ("sm_clock_mhz", 1.0),
+    "fb": ("mem_used_bytes", MIB),    # "MB" = MiB
+    "rxpci": ("pcie_rx_bytes_per_s", MIB),
+    "txpci": ("pcie_tx_bytes_per_s", MIB),
+}
+
+
+def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
+                interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    names: list[str] | None = None
+    comma = False
+    records: list[dict] = []
+    skipped: list[tuple[int, str]] = []
+    cycles = _Cycles()
+    for n, line in _lines(text):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            body = s.lstrip("#").strip()
+            comma = "," in body
+            toks = [t.strip().lower() for t in (body.split(",") if comma else body.split())]
+            if "gpu" in toks and len(set(toks)) == len(toks):
+                names = toks
+                cycles.new_block()
+            elif "idx" in toks:
+                pass  # the units line
+            else:
+                skipped.append((n, f"comment line: {_short(s)}"))
+            continue
+        if names is None:
+            skipped.append((n, f"not data (no dmon header yet): {_short(s)}"))
+            continue
+        toks = [t.strip() for t in s.split(",")] if comma else s.split()
+        if len(toks) != len(names):
+            skipped.append((n, f"expected {len(names)} fields, got {len(toks)}: {_short(s)}"))
+            continue
+        row = dict(zip(names, toks, strict=True))
+        try:
+            gpu = _gpu_index(row["gpu"])
+            if row.get("gi", "-") not in ("-", "N/A") or row.get("ci", "-") not in ("-", "N/A"):
+                why = f"MIG instance row (gi={row.get('gi')}, ci={row.get('ci')})"
+                skipped.append((n, why + " not imported"))
+                continue
+            rec: dict = {"host": host, "gpu": gpu, "uuid": ""}
+            for col, (target, factor) in DMON_COLUMNS.items():
+                if col in row:
+                    rec[target] = _scaled(target, _number(row[col]), factor)
+            if "time" in row:
+                tm = re.fullmatch(r"(\d\d):(\d\d):(\d\d)", row["time"], re.ASCII)
+                if not tm:
+                    raise ValueError(f"bad time {row['time']!r}")
+                hh, mm, ss = (int(x) for x in tm.groups())
+                if not (0 <= hh < 24 and 0 <= mm < 60 and 0 <= ss < 61):
+                    raise ValueError(f"bad time {row['time']!r}")
+                rec["_tod"] = hh * 3600 + mm * 60 + min(ss, 59)
+                if "date" in row:
+                    d = row["date"]
+                    if not re.fullmatch(r"\d{8}", d, re.ASCII):
+                        raise ValueError(f"bad date {d!r}")
+                    rec["_date"] = date(int(d[:4]), int(d[4:6]), int(d[6:]))
+            else:
+                rec["_instant"] = cycles.place(gpu)
+        except (ValueError, KeyError) as exc:
+            skipped.append((n, f"bad value ({exc}): {_short(s)}"))
+            continue
+        records.append(rec)
+
+    # Resolve times.  With a date: local wall clock.  With time only: the date comes from the
+    # caller (first row) or the file's mtime (last row), rolling over at midnight.
+    untimed = [r for r in records if "_instant" in r]
+    t0 = _anchor(start, end, cycles.count, interval)
+    for r in untimed:
+        r["timestamp"] = t0 + r.pop("_instant") * interval
+    timed = [r for r in records if "_tod" in r]
+    if timed:
+        day_off, prev, offs = 0, None, []
+        for r in timed:
+            if "_date" not in r:
+                if prev is not None and r["_tod"] < prev - 12 * 3600:
+                    day_off += 1
+                prev = r["_tod"]
+            offs.append(day_off)
+        if start is not None:
+            base_day = datetime.fromtimestamp(start, zone).date()
+        else:
+            base_day = datetime.fromtimestamp(end, zone).date() - timedelta(days=day_off)
+        for r, off in zip(timed, offs, strict=True):
+            tod = r.pop("_tod")
+            d = r.pop("_date", None) or base_day + timedelta(days=off)
+            dt = datetime(d.year, d.month, d.day, tzinfo=zone) + timedelta(seconds=tod)
+            r["timestamp"] = dt.timestamp()
+    return records, len(records), skipped
+
+
+# --------------------------------------------------------------------------- --query-gpu CSV
+
+#: query name -> (schema column, factor, expected unit, priority: lower wins).
+QUERY_COLUMNS: dict[str, tuple[str, float, str, int]] = {
+    "utilization.gpu": ("gpu_util", 1.0, "%", 0),
+    "utilization.memory": ("mem_copy_util", 1.0, "%", 0),
+    "power.draw": ("power_w", 1.0, "W", 0),
+    "power.draw.average": ("power_w", 1.0, "W", 1),
+    "power.draw.instant": ("power_w", 1.0, "W", 2),
+    "clocks.sm": ("sm_clock_mhz", 1.0, "MHz", 0),
+    "clocks.current.sm": ("sm_clock_mhz", 1.0, "MHz", 0),
+    "memory.used": ("mem_used_bytes", MIB, "MiB", 0),
+}
+_QUERY_ID = {"timestamp", "index", "uuid", "gpu_uuid", "name", "pci.bus_id"}
+_QUERY_KNOWN = set(QUERY_COLUMNS) | _QUERY_ID | {"pstate", "count", "serial", "gpu_name",
+                                                  "driver_version", "vbios_version"}
+_QUERY_PREFIXES = {"utilization", "memory", "power", "clocks", "temperature", "fan", "pcie",
+                   "clocks_throttle_reasons", "clocks_event_reasons", "ecc", "enforced",
+                   "pci", "mig", "compute_mode", "persistence_mode", "display_mode", "gom",
+                   "inforom", "retired_pages", "encoder", "accounting", "driver_model"}
+_QUERY_TS_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
+_RE_VALUE_UNIT = re.compile(r"^([0-9.eE+-]+)\s*([A-Za-z%/]+)?$")
+
+
+def _split_unit(field_name: str) -> tuple[str, str | None]:
+    m = re.match(r"^(.*?)\s*\[([^\]]*)\]\s*$", field_name)
+    if m:
+        return m.group(1).strip().lower(), m.group(2).strip()
+    return field_name.strip().lower(), None
+
+
+def _query_value(tok: str, unit: str) -> float:
+    t = tok.strip()
+    if t in ("N/A", "[N/A]", "") or (t.startswith("[") and t.endswith("]")):
+        return math.nan
+    m = _RE_VALUE_UNIT.match(t)
+    if not m:
+        raise ValueError(f"not a number: {tok!r}")
+    if m.group(2) is not None and m.group(2) != unit:
+        raise ValueError(f"unit {m.group(2)!r}, expected {unit!r}")
+    return _number(m.group(1))
+
+
+def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
+                 interval: float, columns: Sequence[str] | None
+                 ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    header: list[str] | None = ([_split_unit(c)[0] for c in columns] if columns else None)
+    records: list[dict] = []
+    skipped: list[tuple[int, str]] = []
+    cycles = _Cycles()
+    uuid_order: dict[str, int] = {}
+    for n, line in _lines(text):
+        s = line.strip()
+        if not s:
+            continue
+        fields = _csv_fields(s)
+        if "," in s and _is_query_header(fields):
+            header = [_split_unit(f)[0] for f in fields]
+            cycles.new_block()
+            continue
+        if header is None:
+            skipped.append((n, f"not data (no --query-gpu header; pass columns=): {_short(s)}"))
+            continue
+        if len(fields) != len(header):
+            skipped.append((n, f"expected {len(header)} fields, got {len(fields)}: {_short(s)}"))
+            continue
+        row = dict(zip(header, fields, strict=True))
+        try:
+            rec: dict = {"host": host, "uuid": row.get("uuid", row.get("gpu_uuid", ""))}
+            best: dict[str, int] = {}
+            for name, (target, factor, unit, prio) in QUERY_COLUMNS.items():
+                if name in row and prio < best.get(target, 99):
+                    rec[target] = _scaled(target, _query_value(row[name], unit), factor)
+                    best[target] = prio
+            if "index" in row:
+                gpu = _gpu_index(row["index"])
+            elif rec["uuid"]:
+                gpu = uuid_order.setdefault(rec["uuid"], len(uuid_order))
+            else:
+                gpu = 0
+            rec["gpu"] = gpu
+            if "timestamp" in row:
+                if not _RE_QUERY_TS.match(row["timestamp"]):
+                    raise ValueError(f"bad timestamp {row['timestamp']!r}")
+                for fmt in _QUERY_TS_FORMATS:
+                    try:
+                        dt = datetime.strptime(row["timestamp"], fmt)
+                        break
+                    except ValueError:
+                        continue
+                else:
+                    raise ValueError(f"bad timestamp {row['timestamp']!r}")
+                rec["timestamp"] = dt.replace(tzinfo=zone).timestamp()
+            else:
+                rec["_instant"] = cycles.place(gpu)
+        except (ValueError, OverflowError) as exc:
+            skipped.append((n, f"bad value ({exc}): {_short(s)}"))
+            continue
+        records.append(rec)
+    t0 = _anchor(start, end, cycles.count, interval)
+    for r in records:
+        if "_instant" in r:
+            r["timestamp"] = t0 + r.pop("_instant") * interval
+    return records, len(records), skipped
+
+
+# --------------------------------------------------------------------------- dcgm-exporter
+
+#: DCGM field (dcgm-exporter metric name) -> (schema column, factor).
+DCGM_METRICS: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_copy_util", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
+    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", MIB),
+    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 100.0),
+    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy", 100.0),
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", 100.0),
+    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 100.0),
+    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlink_tx_bytes_per_s", 1.0),
+    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlink_rx_bytes_per_s", 1.0),
+}
+_PROM_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})
+_TS_MIN, _TS_MAX = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01
+
+
+def _parse_exporter(text: str, *, host: str, start: float | None, end: float, interval: float
+                    ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    # Each sample line goes through prometheus_client's parser on its own, so one mangled line
+    # costs only itself and is recorded with its line number.  HELP/TYPE are not needed: the
+    # sample name and labels carry everything (the file may start mid-family).
+    from prometheus_client.parser import text_string_to_metric_families
+
+    skipped: list[tuple[int, str]] = []
+    rows: dict[tuple, dict] = {}
+    scrape = _Cycles()
+    accepted = 0
+    for n, line in _lines(text):
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        try:
+            samples = [smp for fam in text_string_to_metric_families(s + "\n")
+                       for smp in fam.samples]
+        except Exception as exc:  # noqa: BLE001 - the library raises assorted types
+            skipped.append((n, f"not a Prometheus sample ({type(exc).__name__}): {_short(s)}"))
+            continue
+        if len(samples) != 1:
+            skipped.append((n, f"not one Prometheus sample: {_short(s)}"))
+            continue
+        smp = samples[0]
+        labels = smp.labels
+        tail = s[s.rfind("}") + 1:] if "}" in s else s[len(smp.name):]
+        toks = tail.split()
+        if not toks or not all(_RE_NUMBER.match(t.lstrip("-")) or t in _PROM_SPECIAL
+                               for t in toks[:2]):
+            skipped.append((n, f"bad Prometheus value or timestamp: {_short(s)}"))
+            continue
+        try:
+            if "gpu" not in labels:
+                raise ValueError("no gpu label")
+            gpu = _gpu_index(labels["gpu"])
+            mig = labels.get("GPU_I_ID", "")
+            if mig:
+                skipped.append((n, f"MIG instance sample (GPU_I_ID={mig}) not imported"))
+                continue
+            value = float(smp.value)
+            if math.isinf(value) or value < 0:
+                raise ValueError(f"value {smp.value!r} out of range")
+            ts = smp.timestamp
+            if ts is not None:
+                ts = float(ts)
+                if not _TS_MIN <= ts <= _TS_MAX:
+                    raise ValueError(f"implausible timestamp {ts!r}")
+            target = DCGM_METRICS.get(smp.name)
+            scaled = _scaled(target[0], value, target[1]) if target else None
+        except (ValueError, TypeError, OverflowError) as exc:
+            skipped.append((n, f"bad sample ({exc}): {_short(s)}"))
+            continue
+        h = labels.get("Hostname") or labels.get("hostname") or host
+        uuid = labels.get("UUID") or labels.get("uuid") or ""
+        if ts is None:
+            key = ("scrape", scrape.place((h, gpu, uuid, smp.name)))
+        else:
+            key = ("ts", ts)
+        row = rows.setdefault((key, h, gpu), {"_key": key, "host": h, "gpu": gpu, "uuid": uuid})
+        if uuid and not row["uuid"]:
+            row["uuid"] = uuid
+        if target:
+            row[target[0]] = scaled
+        accepted += 1
+    t0 = _anchor(start, end, scrape.count, interval)
+    records = []
+    for row in rows.values():
+        kind, val = row.pop("_key")
+        row["timestamp"] = val if kind == "ts" else t0 + val * interval
+        records.append(row)
+    return records, accepted, skipped
+
+
+# --------------------------------------------------------------------------- dcgmi dmon
+
+#: dcgmi dmon field short name -> (schema column, factor).  GRACT (DCGM_FI_PROF_GR_ENGINE_ACTIVE)
+#: is deliberately not mapped to gpu_util: it is a different counter.
+DCGMI_FIELDS: dict[str, tuple[str, float]] = {
+    "GPUTL": ("gpu_util", 1.0),            # DCGM_FI_DEV_GPU_UTIL, %
+    "MCUTL": ("mem_copy_util", 1.0),       # DCGM_FI_DEV_MEM_COPY_UTIL, %
+    "POWER": ("power_w", 1.0),             # DCGM_FI_DEV_POWER_USAGE, W
+    "SMCLK": ("sm_clock_mhz", 1.0),        # DCGM_FI_DEV_SM_CLOCK, MHz
+    "FBUSD": ("mem_used_bytes", MIB),      # DCGM_FI_DEV_FB_USED, MiB
+    "SMACT": ("sm_active", 100.0),         # ratio
+    "SMOCC": ("sm_occupancy", 100.0),
+    "TENSO": ("tensor_active", 100.0),
+    "DRAMA": ("dram_active", 100.0),
+    "PCITX": ("pcie_tx_bytes_per_s", 1.0),  # B/s
+    "PCIRX": ("pcie_rx_bytes_per_s", 1.0),
+    "NVLTX": ("nvlink_tx_bytes_per_s", 1.0),
+    "NVLRX": ("nvlink_rx_bytes_per_s", 1.0),
+}
+_RE_DCGMI_ROW = re.compile(r"^([A-Za-z][A-Za-z-]*)\s+(\d+)(?:\s+(.*))?$", re.ASCII)
+_RE_LEADING_TS = re.compile(
+    r"^\[?(\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]?\s+(?=[A-Za-z#])", re.ASCII)
+
+
+def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
+                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    fields: list[str] | None = None
+    records: list[dict] = []
+    skipped: list[tuple[int, str]] = []
+    cycles = _Cycles()
+    for n, line in _lines(text):
+        s = line.strip()
+        if not s:
+            continue
+        ts = None
+        m = _RE_LEADING_TS.match(s)
+        if m:
+            try:
+                dt = datetime.fromisoformat(m.group(1).replace("/", "-"))
+                ts = (dt if dt.tzinfo else dt.replace(tzinfo=zone)).timestamp()
+                s = s[m.end():]
+            except ValueError:
+                ts = None
+        if _RE_DCGMI_HEADER.match(s):
+            names = s.lstrip("#").split()[1:]
+            if names and len(set(names)) == len(names):
+                fields = [f.upper() for f in names]
+                cycles.new_block()
+            else:
+                skipped.append((n, f"bad #Entity header: {_short(s)}"))
+            continue
+        if s.split()[0] == "ID":
+            continue  # the units line under #Entity
+        mrow = _RE_DCGMI_ROW.match(s)
+        if fields is None or not mrow:
+            skipped.append((n, f"not data: {_short(s)}"))
+            continue
+        entity, ident, rest = mrow.group(1), mrow.group(2), (mrow.group(3) or "")
+        if entity.upper() != "GPU":
+            what = "MIG instance" if entity.upper().startswith("GPU-") else "entity"
+            skipped.append((n, f"{what} {entity} {ident} not imported"))
+            continue
+        toks = rest.split()
+        if len(toks) != len(fields):
+            skipped.append((n, f"expected {len(fields)} fields, got {len(toks)}: {_short(s)}"))
+            continue
+        try:
+            gpu = _gpu_index(ident)
+            rec: dict = {"host": host, "gpu": gpu, "uuid": ""}
+            for name, tok in zip(fields, toks, strict=True):
+                if name in DCGMI_FIELDS:
+                    target, factor = DCGMI_FIELDS[name]
+                    rec[target] = _scaled(target, _number(tok), factor)
+        except ValueError as exc:
+            skipped.append((n, f"bad value ({exc}): {_short(s)}"))
+            continue
+        if ts is not None:
+            rec["timestamp"] = ts
+        else:
+            rec["_instant"] = cycles.place(gpu)
+        records.append(rec)
+    t0 = _anchor(start, end, cycles.count, interval)
+    for r in records:
+        if "_instant" in r:
+            r["timestamp"] = t0 + r.pop("_instant") * interval
+    return records, len(records), skipped
+
+
+# --------------------------------------------------------------------------- tealeaves CSV
+
+def _parse_tealeaves_csv(text: str, *, host: str
+                         ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    header: list[str] | None = None
+    records: list[dict] = []
+    skipped: list[tuple[int, str]] = []
+    for n, line in _lines(text):
+        s = line.strip()
+        if not s:
+            continue
+        fields = _csv_fields(s)
+        if header is None:
+            if _is_tealeaves_header(fields):
+                header = fields
+            else:
+                skipped.append((n, f"not data (no tealeaves CSV header yet): {_short(s)}"))
+            continue
+        if len(fields) != len(header):
+            skipped.append((n, f"expected {len(header)} fields, got {len(fields)}: {_short(s)}"))
+            continue
+        row = dict(zip(header, fields, strict=True))
+        try:
+            if not _RE_NUMBER.match(row["timestamp"].lstrip("-")):
+                raise ValueError(f"bad timestamp {row['timestamp']!r}")
+            rec: dict = {"gpu": _gpu_index(row["gpu"]), "timestamp": float(row["timestamp"]),
+                         "host": row.get("host") or host, "uuid": row.get("uuid", "")}
+            if not math.isfinite(rec["timestamp"]):
+                raise ValueError("timestamp not finite")
+            if row.get("monotonic"):
+                if not _RE_NUMBER.match(row["monotonic"].lstrip("-")):
+                    raise ValueError(f"bad monotonic {row['monotonic']!r}")
+                rec["monotonic"] = float(row["monotonic"])
+            for col in METRIC_NAMES:
+                if col in row:
+                    v = math.nan if row[col] in ("", "nan", "NaN") else _number(row[col])
+                    rec[col] = _scaled(col, v, 1.0)
+        except ValueError as exc:
+            skipped.append((n, f"bad value ({exc}): {_short(s)}"))
+            continue
+        records.append(rec)
+    return records, len(records), skipped
+
+
+# --------------------------------------------------------------------------- public entry
+
+def _normalise_format(fmt: str) -> str:
+    f = fmt.strip().lower()
+    f = _ALIASES.get(f, f)
+    if f not in FORMATS and f not in LOG_FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+    return f
+
+
+def import_text(text: str, format: str, *, name: str = "<text>",
+                start_time: float | datetime | None = None, end_time: float | None = None,
+                host: str | None = None, columns: Sequence[str] | None = None,
+                tz: str | tzinfo | None = None, interval: float | None = None
+                ) -> ImportResult:
+    """Import telemetry ``text`` of a known ``format`` (see :func:`import_file`).
+
+    Args:
+        text: the file's content.
+        format: one of ``FORMATS`` except ``tealeaves_parquet`` (or an alias: ``dmon``,
+            ``query``, ``prometheus``, ``dcgmi``, ``csv``).
+        name: the name used in messages.
+        start_time: UTC epoch seconds (or a datetime) of the first instant of files without
+            timestamps, and the date of ``dmon -o T`` files.
+        end_time: UTC epoch seconds of the last instant when ``start_time`` is None (the
+            file's mtime for :func:`import_file`); default: now.
+        host: host name for sources that do not name one (default "localhost").
+        columns: query names of a header-less ``--query-gpu`` CSV, in order.
+        tz: time zone of wall-clock times printed by nvidia-smi/dcgmi (default UTC).
+        interval: seconds between synthetic instants (default per format; see module doc).
+
+    Returns:
+        An :class:`ImportResult`.
+
+    Raises:
+        ImportFormatError: ``format`` is a server log, or no row was read and the text does
+            not look like ``format`` at all.
+        ValueError: ``format`` or ``tz`` is unknown.
+    """
+    fmt = _normalise_format(format)
+    if fmt in LOG_FORMATS:
+        raise ImportFormatError(f"{name}: is a server log ({fmt}); use the server-log parser")
+    if fmt == "tealeaves_parquet":
+        raise ImportFormatError(f"{name}: Parquet is binary; use import_file")
+    zone = _tz(tz)
+    start = _epoch(start_time, zone)
+    end = float(end_time) if end_time is not None else _time.time()
+    step = float(interval) if interval is not None else _DEFAULT_INTERVAL.get(fmt, 1.0)
+    if not math.isfinite(step) or step <= 0:
+        raise ValueError(f"interval must be positive, got {interval!r}")
+    h = host or "localhost"
+    if fmt == "nvidia_smi_dmon":
+        records, nread, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
+                                              interval=step)
+    elif fmt == "nvidia_smi_query":
+        records, nread, skipped = _parse_query(text, host=h, zone=zone, start=start, end=end,
+                                               interval=step, columns=columns)
+    elif fmt == "dcgm_exporter":
+        records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
+                                                  interval=step)
+    elif fmt == "dcgmi_dmon":
+        records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
+                                               interval=step)
+    else:
+        records, nread, skipped = _parse_tealeaves_csv(text, host=h)
+    if not records and detect_text(text) != fmt:
+        raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
+                                f"expected {_EXPECTED}")
+    return _summary(_frame(records, name), fmt, nread, skipped, name)
+
+
+def import_file(path: str | Path, format: str | None = None,
+                start_time: float | datetime | None = None, host: str | None = None,
+                columns: Sequence[str] | None = None, *, tz: str | tzinfo | None = None,
+                interval: float | None = None) -> ImportResult:
+    """Import a telemetry file into the sample schema.
+
+    Args:
+        path: the file.
+        format: force a format (``FORMATS`` or an alias); default: :func:`detect_format`.
+        start_time: UTC epoch seconds (or datetime) of the first instant for files without
+            timestamps (a ``dmon -c 1`` snapshot, dcgmi dmon, a dcgm-exporter scrape) and the
+            date for ``dmon -o T``.  Default: the last instant is the file's mtime.
+        host: host name where the source names none (default "localhost").
+        columns: query names for a header-less ``--query-gpu`` CSV, e.g.
+            ``["timestamp", "index", "utilization.gpu", "memory.used"]``.
+        tz: zone of the wall-clock times nvidia-smi/dcgmi printed (default UTC).
+        interval: seconds between synthetic instants (defaults: 1 s; dcgm-exporter 30 s).
+
+    Returns:
+        An :class:`ImportResult`: ``samples`` (conform()-ed, units of ``data.schema``),
+        ``format``, ``rows_read``, ``skipped`` ``[(line, reason)]``, ``gpus``, ``time_span``.
+
+    Raises:
+        ImportFormatError (a ValueError): the file is missing, empty, binary, JSON, a server
+            log, in no known format, a header-less query CSV without ``columns``, or a Parquet
+            file that is not a tealeaves trace.  The message names the file.
+        ValueError: ``format`` or ``tz`` is unknown.
+    """
+    path = Path(path)
+    data = _read_bytes(path)
+    name = str(path)
+    if format is None:
+        try:
+            fmt = _detect_bytes(data, name)
+        except ImportFormatError:
+            if not columns:
+                raise
+            fmt = "nvidia_smi_query"
+    else:
+        fmt = _normalise_format(format)
+        if not data.strip():
+            raise ImportFormatError(f"{name}: file is empty; expected {_EXPECTED}")
+    if fmt in LOG_FORMATS:
+        raise ImportFormatError(f"{name}: is a server log ({fmt}); use the server-log parser")
+    if fmt == "tealeaves_parquet":
+        try:
+            trace = read_trace(path)
+        except TraceError as exc:
+            raise ImportFormatError(f"{exc}; expected a tealeaves Parquet trace") from exc
+        df = trace.samples
+        if host:
+            df = df.assign(host=df["host"].where(df["host"] != "localhost", host))
+        return _summary(df, fmt, len(df), [], name)
+    text = _decode(data, name)
+    if fmt == "nvidia_smi_query" and not columns and not any(
+            "," in ln and _is_query_header(_csv_fields(ln.strip()))
+            for ln in text.split("\n")[:_SCAN_LINES]):
+        raise ImportFormatError(f"{name}: --query-gpu CSV without a header line; pass "
+                                "columns=[the --query-gpu names, in order]")
+    try:
+        mtime = path.stat().st_mtime
+    except OSError:
+        mtime = None
+    return import_text(text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
+                       columns=columns, tz=tz, interval=interval)
