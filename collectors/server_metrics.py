@@ -1,0 +1,536 @@
+"""Inference-server ``/metrics`` endpoints (SGLang, vLLM): scraped, parsed, counters made rates.
+
+SGLang (``--enable-metrics``) and vLLM expose Prometheus text on ``GET /metrics``.  This module
+polls that endpoint with the standard library (``urllib``), parses it with
+``prometheus_client.parser.text_string_to_metric_families`` and turns cumulative counters into
+per-second rates between successive scrapes.  The server's gauges (``sglang:num_running_reqs``,
+``sglang:token_usage``, ``sglang:gen_throughput``...) only move when the scheduler writes a log
+line; counters (``sglang:realtime_tokens_total``, ``vllm:generation_tokens_total``...) are the
+better clock, so :func:`summary` derives token rates from counters.
+
+Samples (:class:`MetricSample`) keep the sample name as exposed, colons included
+(``sglang:num_running_reqs``, ``sglang:realtime_tokens_total``,
+``sglang:time_to_first_token_seconds_bucket``), every label (``dp_rank``, ``tp_rank``,
+``pp_rank``, ``engine``, ``model_name``, ``mode``, ``category``, ``le``, ...), the value, the
+family type (``counter``, ``gauge``, ``histogram``, ``summary``, ``unknown``...) and the scrape
+time ``t`` (UTC epoch s).  ``*_created`` series that prometheus_client writes next to each
+counter/histogram/summary (creation timestamps, exposed as gauges) are dropped by default.
+
+Frames (:meth:`RateTracker.update`, :meth:`MetricsScraper.stream`) have one row per sample:
+
+* ``timestamp``: scrape time, UTC epoch s (float)
+* ``name``: sample name as exposed (str)
+* ``labels``: all labels as one stable string, keys sorted, ``key=value`` joined by ``,``
+  (``dp_rank=0,mode=decode,tp_rank=0``; ``""`` when there are none).  ``\\``, ``,`` and ``=``
+  inside values are escaped with a backslash; :func:`parse_labels` reads it back to a dict.
+* ``value``: the sample value as exposed (float)
+* ``rate_per_s``: per-second rate since the previous scrape for monotonic series (counter
+  ``*_total``, histogram/summary ``_sum``/``_count``, histogram ``_bucket``, and ``*_total``
+  of untyped families); NaN for everything else (gauges, summary quantiles), for the first
+  scrape of a series, and for an interval across which the counter went down (a reset).
+* ``kind``: the family type (str)
+
+:func:`summary` maps a frame to the server-event field names of
+:mod:`tealeaves.collectors.server_log` where the meaning is the same (``running_req``,
+``queue_req``, ``token_usage``, ``gen_throughput_tok_s``, ``accept_len``) plus
+``prefill_tokens_per_s`` and ``decode_tokens_per_s``.
+
+Nothing here imports ``app``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import pandas as pd
+from prometheus_client.parser import text_string_to_metric_families
+
+__all__ = [
+    "DEFAULT_PREFIXES",
+    "FRAME_COLUMNS",
+    "SUMMARY_FIELDS",
+    "MetricSample",
+    "MetricsScraper",
+    "RateTracker",
+    "ScrapeHealth",
+    "is_monotonic",
+    "labels_string",
+    "parse_labels",
+    "parse_metrics",
+    "samples_frame",
+    "summary",
+]
+
+DEFAULT_PREFIXES: tuple[str, ...] = ("sglang:", "vllm:")
+FRAME_COLUMNS = ["timestamp", "name", "labels", "value", "rate_per_s", "kind"]
+SUMMARY_FIELDS = ["running_req", "queue_req", "token_usage", "gen_throughput_tok_s",
+                  "accept_len", "prefill_tokens_per_s", "decode_tokens_per_s"]
+
+_NAN = float("nan")
+_MAX_BODY_BYTES = 64 << 20
+
+
+# --------------------------------------------------------------------------------------------
+# samples and parsing
+
+
+@dataclass(frozen=True)
+class MetricSample:
+    """One exposed sample at one scrape.
+
+    ``name`` is the sample name as exposed (``sglang:realtime_tokens_total``,
+    ``..._bucket``/``_sum``/``_count`` for histograms), ``family`` the family name the parser
+    gives (``_total``/``_bucket``... stripped), ``labels`` all labels, ``value`` a float,
+    ``kind`` the family type, ``t`` the scrape time (UTC epoch s).
+    """
+
+    name: str
+    labels: dict[str, str]
+    value: float
+    kind: str
+    t: float
+    family: str = ""
+
+    @property
+    def labels_str(self) -> str:
+        """The labels as the stable string used in frames (see :func:`labels_string`)."""
+        return labels_string(self.labels)
+
+
+def _esc(s: str) -> str:
+    return s.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def labels_string(labels: dict[str, str]) -> str:
+    """Labels as one stable string: keys sorted, ``k=v`` joined by ``,``; ``""`` if none.
+
+    Backslash, comma and equals sign inside keys or values are escaped with a backslash, so
+    :func:`parse_labels` gives the dict back exactly.
+    """
+    return ",".join(f"{_esc(k)}={_esc(str(labels[k]))}" for k in sorted(labels))
+
+
+def parse_labels(s: str) -> dict[str, str]:
+    """Inverse of :func:`labels_string`.
+
+    Raises ``ValueError`` if a ``k=v`` pair has no unescaped ``=``.
+    """
+    out: dict[str, str] = {}
+    if not s:
+        return out
+    key: str | None = None
+    buf: list[str] = []
+    i = 0
+    while i < len(s):
+        c = s[i]
+        if c == "\\" and i + 1 < len(s):
+            buf.append(s[i + 1])
+            i += 2
+            continue
+        if c == "=" and key is None:
+            key, buf = "".join(buf), []
+        elif c == ",":
+            if key is None:
+                raise ValueError(f"label pair without '=' in {s!r}")
+            out[key], key, buf = "".join(buf), None, []
+        else:
+            buf.append(c)
+        i += 1
+    if key is None:
+        raise ValueError(f"label pair without '=' in {s!r}")
+    out[key] = "".join(buf)
+    return out
+
+
+def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
+                  keep_created: bool = False) -> list[MetricSample]:
+    """Parse Prometheus text exposition into samples stamped with the scrape time.
+
+    Args:
+        text: the body of a ``/metrics`` response (Prometheus text format 0.0.4).
+        t: scrape time, UTC epoch s; given to every sample (timestamps inside the text, if
+            any, are ignored).
+        prefixes: keep only families whose name starts with one of these (default
+            ``("sglang:", "vllm:")``); ``None`` keeps every family.
+        keep_created: keep the ``<family>_created`` gauges that prometheus_client writes
+            next to counters, histograms and summaries (creation times, epoch s).
+
+    Returns:
+        The samples in exposition order.
+
+    Raises:
+        ValueError: the text is not valid exposition (from prometheus_client's parser).
+    """
+    families = list(text_string_to_metric_families(text))
+    created: set[str] = set()
+    if not keep_created:
+        created = {f"{fam.name}_created" for fam in families
+                   if fam.type in ("counter", "histogram", "summary", "gaugehistogram")}
+    pref = tuple(prefixes) if prefixes is not None else None
+    out: list[MetricSample] = []
+    for fam in families:
+        if pref is not None and not fam.name.startswith(pref):
+            continue
+        if fam.name in created:
+            continue
+        for s in fam.samples:
+            if not keep_created and s.name.endswith("_created") and fam.type != "gauge" \
+                    and fam.type != "unknown":
+                continue
+            out.append(MetricSample(name=s.name, labels=dict(s.labels), value=float(s.value),
+                                    kind=fam.type, t=float(t), family=fam.name))
+    return out
+
+
+def is_monotonic(sample: MetricSample) -> bool:
+    """True for series that only go up (until a reset) and so get a rate.
+
+    Counter ``*_total``, histogram/summary ``_sum`` and ``_count``, histogram ``_bucket``, and
+    ``*_total`` samples of untyped (``unknown``) families.
+    """
+    n, k = sample.name, sample.kind
+    if k == "counter":
+        return n.endswith("_total") or n == sample.family
+    if k == "histogram":
+        return n.endswith(("_sum", "_count", "_bucket"))
+    if k == "summary":
+        return n.endswith(("_sum", "_count"))
+    if k == "unknown":
+        return n.endswith("_total")
+    return False
+
+
+# --------------------------------------------------------------------------------------------
+# rates
+
+
+def samples_frame(samples: Sequence[MetricSample],
+                  rates: Sequence[float] | None = None) -> pd.DataFrame:
+    """Samples as a frame with :data:`FRAME_COLUMNS`; ``rates`` aligned to ``samples``
+    (NaN everywhere when ``None``)."""
+    if rates is None:
+        rates = [_NAN] * len(samples)
+    frame = pd.DataFrame({
+        "timestamp": pd.Series([s.t for s in samples], dtype=float),
+        "name": pd.Series([s.name for s in samples], dtype=object),
+        "labels": pd.Series([s.labels_str for s in samples], dtype=object),
+        "value": pd.Series([s.value for s in samples], dtype=float),
+        "rate_per_s": pd.Series(list(rates), dtype=float),
+        "kind": pd.Series([s.kind for s in samples], dtype=object),
+    })
+    return frame[FRAME_COLUMNS]
+
+
+class RateTracker:
+    """Per-second rates of monotonic series across successive scrapes.
+
+    Series are keyed by ``(name, labels)``.  For each series that :func:`is_monotonic`, the
+    rate is ``(value - previous value) / (t - previous t)`` in units per second, with the
+    previous reading taken from the last scrape in which the series appeared.  The rate is NaN
+    for the first reading of a series, when the value went down (a counter reset: the new
+    value becomes the baseline, rates resume at the next scrape), when time did not advance,
+    and when either value is NaN.  Series absent from a scrape are forgotten (a later
+    reappearance starts again with NaN).  Gauges and other series pass through with NaN.
+    """
+
+    def __init__(self) -> None:
+        self._prev: dict[tuple[str, str], tuple[float, float]] = {}
+        self.resets = 0
+        """Number of counter resets seen."""
+
+    def rates(self, samples: Sequence[MetricSample]) -> list[float]:
+        """Feed one scrape; return the rates aligned to ``samples`` (units/s or NaN)."""
+        prev, nxt = self._prev, {}
+        out: list[float] = []
+        for s in samples:
+            if not is_monotonic(s):
+                out.append(_NAN)
+                continue
+            key = (s.name, s.labels_str)
+            nxt[key] = (s.t, s.value)
+            p = prev.get(key)
+            rate = _NAN
+            if p is not None:
+                pt, pv = p
+                dt, dv = s.t - pt, s.value - pv
+                if dv < 0:
+                    self.resets += 1
+                elif dt > 0 and not math.isnan(dv):
+                    rate = dv / dt
+            out.append(rate)
+        self._prev = nxt
+        return out
+
+    def update(self, samples: Sequence[MetricSample]) -> pd.DataFrame:
+        """Feed one scrape; return its frame (:data:`FRAME_COLUMNS`, see the module doc)."""
+        return samples_frame(samples, self.rates(samples))
+
+    def reset(self) -> None:
+        """Forget every series (the next scrape gives NaN rates)."""
+        self._prev = {}
+
+
+# --------------------------------------------------------------------------------------------
+# scraping
+
+
+@dataclass
+class ScrapeHealth:
+    """Scrape counts: ``scrapes`` attempted, ``failures`` among them, ``consecutive_failures``
+    since the last success, ``last_error`` (``"Type: message"`` of the latest failure, or
+    ``None`` before any), ``last_ok`` (UTC epoch s of the latest success, or ``None``),
+    ``errors`` (failure count per exception type name, e.g. ``HTTPError``, ``TimeoutError``,
+    ``ConnectionRefusedError``, ``ValueError`` for a body that is not exposition text)."""
+
+    scrapes: int = 0
+    failures: int = 0
+    consecutive_failures: int = 0
+    last_error: str | None = None
+    last_ok: float | None = None
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+def _metrics_url(url: str) -> str:
+    parts = urllib.parse.urlsplit(url if "://" in url else f"http://{url}")
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/metrics")
+    return urllib.parse.urlunsplit(parts)
+
+
+class MetricsScraper:
+    """Polls an SGLang/vLLM ``/metrics`` endpoint over HTTP.
+
+    Args:
+        url: the endpoint, e.g. ``http://127.0.0.1:30000/metrics``; a URL without a path (or
+            ``host:port`` without a scheme) gets ``/metrics`` (and ``http://``).
+        interval_s: seconds between scrapes in :meth:`stream`.
+        timeout_s: limit for one scrape (connect, and the whole body read), seconds.
+        prefixes: family name prefixes to keep (see :func:`parse_metrics`); ``None`` = all.
+        clock: wall clock giving the scrape time, UTC epoch s (``time.time``; tests inject).
+
+    Failures (connection refused, timeout, HTTP status other than 2xx, a body that is not
+    exposition text or too large) never raise: they are counted in :attr:`health` and
+    :meth:`scrape_once` returns ``None``.  Proxy environment variables are ignored (metrics
+    endpoints are local to the cluster).
+    """
+
+    def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0,
+                 prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
+                 clock: Callable[[], float] = time.time) -> None:
+        if interval_s <= 0 or timeout_s <= 0:
+            raise ValueError("interval_s and timeout_s must be > 0")
+        self.url = _metrics_url(url)
+        self.interval_s = float(interval_s)
+        self.timeout_s = float(timeout_s)
+        self.prefixes = tuple(prefixes) if prefixes is not None else None
+        self.clock = clock
+        self.health = ScrapeHealth()
+        self.tracker = RateTracker()
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def _fetch(self) -> tuple[str, float]:
+        req = urllib.request.Request(self.url, headers={
+            "Accept": "text/plain;version=0.0.4;q=1,*/*;q=0.1",
+            "Accept-Encoding": "identity", "User-Agent": "tealeaves"})
+        start = time.monotonic()
+        with self._opener.open(req, timeout=self.timeout_s) as resp:
+            t = self.clock()
+            chunks, size = [], 0
+            while True:
+                chunk = resp.read(1 << 16)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > _MAX_BODY_BYTES:
+                    raise ValueError(f"body larger than {_MAX_BODY_BYTES} bytes")
+                chunks.append(chunk)
+                if time.monotonic() - start > self.timeout_s:
+                    raise TimeoutError(f"body not read within {self.timeout_s} s")
+        body = b"".join(chunks)
+        charset = resp.headers.get_content_charset() or "utf-8"
+        return body.decode(charset), t
+
+    def scrape_once(self) -> list[MetricSample] | None:
+        """One scrape: the parsed samples (possibly empty), or ``None`` on failure.
+
+        Never raises for network, HTTP or parse errors; see :attr:`health`.  Does not touch
+        :attr:`tracker` (:meth:`stream` does).
+        """
+        h = self.health
+        h.scrapes += 1
+        try:
+            text, t = self._fetch()
+            samples = parse_metrics(text, t, self.prefixes)
+        except urllib.error.HTTPError as e:
+            self._fail(e)
+            return None
+        except urllib.error.URLError as e:  # connection refused, DNS, timeout while connecting
+            self._fail(e.reason if isinstance(e.reason, BaseException) else e)
+            return None
+        except Exception as e:  # noqa: BLE001 - OSError, HTTPException, ValueError...: never raise
+            self._fail(e)
+            return None
+        h.consecutive_failures = 0
+        h.last_ok = t
+        return samples
+
+    def _fail(self, e: BaseException) -> None:
+        h = self.health
+        h.failures += 1
+        h.consecutive_failures += 1
+        name = type(e).__name__
+        h.errors[name] = h.errors.get(name, 0) + 1
+        h.last_error = f"{name}: {e}"
+
+    def stream(self, stop_event: threading.Event,
+               duration: float | None = None) -> Iterator[pd.DataFrame]:
+        """Scrape every ``interval_s`` and yield one frame per successful scrape.
+
+        Frames have :data:`FRAME_COLUMNS` with rates from :attr:`tracker` (a failed scrape
+        yields nothing; the next success's rates span the gap).  Stops when ``stop_event`` is
+        set or after ``duration`` seconds (monotonic clock, ``None`` = no limit).  Never
+        raises for scrape failures.
+        """
+        t0 = time.monotonic()
+        nxt = t0
+        while not stop_event.is_set():
+            if duration is not None and time.monotonic() - t0 >= duration:
+                return
+            samples = self.scrape_once()
+            if samples is not None:
+                yield self.tracker.update(samples)
+            nxt += self.interval_s
+            now = time.monotonic()
+            nxt = max(nxt, now)  # fell behind (slow scrape or consumer): do not burst
+            wait = nxt - now
+            if duration is not None:
+                wait = min(wait, max(0.0, t0 + duration - now))
+            if stop_event.wait(wait):
+                return
+
+
+# --------------------------------------------------------------------------------------------
+# summary
+
+# (field, sample name, label filter or None, use rate?, how replicas combine)
+_GAUGES = [
+    ("running_req", "sglang:num_running_reqs", "sum"),
+    ("running_req", "vllm:num_requests_running", "sum"),
+    ("queue_req", "sglang:num_queue_reqs", "sum"),
+    ("queue_req", "vllm:num_requests_waiting", "sum"),
+    ("token_usage", "sglang:token_usage", "mean"),
+    ("token_usage", "vllm:kv_cache_usage_perc", "mean"),
+    ("token_usage", "vllm:gpu_cache_usage_perc", "mean"),
+    ("gen_throughput_tok_s", "sglang:gen_throughput", "sum"),
+    ("accept_len", "sglang:spec_accept_length", "mean"),
+]
+_RATES = [
+    ("prefill_tokens_per_s", "sglang:realtime_tokens_total", "prefill_compute"),
+    ("decode_tokens_per_s", "sglang:realtime_tokens_total", "decode"),
+    ("prefill_tokens_per_s", "vllm:prompt_tokens_total", None),
+    ("decode_tokens_per_s", "vllm:generation_tokens_total", None),
+    ("_vllm_accepted", "vllm:spec_decode_num_accepted_tokens_total", None),
+    ("_vllm_drafts", "vllm:spec_decode_num_drafts_total", None),
+]
+# labels that tell apart processes of one scheduler (collapsed), and the selector label
+_WITHIN_KEYS = ("tp_rank", "pp_rank", "pid", "mode")
+
+
+def _rank_num(v: str | None) -> float:
+    try:
+        return float(v) if v is not None else -1.0
+    except ValueError:
+        return math.inf
+
+
+def _strict_sum(s: pd.Series) -> float:
+    return float(s.sum()) if len(s) and s.notna().all() else _NAN
+
+
+def summary(frame: pd.DataFrame, by: Sequence[str] = ()) -> pd.DataFrame:
+    """Server-event fields from a metrics frame, one row per scrape time (and ``by`` group).
+
+    Columns: ``timestamp`` (UTC epoch s), the ``by`` label columns, then :data:`SUMMARY_FIELDS`:
+
+    * ``running_req``, ``queue_req`` (requests): ``sglang:num_running_reqs`` /
+      ``vllm:num_requests_running``, ``sglang:num_queue_reqs`` / ``vllm:num_requests_waiting``
+    * ``token_usage`` (fraction of the KV pool, 0-1): ``sglang:token_usage`` /
+      ``vllm:kv_cache_usage_perc`` (a 0-1 fraction despite the name; older
+      ``vllm:gpu_cache_usage_perc``)
+    * ``gen_throughput_tok_s`` (tokens/s): the ``sglang:gen_throughput`` gauge, else the
+      rate of ``vllm:generation_tokens_total``
+    * ``accept_len`` (tokens per verify step): ``sglang:spec_accept_length``, else
+      ``1 + rate(vllm:spec_decode_num_accepted_tokens_total) /
+      rate(vllm:spec_decode_num_drafts_total)``
+    * ``prefill_tokens_per_s``, ``decode_tokens_per_s`` (tokens/s, from counter rates):
+      ``sglang:realtime_tokens_total{mode=prefill_compute}`` / ``{mode=decode}`` (prefix-cache
+      hits, ``mode=prefill_cache``, are not counted), else ``vllm:prompt_tokens_total`` (which
+      includes prefix-cache hits) / ``vllm:generation_tokens_total``.
+
+    Ranks: series differing only in ``tp_rank``/``pp_rank``/``pid`` describe one scheduler, so
+    the one with the lowest ``(tp_rank, pp_rank)`` is used (TP0 is the rank that logs).  Replicas
+    (``dp_rank``, vLLM ``engine``) are then combined: requests and token rates are summed
+    (NaN if any replica's value is NaN), ``token_usage`` and ``accept_len`` averaged.  Pass
+    ``by=("dp_rank",)`` to keep replicas apart instead.  A field with no source is NaN.
+
+    Raises ``KeyError`` if ``frame`` lacks the :data:`FRAME_COLUMNS`.
+    """
+    by = tuple(by)
+    cols = ["timestamp", *by, *SUMMARY_FIELDS]
+    missing = [c for c in FRAME_COLUMNS if c not in frame.columns]
+    if missing:
+        raise KeyError(f"frame lacks columns {missing}")
+    wanted = {n for _, n, _ in _GAUGES} | {n for _, n, _ in _RATES}
+    f = frame[frame["name"].isin(wanted)]
+    if f.empty:
+        return pd.DataFrame(columns=cols).astype({c: float for c in SUMMARY_FIELDS})
+    rows = []
+    for ts, name, lab, value, rate in zip(f["timestamp"], f["name"], f["labels"], f["value"],
+                                          f["rate_per_s"], strict=True):
+        labels = parse_labels(lab)
+        for fld, src, extra in [*_GAUGES, *_RATES]:
+            if src != name:
+                continue
+            if src in {n for _, n, _ in _RATES}:
+                if extra is not None and labels.get("mode") != extra:
+                    continue
+                v, how = rate, "sum"
+            else:
+                v, how = value, extra
+            scheduler = {k: x for k, x in labels.items() if k not in _WITHIN_KEYS}
+            rows.append({"timestamp": ts, "field": fld, "src": src, "how": how, "v": v,
+                         "tp": _rank_num(labels.get("tp_rank")),
+                         "pp": _rank_num(labels.get("pp_rank")),
+                         "series": labels_string(scheduler),
+                         **{k: labels.get(k, "") for k in by}})
+    long = pd.DataFrame(rows)
+    # one scheduler per (timestamp, src, series): lowest (tp_rank, pp_rank)
+    long = long.sort_values(["tp", "pp"], kind="stable").drop_duplicates(
+        ["timestamp", "field", "src", "series"], keep="first")
+    keys = ["timestamp", *by]
+    parts = []
+    for (fld, src, how), g in long.groupby(["field", "src", "how"], sort=False):
+        agg = _strict_sum if how == "sum" else "mean"
+        parts.append(g.groupby(keys, sort=True)["v"].agg(agg).rename(f"{fld}|{src}"))
+    wide = pd.concat(parts, axis=1)
+    out = pd.DataFrame(index=wide.index)
+    for fld in [*SUMMARY_FIELDS, "_vllm_accepted", "_vllm_drafts"]:
+        srcs = [c for c in wide.columns if c.split("|", 1)[0] == fld]
+        col = pd.Series(_NAN, index=wide.index, dtype=float)
+        for c in srcs:  # the first source listed wins where it has a value
+            col = col.fillna(wide[c].astype(float))
+        out[fld] = col
+    dec = wide.get("decode_tokens_per_s|vllm:generation_tokens_total")
+    if dec is not None:
+        out["gen_throughput_tok_s"] = out["gen_throughput_tok_s"].fillna(dec)
+    acc, drafts = out.pop("_vllm_accepted"), out.pop("_vllm_drafts")
+    out["accept_len"] = out["accept_len"].fillna(1.0 + acc / drafts.where(drafts > 0))
+    out = out.reset_index()
+    return out[cols].astype({c: float for c in SUMMARY_FIELDS})
