@@ -134,6 +134,54 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- import --------------------------------------------------------------------------------
+def cmd_import(args: argparse.Namespace) -> int:
+    from ..data.importers import import_file
+    from ..data.store import SampleStore, StoreError
+
+    results = []
+    for path in args.files:
+        try:
+            results.append(import_file(path, format=args.format, start_time=args.start_time,
+                                       host=args.host, tz=args.tz,
+                                       columns=args.columns.split(",") if args.columns
+                                       else None))
+        except ValueError as exc:  # ImportFormatError, unknown --format or --tz
+            return _fail(f"{exc} (nothing was imported)")
+    try:
+        store = SampleStore(args.store)
+    except StoreError as exc:
+        return _fail(str(exc))
+    report = []
+    with store:
+        for path, r in zip(args.files, results, strict=True):
+            store.append(r.samples)
+            report.append({"file": str(path), "format": r.format, "rows_read": r.rows_read,
+                           "samples": len(r.samples), "gpus": r.gpus,
+                           "time_span": list(r.time_span),
+                           "skipped": [{"line": n, "reason": why} for n, why in r.skipped]})
+    if args.json:
+        print(json.dumps({"store": str(args.store), "files": report}))
+        return 0
+    for f in report:
+        t0, t1 = f["time_span"]
+        span = (f"{t1 - t0:.3f} s from {_utc(t0)}" if not math.isnan(t0) else "no time span")
+        print(f"{f['file']}: {f['format']}, {f['rows_read']} rows read, {f['samples']} samples, "
+              f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} lines skipped")
+        for s in f["skipped"][:20]:
+            print(f"  line {s['line']}: {s['reason']}")
+        if len(f["skipped"]) > 20:
+            print(f"  ... {len(f['skipped']) - 20} more")
+    print(f"stored in {args.store}")
+    return 0
+
+
+def _utc(t: float) -> str:
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
+
+
 # -- doctor --------------------------------------------------------------------------------
 def cmd_doctor(args: argparse.Namespace) -> int:
     from ..collectors.nvml_shim import NvmlUnavailable
@@ -189,13 +237,14 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
 def cmd_classify(args: argparse.Namespace) -> int:
     from ..classifier import classify_trace, score_against_labels
     from ..collectors.server_log import ServerLogError
-    from ..data.traces import TraceError, read_labels, read_trace
+    from ..data.importers import ImportFormatError, load_trace
+    from ..data.traces import TraceError, read_labels
 
     try:
-        trace = read_trace(args.trace)
+        trace = load_trace(args.trace, format=args.format)
         labels = read_labels(args.labels) if args.labels else None
         server = _server_log_truth(args, trace) if args.server_log else None
-    except (TraceError, ServerLogError) as exc:
+    except (TraceError, ServerLogError, ImportFormatError) as exc:
         return _fail(str(exc))
     if server is not None:
         print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
@@ -294,7 +343,8 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("dashboard", help="serve the live dashboard",
                        description="Serve the dashboard: live from NVML when GPUs are found, "
                                    "else a replay of the bundled real H200 trace.")
-    d.add_argument("--trace", type=Path, help="replay this Parquet trace instead")
+    d.add_argument("--trace", type=Path, help="replay this file instead: a tealeaves trace or "
+                                              "any file `tealeaves import` reads")
     d.add_argument("--replay", action="store_true",
                    help="replay (the bundled trace unless --trace) even when GPUs are found")
     d.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
@@ -321,6 +371,27 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write CPU time, RSS and collector health to this JSON file")
     c.set_defaults(func=cmd_collect)
 
+    im = sub.add_parser("import", help="import nvidia-smi / DCGM / tealeaves files into the store",
+                        description="Import telemetry files into the store: nvidia-smi dmon, "
+                                    "nvidia-smi --query-gpu CSV, dcgm-exporter text, dcgmi "
+                                    "dmon, tealeaves CSV/Parquet (detected from content). "
+                                    "Every file is read before anything is stored: one "
+                                    "refused file stores nothing.")
+    im.add_argument("files", type=Path, nargs="+", help="files to import")
+    im.add_argument("--store", type=Path, default=Path("tealeaves.db"),
+                    help="SQLite store (default tealeaves.db)")
+    im.add_argument("--format", help="force a format (dmon, query, prometheus, dcgmi, csv, "
+                                     "parquet or a full name)")
+    im.add_argument("--start-time", type=float,
+                    help="UTC epoch s of the first instant for files without timestamps "
+                         "(default: the file's mtime is the last instant)")
+    im.add_argument("--tz", help="time zone of the files' wall-clock times (default UTC)")
+    im.add_argument("--host", help="host name where the file names none")
+    im.add_argument("--columns", help="query names of a header-less --query-gpu CSV, "
+                                      "comma-separated")
+    im.add_argument("--json", action="store_true", help="print one JSON object")
+    im.set_defaults(func=cmd_import)
+
     dr = sub.add_parser("doctor", help="probe the GPUs: capabilities and reachable rates",
                         description="List every GPU's capabilities (GPM, PCIe counters, MIG, "
                                     "NVLink, processes) and the rate each metric group can "
@@ -333,7 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
     k = sub.add_parser("classify", help="label a trace's windows idle/prefill/decode",
                        description="Cut a trace into windows, label each idle/prefill/decode "
                                    "and flag imbalance; with --labels print the accuracy.")
-    k.add_argument("trace", type=Path, help="Parquet trace")
+    k.add_argument("trace", type=Path,
+                   help="a trace: tealeaves Parquet/CSV, nvidia-smi dmon or --query-gpu CSV, "
+                        "dcgm-exporter text or dcgmi dmon output")
+    k.add_argument("--format", help="force the trace's format (default: detected)")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     k.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
     k.add_argument("--server-log", type=Path,

@@ -27,8 +27,8 @@ from werkzeug.serving import WSGIRequestHandler, make_server
 from ..collectors import run_to_store
 from ..collectors.nvml import health_summary
 from ..data import bundled_trace_path
+from ..data.importers import load_trace
 from ..data.store import SampleStore
-from ..data.traces import read_trace
 
 
 @dataclass
@@ -78,7 +78,7 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
             return Source(collector, f"live NVML, {n} GPU{'s' if n != 1 else ''}", "nvml",
                           devices)
     path = Path(trace) if trace is not None else bundled_trace_path()
-    tr = read_trace(path)
+    tr = load_trace(path)
     label = f"replay of {path.name}" + (f" at {speed:g}x" if speed != 1.0 else "")
     return Source(ReplayCollector(tr, speed=speed, rebase=True, loop=True), label, "replay")
 

@@ -69,7 +69,7 @@ import numpy as np
 import pandas as pd
 
 from .schema import COLUMNS, METRIC_NAMES, SchemaError, conform, empty_frame, gpus_in
-from .traces import TraceError, read_trace
+from .traces import Trace, TraceError, read_trace
 
 __all__ = [
     "FORMATS",
@@ -1003,3 +1003,26 @@ def import_file(path: str | Path, format: str | None = None,
         mtime = None
     return import_text(text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
                        columns=columns, tz=tz, interval=interval)
+
+
+def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
+    """Any importable file as a ``Trace``: a tealeaves Parquet trace keeps its device rows and
+    facts; every other format gives its samples with no device rows.
+
+    Args:
+        path, format, **kwargs: as for :func:`import_file`.
+
+    Raises:
+        ImportFormatError: as :func:`import_file`; also when the file holds no samples.
+        TraceError: a tealeaves Parquet trace that cannot be read.
+    """
+    fmt = format or detect_format(path)
+    if fmt == "tealeaves_parquet":
+        return read_trace(path)
+    res = import_file(path, format=fmt, **kwargs)
+    if res.samples.empty:
+        raise ImportFormatError(f"{path}: {res.format} file holds no samples "
+                                f"({len(res.skipped)} lines skipped)")
+    return Trace(samples=res.samples, devices=pd.DataFrame(),
+                 meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
+                       "skipped": len(res.skipped)})

@@ -79,7 +79,8 @@ def read_trace(path: str | Path) -> Trace:
     try:
         table = pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
-        raise TraceError(f"{path}: not a readable Parquet trace ({exc})") from exc
+        detail = " ".join(str(exc).split())  # arrow's messages can span lines
+        raise TraceError(f"{path}: not a readable Parquet trace ({detail})") from exc
     try:
         samples = conform(table.to_pandas(), source=str(path))
     except SchemaError as exc:

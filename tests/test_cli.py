@@ -42,7 +42,8 @@ def test_classify_json_has_windows_counts_and_accuracy():
 
 
 @pytest.mark.parametrize("content,expect", [
-    (None, "no such file"), (b"", "file is empty"), (b"\x00garbage" * 50, "not a readable"),
+    (None, "no such file"), (b"", "file is empty"), (b"\x00garbage" * 50, "is binary data"),
+    (b"PAR1" + b"\x00" * 64 + b"PAR1", "not a readable Parquet"),
 ])
 def test_classify_bad_file_is_one_clear_line_and_store_untouched(tmp_path, content, expect):
     store_path = tmp_path / "tealeaves.db"
@@ -131,3 +132,48 @@ def test_classify_with_a_server_log_reports_the_offset_and_scores_against_it(tmp
     assert abs(out["server_log"]["offset_s"] - (-7.3)) <= 1.0
     assert "clock offset" in r.stderr
     assert out["labelled_windows"] > 20 and out["per_phase_accuracy"]["prefill"] > 0.8
+
+
+def _case(name):
+    from pathlib import Path
+
+    for base in (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1]):
+        p = base / "shared" / "cases" / "public" / name
+        if p.exists():
+            return p
+    pytest.skip("shared/cases/public is not next to this checkout")
+
+
+def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
+    db = tmp_path / "s.db"
+    files = [_case(n) for n in ("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt",
+                                "dmon_4gpu_sglang_tp_blackwell_pucm_01.txt",
+                                "query_gpu_csv_lms_timestamp_1gpu_prompt_01.txt",
+                                "dcgmi_dmon_8gpu_prof_fields_sparse_na_02.txt",
+                                "dcgm_exporter_prom_4gpu_v100_01.txt")]
+    r = tealeaves("import", *files, "--store", db, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [f["format"] for f in out["files"]] == [
+        "nvidia_smi_dmon", "nvidia_smi_dmon", "nvidia_smi_query", "dcgmi_dmon", "dcgm_exporter"]
+    assert out["files"][0]["skipped"][0]["line"] == 1  # the shell prompt
+    with SampleStore(db, readonly=True) as s:
+        n = s.count()
+    assert n == sum(f["samples"] for f in out["files"]) == 6 + 4 + 5 + 10 + 4
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    png = tmp_path / "shot.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    for bad in (png, _case("sglang_log_newfmt_interleaved_http_01.txt")):
+        r = tealeaves("import", files[0], bad, "--store", db)
+        assert r.returncode == 2 and str(bad) in r.stderr and "nothing was imported" in r.stderr
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before
+
+
+def test_dashboard_and_classify_read_an_imported_format():
+    from tealeaves.app.server import choose_source
+
+    dmon = _case("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt")
+    src = choose_source(trace=dmon)
+    assert src.kind == "replay" and len(src.collector.trace.samples) == 6
+    r = tealeaves("classify", dmon, "--json")
+    assert r.returncode == 0 and len(json.loads(r.stdout)["windows"]) == 6
