@@ -102,8 +102,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
             rss.append((round(t, 2), _rss_mb()))
 
     sample_rss(None)
+    side = _start_server_signals(args, store, stop)
     n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices,
                      on_batch=sample_rss)
+    stop.set()
+    for t in side:
+        t.join(timeout=5)
     cpu_s, elapsed = meter.stop()
     rss.append((round(elapsed, 2), _rss_mb()))
     h = collector.health
@@ -200,6 +204,39 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # -- bench ---------------------------------------------------------------------------------
+def _start_server_signals(args: argparse.Namespace, store, stop: threading.Event) -> list:
+    """Threads that follow ``--server-log`` and scrape ``--server-metrics`` into the store
+    next to the GPU samples; failures are reported once on stderr, never fatal."""
+    threads = []
+    if args.server_log:
+        from ..collectors.server_log import ServerLogParser, follow
+
+        parser = ServerLogParser(tz=args.tz)
+
+        def tail() -> None:
+            try:
+                for events in follow(str(args.server_log), stop_event=stop, parser=parser,
+                                     from_start=args.server_log_from_start):
+                    store.put_server_events(events)
+            except Exception as exc:  # noqa: BLE001 - reported, collection goes on
+                print(f"tealeaves: server log {args.server_log}: {exc}", file=sys.stderr)
+
+        threads.append(threading.Thread(target=tail, name="tealeaves-server-log", daemon=True))
+    if args.server_metrics:
+        from ..collectors.server_metrics import MetricsScraper
+
+        scraper = MetricsScraper(args.server_metrics, interval_s=args.server_metrics_interval)
+
+        def scrape() -> None:
+            for frame in scraper.stream(stop):
+                store.put_server_metrics(frame)
+
+        threads.append(threading.Thread(target=scrape, name="tealeaves-metrics", daemon=True))
+    for t in threads:
+        t.start()
+    return threads
+
+
 def cmd_bench_collector(args: argparse.Namespace) -> int:
     from ..collectors import bench
     from ..collectors.nvml_shim import Nvml, NvmlUnavailable
@@ -365,6 +402,16 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--pcie-hz", type=_positive, default=10.0,
                    help="PCIe byte-counter reads per second (default 10; each read costs "
                         "~0.7 ms of CPU per GPU)")
+    c.add_argument("--server-log", type=Path,
+                   help="follow this SGLang/vLLM log (or - for stdin) into the store")
+    c.add_argument("--server-log-from-start", action="store_true",
+                   help="read the existing log from its start, not only new lines")
+    c.add_argument("--tz", default="UTC",
+                   help="time zone of the server log's timestamps (default UTC)")
+    c.add_argument("--server-metrics",
+                   help="scrape this SGLang/vLLM /metrics URL into the store")
+    c.add_argument("--server-metrics-interval", type=_positive, default=1.0,
+                   help="seconds between scrapes (default 1)")
     c.add_argument("--threads", action="store_true",
                    help="read the GPUs of each sweep in parallel threads")
     c.add_argument("--stats-json", type=Path,

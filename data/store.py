@@ -10,6 +10,7 @@ returned cursor, so a live view asks only for samples newer than what it has.
 
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import threading
@@ -124,6 +125,16 @@ class SampleStore:
                 "CREATE TABLE IF NOT EXISTS processes (timestamp REAL, host TEXT, gpu INTEGER, "
                 "uuid TEXT, pid INTEGER, used_memory_bytes REAL, name TEXT)")
             conn.execute("CREATE INDEX IF NOT EXISTS processes_ts ON processes (timestamp)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS server_events (timestamp REAL, start REAL, "
+                "kind TEXT, rank TEXT, fields TEXT, source_line INTEGER)")
+            conn.execute("CREATE INDEX IF NOT EXISTS server_events_ts ON server_events "
+                         "(timestamp)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS server_metrics (timestamp REAL, name TEXT, "
+                "labels TEXT, value REAL, rate_per_s REAL, kind TEXT)")
+            conn.execute("CREATE INDEX IF NOT EXISTS server_metrics_ts ON server_metrics "
+                         "(timestamp)")
 
     def _check(self) -> None:
         names = {r[0] for r in self._conn().execute(
@@ -208,6 +219,58 @@ class SampleStore:
             params.append(float(start))
         return pd.read_sql_query(sql + " ORDER BY timestamp, gpu, pid", self._conn(),
                                  params=params)
+
+    def put_server_events(self, events: list) -> None:
+        """Store server events (``collectors.server_log.ServerEvent``): timestamp and start in
+        UTC epoch s (NULL when unknown), kind, rank and fields (incl. ``extra``) as JSON."""
+        if not events:
+            return
+        rows = [(_nullable(e.timestamp), _nullable(e.start), e.kind,
+                 json.dumps(e.rank, sort_keys=True),
+                 json.dumps({**e.fields, **{f"extra.{k}": v for k, v in e.extra.items()}},
+                            default=str), e.source_line) for e in events]
+        conn = self._conn()
+        with conn:
+            conn.executemany("INSERT INTO server_events VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def server_events(self, start: float | None = None, end: float | None = None
+                      ) -> pd.DataFrame:
+        """Stored server events with ``start <= timestamp <= end``: columns timestamp, start,
+        kind, rank (dict), source_line and one column per field."""
+        where, params = [], []
+        if start is not None:
+            where.append("timestamp >= ?")
+            params.append(float(start))
+        if end is not None:
+            where.append("timestamp <= ?")
+            params.append(float(end))
+        sql = "SELECT * FROM server_events" + (" WHERE " + " AND ".join(where) if where else "")
+        df = pd.read_sql_query(sql + " ORDER BY timestamp", self._conn(), params=params)
+        if df.empty:
+            return df
+        fields = pd.DataFrame([json.loads(f) for f in df.pop("fields")], index=df.index)
+        df["rank"] = [json.loads(r) for r in df["rank"]]
+        return pd.concat([df, fields], axis=1)
+
+    def put_server_metrics(self, frame: pd.DataFrame) -> None:
+        """Store a scrape (``collectors.server_metrics`` frame: timestamp, name, labels,
+        value, rate_per_s, kind)."""
+        if frame is None or frame.empty:
+            return
+        cols = ["timestamp", "name", "labels", "value", "rate_per_s", "kind"]
+        rows = [tuple(_nullable(v) for v in r)
+                for r in frame[cols].itertuples(index=False, name=None)]
+        conn = self._conn()
+        with conn:
+            conn.executemany("INSERT INTO server_metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def server_metrics(self, start: float | None = None) -> pd.DataFrame:
+        """Stored scrapes at or after ``start`` (all when None), oldest first."""
+        sql, params = "SELECT * FROM server_metrics", []
+        if start is not None:
+            sql += " WHERE timestamp >= ?"
+            params.append(float(start))
+        return pd.read_sql_query(sql + " ORDER BY timestamp, name", self._conn(), params=params)
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a key/value fact about the store (source, collector settings)."""

@@ -1,0 +1,64 @@
+"""collect --server-log / --server-metrics: server signals land in the store beside samples."""
+
+from __future__ import annotations
+
+import argparse
+import http.server
+import threading
+import time
+
+from tealeaves.app.cli import _start_server_signals
+from tealeaves.data.store import SampleStore
+
+METRICS = """# TYPE sglang:num_running_reqs gauge
+sglang:num_running_reqs{tp_rank="0"} 32
+# TYPE sglang:generation_tokens counter
+sglang:generation_tokens_total{tp_rank="0"} %d
+"""
+
+
+def test_log_lines_and_scrapes_are_stored(tmp_path):
+    log = tmp_path / "sglang.log"
+    log.write_text("[2026-11-30 14:00:00 TP0] Prefill batch. #new-seq: 2, #new-token: 258, "
+                   "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, \n")
+    count = {"n": 0}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            count["n"] += 1
+            body = (METRICS % (1000 * count["n"])).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    args = argparse.Namespace(
+        server_log=log, server_log_from_start=True, tz="UTC",
+        server_metrics=f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
+        server_metrics_interval=0.2)
+    stop = threading.Event()
+    with SampleStore(tmp_path / "s.db") as store:
+        threads = _start_server_signals(args, store, stop)
+        time.sleep(0.6)
+        with log.open("a") as fh:  # a line written while collecting
+            fh.write("[2026-11-30 14:00:05 TP0] Decode batch. #running-req: 2, #token: 300, "
+                     "token usage: 0.01, accept len: 2.54, gen throughput (token/s): 39.33, "
+                     "#queue-req: 0, \n")
+        time.sleep(1.0)
+        stop.set()
+        for t in threads:
+            t.join(timeout=5)
+        httpd.shutdown()
+        ev = store.server_events()
+        m = store.server_metrics()
+    assert ev["kind"].tolist() == ["prefill", "decode"]
+    assert ev["new_token"].iloc[0] == 258 and ev["accept_len"].iloc[1] == 2.54
+    assert ev["rank"].iloc[0] == {"tp": 0}
+    gen = m[m["name"] == "sglang:generation_tokens_total"]
+    assert len(gen) >= 3 and (gen["rate_per_s"].dropna() > 0).all()
+    assert set(m["labels"]) == {"tp_rank=0"}
