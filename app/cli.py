@@ -70,7 +70,7 @@ def _version() -> str:
 
 # -- collect -------------------------------------------------------------------------------
 def cmd_collect(args: argparse.Namespace) -> int:
-    from ..collectors import run_to_store
+    from ..collectors import run_to_store, start_server_signals
     from ..collectors.bench import CpuMeter, _rss_mb
     from ..collectors.nvml import NvmlCollector, health_summary
     from ..collectors.nvml_shim import NvmlUnavailable
@@ -102,7 +102,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
             rss.append((round(t, 2), _rss_mb()))
 
     sample_rss(None)
-    side = _start_server_signals(args, store, stop)
+    side = start_server_signals(store, stop, server_log=args.server_log,
+                                from_start=args.server_log_from_start, tz=args.tz,
+                                server_metrics=args.server_metrics,
+                                interval_s=args.server_metrics_interval)
     n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices,
                      on_batch=sample_rss)
     stop.set()
@@ -204,39 +207,6 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # -- bench ---------------------------------------------------------------------------------
-def _start_server_signals(args: argparse.Namespace, store, stop: threading.Event) -> list:
-    """Threads that follow ``--server-log`` and scrape ``--server-metrics`` into the store
-    next to the GPU samples; failures are reported once on stderr, never fatal."""
-    threads = []
-    if args.server_log:
-        from ..collectors.server_log import ServerLogParser, follow
-
-        parser = ServerLogParser(tz=args.tz)
-
-        def tail() -> None:
-            try:
-                for events in follow(str(args.server_log), stop_event=stop, parser=parser,
-                                     from_start=args.server_log_from_start):
-                    store.put_server_events(events)
-            except Exception as exc:  # noqa: BLE001 - reported, collection goes on
-                print(f"tealeaves: server log {args.server_log}: {exc}", file=sys.stderr)
-
-        threads.append(threading.Thread(target=tail, name="tealeaves-server-log", daemon=True))
-    if args.server_metrics:
-        from ..collectors.server_metrics import MetricsScraper
-
-        scraper = MetricsScraper(args.server_metrics, interval_s=args.server_metrics_interval)
-
-        def scrape() -> None:
-            for frame in scraper.stream(stop):
-                store.put_server_metrics(frame)
-
-        threads.append(threading.Thread(target=scrape, name="tealeaves-metrics", daemon=True))
-    for t in threads:
-        t.start()
-    return threads
-
-
 def cmd_bench_collector(args: argparse.Namespace) -> int:
     from ..collectors import bench
     from ..collectors.nvml_shim import Nvml, NvmlUnavailable

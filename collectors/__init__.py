@@ -8,8 +8,10 @@ sample frames, ``close()`` and a ``health`` dict; ``run_to_store`` drives any of
 from __future__ import annotations
 
 import sqlite3
+import sys
 import threading
 from collections import deque
+from pathlib import Path
 
 import pandas as pd
 
@@ -88,3 +90,53 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
         return stored
     finally:
         collector.close()
+
+
+def start_server_signals(store: SampleStore, stop: threading.Event, *,
+                         server_log: str | Path | None = None, from_start: bool = False,
+                         tz: str = "UTC", server_metrics: str | None = None,
+                         interval_s: float = 1.0) -> list[threading.Thread]:
+    """Start daemon threads that follow a server log and scrape a ``/metrics`` URL into the
+    store (``put_server_events`` / ``put_server_metrics``) until ``stop`` is set.
+
+    Args:
+        store: the writable store.
+        stop: ends both threads.
+        server_log: SGLang/vLLM log file, or "-" for standard input (None: no log).
+        from_start: read the existing log from its start, not only new lines.
+        tz: time zone of the log's timestamps.
+        server_metrics: URL of the server's Prometheus endpoint (None: no scraping).
+        interval_s: seconds between scrapes.
+
+    Returns:
+        The started threads (join them after setting ``stop``).  A failing log or endpoint
+        is reported once on stderr (the scraper counts failures and goes on); never fatal.
+    """
+    threads = []
+    if server_log is not None:
+        from .server_log import ServerLogParser, follow
+
+        parser = ServerLogParser(tz=tz)
+
+        def tail() -> None:
+            try:
+                for events in follow(str(server_log), stop_event=stop, parser=parser,
+                                     from_start=from_start):
+                    store.put_server_events(events)
+            except Exception as exc:  # noqa: BLE001 - reported, collection goes on
+                print(f"tealeaves: server log {server_log}: {exc}", file=sys.stderr)
+
+        threads.append(threading.Thread(target=tail, name="tealeaves-server-log", daemon=True))
+    if server_metrics:
+        from .server_metrics import MetricsScraper
+
+        scraper = MetricsScraper(server_metrics, interval_s=interval_s)
+
+        def scrape() -> None:
+            for frame in scraper.stream(stop):
+                store.put_server_metrics(frame)
+
+        threads.append(threading.Thread(target=scrape, name="tealeaves-metrics", daemon=True))
+    for t in threads:
+        t.start()
+    return threads

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import http.server
 import threading
 import time
 
-from tealeaves.app.cli import _start_server_signals
+from tealeaves.collectors import start_server_signals
 from tealeaves.data.store import SampleStore
 
 METRICS = """# TYPE sglang:num_running_reqs gauge
@@ -37,13 +36,12 @@ def test_log_lines_and_scrapes_are_stored(tmp_path):
 
     httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    args = argparse.Namespace(
-        server_log=log, server_log_from_start=True, tz="UTC",
-        server_metrics=f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
-        server_metrics_interval=0.2)
     stop = threading.Event()
     with SampleStore(tmp_path / "s.db") as store:
-        threads = _start_server_signals(args, store, stop)
+        threads = start_server_signals(
+            store, stop, server_log=log, from_start=True,
+            server_metrics=f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
+            interval_s=0.2)
         time.sleep(0.6)
         with log.open("a") as fh:  # a line written while collecting
             fh.write("[2026-11-30 14:00:05 TP0] Decode batch. #running-req: 2, #token: 300, "
