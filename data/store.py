@@ -38,6 +38,18 @@ def _nullable(v):
     return v
 
 
+def _time_range(start: float | None, end: float | None) -> tuple[str, list[float]]:
+    """`` WHERE`` clause (or "") and parameters for ``start <= timestamp <= end``."""
+    where, params = [], []
+    if start is not None:
+        where.append("timestamp >= ?")
+        params.append(float(start))
+    if end is not None:
+        where.append("timestamp <= ?")
+        params.append(float(end))
+    return (" WHERE " + " AND ".join(where) if where else ""), params
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
@@ -212,13 +224,9 @@ class SampleStore:
 
     def processes(self, start: float | None = None) -> pd.DataFrame:
         """Process rows stored at or after ``start`` (all when None), oldest first."""
-        sql = "SELECT * FROM processes"
-        params: list = []
-        if start is not None:
-            sql += " WHERE timestamp >= ?"
-            params.append(float(start))
-        return pd.read_sql_query(sql + " ORDER BY timestamp, gpu, pid", self._conn(),
-                                 params=params)
+        where, params = _time_range(start, None)
+        return pd.read_sql_query(f"SELECT * FROM processes{where} ORDER BY timestamp, gpu, pid",
+                                 self._conn(), params=params)
 
     def put_server_events(self, events: list) -> None:
         """Store server events (``collectors.server_log.ServerEvent``): timestamp and start in
@@ -237,15 +245,9 @@ class SampleStore:
                       ) -> pd.DataFrame:
         """Stored server events with ``start <= timestamp <= end``: columns timestamp, start,
         kind, rank (dict), source_line and one column per field."""
-        where, params = [], []
-        if start is not None:
-            where.append("timestamp >= ?")
-            params.append(float(start))
-        if end is not None:
-            where.append("timestamp <= ?")
-            params.append(float(end))
-        sql = "SELECT * FROM server_events" + (" WHERE " + " AND ".join(where) if where else "")
-        df = pd.read_sql_query(sql + " ORDER BY timestamp", self._conn(), params=params)
+        where, params = _time_range(start, end)
+        df = pd.read_sql_query(f"SELECT * FROM server_events{where} ORDER BY timestamp",
+                               self._conn(), params=params)
         if df.empty:
             return df
         fields = pd.DataFrame([json.loads(f) for f in df.pop("fields")], index=df.index)
@@ -266,11 +268,9 @@ class SampleStore:
 
     def server_metrics(self, start: float | None = None) -> pd.DataFrame:
         """Stored scrapes at or after ``start`` (all when None), oldest first."""
-        sql, params = "SELECT * FROM server_metrics", []
-        if start is not None:
-            sql += " WHERE timestamp >= ?"
-            params.append(float(start))
-        return pd.read_sql_query(sql + " ORDER BY timestamp, name", self._conn(), params=params)
+        where, params = _time_range(start, None)
+        return pd.read_sql_query(f"SELECT * FROM server_metrics{where} ORDER BY timestamp, name",
+                                 self._conn(), params=params)
 
     def set_meta(self, key: str, value: str) -> None:
         """Record a key/value fact about the store (source, collector settings)."""
@@ -307,17 +307,8 @@ class SampleStore:
 
     def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """Samples with ``start <= timestamp <= end`` (either bound may be None)."""
-        where, params = [], []
-        if start is not None:
-            where.append("timestamp >= ?")
-            params.append(float(start))
-        if end is not None:
-            where.append("timestamp <= ?")
-            params.append(float(end))
-        sql = f"SELECT {', '.join(COLUMNS)} FROM samples"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY timestamp, gpu"
+        where, params = _time_range(start, end)
+        sql = f"SELECT {', '.join(COLUMNS)} FROM samples{where} ORDER BY timestamp, gpu"
         df = pd.read_sql_query(sql, self._conn(), params=params)
         return self._typed(df) if not df.empty else empty_frame()
 

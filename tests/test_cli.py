@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from cases import case_path
 from test_store import frame
 
 from tealeaves.data import bundled_labels_path, bundled_trace_path
@@ -134,19 +135,9 @@ def test_classify_with_a_server_log_reports_the_offset_and_scores_against_it(tmp
     assert out["labelled_windows"] > 20 and out["per_phase_accuracy"]["prefill"] > 0.8
 
 
-def _case(name):
-    from pathlib import Path
-
-    for base in (Path(__file__).resolve().parents[2], Path(__file__).resolve().parents[1]):
-        p = base / "shared" / "cases" / "public" / name
-        if p.exists():
-            return p
-    pytest.skip("shared/cases/public is not next to this checkout")
-
-
 def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
     db = tmp_path / "s.db"
-    files = [_case(n) for n in ("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt",
+    files = [case_path(n) for n in ("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt",
                                 "dmon_4gpu_sglang_tp_blackwell_pucm_01.txt",
                                 "query_gpu_csv_lms_timestamp_1gpu_prompt_01.txt",
                                 "dcgmi_dmon_8gpu_prof_fields_sparse_na_02.txt",
@@ -163,7 +154,7 @@ def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     png = tmp_path / "shot.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
-    for bad in (png, _case("sglang_log_newfmt_interleaved_http_01.txt")):
+    for bad in (png, case_path("sglang_log_newfmt_interleaved_http_01.txt")):
         r = tealeaves("import", files[0], bad, "--store", db)
         assert r.returncode == 2 and str(bad) in r.stderr and "nothing was imported" in r.stderr
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before
@@ -172,7 +163,7 @@ def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
 def test_dashboard_and_classify_read_an_imported_format():
     from tealeaves.app.server import choose_source
 
-    dmon = _case("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt")
+    dmon = case_path("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt")
     src = choose_source(trace=dmon)
     assert src.kind == "replay" and len(src.collector.trace.samples) == 6
     r = tealeaves("classify", dmon, "--json")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cases import CASES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -33,17 +34,6 @@ from tealeaves.data.importers import (
 from tealeaves.data.schema import COLUMNS, METRIC_NAMES
 from tealeaves.data.traces import Trace, write_trace
 
-
-def _cases_dir() -> Path | None:
-    here = Path(__file__).resolve()
-    for base in (here.parents[2], here.parents[1]):
-        d = base / "shared" / "cases" / "public"
-        if d.is_dir():
-            return d
-    return None
-
-
-CASES = _cases_dir()
 needs_cases = pytest.mark.skipif(
     CASES is None, reason="shared/cases/public not found next to the repository checkout")
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cases import CASES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -29,17 +30,6 @@ from tealeaves.collectors.server_log import (
 )
 from tealeaves.data.traces import label_at, read_labels, write_labels
 
-
-def _cases_dir() -> Path | None:
-    here = Path(__file__).resolve()
-    for base in (here.parents[2], here.parents[1]):
-        d = base / "shared" / "cases" / "public"
-        if d.is_dir():
-            return d
-    return None
-
-
-CASES = _cases_dir()
 OLD = "sglang_log_oldfmt_prefill_decode_specdec_tp0_01.txt"
 NEW = "sglang_log_newfmt_interleaved_http_01.txt"
 VLLM = "vllm_log_v1_engine000_prefill_bursts_01.txt"
