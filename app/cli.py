@@ -333,7 +333,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
     try:
         return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,
-                     store_path=args.store, hz=args.hz, force_replay=args.replay)
+                     store_path=args.store, hz=args.hz, force_replay=args.replay,
+                     server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics)
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
 
@@ -359,6 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1.0)")
     d.add_argument("--hz", type=_positive, default=10.0, help="live sweep rate (default 10)")
     d.add_argument("--store", type=Path, help="SQLite store to write/read (default: temporary)")
+    d.add_argument("--server-log", type=Path,
+                   help="SGLang/vLLM log: followed live; with a replay, aligned to the trace "
+                        "(offset estimated from the data) and replayed with it")
+    d.add_argument("--tz", default="UTC",
+                   help="time zone of the server log's timestamps (default UTC)")
+    d.add_argument("--server-metrics", metavar="URL",
+                   help="scrape this SGLang/vLLM /metrics endpoint")
     d.set_defaults(func=cmd_dashboard)
 
     c = sub.add_parser("collect", help="collect NVML samples into the store",

@@ -19,6 +19,11 @@ How the page stays live (``LiveView``):
 - The whole figure is rebuilt (``figures.build_figure`` over the last ``view_s`` seconds) on
   page load, when the set of GPUs changes, when the page has fallen more than ``view_s`` behind,
   or when the clock went backwards.  ``uirevision`` keeps zoom and legend choices across that.
+- Server lane: the figure has one only while the store holds server events or ``/metrics``
+  scrapes within the view (checked on every tick that brings samples; the first ones cause a
+  rebuild).  It is drawn from ``figures.server_cells`` (one cell per classifier window) and
+  extended like the windows, ``server_lag_s`` behind them (a followed log line may be written up
+  to a second after its whole-second stamp); the cursor's ``s`` is the next cell it lacks.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from .figures import (
     HOT_COLOR,
     PHASE_COLORS,
     PHASE_HELP,
+    SERVER_HOLD_S,
     HeaderSummary,
     bin_index,
     bin_lanes,
@@ -52,6 +58,7 @@ from .figures import (
     extend_point_count,
     gpu_color,
     header_summary,
+    server_cells,
 )
 
 ASSETS = Path(__file__).resolve().parent / "assets"
@@ -76,6 +83,10 @@ class DashboardConfig:
         title: browser tab title.
         health: optional callable returning the collector's state, a dict with ``running``
             (bool) and ``error`` (str or None); shown when the collector stopped.
+        server: one line about the server signals (log offset found, URL scraped), shown in
+            the status line; "" for none.
+        server_lag_s: the server lane's cells are sent this many seconds after the windows
+            (0 for a replay, whose events are stored with their samples).
     """
 
     source: str = "sample store"
@@ -87,6 +98,8 @@ class DashboardConfig:
     height: int = 780
     title: str = "tealeaves"
     health: Callable[[], dict] | None = field(default=None, repr=False)
+    server: str = ""
+    server_lag_s: float = 1.5
 
     def __post_init__(self) -> None:
         if not self.view_s > 0 or not self.bin_s > 0 or not self.window_s > 0:
@@ -124,10 +137,14 @@ class LiveView:
         config: the dashboard settings.
 
     The page's cursor (``state``) is a dict: ``k`` next bin index, ``j`` next window index
-    (``None`` before any data), ``cursor`` store row id seen, ``gpus``, ``ts_last`` and
-    ``mono_last`` (newest sample's wall and monotonic stamps) and ``hot_tail`` (hot GPU or
-    None of the last 20 windows, for the header).
+    (``None`` before any data), ``s`` next server cell index (``None`` while the figure has no
+    server lane), ``cursor`` store row id seen, ``gpus``, ``ts_last`` and ``mono_last``
+    (newest sample's wall and monotonic stamps) and ``hot_tail`` (hot GPU or None of the last
+    20 windows, for the header).
     """
+
+    #: Seconds of metrics scrapes read before the first new cell (their values stand ~1.5 s).
+    METRICS_BACK_S = 5.0
 
     HOT_TAIL = 20
 
@@ -165,6 +182,25 @@ class LiveView:
         j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)
         return windows[(j >= j0) & (j < j1)].reset_index(drop=True)
 
+    def _server_since(self, t: float) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """Server events from ``t - SERVER_HOLD_S[1]`` and scrapes from ``t - METRICS_BACK_S``
+        (the values held into the first cell come from before it)."""
+        ev = self.store.server_events(t - SERVER_HOLD_S[1])
+        m = self.store.server_metrics(t - self.METRICS_BACK_S)
+        return ev, m
+
+    def _has_server(self, t: float) -> bool:
+        """True when the store holds server events or scrapes stamped at or after ``t``."""
+        return (not self.store.server_events(t).empty
+                or not self.store.server_metrics(t).empty)
+
+    def _server_cells(self, s0: int, t_done: float, ev: pd.DataFrame, m: pd.DataFrame
+                      ) -> tuple[pd.DataFrame, int]:
+        """Cells ``s0 ..`` up to ``t_done - server_lag_s``; returns them and the next index."""
+        w = self.config.window_s
+        s1 = max(s0, bin_index(t_done - self.config.server_lag_s, w))
+        return server_cells(ev, m, s0, s1, w), s1
+
     def _tail(self, windows: pd.DataFrame, tail: list) -> list:
         new = [None if not math.isfinite(h) else int(h)
                for h in windows["hot_gpu"].to_numpy(dtype=float)] if len(windows) else []
@@ -189,8 +225,8 @@ class LiveView:
             gpus = self._gpus(pd.DataFrame())
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
                                window_s=c.window_s, height=c.height)
-            state = {"k": None, "j": None, "cursor": cursor, "gpus": gpus, "ts_last": None,
-                     "mono_last": None, "hot_tail": []}
+            state = {"k": None, "j": None, "s": None, "cursor": cursor, "gpus": gpus,
+                     "ts_last": None, "mono_last": None, "hot_tail": []}
             return Step(state=state, figure=fig, summary=header_summary(pd.DataFrame()))
         t_newest = span[1]
         t0 = max(t_newest - c.view_s, span[0])
@@ -202,10 +238,16 @@ class LiveView:
         j1 = bin_index(t_done, c.window_s)
         bins = bin_lanes(frame, gpus, k0, k1, c.bin_s, c.hold_s)
         windows = self._classify(frame, j0, j1)
+        server, s_next = None, None
+        ev, m = self._server_since(j0 * c.window_s)
+        if (len(ev) and (ev["timestamp"] >= t0).any()) or (len(m) and
+                                                           (m["timestamp"] >= t0).any()):
+            server, s_next = self._server_cells(j0, t_done, ev, m)
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s, window_s=c.window_s,
-                           height=c.height)
+                           height=c.height, server=server)
         tail = self._tail(windows, [])
-        state = {"k": max(k0, k1), "j": max(j0, j1), "cursor": cursor, "gpus": gpus,
+        state = {"k": max(k0, k1), "j": max(j0, j1), "s": s_next, "cursor": cursor,
+                 "gpus": gpus,
                  "ts_last": float(frame["timestamp"].max()),
                  "mono_last": float(frame["monotonic"].max()), "hot_tail": tail}
         return Step(state=state, figure=fig, summary=self._summary(windows, tail))
@@ -238,13 +280,21 @@ class LiveView:
         t_done = self._complete_until(frame)
         k1 = max(k, bin_index(t_done, c.bin_s))
         j1 = max(j, bin_index(t_done, c.window_s))
+        s = state.get("s")
+        server = None
+        if s is None:
+            if self._has_server(k * c.bin_s - c.view_s):  # first server signals: add the lane
+                return self.snapshot()
+        else:
+            ev, m = self._server_since(int(s) * c.window_s)
+            server, s = self._server_cells(int(s), t_done, ev, m)
         bins = bin_lanes(frame, gpus, k, k1, c.bin_s, c.hold_s)
         windows = self._classify(frame, j, j1)
         tail = self._tail(windows, state.get("hot_tail", []))
-        new_state = {**state, "k": k1, "j": j1, "cursor": cursor, "ts_last": t_newest,
+        new_state = {**state, "k": k1, "j": j1, "s": s, "cursor": cursor, "ts_last": t_newest,
                      "mono_last": float(frame["monotonic"].max()), "hot_tail": tail}
         payload = extend_data(bins, windows, gpus, bin_s=c.bin_s, window_s=c.window_s,
-                              view_s=c.view_s)
+                              view_s=c.view_s, server=server)
         return Step(state=new_state,
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
@@ -257,6 +307,8 @@ class LiveView:
         gpus = (state or {}).get("gpus") or []
         parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
         parts.append(f" · {n:,} samples stored")
+        if c.server:
+            parts.append(html.Span(f" · {c.server}", className="tl-server", id=ids.SERVER))
         age = _age_s((state or {}).get("ts_last"), (state or {}).get("mono_last"))
         if age is not None:
             cls = "tl-age tl-stale" if age > 5 else "tl-age"

@@ -9,6 +9,14 @@ The live figure is ONE plotly figure with shared-x subplots, top to bottom:
 3. the **imbalance strip**: each GPU's share of the summed load per window (%), a fair-share line
    at ``100 / n_gpus`` and a red highlight on the hot GPU's share in every flagged window.
 
+When the store holds inference-server signals (log events or ``/metrics`` scrapes) a **server
+lane** sits right under the ribbon (``rows(server=True)``): generation tokens/s (and prompt
+tokens/s where the server reports it) on the left axis, running requests and speculative accept
+length on the right axis, and one **prefill marker** per server prefill batch (sized by its new
+tokens) along the lane's top edge, under the ribbon's prefill bands.  The server lane is drawn
+from **cells** (``server_cells``): one point per ``window_s`` cell and series, so it is appended
+with ``extendData`` like the window traces.
+
 The x axis is real time: plotly date axes read numbers as milliseconds since the epoch (UTC), so
 every ``x`` here is ``epoch seconds * 1000``.
 
@@ -103,6 +111,79 @@ FIRST_LANE_ROW = 2
 STRIP_ROW = FIRST_LANE_ROW + len(LANES)
 N_ROWS = STRIP_ROW
 
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Row numbers (1-based) of the figure's subplots.
+
+    Attributes:
+        ribbon: the phase ribbon.
+        server: the server lane, or None when the figure has none.
+        first_lane: the first GPU metric lane (``LANES`` follow in order).
+        strip: the imbalance strip.
+        n: number of rows (the bottom row carries the time axis).
+    """
+
+    ribbon: int
+    server: int | None
+    first_lane: int
+    strip: int
+    n: int
+
+
+def rows(server: bool = False) -> Rows:
+    """The figure's row layout, with or without the server lane (right under the ribbon)."""
+    first = FIRST_LANE_ROW + (1 if server else 0)
+    strip = first + len(LANES)
+    return Rows(RIBBON_ROW, RIBBON_ROW + 1 if server else None, first, strip, strip)
+
+
+@dataclass(frozen=True)
+class ServerLine:
+    """One line of the server lane.
+
+    Attributes:
+        key: column of ``server_cells`` drawn.
+        title: legend / hover name.
+        unit: unit of the values.
+        right: drawn on the lane's right (secondary) axis.
+        color, dash: line style.
+    """
+
+    key: str
+    title: str
+    unit: str
+    right: bool
+    color: str
+    dash: str = "solid"
+
+
+SERVER_LINES: tuple[ServerLine, ...] = (
+    ServerLine("gen_tok_s", "gen tok/s", "tok/s", False, "#1f5fae"),
+    ServerLine("prompt_tok_s", "prompt tok/s", "tok/s", False, "#c2610f", "dot"),
+    ServerLine("running_req", "running req", "req", True, "#4b5563"),
+    ServerLine("accept_len", "accept len", "tok/step", True, "#8e44ad", "dash"),
+)
+
+#: Prefill marker classes by new tokens per cell: (upper bound, label, marker size px).
+PREFILL_SIZES: tuple[tuple[float, str, int], ...] = (
+    (2048.0, "< 2k", 7), (16384.0, "2k-16k", 10), (math.inf, "≥ 16k", 14),
+)
+
+#: Columns of ``server_cells``.
+SERVER_CELL_COLUMNS: tuple[str, ...] = (
+    "gen_tok_s", "prompt_tok_s", "running_req", "queue_req", "accept_len",
+    "pf_t", "pf_new", "pf_cached", "pf_queue", "pf_running", "pf_batches",
+)
+
+#: A server value is held forward for its line's interval (time since the previous line),
+#: clipped to this range in seconds (2 s when the interval is unknown).
+SERVER_HOLD_S: tuple[float, float] = (1.0, 15.0)
+
+#: Top of the server lane's hidden marker axis and the markers' height on it.
+_MARKER_Y = 0.86
+
 #: Windows whose mean load (%) is under this have no meaningful shares (noise over ~0).
 MIN_SHARE_LOAD = 10.0
 
@@ -115,14 +196,17 @@ def gpu_color(gpu: int) -> str:
     return GPU_COLORS[int(gpu) % len(GPU_COLORS)]
 
 
-def trace_keys(gpus: list[int]) -> list[tuple]:
+def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """The figure's traces, in order, as keys.
 
     ``("phase", p)`` ribbon bars of phase ``p``; ``("ribbon_hot",)`` the imbalance bar;
     ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
     ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is the hot GPU
-    (three points per window: a segment and a break).  ``build_figure`` creates traces in this
-    order and ``extend_data`` addresses them by their position.
+    (three points per window: a segment and a break).  With ``server``, the server lane's
+    traces follow at the end (so the others keep their positions): ``("server", key)`` per
+    ``SERVER_LINES`` and ``("prefill", i)`` prefill markers of size class ``i``
+    (``PREFILL_SIZES``).  ``build_figure`` creates traces in this order and ``extend_data``
+    addresses them by their position.
     """
     keys: list[tuple] = [("phase", p) for p in RIBBON_PHASES]
     keys.append(("ribbon_hot",))
@@ -132,11 +216,14 @@ def trace_keys(gpus: list[int]) -> list[tuple]:
                 keys.append(("lane", col, g))
     keys += [("share", g) for g in gpus]
     keys += [("hot", g) for g in gpus]
+    if server:
+        keys += [("server", line.key) for line in SERVER_LINES]
+        keys += [("prefill", i) for i in range(len(PREFILL_SIZES))]
     return keys
 
 
 def _is_window_key(key: tuple) -> bool:
-    return key[0] in ("phase", "ribbon_hot", "share", "hot")
+    return key[0] in ("phase", "ribbon_hot", "share", "hot", "server", "prefill")
 
 
 # -- data preparation ----------------------------------------------------------------------
@@ -216,6 +303,129 @@ def gpu_shares(windows: pd.DataFrame, gpus: list[int],
     return share
 
 
+def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if frame is None or name not in frame.columns:
+        return np.full(0 if frame is None else len(frame), np.nan)
+    return pd.to_numeric(frame[name], errors="coerce").to_numpy(dtype=float)
+
+
+def server_series(events: pd.DataFrame | None, metrics: pd.DataFrame | None
+                  ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Each server-lane series as ``{key: (time, value, hold_s)}``, sorted by time.
+
+    Log events (``SampleStore.server_events`` frame) are preferred; a series the events do not
+    carry is taken from the ``/metrics`` scrapes (``SampleStore.server_metrics`` frame, turned
+    into fields by ``collectors.server_metrics.summary``).  Keys: ``gen_tok_s`` (SGLang decode
+    ``gen throughput``, vLLM ``Avg generation throughput``, metrics gen throughput or decode
+    token rate), ``prompt_tok_s`` (vLLM ``Avg prompt throughput``, SGLang ``input
+    throughput``, metrics prefill token rate), ``running_req``, ``queue_req``, ``accept_len``.
+    ``hold_s`` is how long each value stands: the line's interval (``timestamp - start``)
+    clipped to ``SERVER_HOLD_S``.  NaN values are dropped, never turned into 0.
+    """
+    lo, hi = SERVER_HOLD_S
+    sources = {
+        "gen_tok_s": (("gen_throughput_tok_s",), ("gen_throughput_tok_s", "decode_tokens_per_s")),
+        "prompt_tok_s": (("prompt_throughput_tok_s", "input_throughput_tok_s"),
+                         ("prefill_tokens_per_s",)),
+        "running_req": (("running_req",), ("running_req",)),
+        "queue_req": (("queue_req",), ("queue_req",)),
+        "accept_len": (("accept_len",), ("accept_len",)),
+    }
+    summ = None
+    if metrics is not None and not metrics.empty:
+        from ..collectors.server_metrics import summary
+
+        summ = summary(metrics).sort_values("timestamp")
+    ev = None
+    if events is not None and not events.empty:
+        ev = events[pd.notna(events["timestamp"])].sort_values("timestamp", kind="stable")
+    out: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    for key, (ev_cols, m_cols) in sources.items():
+        t = v = hold = np.empty(0)
+        if ev is not None:
+            et = ev["timestamp"].to_numpy(dtype=float)
+            st = _col(ev, "start")
+            val = np.full(len(ev), np.nan)
+            for c in ev_cols:
+                val = np.where(np.isfinite(val), val, _col(ev, c))
+            ok = np.isfinite(val)
+            t, v = et[ok], val[ok]
+            hold = np.nan_to_num(np.clip((et - st)[ok], lo, hi), nan=2.0)
+        if not len(t) and summ is not None and len(summ):
+            mt = summ["timestamp"].to_numpy(dtype=float)
+            val = np.full(len(summ), np.nan)
+            for c in m_cols:
+                val = np.where(np.isfinite(val), val, _col(summ, c))
+            gap = np.diff(mt, prepend=np.nan)
+            ok = np.isfinite(val)
+            t, v = mt[ok], val[ok]
+            hold = np.nan_to_num(np.clip(gap[ok] * 1.5, lo, hi), nan=2.0)
+        out[key] = (t, v, hold)
+    return out
+
+
+def server_cells(events: pd.DataFrame | None, metrics: pd.DataFrame | None, c_start: int,
+                 c_end: int, cell_s: float = 0.5) -> pd.DataFrame:
+    """The server lane on the cell grid: one row per ``cell_s``-second cell.
+
+    Args:
+        events: ``SampleStore.server_events`` frame (may be empty or None); must hold every
+            event of the emitted cells and, for the held values, those up to
+            ``SERVER_HOLD_S[1]`` seconds before.
+        metrics: ``SampleStore.server_metrics`` frame (may be empty or None), same span.
+        c_start, c_end: cell indices to emit (``bin_index(t, cell_s)``), ``c_end`` excluded.
+        cell_s: cell width in seconds (the classifier window, so cells extend like windows).
+
+    Returns:
+        Frame indexed by cell ``c`` with ``SERVER_CELL_COLUMNS``: the line values
+        (``gen_tok_s`` ... ``accept_len``: the newest value at or before the cell's end, while
+        it stands; NaN otherwise) and the cell's prefill batches (``pf_t`` time of the first
+        one, epoch s; ``pf_new`` / ``pf_cached`` summed new and cached tokens; ``pf_queue`` /
+        ``pf_running`` of the last one; ``pf_batches`` count; NaN / 0 without any).
+    """
+    index = pd.RangeIndex(c_start, max(c_end, c_start), name="c")
+    out = pd.DataFrame(np.nan, index=index, columns=list(SERVER_CELL_COLUMNS))
+    out["pf_batches"] = 0
+    if not len(index):
+        return out
+    c = index.to_numpy(dtype=float)
+    lo, hi = c * cell_s, (c + 1) * cell_s
+    for key, (t, v, hold) in server_series(events, metrics).items():
+        if not len(t):
+            continue
+        i = np.searchsorted(t, hi - 1e-9, side="left") - 1
+        ok = i >= 0
+        ic = np.clip(i, 0, None)
+        ok &= t[ic] + hold[ic] >= lo
+        out[key] = np.where(ok, v[ic], np.nan)
+    if events is not None and not events.empty and "kind" in events.columns:
+        pf = events[(events["kind"] == "prefill") & pd.notna(events["timestamp"])]
+        if len(pf):
+            pf = pf.sort_values("timestamp", kind="stable")
+            pt = pf["timestamp"].to_numpy(dtype=float)
+            pc = bin_index(pt, cell_s)
+            f = pd.DataFrame({"c": pc, "t": pt, "new": _col(pf, "new_token"),
+                              "cached": _col(pf, "cached_token"), "queue": _col(pf, "queue_req"),
+                              "running": _col(pf, "running_req")})
+            f = f[(f["c"] >= c_start) & (f["c"] < c_end)]
+            if len(f):
+                g = f.groupby("c")
+                agg = pd.DataFrame({
+                    "pf_t": g["t"].min(), "pf_new": g["new"].sum(min_count=1),
+                    "pf_cached": g["cached"].sum(min_count=1), "pf_queue": g["queue"].last(),
+                    "pf_running": g["running"].last(), "pf_batches": g["t"].size()})
+                out.loc[agg.index, list(agg.columns)] = agg.to_numpy(dtype=float)
+    out["pf_batches"] = out["pf_batches"].astype(int)
+    return out
+
+
+def prefill_size_class(new_tokens: float) -> int:
+    """Index into ``PREFILL_SIZES`` for a cell's new prefill tokens (unknown: the smallest)."""
+    if new_tokens is None or not math.isfinite(new_tokens):
+        return 0
+    return next(i for i, (top, _, _) in enumerate(PREFILL_SIZES) if new_tokens < top)
+
+
 def _ms(seconds: np.ndarray) -> list[float]:
     return np.round(np.asarray(seconds, dtype=float) * 1000.0, 1).tolist()
 
@@ -242,9 +452,41 @@ def _segments(starts: np.ndarray, window_s: float, y: np.ndarray,
     return x, ys, txt
 
 
+def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list, list, list]]:
+    """``{trace key: (x, y, text)}`` of the server lane's traces, one point per cell."""
+    out: dict[tuple, tuple[list, list, list]] = {}
+    n = len(cells)
+    cx = _ms((cells.index.to_numpy(dtype=float) + 0.5) * cell_s) if n else []
+    for line in SERVER_LINES:
+        vals = cells[line.key].to_numpy(dtype=float) if n else np.array([])
+        out[("server", line.key)] = (cx, _values(vals, 2), [])
+    pf_t = cells["pf_t"].to_numpy(dtype=float) if n else np.array([])
+    has = np.isfinite(pf_t)
+    px = [round(t * 1000.0, 1) if h else x for t, h, x in zip(pf_t, has, cx)]
+    text = []
+    cls = []
+    for r, h in zip(cells.itertuples(), has) if n else []:
+        if not h:
+            text.append("")
+            cls.append(-1)
+            continue
+        batches = f"{r.pf_batches} batches" if r.pf_batches > 1 else "1 batch"
+        text.append(f"prefill {batches}: {_fmt(r.pf_new, ',.0f')} new + "
+                    f"{_fmt(r.pf_cached, ',.0f')} cached tok, queue {_fmt(r.pf_queue, '.0f')}, "
+                    f"running {_fmt(r.pf_running, '.0f')}")
+        cls.append(prefill_size_class(r.pf_new))
+    for i in range(len(PREFILL_SIZES)):
+        mine = [k == i for k in cls]
+        out[("prefill", i)] = (px, [_MARKER_Y if m else None for m in mine],
+                               [t if m else "" for t, m in zip(text, mine)])
+    return out
+
+
 def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
-            window_s: float) -> dict[tuple, tuple[list, list, list]]:
-    """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus)``."""
+            window_s: float, server: pd.DataFrame | None = None
+            ) -> dict[tuple, tuple[list, list, list]]:
+    """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``.
+    """
     out: dict[tuple, tuple[list, list, list]] = {}
     bx = _ms((bins.index.to_numpy(dtype=float) + 0.5) * bin_s) if len(bins) else []
     for lane in LANES:
@@ -282,6 +524,8 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         is_hot = flagged & (hot == g)
         out[("hot", g)] = _segments(starts, window_s, np.where(is_hot, s, np.nan),
                                     [t if h else "" for t, h in zip(hot_text, is_hot)])
+    if server is not None:
+        out.update(_server_points(server, window_s))
     return out
 
 
@@ -290,7 +534,8 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
 
 def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  bin_s: float = 0.1, window_s: float = 0.5, height: int = 780,
-                 uirevision: str = "tealeaves-live") -> go.Figure:
+                 uirevision: str = "tealeaves-live",
+                 server: pd.DataFrame | None = None) -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -298,21 +543,49 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         windows: ``classify_samples`` output (may be empty); ``start`` in epoch s.
         gpus: GPU indices, one line per lane and GPU, in this order.
         bin_s: width of the bins (s), for the bin-centre x values.
-        window_s: classifier window length (s), the ribbon's bar width.
+        window_s: classifier window length (s), the ribbon's bar width and the server cells'
+            width.
         height: figure height in pixels.
         uirevision: kept constant so zoom and legend toggles survive updates.
+        server: ``server_cells`` output (cells of ``window_s``; may be empty) to draw the
+            server lane under the ribbon; None: no server lane (``rows(False)``).
 
     Returns:
-        A figure whose traces follow ``trace_keys(gpus)``; x values are epoch milliseconds on
-        date axes (UTC).
+        A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
+        epoch milliseconds on date axes (UTC).
     """
+    has_server = server is not None
+    R = rows(has_server)
     n_lanes = len(LANES)
-    heights = [0.055] + [0.79 / n_lanes] * n_lanes + [0.155]
-    fig = make_subplots(rows=N_ROWS, cols=1, shared_xaxes=True, vertical_spacing=0.018,
-                        row_heights=heights)
-    pts = _points(bins, windows, gpus, bin_s, window_s)
+    if has_server:
+        heights = [0.05, 0.13] + [0.66 / n_lanes] * n_lanes + [0.13]
+        specs = [[{}], [{"secondary_y": True}]] + [[{}]] * (n_lanes + 1)
+    else:
+        heights = [0.055] + [0.79 / n_lanes] * n_lanes + [0.155]
+        specs = None
+    fig = make_subplots(rows=R.n, cols=1, shared_xaxes=True, vertical_spacing=0.018,
+                        row_heights=heights, specs=specs)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server)
     width_ms = window_s * 1000.0
-    for key in trace_keys(gpus):
+    marker_axis = None
+    if has_server:
+        sub = fig.get_subplot(R.server, 1)
+        n_y = sum(1 for k in fig.layout if str(k).startswith("yaxis"))
+        marker_axis = f"y{n_y + 1}"
+        primary = sub.yaxis.plotly_name.replace("axis", "")
+        fig.layout[f"yaxis{n_y + 1}"] = {"overlaying": primary, "range": [0, 1],
+                                         "visible": False, "fixedrange": True}
+        accept_axis = f"y{n_y + 2}"  # accept length: its own scale, right of the req axis
+        acc = next(sl for sl in SERVER_LINES if sl.key == "accept_len")
+        fig.layout[f"yaxis{n_y + 2}"] = {
+            "overlaying": primary, "side": "right", "anchor": "free", "position": 1.0,
+            "autoshift": False, "shift": 40, "rangemode": "tozero", "showgrid": False,
+            "fixedrange": True, "nticks": 3, "zeroline": False,
+            "tickfont": {"size": 10, "color": acc.color},
+            "title": {"text": "tok/step", "font": {"size": 10, "color": acc.color},
+                      "standoff": 2}}
+        marker_x = sub.xaxis.plotly_name.replace("axis", "")
+    for key in trace_keys(gpus, has_server):
         x, y, text = pts[key]
         kind = key[0]
         if kind == "phase":
@@ -321,13 +594,13 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 x=x, y=y, text=text, base=0.0, width=width_ms, name=p,
                 marker={"color": PHASE_COLORS[p], "line": {"width": 0}},
                 textposition="none", hovertemplate="%{text}<extra></extra>",
-                showlegend=False, legendgroup="phases"), row=RIBBON_ROW, col=1)
+                showlegend=False, legendgroup="phases"), row=R.ribbon, col=1)
         elif kind == "ribbon_hot":
             fig.add_trace(go.Bar(
                 x=x, y=y, text=text, base=_RIBBON_HOT_BASE, width=width_ms,
                 name="imbalanced", marker={"color": HOT_COLOR, "line": {"width": 0}},
                 textposition="none", hovertemplate="%{text}<extra></extra>",
-                showlegend=False), row=RIBBON_ROW, col=1)
+                showlegend=False), row=R.ribbon, col=1)
         elif kind == "lane":
             col, g = key[1], key[2]
             li = next(i for i, lane in enumerate(LANES) if col in lane.columns)
@@ -339,7 +612,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 line={"color": gpu_color(g), "width": 1.4, "dash": COLUMN_DASH.get(col, "solid")},
                 connectgaps=False,
                 hovertemplate=f"GPU {g}{suffix}: %{{y:.1f}} {lane.unit}<extra></extra>"),
-                row=FIRST_LANE_ROW + li, col=1)
+                row=R.first_lane + li, col=1)
         elif kind == "share":
             g = key[1]
             fig.add_trace(go.Scatter(
@@ -347,15 +620,39 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
                 line={"color": gpu_color(g), "width": 1.6},
                 hovertemplate=f"GPU {g}: %{{y:.0f}} % of load<extra></extra>"),
-                row=STRIP_ROW, col=1)
-        else:  # hot highlight: a wide translucent red stroke under the hot GPU's share
+                row=R.strip, col=1)
+        elif kind == "hot":  # a wide translucent red stroke under the hot GPU's share
             g = key[1]
             fig.add_trace(go.Scatter(
                 x=x, y=y, text=text, mode="lines", name=f"GPU {g} hot",
                 legendgroup=f"gpu{g}", showlegend=False, connectgaps=False, opacity=0.45,
                 line={"color": HOT_COLOR, "width": 7}, hoverinfo="skip"),
-                row=STRIP_ROW, col=1)
-    _style(fig, gpus, height, uirevision)
+                row=R.strip, col=1)
+        elif kind == "server":
+            line = next(sl for sl in SERVER_LINES if sl.key == key[1])
+            fmt = ".2f" if line.key == "accept_len" else ",.0f"
+            trace = go.Scatter(
+                x=x, y=y, text=text, mode="lines+markers", name=f"server {line.title}",
+                showlegend=True, connectgaps=False,
+                line={"color": line.color, "width": 1.6, "dash": line.dash, "shape": "hv"},
+                marker={"size": 3, "color": line.color},
+                hovertemplate=f"server {line.title}: %{{y:{fmt}}} {line.unit}<extra></extra>")
+            if line.key == "accept_len":
+                fig.add_trace(trace.update(xaxis=marker_x, yaxis=accept_axis))
+            else:
+                fig.add_trace(trace, row=R.server, col=1, secondary_y=line.right)
+        else:  # prefill markers along the top of the server lane
+            i = key[1]
+            _, label, size = PREFILL_SIZES[i]
+            fig.add_trace(go.Scatter(
+                x=x, y=y, text=text, mode="markers",
+                name=("server prefill batch (size: new tokens)" if i == 1
+                      else f"server prefill {label} tokens"),
+                legendgroup="prefill", showlegend=i == 1, xaxis=marker_x, yaxis=marker_axis,
+                marker={"size": size, "color": PHASE_COLORS["prefill"], "symbol": "circle",
+                        "opacity": 0.9, "line": {"color": "#7a3d00", "width": 1}},
+                cliponaxis=False, hovertemplate="%{text}<extra></extra>"))
+    _style(fig, gpus, height, uirevision, R)
     return fig
 
 
@@ -365,12 +662,12 @@ def share_axis_top(n_gpus: int) -> float:
     return 100.0 if n_gpus <= 3 else 300.0 / n_gpus
 
 
-def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str) -> None:
+def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Rows) -> None:
     fig.update_layout(
         height=height, uirevision=uirevision, template="plotly_white",
         barmode="overlay", bargap=0, hovermode="x unified",
         hoverlabel={"font_size": 11, "namelength": -1},
-        margin={"l": 124, "r": 16, "t": 30, "b": 36},
+        margin={"l": 124, "r": 84 if R.server else 16, "t": 30, "b": 36},
         font={"family": "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", "size": 11},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.005, "xanchor": "left", "x": 0.0,
                     "font": {"size": 11}, "itemclick": "toggle", "itemdoubleclick": "toggleothers",
@@ -381,14 +678,24 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str) -> Non
                      spikemode="across", spikethickness=1, spikecolor="#888", spikedash="dot",
                      showline=False, ticks="", hoverformat="%H:%M:%S.%L")
     fig.update_xaxes(title={"text": "time (UTC)", "font": {"size": 11}, "standoff": 4},
-                     tickformat="%H:%M:%S", row=N_ROWS, col=1)
+                     tickformat="%H:%M:%S", row=R.n, col=1)
     fig.update_yaxes(showgrid=True, gridcolor="#eef0f3", zeroline=False, tickfont={"size": 10},
                      nticks=4, fixedrange=True)
     fig.update_yaxes(range=[0, _RIBBON_HOT_BASE + _RIBBON_HOT_HEIGHT], showticklabels=False,
-                     showgrid=False, row=RIBBON_ROW, col=1)
-    labels = [(RIBBON_ROW, "<b>phase</b>", "")]
+                     showgrid=False, row=R.ribbon, col=1)
+    labels = [(R.ribbon, "<b>phase</b>", "")]
+    if R.server:
+        fig.update_yaxes(rangemode="tozero", autorange=True, row=R.server, col=1,
+                         secondary_y=False)
+        fig.update_yaxes(rangemode="tozero", autorange=True, showgrid=False, row=R.server,
+                         col=1, secondary_y=True,
+                         title={"text": "req", "font": {"size": 10, "color": "#4b5563"},
+                                "standoff": 2})
+        key = (f"<span style='color:{PHASE_COLORS['prefill']}'>●</span> prefill batch"
+               f"<br>right: req, tok/step")
+        labels.append((R.server, "<b>Server</b>", f"tok/s<br>{key}"))
     for i, lane in enumerate(LANES):
-        row = FIRST_LANE_ROW + i
+        row = R.first_lane + i
         if lane.y_range is not None:
             fig.update_yaxes(range=list(lane.y_range), tickvals=[0, 50, 100], row=row, col=1)
         else:
@@ -398,11 +705,11 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str) -> Non
     fair = 100.0 / len(gpus) if gpus else 50.0
     top = share_axis_top(len(gpus))
     fig.update_yaxes(range=[0, top], tickvals=sorted({0, round(fair, 1), round(top, 1)}),
-                     row=STRIP_ROW, col=1)
+                     row=R.strip, col=1)
     hot_key = f"<span style='color:{HOT_COLOR}'>red</span>: hot GPU"
-    labels.append((STRIP_ROW, "<b>load share</b>", f"% of all load<br>{hot_key}"))
+    labels.append((R.strip, "<b>load share</b>", f"% of all load<br>{hot_key}"))
     if gpus:
-        fig.add_hline(y=fair, line={"color": "#999", "width": 1, "dash": "dash"}, row=STRIP_ROW,
+        fig.add_hline(y=fair, line={"color": "#999", "width": 1, "dash": "dash"}, row=R.strip,
                       col=1)
     for row, title, unit in labels:
         axis = fig.get_subplot(row, 1).yaxis
@@ -419,7 +726,8 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str) -> Non
 
 
 def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
-                bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0) -> list:
+                bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
+                server: pd.DataFrame | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -428,15 +736,18 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         gpus: the same GPU list the figure was built with.
         bin_s, window_s: as for ``build_figure``.
         view_s: seconds of history each trace keeps (its ``maxPoints`` is
-            ``view_s / bin_s`` for lanes and ``view_s / window_s`` for window traces).
+            ``view_s / bin_s`` for lanes and ``view_s / window_s`` for window traces and the
+            server lane's cells).
+        server: new ``server_cells`` (none already on the page) when the figure has a server
+            lane (may be empty), else None.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y`` and ``text`` to one list
         per trace, ``indices`` lists every trace index, ``max_points`` has the same shape as
         ``update`` (plotly's per-trace form).
     """
-    keys = trace_keys(gpus)
-    pts = _points(bins, windows, gpus, bin_s, window_s)
+    keys = trace_keys(gpus, server is not None)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server)
     lane_max = math.ceil(view_s / bin_s)
     win_max = math.ceil(view_s / window_s)
     update: dict[str, list] = {"x": [], "y": [], "text": []}

@@ -22,3 +22,5 @@ STRAGGLER = "tl-straggler"
 STATUS = "tl-status"
 #: The phase-colour legend.
 LEGEND = "tl-legend"
+#: The server-signals part of the status line (log offset found, URL scraped).
+SERVER = "tl-server"

@@ -5,6 +5,13 @@ without blocking (tests start the whole thing on port 0 and stop it again).
 
 Source: live NVML when GPUs answer (unless ``force_replay`` or a trace is given), else a looping
 replay of ``trace`` or of the bundled real H200 trace, timestamps moved to now.
+
+Server signals (``server_log``, ``server_metrics``): with live NVML the log is followed (new
+lines only) and the ``/metrics`` URL scraped into the store (``collectors.start_server_signals``).
+With a replay the whole log is parsed, its clock offset against the trace estimated
+(``classifier.align.estimate_offset``), its events moved onto the trace's clock and replayed in
+step with the samples (``ReplayCollector(events=...)``); the offset found is shown in the status
+line.  The dashboard draws a server lane once the store holds server events or metrics.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from ..collectors import run_to_store
+from ..collectors import run_to_store, start_server_signals
 from ..collectors.nvml import health_summary
 from ..data import bundled_trace_path
 from ..data.importers import load_trace
@@ -83,6 +90,56 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
     return Source(ReplayCollector(tr, speed=speed, rebase=True, loop=True), label, "replay")
 
 
+def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "UTC",
+                     max_offset_s: float = 60.0) -> tuple[list, str]:
+    """Parse a whole server log and move its events onto the clock of ``samples``.
+
+    The offset is estimated by ``classifier.align.estimate_offset`` (prefill lines against
+    tensor activity), at the log's timestamp resolution (whole seconds unless a stamp has a
+    fraction).  With a confident offset the events are shifted by it; otherwise they are kept
+    as stamped.
+
+    Args:
+        server_log: SGLang or vLLM log file (``.gz`` read compressed).
+        samples: the GPU samples (trace clock) to align against.
+        tz: time zone of the log's timestamps.
+        max_offset_s: largest offset searched, seconds.
+
+    Returns:
+        ``(events, note)``: the (shifted) events and one line for the status, e.g.
+        ``"server log sglang.log: +3.2 s offset, r=0.97"`` or
+        ``"server log sglang.log: no confident offset (r=0.12), shown unshifted"``.
+
+    Raises:
+        ValueError: the log is missing or unreadable (``ServerLogError``), holds no SGLang or
+            vLLM line, or ``tz`` is unknown.
+    """
+    import dataclasses
+    import math
+
+    from ..classifier.align import estimate_offset
+    from ..collectors.server_log import ServerLogError, parse_file
+
+    res = parse_file(server_log, tz=tz)
+    name = Path(server_log).name
+    if not res.events:
+        raise ServerLogError(f"{server_log}: no SGLang or vLLM scheduler line found "
+                             f"({len(res.skipped)} lines skipped)")
+    stamped = [e.timestamp for e in res.events if e.timestamp is not None]
+    fractional = any(abs(t - round(t)) > 1e-6 for t in stamped)
+    a = estimate_offset(samples, res.events, max_offset_s=max_offset_s,
+                        resolution_s=0.001 if fractional else 1.0)
+    if not a.confident:
+        why = a.reason or (f"r={a.correlation:.2f}" if math.isfinite(a.correlation) else "")
+        return res.events, (f"server log {name}: no confident offset"
+                            f"{f' ({why})' if why else ''}, shown unshifted")
+    off = a.offset_s
+    events = [dataclasses.replace(e, timestamp=None if e.timestamp is None else e.timestamp + off,
+                                  start=None if e.start is None else e.start + off)
+              for e in res.events]
+    return events, f"server log {name}: {off:+.1f} s offset, r={a.correlation:.2f}"
+
+
 class _QuietHandler(WSGIRequestHandler):
     """Request handler that does not log every request (the page polls twice a second)."""
 
@@ -126,6 +183,8 @@ class RunningDashboard:
     stop: threading.Event
     collector_thread: threading.Thread
     health: dict
+    server_note: str = ""
+    side_threads: list = field(default_factory=list)
     _tmpdir: str | None = None
     _serving_thread: threading.Thread | None = None
     _closed: bool = field(default=False)
@@ -141,6 +200,8 @@ class RunningDashboard:
         self.server.server_close()
         self.stop.set()
         self.collector_thread.join(timeout=5)
+        for t in self.side_threads:
+            t.join(timeout=5)
         self.store.close()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
@@ -148,23 +209,46 @@ class RunningDashboard:
 
 def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
-          force_replay: bool = False, **config) -> RunningDashboard:
+          force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
+          server_metrics: str | None = None, **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
     Args:
         trace, speed, hz, force_replay: as for ``choose_source``.
         host, port: address to bind; port 0 picks a free one.
         store_path: SQLite store to write; a temporary file (removed at shutdown) when None.
+        server_log: SGLang/vLLM log.  Live: followed from its end ("-": standard input).
+            Replay: parsed whole, aligned to the trace (``align_server_log``) and replayed
+            with the samples.
+        tz: time zone of the log's timestamps.
+        server_metrics: URL of the server's ``/metrics`` endpoint, scraped every second.
         **config: overrides of ``app.dashboard.DashboardConfig`` fields (``view_s``,
             ``interval_ms`` ...).
 
     Raises:
-        ValueError: bad trace, speed or hz.
+        ValueError: bad trace, speed or hz; a missing, unreadable or empty server log or an
+            unknown ``tz``.
         RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
     """
+    from ..collectors.server_log import resolve_tz
     from .dashboard import DashboardConfig, create_app
 
+    resolve_tz(tz)  # a bad zone is refused before anything starts
     source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
+    notes: list[str] = []
+    replay_log = server_log is not None and source.kind == "replay"
+    try:
+        if replay_log:
+            events, note = align_server_log(server_log, source.collector.trace.samples, tz=tz)
+            source.collector.events = events
+            notes.append(note)
+        elif server_log is not None:
+            notes.append(f"following {'stdin' if str(server_log) == '-' else Path(server_log).name}")
+    except BaseException:
+        source.collector.close()
+        raise
+    if server_metrics:
+        notes.append(f"scraping {server_metrics}")
     tmpdir = None
     try:
         if store_path is None:
@@ -178,6 +262,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         raise
     health: dict = {"running": True, "error": None, "samples": 0}
     stop = threading.Event()
+    if replay_log:
+        source.collector.on_events = store.put_server_events
 
     def collect() -> None:
         try:
@@ -197,6 +283,9 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             return {**health, "collector": health_summary(source.collector.health,
                                                           time.monotonic() - t_start)}
 
+        config.setdefault("server", " · ".join(notes))
+        # replayed events are stored with their samples; a followed log may lag its stamps
+        config.setdefault("server_lag_s", 0.0 if source.kind == "replay" else 1.5)
         cfg = DashboardConfig(source=source.label, health=health_now, **config)
         app = create_app(store, cfg)
         sock = _listen(host, port)
@@ -213,10 +302,13 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         raise
     thread = threading.Thread(target=collect, name="tealeaves-collector", daemon=True)
     thread.start()
+    side = start_server_signals(store, stop, server_log=None if replay_log else server_log,
+                                tz=tz, server_metrics=server_metrics)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.port}/"
     return RunningDashboard(url=url, source=source, store=store, app=app, server=server,
-                            stop=stop, collector_thread=thread, health=health, _tmpdir=tmpdir)
+                            stop=stop, collector_thread=thread, health=health,
+                            server_note=cfg.server, side_threads=side, _tmpdir=tmpdir)
 
 
 def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
@@ -239,10 +331,12 @@ def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
 
 def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
-          force_replay: bool = False) -> int:
+          force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
+          server_metrics: str | None = None) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
-    Prints one line: the URL and the source.
+    Arguments as for ``start``.  Prints one line: the URL and the source (and a second one
+    about the server log / metrics when given).
 
     Returns:
         0 after a clean stop.
@@ -252,9 +346,12 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         RuntimeError: the store cannot be opened or the address not bound.
     """
     running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
-                    hz=hz, force_replay=force_replay)
+                    hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
+                    server_metrics=server_metrics)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
+    if running.server_note:
+        print(f"tealeaves: {running.server_note}", flush=True)
     if host not in ("127.0.0.1", "localhost", "::1"):
         print(f"tealeaves: warning: bound to {host}: other machines can reach this dashboard "
               f"(it has no login)", file=sys.stderr, flush=True)

@@ -3,13 +3,22 @@
 Samples come out in their recorded order at real time (``speed=1``) or faster, with their
 timestamps moved so that the trace starts now (``rebase=True``) and, with ``loop=True``,
 starting over after the end, each pass shifted by the trace's span plus one sample period.
+
+Server events (``collectors.server_log.ServerEvent``, already on the trace's clock) can be
+replayed in step with the samples: each batch's events (those stamped within the trace time the
+batch covers) are shifted by the current pass's ``offset`` and handed to ``on_events`` (e.g.
+``SampleStore.put_server_events``) just before the batch is yielded, so a reader that sees a
+batch's samples also sees its events.  Only events within the trace's span are replayed (each
+pass replays them again, shifted like the samples).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -26,16 +35,22 @@ class ReplayCollector:
         speed: playback speed; 1.0 is real time, 10.0 ten times faster.
         rebase: shift timestamps so the first sample is stamped at ``open`` time.
         loop: start over at the end instead of stopping.
+        events: server events on the trace's clock to replay with the samples (None: none).
+        on_events: called with each batch's events (a non-empty list of shifted copies)
+            before the batch is yielded; a ``sqlite3.Error`` it raises is counted in
+            ``health['store_errors']`` and the events are dropped.
 
     Attributes:
         offset: seconds added to the trace's timestamps in the current pass.
+        events_replayed: server events handed to ``on_events`` so far.
 
     Raises:
         ValueError: ``speed`` is not positive.
     """
 
     def __init__(self, trace: Trace, speed: float = 1.0, rebase: bool = True,
-                 loop: bool = False) -> None:
+                 loop: bool = False, events: list | None = None,
+                 on_events: Callable[[list], None] | None = None) -> None:
         if not speed > 0:
             raise ValueError(f"speed must be positive, got {speed}")
         self.trace = trace
@@ -43,7 +58,28 @@ class ReplayCollector:
         self.rebase = rebase
         self.loop = loop
         self.offset = 0.0
+        self.events = list(events or [])
+        self.on_events = on_events
+        self.events_replayed = 0
         self.health: dict = new_health()
+
+    def _emit_events(self, ev: list, ev_ts: np.ndarray, lo: float, hi: float) -> None:
+        """Hand the events stamped in ``[lo, hi)`` (trace clock), shifted by ``offset``."""
+        if self.on_events is None or not len(ev):
+            return
+        a, b = np.searchsorted(ev_ts, [lo, hi], side="left")
+        if b <= a:
+            return
+        off = self.offset
+        batch = [dataclasses.replace(e, timestamp=e.timestamp + off,
+                                     start=None if e.start is None else e.start + off)
+                 for e in ev[a:b]]
+        try:
+            self.on_events(batch)
+        except sqlite3.Error:
+            self.health["store_errors"] += 1
+            return
+        self.events_replayed += len(batch)
 
     def open(self) -> pd.DataFrame:
         """Device rows of the trace (may be empty)."""
@@ -65,6 +101,10 @@ class ReplayCollector:
         t_first, t_last = float(ts[0]), float(ts[-1])
         step = float(np.median(np.diff(np.unique(ts)))) if len(np.unique(ts)) > 1 else 0.1
         span = t_last - t_first + step
+        ev = sorted((e for e in self.events if e.timestamp is not None
+                     and t_first <= e.timestamp < t_first + span), key=lambda e: e.timestamp)
+        ev_ts = np.array([e.timestamp for e in ev], dtype=float)
+        ev_from = t_first  # trace time up to which this pass's events were handed on
         wall0, mono0 = time.time(), time.monotonic()
         self.offset = (wall0 - t_first) if self.rebase else 0.0
         pass_no = 0
@@ -80,12 +120,17 @@ class ReplayCollector:
                 batch["timestamp"] = batch["timestamp"] + self.offset
                 batch["monotonic"] = mono0 + (batch["timestamp"] - self.offset - t_first
                                               + pass_no * span) / self.speed
-                self.health["sweeps"] += int(batch["timestamp"].nunique())
+                # one sweep = one reading of every GPU (each GPU row has its own stamp)
+                self.health["sweeps"] += int(batch["gpu"].value_counts().max())
                 i = j
+                ev_to = t_first + span if i >= len(ts) else float(ts[j - 1]) + 1e-9
+                self._emit_events(ev, ev_ts, ev_from, ev_to)
+                ev_from = ev_to
                 yield batch
             if i >= len(ts):
                 if not self.loop:
                     return
+                ev_from = t_first
                 pass_no += 1
                 self.offset += span
                 i = 0
