@@ -236,7 +236,16 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
     total = sum(p.seconds for p in schedule)
     print(f"workload on GPUs {wl.devices}: {len(schedule)} phases, {total:.0f} s; "
           f"labels -> {args.labels}", flush=True)
-    wl.run(schedule, args.labels, log=lambda s: print(s, flush=True))
+    writer = None
+    if args.sglang_log:
+        from ..kernels_bench.sglang_log import SglangLogWriter
+
+        writer = SglangLogWriter(args.sglang_log)
+    try:
+        wl.run(schedule, args.labels, log=lambda s: print(s, flush=True), server_log=writer)
+    finally:
+        if writer is not None:
+            writer.close()
     return 0
 
 
@@ -462,6 +471,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--hot-experts", type=int, default=48,
                    help="experts run by the hot GPU per decode step (balanced: 8)")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--sglang-log", type=Path,
+                   help="also write SGLang-style scheduler lines (local time) to this file, "
+                        "as a server would, for alignment tests")
     w.set_defaults(func=cmd_bench_workload)
     bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",
                          description="Run tealeaves' collector (one loop and threaded), "

@@ -2,7 +2,8 @@
 # Record a labelled trace: the NVML collector at full rate in one process, the labelled
 # workload in another, on every visible GPU.  Usage (on a GPU host, project installed):
 #   kernels_bench/record_trace.sh OUTDIR NAME [HZ] [workload args...]
-# Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log.
+# Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log (pass
+# --sglang-log OUTDIR/NAME.sglang.log among the workload args for a server log of the run).
 set -euo pipefail
 out=$1; name=$2; hz=${3:-20}; shift 3 || shift $#
 mkdir -p "$out"

@@ -153,8 +153,12 @@ class Workload:
         for r in self.ranks:
             torch.cuda.synchronize(r.device)
 
-    def run(self, schedule: list[Phase], labels_path: str | Path, log=print) -> list[dict]:
+    def run(self, schedule: list[Phase], labels_path: str | Path, log=print,
+            server_log=None) -> list[dict]:
         """Run ``schedule``, writing one label row per phase to ``labels_path`` as it goes.
+
+        ``server_log`` (a ``kernels_bench.sglang_log.SglangLogWriter``) also gets SGLang-style
+        lines: a prefill batch line every 10 prefill steps, decode lines every 40 steps.
 
         Returns:
             The rows written (dicts with start, end, phase, hot_gpu, steps).
@@ -181,6 +185,12 @@ class Workload:
                     while time.monotonic() < t_end:
                         self.step(ph, n)
                         n += 1
+                        if server_log is not None:
+                            if ph.phase == "prefill" and n % 10 == 0:
+                                server_log.prefill(10, sum((2048, 4096, 8192)[k % 3]
+                                                           for k in range(n - 10, n)))
+                            elif ph.phase == "decode":
+                                server_log.decode_step()
                 end = time.time()
                 hot = "" if ph.hot_gpu is None else ph.hot_gpu
                 w.writerow([f"{start:.6f}", f"{end:.6f}", ph.phase, hot])
