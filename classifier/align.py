@@ -74,8 +74,9 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
 
     Args:
         samples: GPU samples (sample schema), any number of GPUs.
-        events: ``collectors.server_log.ServerEvent`` list (only ``kind == "prefill"`` with a
-            timestamp is used; weight = ``new_token`` when known, else 1).
+        events: ``collectors.server_log.ServerEvent`` list: SGLang ``prefill`` events with a
+            timestamp (weight ``new_token``, else 1) and vLLM ``stats`` events with prompt
+            throughput > 0 (weight the throughput, spread over the interval they cover).
         max_offset_s: search lags in ``[-max_offset_s, +max_offset_s]``.
         bin_s: grid step, seconds.
         resolution_s: the log's timestamp resolution (1.0 for whole seconds, 0.001 with
@@ -86,20 +87,30 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
         An ``Alignment``; ``offset_s`` NaN with a ``reason`` when there are fewer than 2
         prefill events or no overlap at any lag.
     """
-    pre = [(e.timestamp, float(e.fields.get("new_token", 1.0) or 1.0)) for e in events
-           if e.kind == "prefill" and e.timestamp is not None]
+    # (time, weight, seconds the mass spreads over): SGLang prefill lines are instants spread
+    # over the stamp's resolution; vLLM stats lines with prompt throughput cover the interval
+    # since the previous stats line.
+    pre = [(e.timestamp, float(e.fields.get("new_token", 1.0) or 1.0), resolution_s)
+           for e in events if e.kind == "prefill" and e.timestamp is not None]
+    pre += [(e.start, float(e.fields["prompt_throughput_tok_s"]), e.timestamp - e.start)
+            for e in events
+            if e.kind == "stats" and e.timestamp is not None and e.start is not None
+            and e.timestamp > e.start
+            and float(e.fields.get("prompt_throughput_tok_s", 0) or 0) > 0]
     if len(pre) < 2:
         return Alignment(math.nan, math.nan, math.nan, len(pre),
-                         "fewer than 2 timestamped prefill events")
+                         "fewer than 2 timestamped prefill events (SGLang prefill lines or "
+                         "vLLM intervals with prompt throughput)")
     gpu = gpu_prefill_signal(samples, bin_s)
     g = gpu.to_numpy()
     g0 = float(gpu.index[0])
-    spread = max(1, round(resolution_s / bin_s))
     lags = np.arange(-int(max_offset_s / bin_s), int(max_offset_s / bin_s) + 1)
     # Server series on the GPU grid for lag 0, extended by max_offset on both sides.
     pad = len(lags) // 2
-    srv = np.zeros(len(g) + 2 * pad + spread)
-    for t, w in pre:
+    longest = max(max(1, round(d / bin_s)) for _, _, d in pre)
+    srv = np.zeros(len(g) + 2 * pad + longest)
+    for t, w, d in pre:
+        spread = max(1, round(d / bin_s))
         i = math.floor((t - g0) / bin_s) + pad
         lo, hi = max(i, 0), min(i + spread, len(srv))
         if lo < hi:

@@ -73,3 +73,24 @@ def test_too_few_events_gives_nan_with_a_reason():
     trace = read_trace(bundled_trace_path())
     a = estimate_offset(trace.samples, [])
     assert np.isnan(a.offset_s) and "fewer than 2" in a.reason
+
+
+def test_vllm_stats_intervals_with_prompt_throughput_align():
+    trace = read_trace(bundled_trace_path())
+    labels = read_labels(bundled_labels_path())
+    t0 = float(trace.samples["timestamp"].min())
+    lines, prev = [], None
+    for t in np.arange(np.floor(t0) + 2, trace.samples["timestamp"].max(), 2.0):
+        if prev is not None:
+            mid = (prev + t) / 2  # vLLM reports the average over the last interval
+            ph = labels[(labels.start <= mid) & (labels.end > mid)]["phase"]
+            prompt = 12000.0 if len(ph) and ph.iloc[0] == "prefill" else 0.0
+            s = dt.datetime.fromtimestamp(t - 5.0, dt.UTC)  # server clock 5 s behind
+            lines.append(f"INFO {s:%m-%d %H:%M:%S} [loggers.py:271] Engine 000: Avg prompt "
+                         f"throughput: {prompt:.1f} tokens/s, Avg generation throughput: "
+                         f"900.0 tokens/s, Running: 8 reqs, Waiting: 0 reqs, GPU KV cache "
+                         f"usage: 10.0%, Prefix cache hit rate: 0.0%")
+        prev = t
+    events = parse_lines(lines, year=dt.datetime.fromtimestamp(t0, dt.UTC).year).events
+    a = estimate_offset(trace.samples, events, max_offset_s=20)
+    assert a.offset_s == pytest.approx(5.0, abs=2.0) and a.confident
