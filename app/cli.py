@@ -311,27 +311,23 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
     ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
     confident)."""
-    from ..classifier.align import estimate_offset
-    from ..collectors.server_log import ServerLogError, parse_file, phase_intervals
+    from ..classifier.align import align_log, shift_events
+    from ..collectors.server_log import phase_intervals
 
-    res = parse_file(args.server_log, tz=args.tz)
-    if not res.events:
-        raise ServerLogError(f"{args.server_log}: no SGLang or vLLM scheduler line found "
-                         f"({len(res.skipped)} lines skipped)")
-    a = estimate_offset(trace.samples, res.events, max_offset_s=args.max_offset)
+    events, a, fmt = align_log(args.server_log, trace.samples, tz=args.tz,
+                               max_offset_s=args.max_offset)
     labels = None
     if a.confident:
-        labels = phase_intervals(res.events)
-        labels[["start", "end"]] += a.offset_s
-        line = (f"server log {args.server_log}: {len(res.events)} events ({res.format}), "
+        labels = phase_intervals(shift_events(events, a.offset_s))
+        line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
                 f"clock offset {a.offset_s:+.1f} s (correlation {a.correlation:.2f}, "
                 f"next best {a.runner_up:.2f}); used as ground truth"
                 + (" for reporting only (--labels given)" if args.labels else ""))
     else:
-        line = (f"server log {args.server_log}: {len(res.events)} events ({res.format}), "
+        line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
                 f"no confident clock offset ({a.reason or f'correlation {a.correlation:.2f}'}"
                 f"); not used as ground truth")
-    return {"events": len(res.events), "format": res.format, "offset_s": a.offset_s,
+    return {"events": len(events), "format": fmt, "offset_s": a.offset_s,
             "correlation": a.correlation, "runner_up": a.runner_up,
             "confident": a.confident, "labels": labels, "line": line}
 

@@ -114,30 +114,18 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
         ValueError: the log is missing or unreadable (``ServerLogError``), holds no SGLang or
             vLLM line, or ``tz`` is unknown.
     """
-    import dataclasses
     import math
 
-    from ..classifier.align import estimate_offset
-    from ..collectors.server_log import ServerLogError, parse_file
+    from ..classifier.align import align_log, shift_events
 
-    res = parse_file(server_log, tz=tz)
+    events, a, _fmt = align_log(server_log, samples, tz=tz, max_offset_s=max_offset_s)
     name = Path(server_log).name
-    if not res.events:
-        raise ServerLogError(f"{server_log}: no SGLang or vLLM scheduler line found "
-                             f"({len(res.skipped)} lines skipped)")
-    stamped = [e.timestamp for e in res.events if e.timestamp is not None]
-    fractional = any(abs(t - round(t)) > 1e-6 for t in stamped)
-    a = estimate_offset(samples, res.events, max_offset_s=max_offset_s,
-                        resolution_s=0.001 if fractional else 1.0)
     if not a.confident:
         why = a.reason or (f"r={a.correlation:.2f}" if math.isfinite(a.correlation) else "")
-        return res.events, (f"server log {name}: no confident offset"
-                            f"{f' ({why})' if why else ''}, shown unshifted")
-    off = a.offset_s
-    events = [dataclasses.replace(e, timestamp=None if e.timestamp is None else e.timestamp + off,
-                                  start=None if e.start is None else e.start + off)
-              for e in res.events]
-    return events, f"server log {name}: {off:+.1f} s offset, r={a.correlation:.2f}"
+        return events, (f"server log {name}: no confident offset"
+                        f"{f' ({why})' if why else ''}, shown unshifted")
+    return (shift_events(events, a.offset_s),
+            f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}")
 
 
 class _QuietHandler(WSGIRequestHandler):

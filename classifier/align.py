@@ -67,8 +67,15 @@ def gpu_prefill_signal(samples: pd.DataFrame, bin_s: float = 0.1) -> pd.Series:
     return pd.Series(full.fillna(0.0).to_numpy(), index=full.index * bin_s)
 
 
+def stamp_resolution(events: list) -> float:
+    """Resolution of a log's time stamps: 0.001 s when any stamp has a fraction of a second
+    (SGLang with ``SGLANG_LOG_MS=1``), else 1 s (the servers' default format)."""
+    stamped = [e.timestamp for e in events if e.timestamp is not None]
+    return 0.001 if any(abs(t - round(t)) > 1e-6 for t in stamped) else 1.0
+
+
 def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 60.0,
-                    bin_s: float = 0.1, resolution_s: float = 1.0,
+                    bin_s: float = 0.1, resolution_s: float | None = None,
                     separation_s: float = 2.0) -> Alignment:
     """Estimate the server-to-GPU clock offset from prefill events and tensor activity.
 
@@ -81,12 +88,15 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
         bin_s: grid step, seconds.
         resolution_s: the log's timestamp resolution (1.0 for whole seconds, 0.001 with
             ``SGLANG_LOG_MS=1``); each event is spread over ``[t, t + resolution_s)``.
+            None: ``stamp_resolution(events)``.
         separation_s: lags this far from the best one count for ``runner_up``.
 
     Returns:
         An ``Alignment``; ``offset_s`` NaN with a ``reason`` when there are fewer than 2
         prefill events or no overlap at any lag.
     """
+    if resolution_s is None:
+        resolution_s = stamp_resolution(events)
     # (time, weight, seconds the mass spreads over): SGLang prefill lines are instants spread
     # over the stamp's resolution; vLLM stats lines with prompt throughput cover the interval
     # since the previous stats line.
@@ -134,3 +144,41 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
     # the best point estimate, so the lag found already accounts for truncated seconds.
     return Alignment(float(lags[best] * bin_s), float(scores[best]), runner, len(pre), "",
                      lags * bin_s, scores)
+
+
+def align_log(path, samples: pd.DataFrame, tz: str = "UTC",
+              max_offset_s: float = 60.0) -> tuple[list, Alignment, str | None]:
+    """Parse a whole server log and estimate its offset against ``samples``.
+
+    Args:
+        path: SGLang or vLLM log file.
+        samples: GPU samples (the clock to align to).
+        tz: time zone of the log's stamps.
+        max_offset_s: largest offset searched, seconds.
+
+    Returns:
+        ``(events, alignment, format)``: the events as stamped (not shifted; see
+        ``shift_events``), the ``Alignment`` and the log format ("sglang" / "vllm").
+
+    Raises:
+        collectors.server_log.ServerLogError (a ValueError): missing or unreadable file, bad
+            ``tz``, or no SGLang/vLLM scheduler line in it.
+    """
+    from ..collectors.server_log import ServerLogError, parse_file
+
+    res = parse_file(path, tz=tz)
+    if not res.events:
+        raise ServerLogError(f"{path}: no SGLang or vLLM scheduler line found "
+                             f"({len(res.skipped)} lines skipped)")
+    return res.events, estimate_offset(samples, res.events, max_offset_s=max_offset_s), \
+        res.format
+
+
+def shift_events(events: list, offset_s: float) -> list:
+    """Copies of server events with ``timestamp`` and ``start`` moved by ``offset_s``."""
+    import dataclasses
+
+    return [dataclasses.replace(e, timestamp=None if e.timestamp is None
+                                else e.timestamp + offset_s,
+                                start=None if e.start is None else e.start + offset_s)
+            for e in events]
