@@ -55,8 +55,8 @@ class WindowFeatures:
         nan = pd.Series(np.nan, index=gpus)
         if self.devices is None or self.devices.empty:
             return nan, nan
-        dev = self.devices.drop_duplicates("gpu").set_index(
-            self.devices.drop_duplicates("gpu")["gpu"].astype(int))
+        dev = self.devices.drop_duplicates("gpu")
+        dev = dev.set_index(dev["gpu"].astype(int))
         power = dev.get("power_limit_w", nan).reindex(gpus).astype(float)
         clock = dev.get("max_sm_clock_mhz", nan).reindex(gpus).astype(float)
         return power, clock

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -166,8 +167,6 @@ def _read_labels(path: Path) -> pd.DataFrame:
 
 def label_at(labels: pd.DataFrame, times: pd.Series | list[float]) -> pd.DataFrame:
     """Ground truth at each time: columns ``phase`` (None outside every interval), ``hot_gpu``."""
-    import numpy as np
-
     t = np.asarray(times, dtype=float)
     starts = labels["start"].to_numpy()
     ends = labels["end"].to_numpy()
