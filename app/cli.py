@@ -226,16 +226,17 @@ def cmd_bench_collector(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_workload(args: argparse.Namespace) -> int:
-    from ..kernels_bench.workload import Workload, default_schedule
+    from ..kernels_bench.workload import Workload, scenario_schedule
 
     try:
         wl = Workload(devices=args.gpus, hot_experts=args.hot_experts, seed=args.seed)
     except RuntimeError as exc:
         return _fail(str(exc), EXIT_NO_GPU)
-    schedule = default_schedule(len(wl.devices), scale=args.scale)
+    schedule = scenario_schedule(args.scenario, len(wl.devices), seed=args.seed,
+                                 scale=args.scale)
     total = sum(p.seconds for p in schedule)
-    print(f"workload on GPUs {wl.devices}: {len(schedule)} phases, {total:.0f} s; "
-          f"labels -> {args.labels}", flush=True)
+    print(f"workload {args.scenario!r} on GPUs {wl.devices}: {len(schedule)} phases, "
+          f"{total:.0f} s; labels -> {args.labels}", flush=True)
     writer = None
     if args.sglang_log:
         from ..kernels_bench.sglang_log import SglangLogWriter
@@ -346,6 +347,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 # -- parser --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
+    from ..kernels_bench.workload import SCENARIOS
+
     p = argparse.ArgumentParser(
         prog="tealeaves",
         description="Read the vital signs of a multi-GPU LLM inference server: per-GPU "
@@ -466,7 +469,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="multiply every phase duration (default 1.0, ~95 s on two GPUs)")
     w.add_argument("--hot-experts", type=int, default=48,
                    help="experts run by the hot GPU per decode step (balanced: 8)")
-    w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--scenario", default="default", choices=["default", *SCENARIOS],
+                   help="which schedule to run (default: the bundled trace's); the others are "
+                        "the classifier corpus' scenarios (kernels_bench/workload.py)")
+    w.add_argument("--seed", type=int, default=0,
+                   help="seed of the buffers and of the scenario's durations (default 0)")
     w.add_argument("--sglang-log", type=Path,
                    help="also write SGLang-style scheduler lines (local time) to this file, "
                         "as a server would, for alignment tests")

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Record a labelled trace: the NVML collector at full rate in one process, the labelled
-# workload in another, on every visible GPU.  Usage (on a GPU host, project installed):
+# Record a labelled trace: the NVML collector at HZ in one process, the labelled workload in
+# another, on every visible GPU.  Usage (on a GPU host, project installed):
 #   kernels_bench/record_trace.sh OUTDIR NAME [HZ] [workload args...]
+# Workload args go to `tealeaves bench workload` (e.g. --scenario bursts --seed 1), or, when the
+# first is --hf-moe, the rest go to `python -m tealeaves.kernels_bench.hf_moe` (a transformers
+# MoE model serving generate() requests, labelled by forward hooks).
 # Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log (pass
 # --sglang-log OUTDIR/NAME.sglang.log among the workload args for a server log of the run).
 set -euo pipefail
@@ -13,7 +16,13 @@ tealeaves collect --hz "$hz" --store "$db" --parquet "$out/$name.parquet" --dura
     > "$out/$name.collect.log" 2>&1 &
 cpid=$!
 sleep 3
-tealeaves bench workload --labels "$out/$name.labels.csv" "$@" 2>&1 | tee "$out/$name.log"
+if [[ "${1:-}" == --hf-moe ]]; then
+    shift
+    python3 -m tealeaves.kernels_bench.hf_moe --labels "$out/$name.labels.csv" "$@" 2>&1 \
+        | tee "$out/$name.log"
+else
+    tealeaves bench workload --labels "$out/$name.labels.csv" "$@" 2>&1 | tee "$out/$name.log"
+fi
 sleep 3
 kill -TERM "$cpid"; wait "$cpid" || true
 cat "$out/$name.collect.log"
