@@ -94,3 +94,25 @@ def test_vllm_stats_intervals_with_prompt_throughput_align():
     events = parse_lines(lines, year=dt.datetime.fromtimestamp(t0, dt.UTC).year).events
     a = estimate_offset(trace.samples, events, max_offset_s=20)
     assert a.offset_s == pytest.approx(5.0, abs=2.0) and a.confident
+
+
+@pytest.mark.parametrize("name", ["h200x2_bursts", "h200x2_prefill_lengths", "h200x1_bursts"])
+def test_real_run_log_aligns_with_its_gpu_trace(name):
+    """An SGLang-format log written by the workload on the H200s, and the collector's trace
+    of the same run: the aligner finds a confident offset within the log's one-second
+    resolution (both clocks are the same host's), and every shifted prefill line lands on,
+    or within that resolution of, a labelled prefill stretch (bursts are 0.6-1.6 s long, so
+    whole-second stamps cannot all fall inside them)."""
+    from tealeaves.classifier.align import align_log, shift_events
+    from tealeaves.data import TRACES_DIR
+
+    trace = read_trace(TRACES_DIR / f"{name}.parquet")
+    labels = read_labels(TRACES_DIR / f"{name}.labels.csv")
+    events, a, fmt = align_log(TRACES_DIR / f"{name}.sglang.log", trace.samples)
+    assert fmt == "sglang" and a.confident and 0.0 <= a.offset_s <= 1.0, a
+    shifted = shift_events(events, a.offset_s)
+    pre = np.array([e.timestamp for e in shifted if e.kind == "prefill"])
+    pf = labels[labels["phase"] == "prefill"]
+    gap = np.array([np.min(np.maximum(pf["start"] - t, 0) + np.maximum(t - pf["end"], 0))
+                    for t in pre])
+    assert len(pre) > 20 and (gap <= 0.5).mean() > 0.9 and gap.max() <= 1.0, gap.max()
