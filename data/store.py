@@ -10,6 +10,7 @@ returned cursor, so a live view asks only for samples newer than what it has.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import sqlite3
@@ -54,6 +55,26 @@ class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
 
+def _guarded(method):
+    """Count the call as in flight, so ``close`` waits for it instead of closing a connection
+    under a query running on another thread (which can crash SQLite)."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._cv:
+            if self._closed:
+                raise StoreError(f"{self.path}: the store is closed")
+            self._busy += 1
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            with self._cv:
+                self._busy -= 1
+                self._cv.notify_all()
+
+    return wrapper
+
+
 class SampleStore:
     """A tealeaves sample store backed by SQLite (WAL mode).
 
@@ -78,6 +99,9 @@ class SampleStore:
         self._local = threading.local()
         self._all: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        self._cv = threading.Condition()
+        self._busy = 0
+        self._closed = False
         if readonly and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
         try:
@@ -103,8 +127,12 @@ class SampleStore:
                 self._all.append(conn)
         return conn
 
-    def close(self) -> None:
-        """Close every connection this object opened (all threads)."""
+    def close(self, wait_s: float = 10.0) -> None:
+        """Close every connection this object opened (all threads), after waiting up to
+        ``wait_s`` for calls in flight on other threads; later calls raise ``StoreError``."""
+        with self._cv:
+            self._closed = True
+            self._cv.wait_for(lambda: self._busy == 0, timeout=wait_s)
         with self._lock:
             for conn in self._all:
                 try:
@@ -156,6 +184,7 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (missing tables {sorted(missing)})")
 
     # -- writing -----------------------------------------------------------------------
+    @_guarded
     def append(self, samples: pd.DataFrame | list[dict]) -> int:
         """Store a batch of samples in one transaction.
 
@@ -194,6 +223,7 @@ class SampleStore:
             last = conn.execute("SELECT max(id) FROM samples").fetchone()[0]
         return int(last)
 
+    @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
         """Insert or replace per-GPU device rows (limits used for normalisation)."""
         frame = pd.DataFrame(list(devices) if not isinstance(devices, pd.DataFrame) else devices)
@@ -210,6 +240,7 @@ class SampleStore:
                 f"INSERT OR REPLACE INTO devices ({', '.join(DEVICE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)})", rows)
 
+    @_guarded
     def put_processes(self, rows: list[dict]) -> None:
         """Store compute-process rows (timestamp, host, gpu, uuid, pid, used_memory_bytes,
         name) listed by the collector."""
@@ -222,12 +253,14 @@ class SampleStore:
                 f"INSERT INTO processes ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [tuple(_nullable(r.get(c)) for c in cols) for r in rows])
 
+    @_guarded
     def processes(self, start: float | None = None) -> pd.DataFrame:
         """Process rows stored at or after ``start`` (all when None), oldest first."""
         where, params = _time_range(start, None)
         return pd.read_sql_query(f"SELECT * FROM processes{where} ORDER BY timestamp, gpu, pid",
                                  self._conn(), params=params)
 
+    @_guarded
     def put_server_events(self, events: list) -> None:
         """Store server events (``collectors.server_log.ServerEvent``): timestamp and start in
         UTC epoch s (NULL when unknown), kind, rank and fields (incl. ``extra``) as JSON."""
@@ -241,6 +274,7 @@ class SampleStore:
         with conn:
             conn.executemany("INSERT INTO server_events VALUES (?, ?, ?, ?, ?, ?)", rows)
 
+    @_guarded
     def server_events(self, start: float | None = None, end: float | None = None
                       ) -> pd.DataFrame:
         """Stored server events with ``start <= timestamp <= end``: columns timestamp, start,
@@ -254,6 +288,7 @@ class SampleStore:
         df["rank"] = [json.loads(r) for r in df["rank"]]
         return pd.concat([df, fields], axis=1)
 
+    @_guarded
     def put_server_metrics(self, frame: pd.DataFrame) -> None:
         """Store a scrape (``collectors.server_metrics`` frame: timestamp, name, labels,
         value, rate_per_s, kind)."""
@@ -266,12 +301,14 @@ class SampleStore:
         with conn:
             conn.executemany("INSERT INTO server_metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
 
+    @_guarded
     def server_metrics(self, start: float | None = None) -> pd.DataFrame:
         """Stored scrapes at or after ``start`` (all when None), oldest first."""
         where, params = _time_range(start, None)
         return pd.read_sql_query(f"SELECT * FROM server_metrics{where} ORDER BY timestamp, name",
                                  self._conn(), params=params)
 
+    @_guarded
     def set_meta(self, key: str, value: str) -> None:
         """Record a key/value fact about the store (source, collector settings)."""
         conn = self._conn()
@@ -279,15 +316,18 @@ class SampleStore:
             conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     # -- reading -----------------------------------------------------------------------
+    @_guarded
     def cursor(self) -> int:
         """Id of the newest stored row (0 when empty)."""
         val = self._conn().execute("SELECT max(id) FROM samples").fetchone()[0]
         return int(val or 0)
 
+    @_guarded
     def count(self) -> int:
         """Number of stored samples."""
         return int(self._conn().execute("SELECT count(*) FROM samples").fetchone()[0])
 
+    @_guarded
     def read_since(self, cursor: int = 0, limit: int | None = None) -> tuple[pd.DataFrame, int]:
         """Samples stored after ``cursor``, oldest first.
 
@@ -305,6 +345,7 @@ class SampleStore:
         new_cursor = int(df["id"].iloc[-1])
         return self._typed(df.drop(columns="id")), new_cursor
 
+    @_guarded
     def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """Samples with ``start <= timestamp <= end`` (either bound may be None)."""
         where, params = _time_range(start, end)
@@ -312,16 +353,19 @@ class SampleStore:
         df = pd.read_sql_query(sql, self._conn(), params=params)
         return self._typed(df) if not df.empty else empty_frame()
 
+    @_guarded
     def time_span(self) -> tuple[float, float] | None:
         """(first, last) timestamp stored, or None when empty."""
         lo, hi = self._conn().execute("SELECT min(timestamp), max(timestamp) FROM samples").fetchone()
         return None if lo is None else (float(lo), float(hi))
 
+    @_guarded
     def devices(self) -> pd.DataFrame:
         """The per-GPU device rows (one per host and GPU index)."""
         return pd.read_sql_query(
             f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices ORDER BY host, gpu", self._conn())
 
+    @_guarded
     def meta(self) -> dict[str, str]:
         """All key/value facts recorded with ``set_meta``."""
         return dict(self._conn().execute("SELECT key, value FROM meta").fetchall())

@@ -12,6 +12,7 @@ Ground-truth labels are a CSV of intervals with header ``start,end,phase[,hot_gp
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import math
 from dataclasses import dataclass, field
@@ -118,8 +119,9 @@ def read_labels(path: str | Path) -> pd.DataFrame:
         (float: GPU index, NaN when balanced or absent), sorted by ``start``.
 
     Raises:
-        TraceError: missing/empty file, missing header fields, or a bad row; the message
-            names the file and line.
+        TraceError: missing/empty file, missing header fields, a bad row (unknown phase,
+            end not after start, bad hot_gpu) or overlapping intervals; the message names
+            the file and line.  Extra columns (e.g. ``workload``) are kept out.
     """
     path = Path(path)
     if not path.exists():
@@ -160,9 +162,13 @@ def _read_labels(path: Path) -> pd.DataFrame:
             except ValueError:
                 raise TraceError(f"{path}: line {lineno}: hot_gpu {hot_raw!r} is not an index") \
                     from None
-            rows.append((start, end, phase, hot))
-    return pd.DataFrame(rows, columns=list(LABEL_COLUMNS)).sort_values("start",
-                                                                       ignore_index=True)
+            rows.append((start, end, phase, hot, lineno))
+    rows.sort(key=lambda r: r[0])
+    for a, b in itertools.pairwise(rows):
+        if b[0] < a[1] - 1e-6:
+            raise TraceError(f"{path}: line {b[4]}: interval {b[0]:.3f}-{b[1]:.3f} ({b[2]}) "
+                             f"overlaps line {a[4]} ({a[0]:.3f}-{a[1]:.3f}, {a[2]})")
+    return pd.DataFrame([r[:4] for r in rows], columns=list(LABEL_COLUMNS))
 
 
 def label_at(labels: pd.DataFrame, times: pd.Series | list[float]) -> pd.DataFrame:
