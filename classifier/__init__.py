@@ -1,12 +1,17 @@
 """classifier: windows, features, the phase labeller and the imbalance flag.
 
 Public surface:
-    ``classify_samples(samples, devices, window_s)`` -> windows frame
+    ``classify_samples(samples, devices, window_s, labeller)`` -> windows frame
     ``classify_trace(trace, window_s)`` -> windows frame
-    ``score_against_labels(windows, labels)`` -> dict of accuracies
+    ``default_labeller()`` -> the shipped trained ``PhaseModel``, else the rules
+    ``score_against_labels(windows, labels)`` -> dict of accuracies (``evaluate.score`` has
+    the full set: macro-F1, confusion, boundary delay, imbalance precision/recall)
 """
 
 from __future__ import annotations
+
+import functools
+import logging
 
 import numpy as np
 import pandas as pd
@@ -21,47 +26,97 @@ __all__ = [
     "PHASE_ORDER",
     "RulePhaseLabeller",
     "WindowFeatures",
+    "classify_features",
     "classify_samples",
     "classify_trace",
+    "default_labeller",
     "score_against_labels",
 ]
 
 #: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
-                  "straggler_tax", "hot_gpu", "imbalanced", "load_mean", "load_max",
-                  "tensor_active_mean", "dram_active_mean", "power_frac_mean", "n_gpus")
+                  "straggler_tax", "hot_gpu", "imbalanced", "persistence", "load_mean",
+                  "load_max", "tensor_active_mean", "dram_active_mean", "power_frac_mean",
+                  "n_gpus")
+
+log = logging.getLogger(__name__)
+
+
+@functools.cache
+def default_labeller():
+    """The shipped trained model (``classifier/model/phase_model.*``), loaded once; the v0
+    rules when it cannot be loaded (the reason is logged once)."""
+    from .model import ModelError, PhaseModel
+
+    try:
+        return PhaseModel.load()
+    except ModelError as exc:
+        log.warning("phase model unavailable, using the rules: %s", exc)
+        return RulePhaseLabeller()
+
+
+def labeller_name(labeller) -> str:
+    """``"trained"`` for a ``PhaseModel``, ``"rules"`` for the rules."""
+    return "rules" if isinstance(labeller, RulePhaseLabeller) else "trained"
 
 
 def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
-                     window_s: float = DEFAULT_WINDOW_S,
-                     labeller: RulePhaseLabeller | None = None) -> pd.DataFrame:
+                     window_s: float = DEFAULT_WINDOW_S, labeller=None) -> pd.DataFrame:
     """Label every window of a sample frame.
 
     Args:
         samples: frame in the sample schema (any number of GPUs, one host).
         devices: device rows for normalisation (optional).
         window_s: window length in seconds.
-        labeller: the phase model; default ``RulePhaseLabeller()``.
+        labeller: a ``model.PhaseModel`` or ``RulePhaseLabeller``; default
+            ``default_labeller()`` (the trained model, the rules as fallback).
 
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
         GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the chosen
-        phase's score in [0, 1]; ``hot_gpu`` is NaN unless the window is flagged.
+        phase's score in [0, 1]; ``hot_gpu`` is NaN unless the window is flagged;
+        ``attrs["labeller"]`` says which labeller ran ("trained" or "rules").
     """
-    labeller = labeller or RulePhaseLabeller()
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
+    return classify_features(feats, window_s, labeller)
+
+
+def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
+                      labeller=None) -> pd.DataFrame:
+    """``classify_samples`` from ``WindowFeatures`` rows already computed."""
+    labeller = default_labeller() if labeller is None else labeller
+    if not isinstance(labeller, RulePhaseLabeller) and abs(labeller.window_s - window_s) > 1e-9:
+        log.warning("the trained model works on %g-s windows; %g-s windows use the rules",
+                    labeller.window_s, window_s)
+        labeller = RulePhaseLabeller()
+    if not isinstance(labeller, RulePhaseLabeller) and not feats.empty and \
+            feats[["f_sm_active_mean", "f_tensor_active_mean", "f_dram_active_mean"]] \
+            .isna().all(axis=None):
+        # No profiling counters (nvidia-smi files, GPUs without GPM): the model was trained
+        # with them; the rules have an NVML-only path.
+        labeller = RulePhaseLabeller()
     if feats.empty:
-        return pd.DataFrame(columns=list(WINDOW_COLUMNS))
+        out = pd.DataFrame(columns=list(WINDOW_COLUMNS))
+        out.attrs["labeller"] = labeller_name(labeller)
+        return out
     proba = labeller.predict_proba(feats)
-    phase = proba.idxmax(axis=1)
-    imb = labeller.imbalance(feats, phase)
+    if isinstance(labeller, RulePhaseLabeller):
+        phase = proba.idxmax(axis=1)
+        imb = labeller.imbalance(feats, phase)
+        imb["persistence"] = ""
+    else:
+        phase = labeller.predict(feats, proba)
+        imb = labeller.imbalance.detect(feats, phase)
+    conf = proba.to_numpy()[np.arange(len(proba)),
+                            [PHASE_ORDER.index(p) for p in phase.to_numpy()]]
     out = pd.DataFrame({
         "start": feats.index.to_numpy(dtype=float),
         "end": feats.index.to_numpy(dtype=float) + window_s,
         "phase": phase.to_numpy(),
-        "confidence": proba.max(axis=1).to_numpy(),
+        "confidence": conf,
     })
-    for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "imbalanced"):
+    for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "imbalanced",
+                "persistence"):
         out[col] = imb[col].to_numpy()
     for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
                 "power_frac_mean", "n_gpus"):
@@ -69,12 +124,14 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
+    out.attrs["labeller"] = labeller_name(labeller)  # what labelled them (after fallbacks)
     return out
 
 
-def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S) -> pd.DataFrame:
+def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S,
+                   labeller=None) -> pd.DataFrame:
     """``classify_samples`` on a trace's samples and device rows."""
-    return classify_samples(trace.samples, trace.devices, window_s)
+    return classify_samples(trace.samples, trace.devices, window_s, labeller)
 
 
 def score_against_labels(windows: pd.DataFrame, labels: pd.DataFrame) -> dict:

@@ -7,6 +7,8 @@ live labeller, and a trained model can replace the rules later.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 
@@ -15,6 +17,35 @@ from .windows import DEFAULT_WINDOW_S, per_gpu_means
 #: Metrics in percent, used as-is (0-100).
 PERCENT_METRICS = ("gpu_util", "mem_copy_util", "sm_active", "sm_occupancy", "tensor_active",
                    "dram_active")
+
+#: PCIe peak per direction, B/s: gen5 x16, 32 GT/s x 16 lanes x 128/130 / 8 (PCIe 5.0 base
+#: spec); the H200s here report gen 5 x16 (``kernels_bench/results/h200x2_machine.txt``).
+PCIE_PEAK_BPS = 32e9 * 16 * 128 / 130 / 8
+#: NVLink peak per direction, B/s: 18 NVLink-4 links x 25 GB/s (H100/H200 SXM datasheet, 900
+#: GB/s both directions).
+NVLINK_PEAK_BPS = 450e9
+
+#: Metrics the trained model sees, each as a fraction of the device's limit so a model fitted
+#: on H200s carries to other GPUs.  ``mem_used_bytes`` is left out: it says how big the model
+#: and cache are, not what phase runs.
+MODEL_METRICS = ("gpu_util", "mem_copy_util", "sm_active", "sm_occupancy", "tensor_active",
+                 "dram_active", "pcie_tx", "pcie_rx", "nvlink_tx", "nvlink_rx", "power",
+                 "sm_clock")
+#: Metrics whose spread across GPUs is a model feature (max/mean and coefficient of variation).
+DISPERSION_METRICS = ("sm_active", "tensor_active", "dram_active", "gpu_util", "power")
+
+
+def _feature_columns() -> tuple[str, ...]:
+    cols = []
+    for m in MODEL_METRICS:
+        cols += [f"f_{m}_{k}" for k in ("mean", "max", "min", "std", "slope")]
+    for m in DISPERSION_METRICS:
+        cols += [f"f_{m}_maxmean", f"f_{m}_cv"]
+    return tuple(cols)
+
+
+#: Columns of the model's feature matrix, in order (``WindowFeatures`` output).
+FEATURE_COLUMNS: tuple[str, ...] = _feature_columns()
 
 
 def gpu_load(per_gpu: pd.DataFrame) -> pd.Series:
@@ -39,7 +70,15 @@ class WindowFeatures:
         metric; ``power_frac_mean`` (power / power limit), ``sm_clock_frac_mean``;
         ``load_g<i>`` (``gpu_load`` of GPU i); ``load_mean``, ``load_max``, ``load_cv``
         (coefficient of variation); ``imbalance_ratio`` (max/mean load, 1.0 = balanced);
-        ``hot_gpu`` (index of the max load; NaN when no load is known); ``n_gpus``.
+        ``hot_gpu`` (index of the max load; NaN when no load is known); ``n_gpus``;
+        ``busy_g<i>`` (``gpu_util`` of GPU i, the share of time a kernel ran);
+        then the model's ``FEATURE_COLUMNS``: for each of ``MODEL_METRICS`` as a fraction of
+        its limit (percent / 100; power / power limit; SM clock / max clock; PCIe and NVLink
+        bytes over ``PCIE_PEAK_BPS`` / ``NVLINK_PEAK_BPS``), the across-GPU ``mean``, ``max``
+        and ``min`` of the per-GPU window means, the within-window standard deviation
+        (``std``, mean over GPUs) and the change from the previous window (``slope``, NaN
+        after a gap); and for ``DISPERSION_METRICS`` the across-GPU ``maxmean`` (max/mean)
+        and ``cv`` (std/mean).  A metric the source lacks leaves its features NaN.
     """
 
     def __init__(self, window_s: float = DEFAULT_WINDOW_S,
@@ -63,40 +102,98 @@ class WindowFeatures:
 
     def transform(self, samples: pd.DataFrame) -> pd.DataFrame:
         """Feature rows, one per window holding at least one sample."""
-        per_gpu = per_gpu_means(samples, self.window_s)
+        per_gpu = per_gpu_means(samples, self.window_s, spread=True)
         if per_gpu.empty:
             return pd.DataFrame()
-        out = pd.DataFrame(index=per_gpu.index.get_level_values("start").unique())
-        out.index.name = "start"
-        by_window = per_gpu.groupby(level="start")
+        index = pd.Index(per_gpu.index.get_level_values("start").unique(), name="start")
+        by_window = per_gpu[list(PERCENT_METRICS) + ["power_w"]].groupby(level="start")
+        stats = {k: f.reindex(index) for k, f in
+                 (("mean", by_window.mean()), ("max", by_window.max()), ("min", by_window.min()))}
+        cols: dict[str, np.ndarray] = {}
         for m in PERCENT_METRICS:
-            g = by_window[m]
-            out[f"{m}_mean"] = g.mean()
-            out[f"{m}_max"] = g.max()
-            out[f"{m}_min"] = g.min()
+            for k in ("mean", "max", "min"):
+                cols[f"{m}_{k}"] = stats[k][m].to_numpy(dtype=float)
         gpus = per_gpu.index.get_level_values("gpu")
         power_lim, clock_max = self._limits(pd.Index(sorted(set(gpus))))
-        frac = per_gpu["power_w"] / power_lim.reindex(gpus).to_numpy()
-        out["power_frac_mean"] = frac.groupby(level="start").mean()
-        cfrac = per_gpu["sm_clock_mhz"] / clock_max.reindex(gpus).to_numpy()
-        out["sm_clock_frac_mean"] = cfrac.groupby(level="start").mean()
-        out["power_w_mean"] = by_window["power_w"].mean()
+        fracs = pd.DataFrame({
+            "power": per_gpu["power_w"].to_numpy(dtype=float) / power_lim.reindex(gpus).to_numpy(),
+            "clock": per_gpu["sm_clock_mhz"].to_numpy(dtype=float)
+            / clock_max.reindex(gpus).to_numpy()}, index=per_gpu.index)
+        fm = fracs.groupby(level="start").mean().reindex(index)
+        cols["power_frac_mean"] = fm["power"].to_numpy()
+        cols["sm_clock_frac_mean"] = fm["clock"].to_numpy()
+        cols["power_w_mean"] = stats["mean"]["power_w"].to_numpy(dtype=float)
 
-        load = gpu_load(per_gpu).unstack("gpu")
-        for g in load.columns:
-            out[f"load_g{int(g)}"] = load[g]
-        lmean = load.mean(axis=1)
-        lmax = load.max(axis=1)
-        out["load_mean"] = lmean
-        out["load_max"] = lmax
-        out["load_cv"] = load.std(axis=1, ddof=0) / lmean.where(lmean > 0)
-        out["imbalance_ratio"] = lmax / lmean.where(lmean > 0)
-        has = load.notna().any(axis=1)
-        hot = pd.Series(np.nan, index=load.index)
-        hot[has] = load[has].idxmax(axis=1).astype(float)
-        out["hot_gpu"] = hot
-        out["n_gpus"] = load.notna().sum(axis=1)
-        return out
+        load = gpu_load(per_gpu).unstack("gpu").reindex(index)
+        L = load.to_numpy(dtype=float)
+        for n, g in enumerate(load.columns):
+            cols[f"load_g{int(g)}"] = L[:, n]
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows stay NaN
+            lmean = np.nanmean(L, axis=1)
+            lmax = np.nanmax(L, axis=1)
+            pos = np.where(lmean > 0, lmean, np.nan)
+            cols["load_mean"] = lmean
+            cols["load_max"] = lmax
+            cols["load_cv"] = np.nanstd(L, axis=1) / pos
+            cols["imbalance_ratio"] = lmax / pos
+        has = np.isfinite(L).any(axis=1)
+        hot = np.full(len(L), np.nan)
+        if has.any():
+            top = np.nanargmax(np.where(np.isfinite(L[has]), L[has], -np.inf), axis=1)
+            hot[has] = np.asarray(load.columns, dtype=float)[top]
+        cols["hot_gpu"] = hot
+        cols["n_gpus"] = np.isfinite(L).sum(axis=1)
+        busy = per_gpu["gpu_util"].unstack("gpu").reindex(index)
+        B = busy.to_numpy(dtype=float)
+        for n, g in enumerate(busy.columns):
+            cols[f"busy_g{int(g)}"] = B[:, n]
+        out = pd.DataFrame(cols, index=index)
+        return pd.concat([out, self._model_features(out.index, per_gpu, power_lim, clock_max)],
+                         axis=1)
+
+    def _model_features(self, index: pd.Index, per_gpu: pd.DataFrame,
+                        power_lim: pd.Series, clock_max: pd.Series) -> pd.DataFrame:
+        gpus = per_gpu.index.get_level_values("gpu")
+        scale = {m: 100.0 for m in PERCENT_METRICS}
+        scale.update({"pcie_tx": PCIE_PEAK_BPS, "pcie_rx": PCIE_PEAK_BPS,
+                      "nvlink_tx": NVLINK_PEAK_BPS, "nvlink_rx": NVLINK_PEAK_BPS})
+        source = {m: m for m in PERCENT_METRICS}
+        source.update({"pcie_tx": "pcie_tx_bytes_per_s", "pcie_rx": "pcie_rx_bytes_per_s",
+                       "nvlink_tx": "nvlink_tx_bytes_per_s",
+                       "nvlink_rx": "nvlink_rx_bytes_per_s", "power": "power_w",
+                       "sm_clock": "sm_clock_mhz"})
+        per_gpu_limit = {"power": power_lim.reindex(gpus).to_numpy(),
+                         "sm_clock": clock_max.reindex(gpus).to_numpy()}
+        starts = index.to_numpy(dtype=float)
+        prev_ok = np.r_[False, np.isclose(np.diff(starts), self.window_s)]
+        # One frame of per-GPU levels and spreads, each as a fraction of its limit; then one
+        # groupby per statistic over every metric at once (the live path runs this each tick).
+        denom = np.column_stack([
+            np.broadcast_to(per_gpu_limit.get(m, scale.get(m)), len(per_gpu)).astype(float)
+            for m in MODEL_METRICS])
+        level = pd.DataFrame(per_gpu[[source[m] for m in MODEL_METRICS]].to_numpy(dtype=float)
+                             / denom, index=per_gpu.index, columns=list(MODEL_METRICS))
+        spread = pd.DataFrame(
+            per_gpu[[f"{source[m]}_std" for m in MODEL_METRICS]].to_numpy(dtype=float) / denom,
+            index=per_gpu.index, columns=list(MODEL_METRICS))
+        g = level.groupby(level="start")
+        mean, mx, mn = (x.reindex(index) for x in (g.mean(), g.max(), g.min()))
+        sd = g.std(ddof=0).reindex(index)
+        within = spread.groupby(level="start").mean().reindex(index)
+        cols: dict[str, np.ndarray] = {}
+        for m in MODEL_METRICS:
+            mu = mean[m].to_numpy(dtype=float)
+            cols[f"f_{m}_mean"] = mu
+            cols[f"f_{m}_max"] = mx[m].to_numpy(dtype=float)
+            cols[f"f_{m}_min"] = mn[m].to_numpy(dtype=float)
+            cols[f"f_{m}_std"] = within[m].to_numpy(dtype=float)
+            cols[f"f_{m}_slope"] = np.where(prev_ok, np.r_[np.nan, np.diff(mu)], np.nan)
+            if m in DISPERSION_METRICS:
+                pos = np.where(mu > 0.02, mu, np.nan)  # ratios of near-zero readings are noise
+                cols[f"f_{m}_maxmean"] = cols[f"f_{m}_max"] / pos
+                cols[f"f_{m}_cv"] = sd[m].to_numpy(dtype=float) / pos
+        return pd.DataFrame(cols, index=index)[list(FEATURE_COLUMNS)]
 
     def fit_transform(self, samples: pd.DataFrame, y=None) -> pd.DataFrame:
         return self.fit(samples).transform(samples)

@@ -1,6 +1,6 @@
 """The v0 phase labeller (rules) and the decode imbalance flag.
 
-Rules, read off the bundled two-GPU H200 traces (``docs/classifier.md`` has the per-phase
+Rules, read off the bundled two-GPU H200 traces (``docs/classifier_v0_rules.md`` has the per-phase
 means they come from):
 
 - **idle**: the busiest GPU's load (``sm_active``, else ``gpu_util``) under ``idle_load`` %.

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..data.schema import METRIC_NAMES
 
-#: Window length chosen by measurement on the bundled H200 traces (``docs/classifier.md``):
+#: Window length chosen by measurement on the bundled H200 traces (``docs/classifier_v0_rules.md``):
 #: 0.5 s holds 4-5 GPM readings at 10 Hz and keeps boundary windows few.
 DEFAULT_WINDOW_S = 0.5
 
@@ -23,7 +23,8 @@ def window_start(timestamps: np.ndarray | pd.Series, window_s: float) -> np.ndar
     return np.floor(t / window_s) * window_s
 
 
-def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S) -> pd.DataFrame:
+def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
+                  spread: bool = False) -> pd.DataFrame:
     """NaN-aware mean of every metric per (window, GPU).
 
     Args:
@@ -32,7 +33,9 @@ def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S) -> 
 
     Returns:
         Frame indexed by (``start``, ``gpu``) with one column per metric and ``n`` (samples
-        in the window for that GPU).  A metric with no reading in a window is NaN.
+        in the window for that GPU).  A metric with no reading in a window is NaN.  With
+        ``spread``, also ``<metric>_std``: the population standard deviation of the window's
+        readings (NaN under two readings).
 
     Raises:
         ValueError: ``window_s`` is not positive.
@@ -47,4 +50,9 @@ def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S) -> 
     grouped = frame.groupby(["start", "gpu"], sort=True)
     means = grouped[list(METRIC_NAMES)].mean()
     means["n"] = grouped.size()
+    if spread:
+        std = grouped[list(METRIC_NAMES)].std(ddof=0)
+        counts = grouped[list(METRIC_NAMES)].count()
+        std = std.where(counts >= 2)
+        means = means.join(std.add_suffix("_std"))
     return means

@@ -1,0 +1,305 @@
+"""The trained phase model, of one of two kinds chosen by held-out score
+(``evaluate.validate_corpus``):
+
+``tcn``: a small temporal convolutional network over the window sequence (``temporal.py``),
+trained with torch, shipped as plain arrays (``.npz``) and run in numpy.
+
+``hgb``: gradient boosting over window features, smoothed by Viterbi:
+
+- Per-window probabilities come from scikit-learn's ``HistGradientBoostingClassifier`` over
+  ``features.FEATURE_COLUMNS`` (missing readings stay NaN: the trees route them).
+- A hidden Markov pass (Viterbi) over the window sequence then picks the most likely phase
+  path: emissions are the classifier's posteriors taken as scaled likelihoods (the hybrid
+  HMM of Bourlard & Morgan 1994 divides posteriors by the class priors; the classifier is
+  trained with balanced class weights, which already makes its priors uniform), transitions are window-to-window phase changes counted
+  on the training labels (add-one smoothing).  The sequence restarts after a gap in windows.
+- An idle gate bounds what is learned by what the counters mean: NVML's ``gpu_util`` is the
+  share of time one or more kernels ran, so a window whose busiest GPU ran kernels (or had
+  SMs active) ``idle_gate`` of the time or more is not idle, however the trees split.  Without
+  it, a model trained on this corpus labelled eager HuggingFace decode (kernels 3-15 % of the
+  time, every other counter low) idle when those traces were held out.
+- The imbalance detector's threshold and minimum run are fitted on the same training split
+  (``imbalance.ImbalanceDetector``).
+
+Persistence never unpickles code: the ``tcn`` weights are an ``.npz`` read with
+``allow_pickle=False``; the ``hgb`` estimator is written with skops (``skops.io``) and only
+the scikit-learn/numpy types listed in ``TRUSTED_PREFIXES`` are accepted; everything else
+(kind, feature list, classes, transitions, imbalance settings, versions, training corpus) is
+plain JSON beside it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .features import FEATURE_COLUMNS
+from .imbalance import ImbalanceDetector
+from .rules import PHASE_ORDER
+
+#: Where the shipped model lives (package data).
+MODEL_DIR = Path(__file__).resolve().parent / "model"
+MODEL_STEM = "phase_model"
+#: Type-name prefixes skops may load from the model file.
+TRUSTED_PREFIXES = ("sklearn.", "numpy.", "builtins.")
+
+
+class ModelError(ValueError):
+    """The model file is missing, unsafe, or does not fit this version of tealeaves."""
+
+
+def hgb_estimator(seed: int = 0):
+    """The classifier's configuration (deterministic: no early-stopping split)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    return HistGradientBoostingClassifier(
+        max_iter=120, learning_rate=0.1, max_leaf_nodes=15, min_samples_leaf=10,
+        l2_regularization=1.0, class_weight="balanced", early_stopping=False, random_state=seed)
+
+
+def transition_matrix(sequences: list[np.ndarray], classes=PHASE_ORDER) -> np.ndarray:
+    """Row-stochastic phase transition matrix from label sequences (add-one smoothing).
+
+    Args:
+        sequences: one array of phase names per trace, in window order (None = unlabelled,
+            which breaks the chain).
+    """
+    k = len(classes)
+    idx = {c: i for i, c in enumerate(classes)}
+    counts = np.ones((k, k))
+    for seq in sequences:
+        for a, b in itertools.pairwise(seq):
+            if a in idx and b in idx:
+                counts[idx[a], idx[b]] += 1
+    return counts / counts.sum(axis=1, keepdims=True)
+
+
+def viterbi(proba: np.ndarray, priors: np.ndarray, transition: np.ndarray,
+            breaks: np.ndarray | None = None) -> np.ndarray:
+    """Most likely state path.
+
+    Args:
+        proba: (n_windows, k) posteriors p(phase | window).
+        priors: (k,) class priors of the training windows.
+        transition: (k, k) row-stochastic transitions.
+        breaks: (n_windows,) bool, True where a new sequence starts (after a gap).
+
+    Returns:
+        (n_windows,) state indices.
+    """
+    n, k = proba.shape
+    if n == 0:
+        return np.zeros(0, dtype=int)
+    emit = np.log(np.clip(proba, 1e-9, 1.0)) - np.log(priors)
+    logt = np.log(transition)
+    breaks = np.zeros(n, bool) if breaks is None else breaks
+    back = np.zeros((n, k), dtype=int)
+    score = emit[0].copy()
+    for t in range(1, n):
+        if breaks[t]:
+            back[t] = np.argmax(score)
+            score = emit[t] + score.max()
+            continue
+        cand = score[:, None] + logt
+        back[t] = np.argmax(cand, axis=0)
+        score = cand[back[t], np.arange(k)] + emit[t]
+    path = np.zeros(n, dtype=int)
+    path[-1] = int(np.argmax(score))
+    for t in range(n - 1, 0, -1):
+        path[t - 1] = back[t, path[t]]
+    return path
+
+
+@dataclass
+class PhaseModel:
+    """Trained phase labeller (scikit-learn style ``predict_proba`` / ``predict``) and the
+    imbalance settings fitted with it.
+
+    Attributes:
+        estimator: the fitted ``HistGradientBoostingClassifier`` (``kind`` "hgb") or a
+            ``temporal.ConvPhaseNet`` ("tcn").
+        priors: (3,) class priors of the classifier's posteriors (``PHASE_ORDER``; uniform,
+            from the balanced class weights).
+        transition: (3, 3) window transition matrix.
+        imbalance: the fitted ``ImbalanceDetector``.
+        smooth: apply the Viterbi pass in ``predict``.
+        window_s: window length the model was trained at, seconds.
+        idle_gate: busiest GPU's kernel-time share (0-1) from which a window is never idle
+            (None: no gate).
+        kind: "hgb" or "tcn".
+        meta: provenance (corpus, versions, window length).
+    """
+
+    estimator: object
+    priors: np.ndarray
+    transition: np.ndarray
+    imbalance: ImbalanceDetector
+    smooth: bool = True
+    window_s: float = 0.5
+    idle_gate: float | None = 0.02
+    kind: str = "hgb"
+    meta: dict = field(default_factory=dict)
+
+    # -- training ------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, features: list[pd.DataFrame], truths: list[pd.DataFrame], seed: int = 0,
+            window_s: float = 0.5, meta: dict | None = None, kind: str = "hgb") -> PhaseModel:
+        """Fit on labelled traces.
+
+        Args:
+            features: per trace, ``WindowFeatures`` rows.
+            truths: per trace, the truth per window (``phase``: str or None, ``hot_gpu``).
+            kind: "hgb" or "tcn" (needs torch).
+
+        Raises:
+            ImportError: ``kind`` "tcn" without torch.
+        """
+        X, y, hot, groups = [], [], [], []
+        for i, (f, t) in enumerate(zip(features, truths, strict=True)):
+            m = t["phase"].notna().to_numpy()
+            X.append(f[list(FEATURE_COLUMNS)].to_numpy(dtype=float)[m])
+            y.append(t["phase"].to_numpy()[m])
+            hot.append(t["hot_gpu"].to_numpy(dtype=float)[m])
+            groups.append(np.full(int(m.sum()), i))
+        Xa, ya = np.vstack(X), np.concatenate(y).astype(str)
+        if kind == "tcn":
+            from .temporal import TemporalConvModel
+
+            est = TemporalConvModel(seed=seed).fit(features, truths).export()
+        else:
+            est = hgb_estimator(seed).fit(Xa, ya)
+        # balanced class weights: the posteriors carry uniform priors (see the module doc)
+        priors = np.full(len(PHASE_ORDER), 1.0 / len(PHASE_ORDER))
+        trans = transition_matrix([t["phase"].to_numpy() for t in truths])
+        feats_all = pd.concat([f.loc[t["phase"].notna().to_numpy()]
+                               for f, t in zip(features, truths, strict=True)],
+                              ignore_index=True)
+        det = ImbalanceDetector().fit(feats_all, ya, np.concatenate(hot),
+                                      np.concatenate(groups))
+        if kind == "tcn":
+            return cls(est, priors, trans, det, smooth=False, window_s=window_s,
+                       idle_gate=None, kind="tcn", meta=meta or {})
+        return cls(est, priors, trans, det, window_s=window_s, meta=meta or {})
+
+    # -- inference -----------------------------------------------------------------------
+    def predict_proba(self, features: pd.DataFrame) -> pd.DataFrame:
+        """Per-window posteriors (columns ``PHASE_ORDER``), before smoothing."""
+        if features.empty:
+            return pd.DataFrame(columns=list(PHASE_ORDER), dtype=float)
+        if self.kind == "tcn":
+            p = self.estimator.predict_proba(features)
+        else:
+            from threadpoolctl import threadpool_limits
+
+            X = features.reindex(columns=list(FEATURE_COLUMNS)).to_numpy(dtype=float)
+            # One thread: OpenMP workers spinning after each call starve the collector and
+            # the web server on small machines, and a few hundred windows need no more.
+            with threadpool_limits(1, user_api="openmp"):
+                p = self.estimator.predict_proba(X)
+            p = p[:, [list(self.estimator.classes_).index(c) for c in PHASE_ORDER]]
+        if self.idle_gate is None:
+            return pd.DataFrame(p, columns=list(PHASE_ORDER), index=features.index)
+        busy = np.fmax(features.get("f_gpu_util_max", np.nan),
+                       features.get("f_sm_active_max", np.nan)).to_numpy(dtype=float)
+        # NVML averages gpu_util over a trailing period: right after work stops it decays
+        # through idle windows, so the gate holds only for steady (non-falling) readings.
+        slope = features.get("f_gpu_util_slope", pd.Series(np.nan, index=features.index))
+        steady = ~(slope.to_numpy(dtype=float) < -0.01)
+        gate = np.where(np.isfinite(busy) & steady, 1.0 / (1.0 + np.exp(np.clip(
+            (busy - self.idle_gate) / 0.003, -50, 50))), 1.0)
+        i_idle = PHASE_ORDER.index("idle")
+        p[:, i_idle] *= gate
+        p /= np.maximum(p.sum(axis=1, keepdims=True), 1e-12)
+        return pd.DataFrame(p, columns=list(PHASE_ORDER), index=features.index)
+
+    def predict(self, features: pd.DataFrame, proba: pd.DataFrame | None = None) -> pd.Series:
+        """Phase per window: the Viterbi path when ``smooth``, else the arg-max."""
+        proba = self.predict_proba(features) if proba is None else proba
+        if not self.smooth or proba.empty:
+            return proba.idxmax(axis=1).rename("phase")
+        starts = features.index.to_numpy(dtype=float)
+        breaks = np.r_[True, np.diff(starts) > 1.5 * self.window_s]
+        path = viterbi(proba.to_numpy(), self.priors, self.transition, breaks)
+        return pd.Series(np.array(PHASE_ORDER)[path], index=features.index, name="phase")
+
+    # -- persistence ---------------------------------------------------------------------
+    def save(self, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> Path:
+        """Write ``<stem>.npz`` (tcn) or ``<stem>.skops`` (hgb) and ``<stem>.json``; returns
+        the JSON path.  A weights file of the other kind is removed."""
+        import sklearn
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        for ext in ("npz", "skops"):
+            (directory / f"{stem}.{ext}").unlink(missing_ok=True)
+        if self.kind == "tcn":
+            np.savez(directory / f"{stem}.npz", **self.estimator.arrays())
+        else:
+            from skops.io import dump
+
+            dump(self.estimator, directory / f"{stem}.skops")
+        doc = {
+            "format": 1,
+            "kind": self.kind,
+            "classes": list(PHASE_ORDER),
+            "feature_columns": list(FEATURE_COLUMNS),
+            "priors": self.priors.tolist(),
+            "transition": self.transition.tolist(),
+            "imbalance": {"threshold": self.imbalance.threshold,
+                          "min_windows": self.imbalance.min_windows,
+                          "min_load": self.imbalance.min_load},
+            "smooth": self.smooth,
+            "window_s": self.window_s,
+            "idle_gate": self.idle_gate,
+            "sklearn_version": sklearn.__version__,
+            **self.meta,
+        }
+        path = directory / f"{stem}.json"
+        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> PhaseModel:
+        """Read a saved model.
+
+        Raises:
+            ModelError: a file is missing or unreadable, holds a type outside
+                ``TRUSTED_PREFIXES``, or was trained on other feature columns.
+        """
+        directory = Path(directory)
+        jpath, spath = directory / f"{stem}.json", directory / f"{stem}.skops"
+        try:
+            doc = json.loads(jpath.read_text())
+            kind = doc.get("kind", "hgb")
+            if kind == "tcn":
+                from .temporal import ConvPhaseNet
+
+                with np.load(directory / f"{stem}.npz", allow_pickle=False) as arrays:
+                    est = ConvPhaseNet.from_arrays(arrays)
+            else:
+                from skops.io import get_untrusted_types, load
+
+                untrusted = get_untrusted_types(file=spath)
+                bad = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
+                if bad:
+                    raise ModelError(f"{spath}: refuses to load types {', '.join(bad)}")
+                est = load(spath, trusted=untrusted)
+        except ModelError:
+            raise
+        except (OSError, ValueError, KeyError, ImportError) as exc:
+            raise ModelError(f"{directory / stem}: cannot load the phase model ({exc})") \
+                from exc
+        if doc.get("feature_columns") != list(FEATURE_COLUMNS):
+            raise ModelError(f"{jpath}: trained on other features; rebuild with "
+                             "`tealeaves train`")
+        imb = doc["imbalance"]
+        meta = {k: v for k, v in doc.items() if k in ("corpus", "trained_utc", "windows")}
+        return cls(est, np.asarray(doc["priors"]), np.asarray(doc["transition"]),
+                   ImbalanceDetector(imb["threshold"], imb["min_windows"], imb["min_load"]),
+                   smooth=bool(doc.get("smooth", True)), window_s=float(doc["window_s"]),
+                   idle_gate=doc.get("idle_gate"), kind=kind, meta=meta)

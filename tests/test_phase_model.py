@@ -1,0 +1,195 @@
+"""The trained phase model: shipped safely, rebuilt deterministically, validated on held-out
+real traces, and the label checks of ``tealeaves evaluate``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tealeaves.classifier import classify_trace, default_labeller, labeller_name
+from tealeaves.classifier.features import FEATURE_COLUMNS, WindowFeatures
+from tealeaves.classifier.imbalance import ImbalanceDetector
+from tealeaves.classifier.model import ModelError, PhaseModel, transition_matrix, viterbi
+from tealeaves.data import TRACES_DIR
+from tealeaves.data.traces import read_trace
+
+
+def tealeaves(*args):
+    return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_the_shipped_model_is_what_classify_and_the_dashboard_use():
+    lab = default_labeller()
+    assert isinstance(lab, PhaseModel) and labeller_name(lab) == "trained"
+    assert lab.kind == "hgb" and lab.meta["corpus"] and lab.imbalance.threshold > 1.0
+    trace = read_trace(TRACES_DIR / "h200x2_bursts.parquet")
+    windows = classify_trace(trace)
+    assert set(windows["phase"]) == {"idle", "prefill", "decode"}
+    assert windows["imbalanced"].any() and set(windows["persistence"]) >= {"new", "persistent"}
+
+
+def test_train_rebuilds_the_shipped_model(tmp_path):
+    r = tealeaves("train", "--out", tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "trained the hgb model on 16 traces" in r.stdout
+    rebuilt, shipped = PhaseModel.load(tmp_path), PhaseModel.load()
+    trace = read_trace(TRACES_DIR / "h200x2_random_s11.parquet")
+    f = WindowFeatures(0.5, trace.devices).fit_transform(trace.samples)
+    assert np.array_equal(rebuilt.predict_proba(f).to_numpy(),
+                          shipped.predict_proba(f).to_numpy())
+    assert rebuilt.imbalance.threshold == shipped.imbalance.threshold
+    assert json.loads((tmp_path / "phase_model.json").read_text())["corpus"] == \
+        shipped.meta["corpus"]
+
+
+def test_numpy_inference_matches_the_torch_network():
+    pytest.importorskip("torch")
+    from tealeaves.classifier.evaluate import load_corpus
+    from tealeaves.classifier.temporal import TemporalConvModel
+
+    corpus = load_corpus()[:3]
+    m = TemporalConvModel(epochs=2).fit([c.features for c in corpus], [c.truth for c in corpus])
+    f = corpus[0].features
+    assert np.allclose(m.export().predict_proba(f), m.predict_proba(f).to_numpy(), atol=1e-5)
+
+
+def test_a_gradient_boosting_model_file_holding_foreign_code_is_refused(tmp_path):
+    import os
+
+    from sklearn.preprocessing import FunctionTransformer
+    from skops.io import dump
+
+    from tealeaves.classifier.evaluate import load_corpus, train
+
+    model = train(load_corpus()[:2], kind="hgb")
+    model.save(tmp_path)
+    assert PhaseModel.load(tmp_path).kind == "hgb"
+    dump(FunctionTransformer(func=os.system), tmp_path / "phase_model.skops")
+    with pytest.raises(ModelError, match="refuses to load types"):
+        PhaseModel.load(tmp_path)
+
+
+def test_weights_holding_pickled_objects_are_refused(tmp_path):
+    from dataclasses import replace
+
+    from tealeaves.classifier.temporal import ConvPhaseNet
+
+    k = len(FEATURE_COLUMNS)
+    net = ConvPhaseNet([np.zeros((3, k, 5), np.float32)], [np.zeros(3, np.float32)],
+                       np.zeros(k), np.ones(k))
+    replace(PhaseModel.load(), estimator=net, kind="tcn", smooth=False).save(tmp_path)
+    assert PhaseModel.load(tmp_path).kind == "tcn"
+    arrays = dict(np.load(tmp_path / "phase_model.npz"))
+    arrays["w0"] = np.array([object()], dtype=object)
+    np.savez(tmp_path / "phase_model.npz", **arrays)
+    with pytest.raises(ModelError, match="cannot load"):
+        PhaseModel.load(tmp_path)
+
+
+def test_a_model_trained_on_other_features_is_refused(tmp_path):
+    PhaseModel.load().save(tmp_path)
+    doc = json.loads((tmp_path / "phase_model.json").read_text())
+    doc["feature_columns"] = doc["feature_columns"][:-1]
+    (tmp_path / "phase_model.json").write_text(json.dumps(doc))
+    with pytest.raises(ModelError, match="other features"):
+        PhaseModel.load(tmp_path)
+
+
+def test_viterbi_removes_a_one_window_flicker_and_restarts_after_a_gap():
+    trans = transition_matrix([np.array(["idle"] * 50 + ["decode"] * 50)])
+    p = np.tile([0.05, 0.05, 0.9], (9, 1))
+    p[4] = [0.05, 0.6, 0.35]  # a lone, unsure prefill window inside decode
+    path = viterbi(p, np.full(3, 1 / 3), trans)
+    assert path.tolist() == [2] * 9
+    p2 = np.vstack([np.tile([0.9, 0.05, 0.05], (3, 1)), np.tile([0.05, 0.05, 0.9], (3, 1))])
+    breaks = np.array([True, False, False, True, False, False])
+    assert viterbi(p2, np.full(3, 1 / 3), trans, breaks).tolist() == [0, 0, 0, 2, 2, 2]
+
+
+def test_imbalance_detector_terms_min_run_and_persistence():
+    n = 12
+    load0 = np.full(n, 50.0)
+    load1 = np.full(n, 50.0)
+    load0[2:6] = 80.0  # GPU 0 hot for 4 windows
+    load1[7] = 80.0  # GPU 1 hot for one window: under a 2-window minimum
+    load1[9:12] = 90.0  # GPU 1 hot again for 3 windows
+    f = pd.DataFrame({"load_g0": load0, "load_g1": load1, "busy_g0": load0, "busy_g1": load1})
+    det = ImbalanceDetector(threshold=1.1, min_windows=2)
+    out = det.detect(f, np.array(["decode"] * n))
+    assert out["imbalanced"].tolist() == [False] * 2 + [True] * 4 + [False] * 3 + [True] * 3
+    assert out.loc[2, "hot_gpu"] == 0 and out.loc[9, "hot_gpu"] == 1
+    assert out.loc[2, "imbalance_ratio"] == pytest.approx(80 / 65)
+    assert out.loc[2, "balancedness"] == pytest.approx(65 / 80)
+    assert out.loc[2, "straggler_tax"] == pytest.approx(1 - 65 / 80)
+    assert out["persistence"].tolist()[2:6] == ["new", "persistent", "persistent", "persistent"]
+    assert out.loc[9, "persistence"] == "rotating"  # 3 windows after GPU 0's run: GPU 1 now
+    one = det.detect(f[["load_g0", "busy_g0"]], np.array(["decode"] * n))
+    assert not one["imbalanced"].any() and one["imbalance_ratio"].isna().all()
+
+
+def test_features_cover_every_model_metric_normalised_and_slopes_break_at_gaps():
+    trace = read_trace(TRACES_DIR / "h200x2_bursts.parquet")
+    f = WindowFeatures(0.5, trace.devices).fit_transform(trace.samples)
+    assert list(f.columns[-len(FEATURE_COLUMNS):]) == list(FEATURE_COLUMNS)
+    for m in ("sm_active", "tensor_active", "dram_active", "power", "sm_clock"):
+        assert f[f"f_{m}_max"].max() <= 1.05 and f[f"f_{m}_mean"].max() > 0.3, m
+    gap = trace.samples[(trace.samples["timestamp"] < trace.samples["timestamp"].min() + 10)
+                        | (trace.samples["timestamp"] > trace.samples["timestamp"].min() + 20)]
+    g = WindowFeatures(0.5, trace.devices).fit_transform(gap)
+    after = g.index[g.index > g.index.min() + 15][0]
+    assert np.isnan(g.loc[after, "f_power_slope"])
+
+
+def test_evaluate_one_trace_json_has_the_documented_fields():
+    r = tealeaves("evaluate", "--trace", TRACES_DIR / "h200x2_skew_rotation.parquet",
+                  "--labels", TRACES_DIR / "h200x2_skew_rotation.labels.csv", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    for key in ("macro_f1", "per_class", "imbalance_precision", "imbalance_recall",
+                "hot_gpu_accuracy", "boundary_delay_s", "confusion"):
+        assert key in out
+    assert out["labeller"] == "trained" and out["skewed_windows"] > 40
+    assert set(out["per_class"]) == {"idle", "prefill", "decode"}
+
+
+@pytest.mark.parametrize(("rows", "message"), [
+    ("{s},{m},idle,\n{m},{e},warmup,\n", "line 3: phase 'warmup' is not one of"),
+    ("{s},{m},idle,\n{m2},{e},decode,\n", "line 3: interval"),
+    ("{s},{e2},decode,\n", "lies outside the trace"),
+])
+def test_evaluate_refuses_bad_label_files_with_one_clear_line(tmp_path, rows, message):
+    trace = read_trace(TRACES_DIR / "h200x2_bursts.parquet")
+    t = trace.samples["timestamp"]
+    s, e = t.min() + 1, t.max() - 1
+    path = tmp_path / "labels.csv"
+    path.write_text("start,end,phase,hot_gpu\n" + rows.format(
+        s=s, m=(s + e) / 2, m2=(s + e) / 2 - 5, e=e, e2=e + 100))
+    r = tealeaves("evaluate", "--trace", TRACES_DIR / "h200x2_bursts.parquet",
+                  "--labels", path)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(path) in lines[0] and message in lines[0], r.stderr
+
+
+def test_leave_one_trace_out_meets_the_bar_with_the_hf_traces_held_out(tmp_path):
+    """The whole validation, as `tealeaves evaluate --corpus` runs it (about 2 minutes)."""
+    out = tmp_path / "classifier.md"
+    r = tealeaves("evaluate", "--corpus", "--out", out, "--json")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout)
+    best = res["pooled"][res["chosen"]]
+    assert best["macro_f1"] >= 0.95
+    assert best["imbalance_precision"] >= 0.9 and best["imbalance_recall"] >= 0.9
+    assert best["hot_gpu_accuracy"] >= 0.95
+    assert best["macro_f1"] > res["pooled"]["rules"]["macro_f1"]
+    hf = [n for n in res["per_trace"] if "hf_moe" in n]
+    assert len(hf) == 2 and all(res["per_trace"][n][res["chosen"]]["labelled_windows"] > 80
+                                for n in hf)
+    text = out.read_text()
+    assert "Leave-one-trace-out" in text and "h200x1_hf_moe_s21" in text
