@@ -225,6 +225,15 @@ def cmd_bench_collector(args: argparse.Namespace) -> int:
 
 
 
+def cmd_bench_classifier(args: argparse.Namespace) -> int:
+    from ..classifier import bench as cbench
+
+    res = cbench.run(args.seconds, args.gpus, args.repeat)
+    if args.json:
+        print(json.dumps(res))
+    return 0
+
+
 def cmd_bench_workload(args: argparse.Namespace) -> int:
     from ..kernels_bench.workload import Workload, scenario_schedule
 
@@ -252,7 +261,7 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
 
 # -- classify ------------------------------------------------------------------------------
 def cmd_classify(args: argparse.Namespace) -> int:
-    from ..classifier import classify_trace, score_against_labels
+    from ..classifier import classify_trace, default_labeller, score_against_labels
     from ..collectors.server_log import ServerLogError
     from ..data.importers import ImportFormatError, load_trace
     from ..data.traces import TraceError, read_labels
@@ -267,7 +276,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
         if labels is None:
             labels = server["labels"]
-    windows = classify_trace(trace, window_s=args.window)
+    labeller = default_labeller()
+    windows = classify_trace(trace, window_s=args.window, labeller=labeller)
     counts = windows["phase"].value_counts().reindex(
         ["idle", "prefill", "decode"], fill_value=0).to_dict()
     score = score_against_labels(windows, labels) if labels is not None else None
@@ -279,6 +289,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
         out = {
             "trace": str(args.trace),
             "window_s": args.window,
+            "labeller": windows.attrs.get("labeller"),
             "phase_counts": {k: int(v) for k, v in counts.items()},
             "windows": json.loads(windows.to_json(orient="records")),
         }
@@ -294,7 +305,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
         cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_gpu",
                 "imbalanced"]
         print(windows[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items()))
+    print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
+          + f"  (labeller: {windows.attrs.get('labeller')})")
     if score is not None:
         print(f"accuracy: {score['accuracy']:.3f} over {score['labelled_windows']} labelled "
               f"windows; hot-GPU accuracy on skewed decode: "
@@ -331,6 +343,124 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     return {"events": len(events), "format": fmt, "offset_s": a.offset_s,
             "correlation": a.correlation, "runner_up": a.runner_up,
             "confident": a.confident, "labels": labels, "line": line}
+
+
+# -- evaluate / train ----------------------------------------------------------------------
+def _progress(desc: str):
+    from tqdm import tqdm
+
+    return lambda it: tqdm(it, desc=desc, unit="trace", file=sys.stderr, leave=False)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from ..classifier import classify_trace, default_labeller
+    from ..classifier.evaluate import check_labels_in_trace, score
+    from ..classifier.rules import RulePhaseLabeller
+    from ..data.importers import ImportFormatError, load_trace
+    from ..data.traces import TraceError, read_labels
+
+    if args.corpus is not None:
+        return _evaluate_corpus(args)
+    if args.trace is None or args.labels is None:
+        return _fail("evaluate needs --trace and --labels, or --corpus")
+    try:
+        trace = load_trace(args.trace, format=args.format)
+        labels = read_labels(args.labels)
+        check_labels_in_trace(labels, trace.samples, args.labels)
+    except (TraceError, ImportFormatError) as exc:
+        return _fail(str(exc))
+    labeller = RulePhaseLabeller() if args.rules else default_labeller()
+    windows = classify_trace(trace, labeller=labeller)
+    result = {"trace": str(args.trace), "labels": str(args.labels),
+              "labeller": windows.attrs.get("labeller"), **score(windows, labels)}
+    if args.json:
+        print(json.dumps(result, default=_json_nan))
+        return 0
+    _print_score(result)
+    return 0
+
+
+def _json_nan(x):
+    return None
+
+
+def _print_score(r: dict) -> None:
+    print(f"labeller: {r['labeller']}; {r['labelled_windows']} labelled windows")
+    print(f"macro-F1: {r['macro_f1']:.3f}  accuracy: {r['accuracy']:.3f}")
+    print("phase      precision  recall   F1     windows")
+    for c, v in r["per_class"].items():
+        print(f"  {c:8s} {v['precision']:8.3f} {v['recall']:8.3f} {v['f1']:6.3f} "
+              f"{v['support']:8d}")
+    print("confusion (rows true, columns predicted idle/prefill/decode): "
+          + "; ".join(" ".join(str(x) for x in row) for row in r["confusion"]))
+    print(f"boundary delay: median {r['boundary_delay_s']:.2f} s, p90 "
+          f"{r['boundary_delay_p90_s']:.2f} s over {r['boundaries']} phase changes")
+    print(f"imbalance precision: {r['imbalance_precision']:.3f}  recall: "
+          f"{r['imbalance_recall']:.3f}  hot-GPU accuracy: {r['hot_gpu_accuracy']:.3f} "
+          f"({r['skewed_windows']} skewed windows, {r['flagged_windows']} flagged)")
+
+
+def _evaluate_corpus(args: argparse.Namespace) -> int:
+    from ..classifier.evaluate import load_corpus, report_markdown, validate_corpus
+    from ..data.traces import TraceError
+
+    try:
+        corpus = load_corpus(Path(args.corpus) if args.corpus else None,
+                             progress=_progress("features"))
+    except TraceError as exc:
+        return _fail(str(exc))
+    result = validate_corpus(corpus, progress=_progress("leave-one-trace-out"))
+    if args.out is not None:
+        cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report_markdown(result, corpus, cmd))
+    if args.json:
+        print(json.dumps(result, default=_json_nan))
+        return 0
+    hf = result["hf_family_out"] or {}
+    print("model        LOTO macro-F1 accuracy boundary-delay imbalance-P imbalance-R hot-GPU "
+          "HF-family-out macro-F1")
+    for m, sc in result["pooled"].items():
+        hf_f1 = f"{hf[m]['macro_f1']:.3f}" if m in hf else "n/a"
+        print(f"{m:12s} {sc['macro_f1']:13.3f} {sc['accuracy']:8.3f} "
+              f"{sc['boundary_delay_s']:12.2f} s {sc['imbalance_precision']:11.3f} "
+              f"{sc['imbalance_recall']:11.3f} {sc['hot_gpu_accuracy']:7.3f} {hf_f1:>22s}"
+              + ("  (chosen)" if m == result["chosen"] else ""))
+    print("chosen: the best LOTO macro-F1 among models at least as good as the rules on the "
+          "HF traces held out as a family")
+    print(f"leave-one-trace-out over {len(corpus)} traces"
+          + (f"; tables written to {args.out}" if args.out else ""))
+    return 0
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from ..classifier.evaluate import load_corpus, torch_available, train
+    from ..classifier.model import MODEL_DIR, MODEL_STEM
+    from ..data.traces import TraceError
+
+    kind = args.kind
+    if kind is None:  # the kind validation chose and the package ships
+        shipped = MODEL_DIR / f"{MODEL_STEM}.json"
+        kind = json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists() else "hgb"
+    if kind == "tcn" and not torch_available():
+        return _fail("the tcn model trains with torch: pip install -e '.[bench]' "
+                     "(or --kind hgb)")
+    try:
+        corpus = load_corpus(args.corpus, progress=_progress("features"))
+    except TraceError as exc:
+        return _fail(str(exc))
+    meta = {"corpus": [c.name for c in corpus],
+            "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
+    print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
+    model = train(corpus, seed=args.seed, meta=meta, kind=kind)
+    out = args.out or MODEL_DIR
+    path = model.save(out)
+    print(f"trained the {kind} model on {len(corpus)} traces, {meta['windows']} labelled "
+          f"windows; imbalance "
+          f"threshold {model.imbalance.threshold:.2f} x, min {model.imbalance.min_windows} "
+          f"window(s); wrote {path} and "
+          f"{path.with_suffix('.npz' if kind == 'tcn' else '.skops')}")
+    return 0
 
 
 # -- dashboard -----------------------------------------------------------------------------
@@ -456,6 +586,38 @@ def build_parser() -> argparse.ArgumentParser:
     fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
     k.set_defaults(func=cmd_classify)
 
+    e = sub.add_parser("evaluate", help="score the phase model against labels",
+                       description="Score the trained phase model (or --rules) on a trace "
+                                   "against a label CSV (start,end,phase[,hot_gpu]); or, with "
+                                   "--corpus, run the leave-one-trace-out validation of the "
+                                   "labelled corpus and write docs/classifier.md.")
+    e.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
+    e.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    e.add_argument("--format", help="force the trace's format (default: detected)")
+    e.add_argument("--rules", action="store_true", help="score the v0 rules instead")
+    e.add_argument("--corpus", nargs="?", const="",
+                   help="validate on a corpus folder with MANIFEST.csv (default: the bundled "
+                        "data/traces)")
+    e.add_argument("--out", type=Path, default=None,
+                   help="with --corpus: write the markdown tables here "
+                        "(e.g. docs/classifier.md)")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(func=cmd_evaluate)
+    t = sub.add_parser("train", help="rebuild the phase model from the labelled corpus",
+                       description="Fit the phase classifier, its Viterbi transitions and the "
+                                   "imbalance threshold on every trace of the corpus "
+                                   "(deterministic) and save them (skops + JSON).")
+    t.add_argument("--corpus", type=Path, default=None,
+                   help="corpus folder with MANIFEST.csv (default: the bundled data/traces)")
+    t.add_argument("--out", type=Path, default=None,
+                   help="folder to write phase_model.skops/.json (default: the package's "
+                        "classifier/model, which the dashboard and classify load)")
+    t.add_argument("--kind", choices=["tcn", "hgb"],
+                   help="model kind (default: the shipped one, chosen by `evaluate --corpus`; "
+                        "tcn trains with torch)")
+    t.add_argument("--seed", type=int, default=0)
+    t.set_defaults(func=cmd_train)
+
     b = sub.add_parser("bench", help="benchmarks and labelled workloads")
     bsub = b.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
     w = bsub.add_parser("workload", help="run the labelled GPU workload (needs torch+CUDA)",
@@ -478,6 +640,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write SGLang-style scheduler lines (local time) to this file, "
                         "as a server would, for alignment tests")
     w.set_defaults(func=cmd_bench_workload)
+    bk = bsub.add_parser("classifier", help="classify one hour of 8-GPU telemetry on one core",
+                         description="Time the trained phase model and the v0 rules on one "
+                                     "hour of eight-GPU telemetry at 20 Hz (tiled from the "
+                                     "bundled real trace), pinned to one CPU core.")
+    bk.add_argument("--seconds", type=_positive, default=3600.0,
+                    help="telemetry length (default 3600)")
+    bk.add_argument("--gpus", type=int, default=8, help="GPUs (default 8)")
+    bk.add_argument("--repeat", type=int, default=3, help="runs, best kept (default 3)")
+    bk.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    bk.set_defaults(func=cmd_bench_classifier)
     bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",
                          description="Run tealeaves' collector (one loop and threaded), "
                                      "nvitop's ResourceMetricCollector and nvidia-smi at their "

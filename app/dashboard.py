@@ -65,6 +65,9 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0
+#: Windows of history read with each update so new windows are labelled in context
+#: (the phase model's receptive field is 6 windows either side).
+CONTEXT_WINDOWS = 8
 
 
 @dataclass
@@ -173,9 +176,11 @@ class LiveView:
         if j1 <= j0 or frame.empty:
             return pd.DataFrame()
         ts = frame["timestamp"].to_numpy()
-        part = frame[(ts >= j0 * w - 1e-9) & (ts < j1 * w - 1e-9)]
-        if part.empty:
+        if not (ts < j1 * w - 1e-9).any() or not (ts >= j0 * w - 1e-9).any():
             return pd.DataFrame()
+        # The model reads each window in its context (slopes, the sequence model's receptive
+        # field): classify from CONTEXT_WINDOWS earlier, keep only the new windows.
+        part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
         windows = classify_samples(part, self.store.devices(), window_s=w)
         if windows.empty:
             return windows
@@ -239,9 +244,13 @@ class LiveView:
         bins = bin_lanes(frame, gpus, k0, k1, c.bin_s, c.hold_s)
         windows = self._classify(frame, j0, j1)
         server, s_next = None, None
-        ev, m = self._server_since(j0 * c.window_s)
-        if (len(ev) and (ev["timestamp"] >= t0).any()) or (len(m) and
-                                                           (m["timestamp"] >= t0).any()):
+        # the same test ``advance`` makes (signals since ``view_s`` before the newest sample),
+        # so a replay whose server events start before its first sample does not re-snapshot
+        # on every tick
+        t_lo = t_newest - c.view_s
+        ev, m = self._server_since(min(j0 * c.window_s, t_lo))
+        if (len(ev) and (ev["timestamp"] >= t_lo).any()) or (len(m) and
+                                                             (m["timestamp"] >= t_lo).any()):
             server, s_next = self._server_cells(j0, t_done, ev, m)
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s, window_s=c.window_s,
                            height=c.height, server=server)
@@ -267,7 +276,8 @@ class LiveView:
         if cursor == state["cursor"]:
             return Step(state=state)
         k, j = int(state["k"]), int(state["j"])
-        frame = self.store.read_range(min(k * c.bin_s - c.hold_s, j * c.window_s) - 1e-6, None)
+        frame = self.store.read_range(
+            min(k * c.bin_s - c.hold_s, (j - CONTEXT_WINDOWS) * c.window_s) - 1e-6, None)
         if frame.empty:
             span = self.store.time_span()
             if span is not None and span[1] < k * c.bin_s - 5.0:  # clock went back: restart
@@ -307,6 +317,7 @@ class LiveView:
         gpus = (state or {}).get("gpus") or []
         parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
         parts.append(f" · {n:,} samples stored")
+        parts.append(f" · phases: {_labeller_label()}")
         if c.server:
             parts.append(html.Span(f" · {c.server}", className="tl-server", id=ids.SERVER))
         age = _age_s((state or {}).get("ts_last"), (state or {}).get("mono_last"))
@@ -320,6 +331,15 @@ class LiveView:
             parts.append(html.Span(f" · collector stopped{': ' + err if err else ''}",
                                    className="tl-stale"))
         return parts
+
+
+def _labeller_label() -> str:
+    """Which phase model labels the windows: the trained one, or the rules as fallback."""
+    from ..classifier import default_labeller, labeller_name
+
+    if default_labeller.cache_info().currsize == 0:  # still loading (server start preloads it)
+        return "loading the model"
+    return "trained model" if labeller_name(default_labeller()) == "trained" else "v0 rules"
 
 
 def _collector_health(health: dict | None) -> list:

@@ -88,9 +88,9 @@ PHASE_COLORS: dict[str, str] = {
 
 #: One line explaining each phase colour (the page's legend).
 PHASE_HELP: dict[str, str] = {
-    "idle": "busiest GPU under ~10 % load",
-    "prefill": "compute-bound: tensor > DRAM",
-    "decode": "memory-bound: DRAM > tensor (incl. spec. verify)",
+    "idle": "no kernels running",
+    "prefill": "prompt pass: compute-bound, tensor pipes busy",
+    "decode": "token steps: memory-bound (incl. spec. verify, launch-bound)",
     "mixed": "prefill and decode in one window (chunked prefill)",
 }
 

@@ -276,6 +276,11 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         config.setdefault("server_lag_s", 0.0 if source.kind == "replay" else 1.5)
         cfg = DashboardConfig(source=source.label, health=health_now, **config)
         app = create_app(store, cfg)
+        # Load the phase model now, off the request path (reading it takes a few seconds).
+        from ..classifier import default_labeller
+
+        threading.Thread(target=default_labeller, name="tealeaves-model-load",
+                         daemon=True).start()
         sock = _listen(host, port)
         try:
             server = make_server(host, sock.getsockname()[1], app.server, threaded=True,

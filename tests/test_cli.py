@@ -20,7 +20,8 @@ def tealeaves(*args, cwd=None):
                           capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
 
 
-@pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["bench"],
+@pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["evaluate"],
+                                 ["train"], ["bench", "classifier"], ["bench"],
                                  ["bench", "workload"]])
 def test_help_on_every_command(cmd):
     r = tealeaves(*cmd, "--help")
