@@ -1,6 +1,8 @@
 """A labelled trace of model code not written here: a HuggingFace transformers MoE model
-(the Mixtral architecture: 8 experts, top-2 routing, grouped-query attention) built from a
-config with random weights, serving a stream of ``generate()`` requests on one GPU.
+built from a config with random weights, serving a stream of ``generate()`` requests: the
+Mixtral architecture (8 experts, top-2 routing, grouped-query attention) or Qwen2-MoE (60
+fine-grained experts, top-4, a shared expert), on one GPU or split layer-wise over several
+(``--device-map auto``, accelerate's pipeline placement: the GPUs take turns).
 
 Ground truth comes from forward hooks on the model, not from this project's own schedule:
 each forward call is timed between two device synchronisations, and a call whose input holds
@@ -27,6 +29,14 @@ CONFIG = {"vocab_size": 8192, "hidden_size": 2048, "intermediate_size": 4096,
           "num_local_experts": 8, "num_experts_per_tok": 2, "max_position_embeddings": 16384}
 TINY_CONFIG = {**CONFIG, "vocab_size": 128, "hidden_size": 32, "intermediate_size": 64,
                "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2}
+#: A scaled Qwen2-MoE (1.5 B parameters): 60 experts of width 1408, top-4, shared expert.
+QWEN2_MOE_CONFIG = {"vocab_size": 8192, "hidden_size": 2048, "intermediate_size": 5632,
+                    "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+                    "num_experts": 60, "num_experts_per_tok": 4, "num_hidden_layers": 8,
+                    "num_attention_heads": 16, "num_key_value_heads": 16,
+                    "max_position_embeddings": 16384}
+ARCHS = {"mixtral": ("MixtralConfig", "MixtralForCausalLM", CONFIG),
+         "qwen2_moe": ("Qwen2MoeConfig", "Qwen2MoeForCausalLM", QWEN2_MOE_CONFIG)}
 
 
 class PhaseRecorder:
@@ -69,16 +79,34 @@ class PhaseRecorder:
         model.register_forward_hook(self.post, with_kwargs=True)
 
 
-def build_model(device: str = "cuda:0", config: dict | None = None, seed: int = 0):
-    """The Mixtral-architecture model with random weights (bf16 on CUDA, fp32 on the CPU)."""
+def build_model(device: str = "cuda:0", config: dict | None = None, seed: int = 0,
+                arch: str = "mixtral"):
+    """The model with random weights (bf16 on CUDA, fp32 on the CPU).  ``device`` "auto"
+    splits the layers over every visible GPU (accelerate's ``dispatch_model``)."""
     import torch
-    from transformers import MixtralConfig, MixtralForCausalLM
+    import transformers
 
+    cfg_name, model_name, default = ARCHS[arch]
     torch.manual_seed(seed)
-    cfg = MixtralConfig(**(config or CONFIG))
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    with torch.device(device):
-        model = MixtralForCausalLM(cfg).to(dtype)
+    cfg = getattr(transformers, cfg_name)(**(config or default))
+    dtype = torch.bfloat16 if device != "cpu" else torch.float32
+    if device == "auto":
+        from accelerate import dispatch_model
+
+        with torch.device("cuda:0"):
+            model = getattr(transformers, model_name)(cfg).to(dtype)
+        n = torch.cuda.device_count()
+        layers = cfg.num_hidden_layers
+        # Pipeline placement: equal runs of decoder layers per GPU, embeddings on the first,
+        # the final norm and the head on the last.
+        dmap = {f"model.{name}": 0 for name, _ in model.model.named_children()
+                if name != "layers"}
+        dmap.update({f"model.layers.{i}": i * n // layers for i in range(layers)})
+        dmap.update({"model.norm": n - 1, "lm_head": n - 1})
+        model = dispatch_model(model, device_map=dmap)
+    else:
+        with torch.device(device):
+            model = getattr(transformers, model_name)(cfg).to(dtype)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model.eval()
@@ -86,7 +114,7 @@ def build_model(device: str = "cuda:0", config: dict | None = None, seed: int = 
 
 def run(labels_path: str | Path, seconds: float = 60.0, device: str = "cuda:0", seed: int = 0,
         config: dict | None = None, prompts=(512, 2048, 8192), batches=(1, 4, 16),
-        new_tokens=(64, 256), idle_s=(1.5, 3.0), log=print) -> list[list]:
+        new_tokens=(64, 256), idle_s=(1.5, 3.0), log=print, arch: str = "mixtral") -> list[list]:
     """Serve random ``generate()`` requests for about ``seconds``; write the hook labels.
 
     Returns:
@@ -95,8 +123,14 @@ def run(labels_path: str | Path, seconds: float = 60.0, device: str = "cuda:0", 
     import torch
 
     rng = random.Random(seed)
-    model = build_model(device, config, seed)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    model = build_model(device, config, seed, arch)
+    if device == "cpu":
+        sync = lambda: None
+    else:
+        def sync() -> None:
+            for i in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(i)
+        device = "cuda:0"  # inputs go to the first GPU (accelerate moves them on)
     vocab = model.config.vocab_size
     # Warm up every prompt shape once, before hooks exist and before the clock starts.
     with torch.inference_mode():
@@ -121,7 +155,7 @@ def run(labels_path: str | Path, seconds: float = 60.0, device: str = "cuda:0", 
             new = rec.intervals[first:]
             rec.intervals = rec.intervals[:first]  # requests never merge across idle gaps
             rows.append([idle_from, new[0][0], "idle", "", "idle"])
-            what = f"hf mixtral generate b={b} prompt={p} new={n}"
+            what = f"hf {arch} generate b={b} prompt={p} new={n}"
             rows += [[s, e, ph, "", what] for s, e, ph, _ in new]
             idle_from = new[-1][1]
             log(f"{what}: {time.monotonic() - t0:.2f} s, prefill "
@@ -141,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--labels", type=Path, required=True, help="label CSV to write")
     ap.add_argument("--seconds", type=float, default=60.0)
-    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--device", default="cuda:0",
+                    help="cuda:N, cpu, or auto (layers split over every visible GPU)")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="mixtral")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     run(args.labels, args.seconds, args.device, args.seed,
-        log=lambda s: print(s, flush=True))
+        log=lambda s: print(s, flush=True), arch=args.arch)
     return 0
 
 
