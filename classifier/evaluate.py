@@ -350,8 +350,8 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
     hf = result.get("hf_family_out")
     if hf:
         lines += ["", "## The HuggingFace traces held out as a family", "",
-                  ("Trained on every trace but the two transformers-MoE ones, scored on both "
-                   "(model code not written here; no imbalance labels: one GPU)."), "",
+                  ("Trained on every trace but the transformers-MoE ones, scored on all of them "
+                   "(model code not written here; no imbalance in their labels)."), "",
                   "| model | macro-F1 | accuracy | idle F1 | prefill F1 | decode F1 |",
                   "|---|---|---|---|---|---|"]
         for m in models:

@@ -37,7 +37,7 @@ def test_the_shipped_model_is_what_classify_and_the_dashboard_use():
 def test_train_rebuilds_the_shipped_model(tmp_path):
     r = tealeaves("train", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "trained the hgb model on 16 traces" in r.stdout
+    assert "trained the hgb model on 18 traces" in r.stdout
     rebuilt, shipped = PhaseModel.load(tmp_path), PhaseModel.load()
     trace = read_trace(TRACES_DIR / "h200x2_random_s11.parquet")
     f = WindowFeatures(0.5, trace.devices).fit_transform(trace.samples)
@@ -189,7 +189,7 @@ def test_leave_one_trace_out_meets_the_bar_with_the_hf_traces_held_out(tmp_path)
     assert best["hot_gpu_accuracy"] >= 0.95
     assert best["macro_f1"] > res["pooled"]["rules"]["macro_f1"]
     hf = [n for n in res["per_trace"] if "hf_moe" in n]
-    assert len(hf) == 2 and all(res["per_trace"][n][res["chosen"]]["labelled_windows"] > 80
+    assert len(hf) == 4 and all(res["per_trace"][n][res["chosen"]]["labelled_windows"] > 80
                                 for n in hf)
     text = out.read_text()
     assert "Leave-one-trace-out" in text and "h200x1_hf_moe_s21" in text
