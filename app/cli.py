@@ -26,6 +26,17 @@ def _fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:
     return code
 
 
+def _positive_int(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return v
+
+
 def _positive(text: str) -> float:
     """argparse type: a finite number > 0."""
     try:
@@ -306,7 +317,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
                 "imbalanced"]
         print(windows[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
-          + f"  (labeller: {windows.attrs.get('labeller')})")
+          + f"  (labeller: {windows.attrs.get('labeller')}"
+          + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
     if score is not None:
         print(f"accuracy: {score['accuracy']:.3f} over {score['labelled_windows']} labelled "
               f"windows; hot-GPU accuracy on skewed decode: "
@@ -355,17 +367,19 @@ def _progress(desc: str):
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from ..classifier import classify_trace, default_labeller
     from ..classifier.evaluate import check_labels_in_trace, score
-    from ..classifier.rules import RulePhaseLabeller
+    from ..classifier.rules import PHASE_ORDER, RulePhaseLabeller
     from ..data.importers import ImportFormatError, load_trace
     from ..data.traces import TraceError, read_labels
 
     if args.corpus is not None:
+        if args.trace or args.labels:
+            return _fail("evaluate takes --corpus, or --trace with --labels, not both")
         return _evaluate_corpus(args)
     if args.trace is None or args.labels is None:
         return _fail("evaluate needs --trace and --labels, or --corpus")
     try:
         trace = load_trace(args.trace, format=args.format)
-        labels = read_labels(args.labels)
+        labels = read_labels(args.labels, phases=PHASE_ORDER)
         check_labels_in_trace(labels, trace.samples, args.labels)
     except (TraceError, ImportFormatError) as exc:
         return _fail(str(exc))
@@ -374,14 +388,21 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     result = {"trace": str(args.trace), "labels": str(args.labels),
               "labeller": windows.attrs.get("labeller"), **score(windows, labels)}
     if args.json:
-        print(json.dumps(result, default=_json_nan))
+        print(json.dumps(_nan_to_none(result)))
         return 0
     _print_score(result)
     return 0
 
 
-def _json_nan(x):
-    return None
+def _nan_to_none(x):
+    """JSON has no NaN: unknown figures become null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, dict):
+        return {k: _nan_to_none(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_nan_to_none(v) for v in x]
+    return x
 
 
 def _print_score(r: dict) -> None:
@@ -415,7 +436,7 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report_markdown(result, corpus, cmd))
     if args.json:
-        print(json.dumps(result, default=_json_nan))
+        print(json.dumps(_nan_to_none(result)))
         return 0
     hf = result["hf_family_out"] or {}
     print("model        LOTO macro-F1 accuracy boundary-delay imbalance-P imbalance-R hot-GPU "
@@ -438,6 +459,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     from ..classifier.model import MODEL_DIR, MODEL_STEM
     from ..data.traces import TraceError
 
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        return _fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
     kind = args.kind
     if kind is None:  # the kind validation chose and the package ships
         shipped = MODEL_DIR / f"{MODEL_STEM}.json"
@@ -596,8 +619,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--format", help="force the trace's format (default: detected)")
     e.add_argument("--rules", action="store_true", help="score the v0 rules instead")
     e.add_argument("--corpus", nargs="?", const="",
-                   help="validate on a corpus folder with MANIFEST.csv (default: the bundled "
-                        "data/traces)")
+                   help="leave-one-trace-out validation on a corpus folder with MANIFEST.csv "
+                        "(default: the bundled data/traces); --out writes the tables")
     e.add_argument("--out", type=Path, default=None,
                    help="with --corpus: write the markdown tables here "
                         "(e.g. docs/classifier.md)")
@@ -611,11 +634,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="corpus folder with MANIFEST.csv (default: the bundled data/traces)")
     t.add_argument("--out", type=Path, default=None,
                    help="folder to write phase_model.skops/.json (default: the package's "
-                        "classifier/model, which the dashboard and classify load)")
+                        "classifier/model, which the dashboard and classify load: this "
+                        "replaces the shipped model)")
     t.add_argument("--kind", choices=["tcn", "hgb"],
                    help="model kind (default: the shipped one, chosen by `evaluate --corpus`; "
                         "tcn trains with torch)")
-    t.add_argument("--seed", type=int, default=0)
+    t.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
     t.set_defaults(func=cmd_train)
 
     b = sub.add_parser("bench", help="benchmarks and labelled workloads")
@@ -646,8 +670,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "bundled real trace), pinned to one CPU core.")
     bk.add_argument("--seconds", type=_positive, default=3600.0,
                     help="telemetry length (default 3600)")
-    bk.add_argument("--gpus", type=int, default=8, help="GPUs (default 8)")
-    bk.add_argument("--repeat", type=int, default=3, help="runs, best kept (default 3)")
+    bk.add_argument("--gpus", type=_positive_int, default=8, help="GPUs (default 8)")
+    bk.add_argument("--repeat", type=_positive_int, default=3,
+                    help="runs, best kept (default 3)")
     bk.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bk.set_defaults(func=cmd_bench_classifier)
     bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",

@@ -43,7 +43,7 @@ from dash import Input, Output, State, dcc, html
 
 from ..classifier import classify_samples
 from ..data.schema import gpus_in
-from ..data.store import SampleStore
+from ..data.store import SampleStore, StoreError
 from . import ids
 from .figures import (
     HOT_COLOR,
@@ -65,6 +65,8 @@ ASSETS = Path(__file__).resolve().parent / "assets"
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0
+#: An update request unanswered this long (ms) is given up and a new one sent.
+STUCK_MS = 10_000
 #: Windows of history read with each update so new windows are labelled in context
 #: (the phase model's receptive field is 6 windows either side).
 CONTEXT_WINDOWS = 8
@@ -244,10 +246,10 @@ class LiveView:
         bins = bin_lanes(frame, gpus, k0, k1, c.bin_s, c.hold_s)
         windows = self._classify(frame, j0, j1)
         server, s_next = None, None
-        # the same test ``advance`` makes (signals since ``view_s`` before the newest sample),
+        # the same test ``advance`` makes (signals since ``view_s`` before the newest bin),
         # so a replay whose server events start before its first sample does not re-snapshot
         # on every tick
-        t_lo = t_newest - c.view_s
+        t_lo = max(k0, k1) * c.bin_s - c.view_s  # advance's bound for the state returned
         ev, m = self._server_since(min(j0 * c.window_s, t_lo))
         if (len(ev) and (ev["timestamp"] >= t_lo).any()) or (len(m) and
                                                              (m["timestamp"] >= t_lo).any()):
@@ -479,9 +481,31 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                       style={"height": f"{config.height}px"}),
             dcc.Interval(id=ids.TICK, interval=int(config.interval_ms), n_intervals=0),
             dcc.Store(id=ids.CURSOR, data=step.state),
+            dcc.Store(id=ids.PULL, data=0),
+            dcc.Store(id=ids.BUSY, data=None),
         ])
 
     app.layout = layout
+
+    # The interval only asks for an update when none is in flight: Dash drops the answer of a
+    # callback fired again before it returned (plotly/dash#1613), so an interval-driven update
+    # slower than the interval would never land.  A request older than STUCK_MS (an error
+    # answered 500) is given up and a new one sent.
+    app.clientside_callback(
+        f"""function(n, busy, pull) {{
+            const now = Date.now();
+            if (busy !== null && busy !== undefined && now - busy < {STUCK_MS}) {{
+                return [window.dash_clientside.no_update, window.dash_clientside.no_update];
+            }}
+            return [(pull || 0) + 1, now];
+        }}""",
+        Output(ids.PULL, "data"),
+        Output(ids.BUSY, "data", allow_duplicate=True),
+        Input(ids.TICK, "n_intervals"),
+        State(ids.BUSY, "data"),
+        State(ids.PULL, "data"),
+        prevent_initial_call=True,
+    )
 
     @app.callback(
         Output(ids.GRAPH, "figure"),
@@ -489,14 +513,15 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         Output(ids.CURSOR, "data"),
         Output(ids.HEADER, "children"),
         Output(ids.STATUS, "children"),
-        Input(ids.TICK, "n_intervals"),
+        Output(ids.BUSY, "data", allow_duplicate=True),
+        Input(ids.PULL, "data"),
         State(ids.CURSOR, "data"),
         prevent_initial_call=True,
     )
     def _tick(_n: int, state: dict | None):
         try:
             step = live.advance(state)
-        except sqlite3.ProgrammingError:  # the store was closed: the server is shutting down
+        except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
             raise dash.exceptions.PreventUpdate from None
         nu = dash.no_update
         return (
@@ -505,6 +530,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             step.state,
             header_cells(step.summary) if step.summary is not None else nu,
             live.status(step.state),
+            None,
         )
 
     return app

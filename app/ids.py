@@ -11,6 +11,10 @@ GRAPH = "tl-graph"
 TICK = "tl-tick"
 #: ``dcc.Store`` holding the live cursor (what the page already shows).
 CURSOR = "tl-cursor"
+#: ``dcc.Store`` the page bumps to ask for an update, only when none is in flight.
+PULL = "tl-pull"
+#: ``dcc.Store``: when the page's update request in flight was sent (ms), or null.
+BUSY = "tl-busy"
 
 #: Header cells.
 HEADER = "tl-header"

@@ -85,7 +85,9 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
                       labeller=None) -> pd.DataFrame:
     """``classify_samples`` from ``WindowFeatures`` rows already computed."""
     labeller = default_labeller() if labeller is None else labeller
+    why = ""
     if not isinstance(labeller, RulePhaseLabeller) and abs(labeller.window_s - window_s) > 1e-9:
+        why = f"the model works on {labeller.window_s:g}-s windows"
         log.warning("the trained model works on %g-s windows; %g-s windows use the rules",
                     labeller.window_s, window_s)
         labeller = RulePhaseLabeller()
@@ -94,10 +96,11 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
             .isna().all(axis=None):
         # No profiling counters (nvidia-smi files, GPUs without GPM): the model was trained
         # with them; the rules have an NVML-only path.
+        why = "no profiling counters (sm_active, tensor_active, dram_active) in the source"
         labeller = RulePhaseLabeller()
     if feats.empty:
         out = pd.DataFrame(columns=list(WINDOW_COLUMNS))
-        out.attrs["labeller"] = labeller_name(labeller)
+        out.attrs.update(labeller=labeller_name(labeller), fallback=why)
         return out
     proba = labeller.predict_proba(feats)
     if isinstance(labeller, RulePhaseLabeller):
@@ -124,7 +127,8 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
-    out.attrs["labeller"] = labeller_name(labeller)  # what labelled them (after fallbacks)
+    # what labelled them, after the fallbacks, and why the rules ran when they did
+    out.attrs.update(labeller=labeller_name(labeller), fallback=why)
     return out
 
 

@@ -86,7 +86,8 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, repeat: int = 3, log=print) ->
     log(f"{len(samples):,} samples: {n_gpus} GPUs x {seconds:.0f} s at "
         f"{len(samples) / n_gpus / seconds:.1f} Hz per GPU ({pin})")
     model = PhaseModel.load()
-    labellers = {f"trained ({model.kind})": model, "rules (v0)": RulePhaseLabeller()}
+    name = f"trained ({model.kind}{' + Viterbi' if model.smooth else ''})"
+    labellers = {name: model, "rules (v0)": RulePhaseLabeller()}
     figures: dict[str, dict] = {}
     for name, lab in labellers.items():
         best_feat = best_label = np.inf

@@ -55,16 +55,23 @@ def window_truth(starts: np.ndarray, labels: pd.DataFrame,
 
 
 def check_labels_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> None:
-    """Raise ``TraceError`` naming ``path`` and the row when an interval lies outside the
-    trace's time span."""
-    if samples.empty or labels.empty:
+    """Raise ``TraceError`` naming ``path`` when the labels hold no interval, an interval
+    reaches outside the trace's time span, or a ``hot_gpu`` is not a GPU of the trace."""
+    if labels.empty:
+        raise TraceError(f"{path}: holds no label interval")
+    if samples.empty:
         return
     t0, t1 = float(samples["timestamp"].min()), float(samples["timestamp"].max())
+    gpus = set(samples["gpu"].astype(int))
     for i, r in enumerate(labels.itertuples(index=False)):
         if r.start < t0 - 1e-6 or r.end > t1 + 1e-6:
             raise TraceError(
-                f"{path}: interval {i + 1} ({r.phase}, {r.start:.3f}-{r.end:.3f}) lies outside "
-                f"the trace ({t0:.3f}-{t1:.3f}); are these the labels of another trace?")
+                f"{path}: interval {i + 1} ({r.phase}, {r.start:.3f}-{r.end:.3f}) reaches "
+                f"outside the trace ({t0:.3f}-{t1:.3f}); are these the labels of another "
+                "trace?")
+        if np.isfinite(r.hot_gpu) and int(r.hot_gpu) not in gpus:
+            raise TraceError(f"{path}: interval {i + 1}: hot_gpu {int(r.hot_gpu)} is not a GPU "
+                             f"of the trace ({', '.join(map(str, sorted(gpus)))})")
 
 
 def score(windows: pd.DataFrame, labels: pd.DataFrame,
@@ -175,7 +182,7 @@ def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_
     out = []
     for name in progress(names) if progress else names:
         trace = read_trace(directory / f"{name}.parquet")
-        labels = read_labels(directory / f"{name}.labels.csv")
+        labels = read_labels(directory / f"{name}.labels.csv", phases=PHASE_ORDER)
         check_labels_in_trace(labels, trace.samples, directory / f"{name}.labels.csv")
         feats = WindowFeatures(window_s, trace.devices).fit_transform(trace.samples)
         truth = window_truth(feats.index.to_numpy(dtype=float), labels, window_s)

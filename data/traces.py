@@ -111,17 +111,21 @@ def write_labels(path: str | Path, intervals: pd.DataFrame) -> Path:
     return path
 
 
-def read_labels(path: str | Path) -> pd.DataFrame:
+def read_labels(path: str | Path, phases: tuple[str, ...] = PHASES) -> pd.DataFrame:
     """Read a ground-truth label CSV.
 
     Returns:
         Frame with ``start``, ``end`` (float epoch s), ``phase`` (str), ``hot_gpu``
         (float: GPU index, NaN when balanced or absent), sorted by ``start``.
 
+    Args:
+        path: the CSV.
+        phases: the phase names accepted (``tealeaves evaluate`` takes idle/prefill/decode).
+
     Raises:
         TraceError: missing/empty file, missing header fields, a bad row (unknown phase,
-            end not after start, bad hot_gpu) or overlapping intervals; the message names
-            the file and line.  Extra columns (e.g. ``workload``) are kept out.
+            non-finite or reversed times, bad hot_gpu) or overlapping intervals; the message
+            names the file and line.  Extra columns (e.g. ``workload``) are kept out.
     """
     path = Path(path)
     if not path.exists():
@@ -129,12 +133,12 @@ def read_labels(path: str | Path) -> pd.DataFrame:
     if path.is_dir():
         raise TraceError(f"{path}: is a directory, not a label CSV")
     try:
-        return _read_labels(path)
+        return _read_labels(path, phases)
     except UnicodeDecodeError:
         raise TraceError(f"{path}: not a text CSV (undecodable bytes)") from None
 
 
-def _read_labels(path: Path) -> pd.DataFrame:
+def _read_labels(path: Path, phases: tuple[str, ...] = PHASES) -> pd.DataFrame:
     rows = []
     with path.open(newline="", encoding="utf-8-sig") as fh:
         reader = csv.DictReader(fh)
@@ -149,11 +153,13 @@ def _read_labels(path: Path) -> pd.DataFrame:
             try:
                 start, end = float(rec["start"]), float(rec["end"])
             except (TypeError, ValueError):
-                raise TraceError(f"{path}: line {lineno}: start/end are not numbers") from None
+                start = end = math.nan
+            if not (math.isfinite(start) and math.isfinite(end)):
+                raise TraceError(f"{path}: line {lineno}: start/end are not finite numbers")
             phase = (rec.get("phase") or "").strip()
-            if phase not in PHASES:
+            if phase not in phases:
                 raise TraceError(
-                    f"{path}: line {lineno}: phase {phase!r} is not one of {', '.join(PHASES)}")
+                    f"{path}: line {lineno}: phase {phase!r} is not one of {', '.join(phases)}")
             if not end > start:
                 raise TraceError(f"{path}: line {lineno}: end must be after start")
             hot_raw = (rec.get("hot_gpu") or "").strip()

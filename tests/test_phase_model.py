@@ -161,7 +161,9 @@ def test_evaluate_one_trace_json_has_the_documented_fields():
 @pytest.mark.parametrize(("rows", "message"), [
     ("{s},{m},idle,\n{m},{e},warmup,\n", "line 3: phase 'warmup' is not one of"),
     ("{s},{m},idle,\n{m2},{e},decode,\n", "line 3: interval"),
-    ("{s},{e2},decode,\n", "lies outside the trace"),
+    ("{s},{e2},decode,\n", "reaches outside the trace"),
+    ("{s},{m},decode,7\n", "hot_gpu 7 is not a GPU of the trace"),
+    ("", "holds no label interval"),
 ])
 def test_evaluate_refuses_bad_label_files_with_one_clear_line(tmp_path, rows, message):
     trace = read_trace(TRACES_DIR / "h200x2_bursts.parquet")
@@ -188,7 +190,7 @@ def test_leave_one_trace_out_meets_the_bar_with_the_hf_traces_held_out(tmp_path)
     assert best["imbalance_precision"] >= 0.9 and best["imbalance_recall"] >= 0.9
     assert best["hot_gpu_accuracy"] >= 0.95
     assert best["macro_f1"] > res["pooled"]["rules"]["macro_f1"]
-    hf = [n for n in res["per_trace"] if "hf_moe" in n]
+    hf = [n for n in res["per_trace"] if "_hf_" in n]
     assert len(hf) == 4 and all(res["per_trace"][n][res["chosen"]]["labelled_windows"] > 80
                                 for n in hf)
     text = out.read_text()
