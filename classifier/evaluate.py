@@ -218,7 +218,7 @@ def _windows(trace: LabelledTrace, labeller, window_s: float, smooth: bool = Tru
     return classify_features(trace.features, window_s, labeller)
 
 
-def _pool(scores: list[dict], windows: list[pd.DataFrame], corpus, window_s) -> dict:
+def _pool(windows: list[pd.DataFrame], corpus, window_s) -> dict:
     """Metrics over the pooled held-out windows of every fold."""
     frames, labels = [], []
     shift = 0.0
@@ -274,12 +274,12 @@ def validate_corpus(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDO
         for m in models:
             held[m].append(ws[m][0])
             per_trace[test.name][m] = score(ws[m][0], test.labels, window_s)
-    pooled = {m: _pool([], held[m], corpus, window_s) for m in models}
+    pooled = {m: _pool(held[m], corpus, window_s) for m in models}
     hf = [c for c in corpus if c.family == "hf_moe"]
     hf_out = None
     if hf and len(hf) < len(corpus):
         ws = label(hf, [c for c in corpus if c.family != "hf_moe"])
-        hf_out = {m: _pool([], ws[m], hf, window_s) for m in models}
+        hf_out = {m: _pool(ws[m], hf, window_s) for m in models}
     return {"models": models, "pooled": pooled, "per_trace": per_trace,
             "hf_family_out": hf_out, "chosen": choose(models, pooled, hf_out)}
 

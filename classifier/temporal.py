@@ -42,8 +42,6 @@ class TemporalConvModel:
         self.epochs = epochs
         self.width = width
         self.seed = seed
-        self.window_s = 0.5
-        self.smooth = False
 
     def _x(self, f: pd.DataFrame):
         x = (f.reindex(columns=list(FEATURE_COLUMNS)).to_numpy(dtype=float) - self.mu) / self.sd
