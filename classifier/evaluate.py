@@ -21,11 +21,10 @@ threshold all refitted), and the held-out windows of every fold are pooled.
 
 from __future__ import annotations
 
-import csv
 import datetime as dt
 import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -154,13 +153,19 @@ def imbalance_scores(windows: pd.DataFrame, truth: pd.DataFrame, scored: np.ndar
 
 
 # -- corpus -----------------------------------------------------------------------------------
-def corpus_names(directory: Path) -> list[str]:
-    """Trace names listed in ``directory/MANIFEST.csv`` (in order)."""
-    manifest = Path(directory) / "MANIFEST.csv"
-    if not manifest.exists():
-        raise TraceError(f"{manifest}: no such file (the corpus manifest)")
-    with manifest.open(newline="") as fh:
-        return [r["name"] for r in csv.DictReader(fh)]
+def read_manifest(directory: Path) -> pd.DataFrame:
+    """``directory/MANIFEST.csv``, one row per trace in order (``name``, ``scenario``, ...).
+
+    Raises:
+        TraceError: the manifest is missing or has no ``name`` column.
+    """
+    path = Path(directory) / "MANIFEST.csv"
+    if not path.exists():
+        raise TraceError(f"{path}: no such file (the corpus manifest)")
+    manifest = pd.read_csv(path, dtype={"name": str})
+    if "name" not in manifest:
+        raise TraceError(f"{path}: line 1: header lacks name")
+    return manifest
 
 
 def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_S,
@@ -177,8 +182,10 @@ def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_
     from ..data import TRACES_DIR
 
     directory = Path(directory or TRACES_DIR)
-    names = corpus_names(directory)
-    manifest = pd.read_csv(directory / "MANIFEST.csv").set_index("name")
+    manifest = read_manifest(directory)
+    families = dict(zip(manifest["name"], manifest.get("scenario", manifest["name"]),
+                        strict=True))
+    names = list(manifest["name"])
     out = []
     for name in progress(names) if progress else names:
         trace = read_trace(directory / f"{name}.parquet")
@@ -186,9 +193,7 @@ def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_
         check_labels_in_trace(labels, trace.samples, directory / f"{name}.labels.csv")
         feats = WindowFeatures(window_s, trace.devices).fit_transform(trace.samples)
         truth = window_truth(feats.index.to_numpy(dtype=float), labels, window_s)
-        family = str(manifest.loc[name].get("scenario", name)) if name in manifest.index \
-            else name
-        out.append(LabelledTrace(name, feats, truth, labels, family))
+        out.append(LabelledTrace(name, feats, truth, labels, str(families[name])))
     return out
 
 
@@ -213,8 +218,8 @@ def torch_available() -> bool:
 def _windows(trace: LabelledTrace, labeller, window_s: float, smooth: bool = True):
     from . import classify_features
 
-    if not isinstance(labeller, RulePhaseLabeller):
-        labeller.smooth = smooth
+    if not isinstance(labeller, RulePhaseLabeller) and labeller.smooth != smooth:
+        labeller = replace(labeller, smooth=smooth)  # a copy: the fitted model is shared
     return classify_features(trace.features, window_s, labeller)
 
 

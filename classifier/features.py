@@ -115,13 +115,10 @@ class WindowFeatures:
                 cols[f"{m}_{k}"] = stats[k][m].to_numpy(dtype=float)
         gpus = per_gpu.index.get_level_values("gpu")
         power_lim, clock_max = self._limits(pd.Index(sorted(set(gpus))))
-        fracs = pd.DataFrame({
-            "power": per_gpu["power_w"].to_numpy(dtype=float) / power_lim.reindex(gpus).to_numpy(),
-            "clock": per_gpu["sm_clock_mhz"].to_numpy(dtype=float)
-            / clock_max.reindex(gpus).to_numpy()}, index=per_gpu.index)
-        fm = fracs.groupby(level="start").mean().reindex(index)
-        cols["power_frac_mean"] = fm["power"].to_numpy()
-        cols["sm_clock_frac_mean"] = fm["clock"].to_numpy()
+        model = self._model_features(index, per_gpu, power_lim, clock_max)
+        # the same fractions the model reads (power / limit, SM clock / max, mean over GPUs)
+        cols["power_frac_mean"] = model["f_power_mean"].to_numpy()
+        cols["sm_clock_frac_mean"] = model["f_sm_clock_mean"].to_numpy()
         cols["power_w_mean"] = stats["mean"]["power_w"].to_numpy(dtype=float)
 
         load = gpu_load(per_gpu).unstack("gpu").reindex(index)
@@ -149,8 +146,7 @@ class WindowFeatures:
         for n, g in enumerate(busy.columns):
             cols[f"busy_g{int(g)}"] = B[:, n]
         out = pd.DataFrame(cols, index=index)
-        return pd.concat([out, self._model_features(out.index, per_gpu, power_lim, clock_max)],
-                         axis=1)
+        return pd.concat([out, model], axis=1)
 
     def _model_features(self, index: pd.Index, per_gpu: pd.DataFrame,
                         power_lim: pd.Series, clock_max: pd.Series) -> pd.DataFrame:
