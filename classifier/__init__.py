@@ -37,7 +37,7 @@ __all__ = [
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
                   "straggler_tax", "hot_gpu", "imbalanced", "persistence", "load_mean",
                   "load_max", "tensor_active_mean", "dram_active_mean", "power_frac_mean",
-                  "n_gpus")
+                  "n_gpus", "p_idle", "p_prefill", "p_decode")
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,9 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
         GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the chosen
-        phase's score in [0, 1]; ``hot_gpu`` is NaN unless the window is flagged;
+        phase's score in [0, 1]; ``p_idle`` / ``p_prefill`` / ``p_decode`` are the
+        labeller's per-window scores before any sequence smoothing (so a Viterbi-smoothed
+        phase can differ from their arg-max); ``hot_gpu`` is NaN unless the window is flagged;
         ``attrs["labeller"]`` says which labeller ran ("trained" or "rules").
     """
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
@@ -124,6 +126,8 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
                 "power_frac_mean", "n_gpus"):
         out[col] = feats[col].to_numpy()
+    for p in PHASE_ORDER:
+        out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
