@@ -1,0 +1,324 @@
+"""The session's history, kept once per dashboard process: binned lanes, labelled windows and
+server cells of everything the store holds, caught up incrementally.
+
+Every page (and every zoom) reads from this one copy instead of re-reading and re-classifying
+the store: a live tick slices the newest bins out of it, a zoom downsamples a range of it
+(``app.views``).  One hour of eight GPUs is about 36,000 bins x 48 lane columns (14 MB) and
+7,200 windows (2 MB), whatever the number of pages open.
+
+How it is built (``History.update``): samples newer than the store's row-id cursor are read in
+chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turned into
+
+- **bins** (``figures.bin_lanes``): the mean of every lane column per ``bin_s`` bin and GPU, for
+  the bins every recently reporting GPU has completed (a bin is complete once each GPU that
+  reported in the last second has a sample at or after its end);
+- **windows** (``classifier.classify_samples``): the complete ``window_s`` windows, labelled
+  with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field);
+- **cells** (``figures.server_cells``): the server lane on the window grid, once the store holds
+  server events or ``/metrics`` scrapes, ``server_lag_s`` behind the windows.
+
+Rows are appended and never changed, so a page holding bin ``k`` never needs it again.  Bins
+without any reading are not kept (a pause in collection costs nothing); readers reindex.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import numpy as np
+import pandas as pd
+
+from ..classifier import classify_samples
+from ..data.schema import gpus_in
+from ..data.store import SampleStore
+from .figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
+
+#: A GPU that has not reported for this many seconds no longer holds back completion.
+STALE_S = 1.0
+#: Windows of history labelled with each new window (the phase model's receptive field is
+#: 6 windows either side).
+CONTEXT_WINDOWS = 8
+#: Rows read from the store per step of a catch-up (bounds the memory of the first load).
+READ_CHUNK = 120_000
+#: Seconds of ``/metrics`` scrapes read before the first new cell (their values stand ~1.5 s).
+METRICS_BACK_S = 5.0
+
+
+class _Rows:
+    """Frames appended in pieces and read as one (concatenated lazily, at most once per read
+    after appends)."""
+
+    def __init__(self) -> None:
+        self._parts: list[pd.DataFrame] = []
+        self._whole: pd.DataFrame | None = None
+
+    def append(self, frame: pd.DataFrame) -> None:
+        if len(frame):
+            self._parts.append(frame)
+            self._whole = None
+
+    def frame(self) -> pd.DataFrame | None:
+        if self._whole is None and self._parts:
+            whole = self._parts[0] if len(self._parts) == 1 else pd.concat(self._parts)
+            self._parts = [whole]
+            self._whole = whole
+        return self._whole
+
+    def __len__(self) -> int:
+        f = self.frame()
+        return 0 if f is None else len(f)
+
+
+class History:
+    """The binned, labelled history of one store; shared by every page of a dashboard.
+
+    Args:
+        store: the sample store (read from any thread; ``update`` serialises itself).
+        bin_s: lane bin width, seconds.
+        window_s: classifier window, seconds (a whole multiple of ``bin_s``).
+        hold_s: an empty bin holds the previous value for at most this long (GPM gaps).
+        server_lag_s: server cells are made this many seconds after the windows (a followed
+            log line may be written a second after its whole-second stamp; 0 for a replay).
+        min_update_s: ``update`` calls closer together than this return at once (several
+            pages ticking do not re-read the store each).
+
+    Attributes (read them through the methods; they change under ``update``):
+        gpus: GPU indices seen (store device rows and samples), sorted.
+        k_next: next bin index not yet in the history (None before any sample).
+        j_next: next window index not yet labelled.
+        s_next: next server cell index (None while the store holds no server signal).
+        samples_per_s: samples per second per GPU, over the history (for the raw-data zoom).
+    """
+
+    def __init__(self, store: SampleStore, *, bin_s: float = 0.1, window_s: float = 0.5,
+                 hold_s: float = 0.35, server_lag_s: float = 1.5,
+                 min_update_s: float = 0.1) -> None:
+        self.store = store
+        self.bin_s = bin_s
+        self.window_s = window_s
+        self.hold_s = hold_s
+        self.server_lag_s = server_lag_s
+        self.min_update_s = min_update_s
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cursor = 0
+        self.gpus: list[int] = []
+        self.k_next: int | None = None
+        self.j_next: int | None = None
+        self.s_next: int | None = None
+        self.t_first: float | None = None
+        self.t_newest: float | None = None
+        self.mono_newest: float | None = None
+        self.n_samples = 0
+        self._pending = pd.DataFrame()
+        self._bins = _Rows()
+        self._windows = _Rows()
+        self._cells = _Rows()
+        self._last_update = -math.inf
+        self.generation = getattr(self, "generation", -1) + 1
+        self.labeller = ""
+
+    # -- catching up ---------------------------------------------------------------------
+    def update(self, force: bool = False) -> bool:
+        """Read what the store gained since the last call and extend the history.
+
+        Returns:
+            True when bins, windows or cells were added.
+        """
+        if not force and time.monotonic() - self._last_update < self.min_update_s:
+            return False
+        with self._lock:
+            if not force and time.monotonic() - self._last_update < self.min_update_s:
+                return False
+            grew = False
+            while True:
+                frame, cursor = self.store.read_since(self.cursor, limit=READ_CHUNK)
+                if frame.empty:
+                    self.cursor = cursor
+                    break
+                self.cursor = cursor
+                grew |= self._ingest(frame)
+                if len(frame) < READ_CHUNK:
+                    break
+            self._last_update = time.monotonic()
+            return grew
+
+    def _ingest(self, frame: pd.DataFrame) -> bool:
+        frame = frame[pd.notna(frame["timestamp"])]
+        if frame.empty:
+            return False
+        newest = float(frame["timestamp"].max())
+        if self.k_next is not None and newest < self.k_next * self.bin_s - 5.0:
+            # the clock went back (a restarted replay, a host clock step): start over from
+            # these samples rather than drop everything after them
+            cursor = self.cursor
+            self._reset()
+            self.cursor = cursor
+        gpus = sorted(set(self.gpus) | set(gpus_in(frame)) | self._device_gpus())
+        if self.gpus and gpus != self.gpus:
+            # a GPU appeared: the bins' columns change; keep what is known, widen the columns
+            self._widen(gpus)
+        self.gpus = gpus
+        pend = frame if self._pending.empty else pd.concat([self._pending, frame],
+                                                           ignore_index=True)
+        pend = pend.sort_values(["timestamp", "gpu"], kind="stable", ignore_index=True)
+        self.n_samples += len(frame)
+        if self.t_first is None:
+            self.t_first = float(pend["timestamp"].min())
+        self.t_newest = max(newest, self.t_newest or -math.inf)
+        if "monotonic" in frame:
+            mono = frame["monotonic"].max()
+            self.mono_newest = float(mono) if pd.notna(mono) else self.mono_newest
+        t_done = _complete_until(pend)
+        if self.k_next is None:
+            t0 = float(pend["timestamp"].min())
+            self.k_next = bin_index(t0, self.bin_s)
+            self.j_next = math.ceil(t0 / self.window_s - 1e-9)
+        k0, j0 = self.k_next, self.j_next
+        k1 = max(k0, bin_index(t_done, self.bin_s))
+        j1 = max(j0, bin_index(t_done, self.window_s))
+        grew = False
+        if k1 > k0:
+            bins = bin_lanes(pend, self.gpus, k0, k1, self.bin_s, self.hold_s)
+            self._bins.append(bins[bins.notna().any(axis=1)])
+            self.k_next = k1
+            grew = True
+        if j1 > j0:
+            windows = self._classify(pend, j0, j1)
+            self._windows.append(windows)
+            self.j_next = j1
+            grew |= len(windows) > 0
+        grew |= self._server(t_done)
+        # keep the tail the next bins (hold) and windows (context) need
+        keep = min(self.k_next * self.bin_s - self.hold_s,
+                   (self.j_next - CONTEXT_WINDOWS) * self.window_s) - 1e-6
+        self._pending = pend[pend["timestamp"] >= keep].reset_index(drop=True)
+        return grew
+
+    def _device_gpus(self) -> set[int]:
+        devs = self.store.devices()
+        return {int(g) for g in devs["gpu"].dropna()} if not devs.empty else set()
+
+    def _widen(self, gpus: list[int]) -> None:
+        b = self._bins.frame()
+        if b is not None:
+            cols = pd.MultiIndex.from_product([LANE_COLUMNS, gpus], names=["column", "gpu"])
+            self._bins = _Rows()
+            self._bins.append(b.reindex(columns=cols))
+
+    def _classify(self, frame: pd.DataFrame, j0: int, j1: int) -> pd.DataFrame:
+        w = self.window_s
+        ts = frame["timestamp"].to_numpy()
+        part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
+        if part.empty:
+            return pd.DataFrame()
+        windows = classify_samples(part, self.store.devices(), window_s=w)
+        self.labeller = windows.attrs.get("labeller", self.labeller)
+        if windows.empty:
+            return windows
+        j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)
+        keep = (j >= j0) & (j < j1)
+        out = windows[keep].copy()
+        out.index = pd.Index(j[keep], name="j")
+        return out
+
+    def _server(self, t_done: float) -> bool:
+        w = self.window_s
+        if self.s_next is None:
+            if self.j_next is None or self.t_first is None:
+                return False
+            since = self.t_first - SERVER_HOLD_S[1]
+            if self.store.server_events(since).empty and self.store.server_metrics(since).empty:
+                return False
+            self.s_next = bin_index(self.t_first, w)
+        s0 = self.s_next
+        s1 = max(s0, bin_index(t_done - self.server_lag_s, w))
+        if s1 <= s0:
+            return False
+        ev = self.store.server_events(s0 * w - SERVER_HOLD_S[1], s1 * w)
+        m = self.store.server_metrics(s0 * w - METRICS_BACK_S)
+        m = m[m["timestamp"] < s1 * w] if len(m) else m
+        self._cells.append(server_cells(ev, m, s0, s1, w))
+        self.s_next = s1
+        return True
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def has_server(self) -> bool:
+        """True once the store held server events or scrapes (the figure gets a server lane)."""
+        return self.s_next is not None
+
+    @property
+    def samples_per_s(self) -> float:
+        """Mean samples per second per GPU over the history (NaN before two seconds)."""
+        if self.t_first is None or self.t_newest is None or not self.gpus:
+            return math.nan
+        span = self.t_newest - self.t_first
+        return self.n_samples / len(self.gpus) / span if span >= 2.0 else math.nan
+
+    def span(self) -> tuple[float, float] | None:
+        """(first sample, end of the newest complete bin), epoch seconds; None when empty."""
+        if self.t_first is None or self.k_next is None:
+            return None
+        return self.t_first, self.k_next * self.bin_s
+
+    def bins(self, k0: int, k1: int, dense: bool = False) -> pd.DataFrame:
+        """Bins ``k0 <= k < k1`` (``figures.bin_lanes`` layout).
+
+        Args:
+            dense: reindex to every bin of the range (NaN rows where nothing was read);
+                otherwise only bins holding a reading.
+        """
+        b = self._bins.frame()
+        cols = pd.MultiIndex.from_product([[], []], names=["column", "gpu"])
+        if b is None:
+            out = pd.DataFrame(columns=cols, dtype=float)
+        else:
+            idx = b.index.to_numpy()
+            lo, hi = np.searchsorted(idx, [k0, k1])
+            out = b.iloc[lo:hi]
+        if dense:
+            out = out.reindex(pd.RangeIndex(k0, max(k0, k1), name="k"))
+        return out
+
+    def windows(self, j0: int | None = None, j1: int | None = None) -> pd.DataFrame:
+        """Labelled windows ``j0 <= j < j1`` (``classify_samples`` columns, index ``j``)."""
+        w = self._windows.frame()
+        if w is None:
+            return pd.DataFrame()
+        idx = w.index.to_numpy()
+        lo = 0 if j0 is None else np.searchsorted(idx, j0)
+        hi = len(idx) if j1 is None else np.searchsorted(idx, j1)
+        return w.iloc[lo:hi]
+
+    def cells(self, s0: int, s1: int) -> pd.DataFrame | None:
+        """Server cells ``s0 <= s < s1``; None while the history has no server lane."""
+        if self.s_next is None:
+            return None
+        c = self._cells.frame()
+        if c is None:
+            return server_cells(None, None, 0, 0, self.window_s)
+        idx = c.index.to_numpy()
+        lo, hi = np.searchsorted(idx, [s0, s1])
+        return c.iloc[lo:hi]
+
+    def memory_bytes(self) -> int:
+        """Bytes held by the bins, windows, cells and pending tail (pandas' deep count)."""
+        total = int(self._pending.memory_usage(deep=True).sum()) if len(self._pending) else 0
+        for rows in (self._bins, self._windows, self._cells):
+            f = rows.frame()
+            if f is not None:
+                total += int(f.memory_usage(deep=True).sum())
+        return total
+
+
+def _complete_until(frame: pd.DataFrame) -> float:
+    """Epoch time up to which every recently reporting GPU has delivered its samples."""
+    last = frame.groupby("gpu")["timestamp"].max()
+    newest = float(last.max())
+    active = last[last >= newest - STALE_S]
+    return float(active.min())

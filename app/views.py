@@ -1,0 +1,302 @@
+"""Range views: a stretch of the history turned into at most a few hundred points per trace.
+
+Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them from
+``app.history.History`` and ``app.figures`` turns their output into a ``Patch``.
+
+- **Lines** (GPU lanes, load bands, share strip, server lane) are downsampled with
+  tsdownsample's MinMaxLTTB (Van Der Donckt et al., "MinMaxLTTB: Leveraging MinMax-Preselection
+  to Scale LTTB", IEEE VIS 2023): it keeps each stretch's extremes, so a 300 ms spike in an hour
+  stays visible.  Missing data stays missing: a hole longer than ``max_gap`` in the input gets a
+  NaN point in the output (a break in the line, never a 0), and the points either side of it
+  are always kept.
+- **The phase ribbon** is categorical, so it is bucketed instead: when a range holds more
+  windows than ``n_out``, ``f`` consecutive windows make one bucket (``f`` the smallest whole
+  number that fits; buckets aligned to multiples of ``f`` so panning does not reshuffle them)
+  and each phase's bar is the share of the bucket's windows it labelled, stacked.  A bucket of
+  one window is the window itself.
+- **Raw samples**: when a range holds no more samples per GPU than ``n_out``, the lanes show
+  the samples themselves instead of 0.1-s bins (``lanes_from_samples``).
+
+All times are epoch seconds here; ``figures`` turns them into the axis' milliseconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+from tsdownsample import MinMaxLTTBDownsampler
+
+from .figures import LANES, RIBBON_PHASES, gpu_shares
+
+#: Points per line trace for a plot ``px`` pixels wide: one per two pixels, within these bounds.
+MIN_POINTS, MAX_POINTS = 200, 1000
+
+_MINMAX_LTTB = MinMaxLTTBDownsampler()
+
+
+def point_budget(px: float | None) -> int:
+    """Points per line trace for a plot area ``px`` pixels wide (``px // 2`` clipped to
+    ``MIN_POINTS .. MAX_POINTS``; ``MAX_POINTS`` // 2 when the width is unknown)."""
+    if px is None or not math.isfinite(px) or px <= 0:
+        return MAX_POINTS // 2
+    return int(min(MAX_POINTS, max(MIN_POINTS, px // 2)))
+
+
+@dataclass
+class TraceData:
+    """Data of one trace: x (epoch s), y, and for bars their width (s) and base.
+
+    ``width`` and ``base`` are a scalar or an array like ``y``.
+    """
+
+    x: np.ndarray
+    y: np.ndarray
+    width: float | np.ndarray | None = None
+    base: float | np.ndarray | None = None
+    text: list | None = None
+    extra: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+
+def downsample_line(x: np.ndarray, y: np.ndarray, n_out: int, max_gap: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """At most about ``n_out`` points of the line ``(x, y)``, with its holes kept.
+
+    Args:
+        x: sorted times (s), shape (n,).
+        y: values, shape (n,); NaN where unknown.
+        n_out: points to keep (MinMaxLTTB); all of them when there are fewer.
+        max_gap: a stretch longer than this (s) between two finite values is a hole.
+
+    Returns:
+        ``(x, y)`` float64 arrays: the kept points in time order, with one NaN point in the
+        middle of each hole (plotly breaks the line there).  Holes add up to two points each
+        beyond ``n_out`` (their edge points).
+    """
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    ok = np.isfinite(y) & np.isfinite(x)
+    xv, yv = x[ok], y[ok]
+    n = len(xv)
+    if n == 0:
+        return np.empty(0), np.empty(0)
+    if n > n_out >= 4:
+        keep = np.asarray(_MINMAX_LTTB.downsample(xv, yv, n_out=int(n_out)), dtype=np.int64)
+    else:
+        keep = np.arange(n)
+    holes = np.flatnonzero(np.diff(xv) > max_gap)
+    if len(holes):
+        keep = np.union1d(keep, np.concatenate([holes, holes + 1]))
+    xs, ys = xv[keep], yv[keep]
+    if len(holes):
+        # a NaN point after each kept point that ends a hole's left edge
+        at = np.flatnonzero(np.isin(keep, holes))
+        mid = (xs[at] + xs[at + 1]) / 2.0
+        xs = np.insert(xs, at + 1, mid)
+        ys = np.insert(ys, at + 1, np.nan)
+    return xs, ys
+
+
+def lanes_from_bins(bins: pd.DataFrame, gpus: list[int], bin_s: float, n_out: int
+                    ) -> dict[tuple, TraceData]:
+    """Lane traces (``("lane", column, gpu)``) from history bins, downsampled.
+
+    Args:
+        bins: ``History.bins`` rows (index ``k``, columns ``(column, gpu)``), sparse or dense.
+        gpus: GPU indices.
+        bin_s: bin width (s); a bin sits at its centre and a jump of more than one bin is a
+            hole.
+        n_out: points per trace.
+    """
+    out: dict[tuple, TraceData] = {}
+    k = bins.index.to_numpy(dtype=np.float64) if len(bins) else np.empty(0)
+    x = (k + 0.5) * bin_s
+    for lane in LANES:
+        for g in gpus:
+            for col in lane.columns:
+                if len(bins) and (col, g) in bins.columns:
+                    y = bins[(col, g)].to_numpy(dtype=np.float64) * lane.scale
+                else:
+                    y = np.full(len(x), np.nan)
+                xs, ys = downsample_line(x, y, n_out, 1.5 * bin_s)
+                out[("lane", col, g)] = TraceData(xs, ys)
+    return out
+
+
+def lanes_from_samples(samples: pd.DataFrame, gpus: list[int], n_out: int, hold_s: float
+                       ) -> dict[tuple, TraceData]:
+    """Lane traces from raw samples (``data.schema`` frame): every sample where the range is
+    short enough, downsampled otherwise.  A hole is a stretch without a finite value longer
+    than ``hold_s`` or three times the GPU's median sample interval, whichever is longer."""
+    out: dict[tuple, TraceData] = {}
+    by_gpu = {g: f for g, f in samples.groupby("gpu")} if len(samples) else {}
+    for lane in LANES:
+        for g in gpus:
+            f = by_gpu.get(g)
+            for col in lane.columns:
+                if f is None or col not in f:
+                    out[("lane", col, g)] = TraceData(np.empty(0), np.empty(0))
+                    continue
+                t = f["timestamp"].to_numpy(dtype=np.float64)
+                dt = np.diff(t)
+                gap = max(hold_s, 3.0 * float(np.median(dt))) if len(dt) else hold_s
+                y = f[col].to_numpy(dtype=np.float64) * lane.scale
+                xs, ys = downsample_line(t, y, n_out, gap)
+                out[("lane", col, g)] = TraceData(xs, ys)
+    return out
+
+
+def bucket_factor(n_windows: int, n_out: int) -> int:
+    """Windows per bucket so that ``n_windows`` fit in ``n_out`` buckets (1: no bucketing)."""
+    return max(1, math.ceil(n_windows / max(n_out, 1)))
+
+
+def band_slots(order: list[int]) -> dict[int, int]:
+    """Row of each GPU in the load bands: the first GPU of ``order`` on top (slot n-1)."""
+    n = len(order)
+    return {g: n - 1 - i for i, g in enumerate(order)}
+
+
+#: Share of a band's height the load line spans (so neighbouring bands do not touch).
+BAND_SCALE = 0.85
+
+
+def load_order(windows: pd.DataFrame, gpus: list[int], by: str = "index") -> list[int]:
+    """GPU order of the load bands: ``"index"`` (0, 1, ...) or ``"load"`` (busiest first:
+    mean ``load_g<i>`` over ``windows``, unknown last, ties by index)."""
+    if by != "load" or windows is None or windows.empty:
+        return list(gpus)
+    means = {}
+    for g in gpus:
+        col = f"load_g{g}"
+        v = windows[col].to_numpy(dtype=float) if col in windows else np.array([])
+        v = v[np.isfinite(v)]
+        means[g] = float(v.mean()) if len(v) else -math.inf
+    return sorted(gpus, key=lambda g: (-means[g], g))
+
+
+def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out: int,
+                  order: list[int] | None = None) -> dict[tuple, TraceData]:
+    """Ribbon, load bands, share strip and hot marks for a range of labelled windows.
+
+    Args:
+        windows: ``History.windows`` rows (index ``j``, ``start`` ... ``load_g<i>``).
+        gpus: GPU indices.
+        window_s: window length (s).
+        n_out: buckets / points per trace.
+        order: GPU order of the load bands (top first); default ``gpus``.
+
+    Returns:
+        ``{key: TraceData}`` for ``("phase", p)`` (bars: ``y`` the share of the bucket's
+        windows labelled ``p``, ``base`` the shares of the phases stacked under it, ``width``
+        the bucket), ``("ribbon_hot",)`` (a bar over buckets holding a flagged window),
+        ``("band", g)`` (load line in the GPU's band: ``slot + BAND_SCALE * load / 100``),
+        ``("share", g)`` (share of the summed load, %) and ``("hot", g)`` (segments over the
+        buckets where ``g`` was flagged, at its mean share there).  ``extra["factor"]`` is
+        the windows per bucket.
+    """
+    order = list(gpus) if order is None else order
+    slots = band_slots(order)
+    n = len(windows)
+    f = bucket_factor(n, n_out)
+    out: dict[tuple, TraceData] = {}
+    empty = TraceData(np.empty(0), np.empty(0))
+    if n == 0:
+        for p in RIBBON_PHASES:
+            out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
+        out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
+        for g in gpus:
+            out[("band", g)] = empty
+            out[("share", g)] = empty
+            out[("hot", g)] = empty
+        out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
+        return out
+    j = windows.index.to_numpy(dtype=np.int64)
+    b = j // f
+    starts = windows["start"].to_numpy(dtype=float)
+    phase = windows["phase"].astype(str).to_numpy()
+    hot = windows["hot_gpu"].to_numpy(dtype=float)
+    flagged = windows["imbalanced"].fillna(False).to_numpy(dtype=bool) & np.isfinite(hot)
+    ub, counts = np.unique(b, return_counts=True)
+    centre = (ub * f + f / 2.0) * window_s
+    base = np.zeros(len(ub))
+    bi = np.searchsorted(ub, b)
+    for p in RIBBON_PHASES:
+        share = np.bincount(bi, weights=(phase == p).astype(float),
+                            minlength=len(ub)) / counts
+        y = np.where(share > 0, share, np.nan)
+        out[("phase", p)] = TraceData(centre, y, f * window_s,
+                                      base.copy() if f > 1 else 0.0)
+        base += share
+    out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
+    n_flag = np.bincount(bi, weights=flagged.astype(float), minlength=len(ub))
+    from .figures import _RIBBON_HOT_HEIGHT
+
+    out[("ribbon_hot",)] = TraceData(centre, np.where(n_flag > 0, _RIBBON_HOT_HEIGHT, np.nan),
+                                     f * window_s)
+    shares = gpu_shares(windows, gpus)
+    x = starts + window_s / 2.0
+    for g in gpus:
+        col = f"load_g{g}"
+        load = windows[col].to_numpy(dtype=float) if col in windows else np.full(n, np.nan)
+        bx, by = downsample_line(x, load, n_out, 1.5 * window_s)
+        out[("band", g)] = TraceData(bx, slots[g] + BAND_SCALE * np.clip(by, 0, 100) / 100.0)
+        s = shares[g].to_numpy(dtype=float)
+        sx, sy = downsample_line(x, s, n_out, 1.5 * window_s)
+        out[("share", g)] = TraceData(sx, sy)
+        is_hot = flagged & (hot == g)
+        if is_hot.any():
+            hs = np.bincount(bi, weights=np.where(is_hot, np.nan_to_num(s), 0.0),
+                             minlength=len(ub))
+            hn = np.bincount(bi, weights=is_hot.astype(float), minlength=len(ub))
+            sel = np.flatnonzero(hn > 0)
+            lo = ub[sel] * f * window_s
+            level = hs[sel] / hn[sel]
+            hx = np.column_stack([lo, lo + f * window_s, np.full(len(sel), np.nan)]).ravel()
+            hy = np.column_stack([level, level, np.full(len(sel), np.nan)]).ravel()
+            out[("hot", g)] = TraceData(hx, hy)
+        else:
+            out[("hot", g)] = empty
+    return out
+
+
+def server_traces(cells: pd.DataFrame, window_s: float, n_out: int) -> dict[tuple, TraceData]:
+    """Server lane traces for a range of cells (``History.cells``): lines downsampled like the
+    lanes; prefill markers one per cell with a batch while they fit in ``n_out``, else summed
+    over buckets of ``bucket_factor`` cells (tokens and batches added up)."""
+    from .figures import _MARKER_Y, PREFILL_SIZES, SERVER_LINES, prefill_size_class
+
+    out: dict[tuple, TraceData] = {}
+    c = cells.index.to_numpy(dtype=np.float64) if len(cells) else np.empty(0)
+    x = (c + 0.5) * window_s
+    for line in SERVER_LINES:
+        y = cells[line.key].to_numpy(dtype=float) if len(cells) else np.empty(0)
+        xs, ys = downsample_line(x, y, n_out, 1.5 * window_s)
+        out[("server", line.key)] = TraceData(xs, ys)
+    pf = cells[cells["pf_batches"] > 0] if len(cells) else cells
+    f = bucket_factor(len(pf), n_out)
+    if len(pf) and f > 1:
+        b = pf.index.to_numpy(dtype=np.int64) // f
+        g = pf.groupby(b)
+        pf = pd.DataFrame({"pf_t": g["pf_t"].min(), "pf_new": g["pf_new"].sum(min_count=1),
+                           "pf_cached": g["pf_cached"].sum(min_count=1),
+                           "pf_batches": g["pf_batches"].sum()})
+    px = pf["pf_t"].to_numpy(dtype=float) if len(pf) else np.empty(0)
+    cls = [prefill_size_class(v) for v in (pf["pf_new"].to_numpy(dtype=float)
+                                          if len(pf) else [])]
+    text = []
+    for r in pf.itertuples() if len(pf) else []:
+        new = f"{r.pf_new:,.0f}" if math.isfinite(r.pf_new) else "n/a"
+        text.append(f"prefill: {int(r.pf_batches)} batch{'es' if r.pf_batches > 1 else ''}, "
+                    f"{new} new tokens")
+    for i in range(len(PREFILL_SIZES)):
+        m = np.array([k == i for k in cls], dtype=bool)
+        out[("prefill", i)] = TraceData(px[m] if len(px) else np.empty(0),
+                                        np.full(int(m.sum()), _MARKER_Y),
+                                        text=[t for t, mm in zip(text, m) if mm])
+    return out
