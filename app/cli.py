@@ -245,6 +245,18 @@ def cmd_bench_classifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_dashboard(args: argparse.Namespace) -> int:
+    from ..app import bench as dbench
+
+    if args.store is not None and args.store.exists() and not args.store.is_file():
+        return _fail(f"{args.store}: not a file")
+    res = dbench.run(args.seconds, args.gpus, args.store, args.live_seconds, args.pages,
+                     browser=not args.no_browser, resampler=not args.no_resampler)
+    if args.json:
+        print(dbench.main_json(res))
+    return 0
+
+
 def cmd_bench_workload(args: argparse.Namespace) -> int:
     from ..kernels_bench.workload import Workload, scenario_schedule
 
@@ -493,7 +505,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
     try:
         return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,
                      store_path=args.store, hz=args.hz, force_replay=args.replay,
-                     server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics)
+                     server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics,
+                     collect=not args.no_collect)
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
 
@@ -521,6 +534,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1.0)")
     d.add_argument("--hz", type=_positive, default=10.0, help="live sweep rate (default 10)")
     d.add_argument("--store", type=Path, help="SQLite store to write/read (default: temporary)")
+    d.add_argument("--no-collect", action="store_true",
+                   help="collect nothing: browse what --store holds (while `tealeaves collect "
+                        "--store` may keep writing to it)")
     d.add_argument("--server-log", type=Path,
                    help="SGLang/vLLM log: followed live; with a replay, aligned to the trace "
                         "(offset estimated from the data) and replayed with it")
@@ -675,6 +691,26 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs, best kept (default 3)")
     bk.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bk.set_defaults(func=cmd_bench_classifier)
+    bd = bsub.add_parser("dashboard", help="dashboard server time, payload, latency and memory",
+                         description="Fill a store with one hour of eight-GPU telemetry at "
+                                     "20 Hz, then measure the dashboard: server time and "
+                                     "payload of the full-range view, a 1-minute zoom and a "
+                                     "live tick; sample-to-screen latency in headless Chromium; "
+                                     "server memory with 1 and 5 pages; and the same with "
+                                     "plotly-resampler.")
+    bd.add_argument("--seconds", type=_positive, default=3600.0,
+                    help="telemetry in the store (default 3600)")
+    bd.add_argument("--gpus", type=_positive_int, default=8, help="GPUs (default 8)")
+    bd.add_argument("--store", type=Path,
+                    help="where to write the store (default: a temporary file; overwritten)")
+    bd.add_argument("--live-seconds", type=_positive, default=30.0,
+                    help="seconds of live latency measurement (default 30)")
+    bd.add_argument("--pages", type=_positive_int, default=5,
+                    help="pages open for the memory figure (default 5)")
+    bd.add_argument("--no-browser", action="store_true", help="skip the Chromium part")
+    bd.add_argument("--no-resampler", action="store_true", help="skip plotly-resampler")
+    bd.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    bd.set_defaults(func=cmd_bench_dashboard)
     bc = bsub.add_parser("collector", help="collector rate, CPU and memory vs nvitop/nvidia-smi",
                          description="Run tealeaves' collector (one loop and threaded), "
                                      "nvitop's ResourceMetricCollector and nvidia-smi at their "

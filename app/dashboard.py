@@ -1,29 +1,39 @@
 """The Dash app factory: ``create_app(store, config) -> dash.Dash``.
 
 No module-level state: everything lives on the app object or in the browser, so two apps can run
-in one process (tests do).  Callbacks are registered with ``app.callback``.
+in one process (tests do).
 
-How the page stays live (``LiveView``):
+One ``History`` per app (``app.history``) holds the session binned and labelled; every page
+reads from it.  A page is in one of two modes (its cursor ``state["mode"]``):
 
-- ``dcc.Interval`` ticks every ``config.interval_ms`` (250 ms).  The browser sends its cursor
-  (``dcc.Store``): the next bin index and window index it lacks, and the store's row-id cursor.
-- If the store's row-id cursor has not moved, only the status line (sample count, last-sample
-  age) changes.  Otherwise the server reads the samples newer than the page's time cursor (minus
-  ``hold_s`` of context) with ``SampleStore.read_range``, bins the lanes, classifies the new
-  complete 0.5-s windows with ``classifier.classify_samples`` and answers with an
-  ``extendData`` payload (``figures.extend_data``) bounded by ``maxPoints`` = ``view_s`` worth
-  of bins / windows, so the browser keeps ``view_s`` seconds and the server never re-sends them.
-- A bin or window is sent once it is *complete*: every GPU that reported in the last second has
-  a sample at or after its end.  A new sample therefore reaches the page within one tick plus
-  one bin after it is stored.
-- The whole figure is rebuilt (``figures.build_figure`` over the last ``view_s`` seconds) on
-  page load, when the set of GPUs changes, when the page has fallen more than ``view_s`` behind,
-  or when the clock went backwards.  ``uirevision`` keeps zoom and legend choices across that.
-- Server lane: the figure has one only while the store holds server events or ``/metrics``
-  scrapes within the view (checked on every tick that brings samples; the first ones cause a
-  rebuild).  It is drawn from ``figures.server_cells`` (one cell per classifier window) and
-  extended like the windows, ``server_lag_s`` behind them (a followed log line may be written up
-  to a second after its whole-second stamp); the cursor's ``s`` is the next cell it lacks.
+- **follow** (the default; range presets "10 s", "1 min", "10 min"): the page shows the last
+  ``span`` seconds and new data is appended with ``extendData``, each trace bounded by
+  ``maxPoints`` (``span`` worth of points), so nothing already on the page is re-sent.  Spans
+  longer than ``MAX_LIVE_POINTS`` bins are drawn with coarser live bins (means of
+  ``factor`` 0.1-s bins) so a trace never holds more than ``MAX_LIVE_POINTS`` points.
+  A whole new figure is sent on entering follow mode, when the set of GPUs changes, when the
+  server lane appears and when the page has fallen more than ``span`` behind.
+- **range** (a zoom or pan with the mouse, the "all" preset or the time-range picker): the
+  server answers with a ``dash.Patch`` holding only the traces' new data for that range,
+  downsampled to the plot's width (``app.views``: MinMaxLTTB for lines, bucketed phase shares
+  for the ribbon, every raw sample when the range holds few enough).  Following stops; the
+  "follow live" button (or a preset) resumes it.  "all" keeps refreshing while data arrives.
+
+Every request from the page goes through one server callback, so a newer request (a zoom)
+supersedes an older one still in flight (a tick): Dash drops the answer of a callback fired
+again before it returned (plotly/dash#1613), which is also why the interval only asks for an
+update when none is in flight (``BUSY``).
+
+Hover and click are answered from the history too: the hover panel lists every GPU's values in
+the 0.1-s bin under the cursor and the window's phase and confidence; a click selects the
+window under the cursor and the window panel shows its features and why it got its label
+(``app.explain``).
+
+Sample-to-screen latency is measured in the page: each answer carries the end of the newest bin
+it draws (``edge``, epoch ms) and the server's clock (``sent``); after the browser has painted
+it, the page takes ``paint - offset - (bin end - bin_s / 2)`` for every bin newly drawn, where
+``offset`` is the smallest ``arrival - sent`` seen (the browser-server clock offset plus the
+fastest one-way trip).
 """
 
 from __future__ import annotations
@@ -41,35 +51,49 @@ import numpy as np
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from ..classifier import classify_samples
-from ..data.schema import gpus_in
 from ..data.store import SampleStore, StoreError
 from . import ids
+from .explain import explain_window
 from .figures import (
     HOT_COLOR,
     PHASE_COLORS,
     PHASE_HELP,
-    SERVER_HOLD_S,
     HeaderSummary,
+    band_axis,
     bin_index,
-    bin_lanes,
     build_figure,
     extend_data,
     extend_point_count,
     gpu_color,
     header_summary,
-    server_cells,
+    range_update,
+    trace_keys,
+    typed_array,
+)
+from .history import History
+from .views import (
+    TraceData,
+    lanes_from_bins,
+    lanes_from_samples,
+    load_order,
+    point_budget,
+    server_traces,
+    window_traces,
 )
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
-#: A GPU that has not reported for this many seconds no longer holds back completion.
-STALE_S = 1.0
 #: An update request unanswered this long (ms) is given up and a new one sent.
 STUCK_MS = 10_000
-#: Windows of history read with each update so new windows are labelled in context
-#: (the phase model's receptive field is 6 windows either side).
-CONTEXT_WINDOWS = 8
+#: Most points a lane trace holds in follow mode; longer spans use coarser live bins.
+MAX_LIVE_POINTS = 1200
+#: Range presets: (button id, label, span in seconds or None for the whole session).
+PRESETS: tuple[tuple[str, str, float | None], ...] = (
+    (ids.PRESET_10S, "10 s", 10.0), (ids.PRESET_1MIN, "1 min", 60.0),
+    (ids.PRESET_10MIN, "10 min", 600.0), (ids.PRESET_ALL, "all", None),
+)
+#: The "all" view, while following, is refreshed at most this often (s).
+ALL_REFRESH_S = 5.0
 
 
 @dataclass
@@ -79,7 +103,7 @@ class DashboardConfig:
     Attributes:
         source: one line naming where samples come from ("live NVML, 2 GPUs",
             "replay of h200x2_workload_v1.parquet"), shown in the status line.
-        view_s: seconds of history on the page (and classified on a rebuild).
+        view_s: seconds shown when the page opens (follow mode).
         interval_ms: live update period in ms (250-1000 is sensible).
         bin_s: lane resolution in seconds (one point per bin and GPU).
         window_s: classifier window in seconds (one ribbon bar per window).
@@ -90,17 +114,17 @@ class DashboardConfig:
             (bool) and ``error`` (str or None); shown when the collector stopped.
         server: one line about the server signals (log offset found, URL scraped), shown in
             the status line; "" for none.
-        server_lag_s: the server lane's cells are sent this many seconds after the windows
+        server_lag_s: the server lane's cells are made this many seconds after the windows
             (0 for a replay, whose events are stored with their samples).
     """
 
     source: str = "sample store"
-    view_s: float = 120.0
+    view_s: float = 60.0
     interval_ms: int = 250
     bin_s: float = 0.1
     window_s: float = 0.5
     hold_s: float = 0.35
-    height: int = 780
+    height: int = 860
     title: str = "tealeaves"
     health: Callable[[], dict] | None = field(default=None, repr=False)
     server: str = ""
@@ -118,96 +142,92 @@ class DashboardConfig:
 
 @dataclass
 class Step:
-    """One tick's answer (``LiveView.advance``): what changes on the page.
+    """One answer to the page: what changes on it.
 
     Attributes:
         state: the page's new cursor (JSON-able dict).
         figure: a whole new figure (rebuild), else None.
         extend: an ``extendData`` payload, else None.
+        patch: a ``dash.Patch`` of the figure (range view), else None.
         summary: the header's new summary, else None (unchanged).
     """
 
     state: dict
     figure: object = None
     extend: list | None = None
+    patch: object = None
     summary: HeaderSummary | None = None
 
 
+@dataclass
+class RangeView:
+    """A range of the history ready to draw (``LiveView.range_view``).
+
+    Attributes:
+        t0, t1: the range, epoch seconds.
+        traces: ``{trace key: TraceData}`` for every trace of the figure.
+        order: GPU order of the load bands (top first).
+        raw: the lanes hold raw samples (else 0.1-s bins, downsampled when many).
+        n_out: points per line trace asked for.
+        factor: windows per ribbon bar.
+    """
+
+    t0: float
+    t1: float
+    traces: dict
+    order: list[int]
+    raw: bool
+    n_out: int
+    factor: int
+
+
+def live_factor(span_s: float, bin_s: float) -> int:
+    """0.1-s bins per live point so that ``span_s`` holds at most ``MAX_LIVE_POINTS``."""
+    return max(1, math.ceil(span_s / bin_s / MAX_LIVE_POINTS))
+
+
+def coarse_bins(bins: pd.DataFrame, factor: int) -> pd.DataFrame:
+    """Means of ``factor`` consecutive bins (NaN skipped), indexed by ``k // factor``."""
+    if factor <= 1 or bins.empty:
+        return bins
+    return bins.groupby(bins.index // factor).mean()
+
+
+def _now_ms() -> float:
+    return time.time() * 1000.0
+
+
 class LiveView:
-    """Turns the store into figure rebuilds and increments for one app.
+    """Turns the shared history into figures, increments, range patches and panels.
 
     Args:
         store: the sample store (read from Dash's request threads; ``SampleStore`` gives each
             thread its own connection).
         config: the dashboard settings.
+        history: the history to read (default: a new one over ``store``).
 
-    The page's cursor (``state``) is a dict: ``k`` next bin index, ``j`` next window index
-    (``None`` before any data), ``s`` next server cell index (``None`` while the figure has no
-    server lane), ``cursor`` store row id seen, ``gpus``, ``ts_last`` and ``mono_last``
-    (newest sample's wall and monotonic stamps) and ``hot_tail`` (hot GPU or None of the last
-    20 windows, for the header).
+    The page's cursor (``state``) is a dict: ``mode`` (``"follow"`` / ``"range"``),
+    ``follow`` (bool: following the live edge), ``span`` (seconds shown while following;
+    None: the whole session), ``factor`` (0.1-s bins per live point), ``k`` next bin index
+    (in 0.1-s bins, a multiple of ``factor``), ``j`` next window index, ``s`` next server
+    cell (None without a server lane), ``gpus``, ``server`` (bool), ``order`` and
+    ``order_by`` (load bands), ``gen`` (history generation), ``range`` ([t0, t1] in range
+    mode), ``edge``/``sent`` (latency stamps, ms), ``ts_last``/``mono_last`` (newest
+    sample) and ``hot_tail``.
     """
-
-    #: Seconds of metrics scrapes read before the first new cell (their values stand ~1.5 s).
-    METRICS_BACK_S = 5.0
 
     HOT_TAIL = 20
 
-    def __init__(self, store: SampleStore, config: DashboardConfig) -> None:
+    def __init__(self, store: SampleStore, config: DashboardConfig,
+                 history: History | None = None) -> None:
         self.store = store
         self.config = config
+        self.history = history or History(store, bin_s=config.bin_s,
+                                          window_s=config.window_s, hold_s=config.hold_s,
+                                          server_lag_s=config.server_lag_s)
+        self._rev = 0
 
     # -- helpers -------------------------------------------------------------------------
-    def _gpus(self, frame: pd.DataFrame) -> list[int]:
-        devs = self.store.devices()
-        known = {int(g) for g in devs["gpu"].dropna()} if not devs.empty else set()
-        if not frame.empty:
-            known |= set(gpus_in(frame))
-        return sorted(known)
-
-    @staticmethod
-    def _complete_until(frame: pd.DataFrame) -> float:
-        """Epoch time up to which every recently reporting GPU has delivered its samples."""
-        last = frame.groupby("gpu")["timestamp"].max()
-        newest = float(last.max())
-        active = last[last >= newest - STALE_S]
-        return float(active.min())
-
-    def _classify(self, frame: pd.DataFrame, j0: int, j1: int) -> pd.DataFrame:
-        w = self.config.window_s
-        if j1 <= j0 or frame.empty:
-            return pd.DataFrame()
-        ts = frame["timestamp"].to_numpy()
-        if not (ts < j1 * w - 1e-9).any() or not (ts >= j0 * w - 1e-9).any():
-            return pd.DataFrame()
-        # The model reads each window in its context (slopes, the sequence model's receptive
-        # field): classify from CONTEXT_WINDOWS earlier, keep only the new windows.
-        part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
-        windows = classify_samples(part, self.store.devices(), window_s=w)
-        if windows.empty:
-            return windows
-        j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)
-        return windows[(j >= j0) & (j < j1)].reset_index(drop=True)
-
-    def _server_since(self, t: float) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """Server events from ``t - SERVER_HOLD_S[1]`` and scrapes from ``t - METRICS_BACK_S``
-        (the values held into the first cell come from before it)."""
-        ev = self.store.server_events(t - SERVER_HOLD_S[1])
-        m = self.store.server_metrics(t - self.METRICS_BACK_S)
-        return ev, m
-
-    def _has_server(self, t: float) -> bool:
-        """True when the store holds server events or scrapes stamped at or after ``t``."""
-        return (not self.store.server_events(t).empty
-                or not self.store.server_metrics(t).empty)
-
-    def _server_cells(self, s0: int, t_done: float, ev: pd.DataFrame, m: pd.DataFrame
-                      ) -> tuple[pd.DataFrame, int]:
-        """Cells ``s0 ..`` up to ``t_done - server_lag_s``; returns them and the next index."""
-        w = self.config.window_s
-        s1 = max(s0, bin_index(t_done - self.config.server_lag_s, w))
-        return server_cells(ev, m, s0, s1, w), s1
-
     def _tail(self, windows: pd.DataFrame, tail: list) -> list:
         new = [None if not math.isfinite(h) else int(h)
                for h in windows["hot_gpu"].to_numpy(dtype=float)] if len(windows) else []
@@ -222,103 +242,207 @@ class LiveView:
         return HeaderSummary(s.phase, s.confidence, s.imbalance_ratio, s.straggler_tax,
                              s.hot_gpu, s.window_end, dict(sorted(counts.items())), len(tail))
 
-    # -- the two answers -----------------------------------------------------------------
-    def snapshot(self) -> Step:
-        """Rebuild: the whole figure over the last ``view_s`` seconds and a fresh cursor."""
-        c = self.config
-        cursor = self.store.cursor()
-        span = self.store.time_span()
-        if span is None:
-            gpus = self._gpus(pd.DataFrame())
+    def _gpus(self) -> list[int]:
+        h = self.history
+        if h.gpus:
+            return list(h.gpus)
+        devs = self.store.devices()
+        return sorted({int(g) for g in devs["gpu"].dropna()}) if not devs.empty else []
+
+    def _meta(self, state: dict) -> dict:
+        h = self.history
+        return {**state, "ts_last": h.t_newest, "mono_last": h.mono_newest,
+                "cursor": h.cursor, "sent": _now_ms()}
+
+    # -- follow mode ---------------------------------------------------------------------
+    def snapshot(self, span: float | None = None, order_by: str = "index",
+                 selected: float | None = None) -> Step:
+        """A whole new figure following the live edge: the last ``span`` seconds (default
+        ``config.view_s``) and a fresh cursor."""
+        c, h = self.config, self.history
+        h.update()
+        span = float(span or c.view_s)
+        f = live_factor(span, c.bin_s)
+        gpus = self._gpus()
+        self._rev += 1
+        rev = f"follow-{self._rev}"
+        base = {"mode": "follow", "follow": True, "span": span, "preset": span, "factor": f,
+                "gpus": gpus,
+                "order_by": order_by, "gen": h.generation, "range": None, "rev": rev}
+        if h.k_next is None:
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
-                               window_s=c.window_s, height=c.height)
-            state = {"k": None, "j": None, "s": None, "cursor": cursor, "gpus": gpus,
-                     "ts_last": None, "mono_last": None, "hot_tail": []}
-            return Step(state=state, figure=fig, summary=header_summary(pd.DataFrame()))
-        t_newest = span[1]
-        t0 = max(t_newest - c.view_s, span[0])
-        frame = self.store.read_range(t0 - c.hold_s, None)
-        gpus = self._gpus(frame)
-        t_done = self._complete_until(frame)
-        k0, k1 = bin_index(t0, c.bin_s) + 1, bin_index(t_done, c.bin_s)
-        j0 = math.ceil(t0 / c.window_s - 1e-9)
-        j1 = bin_index(t_done, c.window_s)
-        bins = bin_lanes(frame, gpus, k0, k1, c.bin_s, c.hold_s)
-        windows = self._classify(frame, j0, j1)
-        server, s_next = None, None
-        # the same test ``advance`` makes (signals since ``view_s`` before the newest bin),
-        # so a replay whose server events start before its first sample does not re-snapshot
-        # on every tick
-        t_lo = max(k0, k1) * c.bin_s - c.view_s  # advance's bound for the state returned
-        ev, m = self._server_since(min(j0 * c.window_s, t_lo))
-        if (len(ev) and (ev["timestamp"] >= t_lo).any()) or (len(m) and
-                                                             (m["timestamp"] >= t_lo).any()):
-            server, s_next = self._server_cells(j0, t_done, ev, m)
-        fig = build_figure(bins, windows, gpus, bin_s=c.bin_s, window_s=c.window_s,
-                           height=c.height, server=server)
+                               window_s=c.window_s, height=c.height, uirevision=rev)
+            state = {**base, "k": None, "j": None, "s": None, "server": False,
+                     "order": gpus, "edge": None, "hot_tail": []}
+            return Step(state=self._meta(state), figure=fig,
+                        summary=header_summary(pd.DataFrame()))
+        k_end = (h.k_next // f) * f
+        k_first = (bin_index(h.t_first, c.bin_s) // f) * f
+        k_start = max(k_first, k_end - math.ceil(span / c.bin_s / f) * f)
+        bins = coarse_bins(h.bins(k_start, k_end, dense=True), f)
+        j_end = h.j_next
+        j_start = max(math.ceil(h.t_first / c.window_s - 1e-9),
+                      j_end - math.ceil(span / c.window_s))
+        windows = h.windows(j_start, j_end)
+        order = load_order(windows, gpus, order_by)
+        server = h.cells(j_start, h.s_next) if h.has_server else None
+        fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
+                           height=c.height, uirevision=rev, server=server, order=order)
+        if selected is not None:
+            sel = selected_trace(selected, c.window_s)
+            fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
+                x=np.asarray(sel.x) * 1000.0, y=sel.y)
         tail = self._tail(windows, [])
-        state = {"k": max(k0, k1), "j": max(j0, j1), "s": s_next, "cursor": cursor,
-                 "gpus": gpus,
-                 "ts_last": float(frame["timestamp"].max()),
-                 "mono_last": float(frame["monotonic"].max()), "hot_tail": tail}
-        return Step(state=state, figure=fig, summary=self._summary(windows, tail))
+        state = {**base, "k": k_end, "j": j_end, "s": h.s_next, "server": h.has_server,
+                 "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail}
+        return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
     def advance(self, state: dict | None) -> Step:
         """Answer one tick of a page whose cursor is ``state``.
 
         Returns a ``Step`` with an ``extend`` payload for new complete bins/windows, a new
-        ``figure`` when a rebuild is due, or just a new ``state`` when nothing is new.
+        ``figure`` when a rebuild is due, a ``patch`` when following the whole session, or
+        just a new ``state``.
         """
-        c = self.config
-        if not state or state.get("k") is None:
-            if self.store.cursor() == (state or {}).get("cursor", -1) and state:
-                return Step(state=state)
+        c, h = self.config, self.history
+        if not state:
             return self.snapshot()
-        cursor = self.store.cursor()
-        if cursor == state["cursor"]:
+        h.update()
+        if state.get("k") is None and state.get("mode") == "follow":
+            if h.k_next is None:
+                return Step(state=self._meta(state))
+            return self.snapshot(state.get("span"), state.get("order_by", "index"))
+        rebuild = (state.get("gen") != h.generation or list(state.get("gpus") or []) != h.gpus
+                   or bool(state.get("server")) != h.has_server)
+        if not state.get("follow"):
+            if rebuild and state.get("mode") == "follow":
+                return self.snapshot(state.get("span"), state.get("order_by", "index"))
+            return Step(state=self._meta(state))
+        if state.get("span") is None:  # following the whole session: refresh now and then
+            if rebuild or _now_ms() - float(state.get("sent") or 0) > ALL_REFRESH_S * 1000:
+                span = h.span()
+                if span is None:
+                    return Step(state=self._meta(state))
+                return self.range_step(state, span[0], span[1], state.get("px"),
+                                       follow=True, rebuild=rebuild)
             return Step(state=state)
-        k, j = int(state["k"]), int(state["j"])
-        frame = self.store.read_range(
-            min(k * c.bin_s - c.hold_s, (j - CONTEXT_WINDOWS) * c.window_s) - 1e-6, None)
-        if frame.empty:
-            span = self.store.time_span()
-            if span is not None and span[1] < k * c.bin_s - 5.0:  # clock went back: restart
-                return self.snapshot()
-            return Step(state={**state, "cursor": cursor})
-        gpus = self._gpus(frame)
-        t_newest = float(frame["timestamp"].max())
-        if gpus != list(state["gpus"]) or t_newest - k * c.bin_s > c.view_s:
-            return self.snapshot()
-        t_done = self._complete_until(frame)
-        k1 = max(k, bin_index(t_done, c.bin_s))
-        j1 = max(j, bin_index(t_done, c.window_s))
+        if rebuild:
+            return self.snapshot(state["span"], state.get("order_by", "index"))
+        f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
+        k_end = (h.k_next // f) * f
+        if (k_end - k) * c.bin_s > state["span"]:
+            return self.snapshot(state["span"], state.get("order_by", "index"))
+        if k_end <= k and h.j_next <= j:
+            return Step(state=self._meta(state))
+        bins = coarse_bins(h.bins(k, k_end, dense=True), f)
+        windows = h.windows(j, h.j_next)
         s = state.get("s")
-        server = None
-        if s is None:
-            if self._has_server(k * c.bin_s - c.view_s):  # first server signals: add the lane
-                return self.snapshot()
-        else:
-            ev, m = self._server_since(int(s) * c.window_s)
-            server, s = self._server_cells(int(s), t_done, ev, m)
-        bins = bin_lanes(frame, gpus, k, k1, c.bin_s, c.hold_s)
-        windows = self._classify(frame, j, j1)
+        cells = None
+        if h.has_server:
+            s = h.s_next if s is None else int(s)
+            cells = h.cells(s, h.s_next)
+            s = h.s_next
         tail = self._tail(windows, state.get("hot_tail", []))
-        new_state = {**state, "k": k1, "j": j1, "s": s, "cursor": cursor, "ts_last": t_newest,
-                     "mono_last": float(frame["monotonic"].max()), "hot_tail": tail}
-        payload = extend_data(bins, windows, gpus, bin_s=c.bin_s, window_s=c.window_s,
-                              view_s=c.view_s, server=server)
-        return Step(state=new_state,
+        new_state = {**state, "k": max(k, k_end), "j": h.j_next, "s": s, "hot_tail": tail,
+                     "edge": max(k, k_end) * c.bin_s * 1000.0}
+        payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
+                              window_s=c.window_s, view_s=state["span"], server=cells,
+                              order=state.get("order"))
+        return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
 
+    # -- range mode ----------------------------------------------------------------------
+    def range_view(self, t0: float, t1: float, px: float | None = None,
+                   order_by: str = "index", selected: float | None = None) -> RangeView:
+        """The traces of ``[t0, t1]`` (epoch s) for a plot ``px`` pixels wide.
+
+        Lanes hold every raw sample when the range has at most ``point_budget(px)`` samples
+        per GPU (read from the store), else the history's 0.1-s bins, downsampled with
+        MinMaxLTTB when there are more than that.
+        """
+        c, h = self.config, self.history
+        h.update()
+        t0, t1 = (t1, t0) if t1 < t0 else (t0, t1)
+        n_out = point_budget(px)
+        gpus = self._gpus()
+        rate = h.samples_per_s
+        raw = math.isfinite(rate) and rate * (t1 - t0) <= n_out
+        if raw:
+            samples = self.store.read_range(t0 - c.hold_s, t1 + c.hold_s)
+            traces = lanes_from_samples(samples, gpus, n_out, c.hold_s)
+        else:
+            bins = h.bins(bin_index(t0, c.bin_s) - 1, bin_index(t1, c.bin_s) + 2)
+            traces = lanes_from_bins(bins, gpus, c.bin_s, n_out)
+        w = c.window_s
+        windows = h.windows(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
+        order = load_order(windows, gpus, order_by)
+        wt = window_traces(windows, gpus, w, n_out, order)
+        factor = int(wt[("phase", "idle")].extra.get("factor", 1))
+        traces.update(wt)
+        if h.has_server:
+            cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
+            traces.update(server_traces(cells, w, n_out))
+        traces[("selected",)] = selected_trace(selected, w)
+        return RangeView(t0, t1, traces, order, raw, n_out, factor)
+
+    def range_step(self, state: dict, t0: float, t1: float, px: float | None,
+                   follow: bool = False, selected: float | None = None,
+                   rebuild: bool = False) -> Step:
+        """Answer a range request: a ``Patch`` of the page's figure (a whole figure when the
+        page's figure has other traces than the history needs, or ``rebuild``)."""
+        c, h = self.config, self.history
+        order_by = state.get("order_by", "index")
+        v = self.range_view(t0, t1, px, order_by, selected)
+        gpus = self._gpus()
+        server = h.has_server
+        new_state = {**state, "mode": "range", "follow": follow,
+                     "preset": "all" if follow else None,
+                     "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
+                     "px": px, "order": v.order, "gpus": gpus, "server": server,
+                     "gen": h.generation, "edge": None, "view": view_note(v, c),
+                     "k": h.k_next, "j": h.j_next, "s": h.s_next}
+        if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
+            self._rev += 1
+            fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
+                               window_s=c.window_s, height=c.height,
+                               uirevision=f"range-{self._rev}",
+                               server=h.cells(0, 0) if server else None, order=v.order)
+            for i, upd in range_update(v.traces, gpus, server, encode=False).items():
+                fig.data[i].update(upd)
+            fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
+            return Step(state=self._meta(new_state), figure=fig)
+        return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server))
+
+    # -- panels --------------------------------------------------------------------------
+    def at(self, t: float) -> dict:
+        """What the history knows at epoch time ``t``: ``bin`` ({(column, gpu): value} of
+        the 0.1-s bin holding ``t``, or the nearest within ``hold_s``), ``window`` (the
+        labelled window holding ``t`` as a dict, or None) and ``gpus``."""
+        c, h = self.config, self.history
+        k = bin_index(t, c.bin_s)
+        reach = max(1, math.floor(c.hold_s / c.bin_s))
+        b = h.bins(k - reach, k + reach + 1)
+        row = None
+        if len(b):
+            near = np.abs(b.index.to_numpy() - k)
+            row = b.iloc[int(np.argmin(near))]
+        j = bin_index(t, c.window_s)
+        w = h.windows(j, j + 1)
+        return {"t": t, "bin": None if row is None else row.to_dict(),
+                "window": None if w.empty else w.iloc[0].to_dict(), "gpus": self._gpus()}
+
     def status(self, state: dict | None) -> list:
-        """The small status line: source, GPUs, samples stored, age of the newest sample."""
-        c = self.config
-        n = self.store.cursor()  # rows are never deleted, so the newest id is the count
+        """The status line: source, GPUs, samples stored, history held, age of the newest
+        sample, collector health."""
+        c, h = self.config, self.history
         parts: list = [html.Span(c.source, className="tl-source")]
         gpus = (state or {}).get("gpus") or []
         parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
-        parts.append(f" · {n:,} samples stored")
+        parts.append(f" · {h.cursor:,} samples stored")
+        sp = h.span()
+        if sp is not None:
+            parts.append(f" · history {_fmt_span(sp[1] - sp[0])}")
         parts.append(f" · phases: {_labeller_label()}")
         if c.server:
             parts.append(html.Span(f" · {c.server}", className="tl-server", id=ids.SERVER))
@@ -333,6 +457,152 @@ class LiveView:
             parts.append(html.Span(f" · collector stopped{': ' + err if err else ''}",
                                    className="tl-stale"))
         return parts
+
+
+def selected_trace(t_start: float | None, window_s: float) -> TraceData:
+    """The selected window's outline: one bar over the window starting at ``t_start``."""
+    if t_start is None or not math.isfinite(float(t_start)):
+        return TraceData(np.empty(0), np.empty(0), window_s)
+    return TraceData(np.array([float(t_start) + window_s / 2.0]), np.array([1.45]), window_s)
+
+
+def range_patch(v: RangeView, gpus: list[int], server: bool) -> dash.Patch:
+    """A ``dash.Patch`` putting range view ``v`` into the page's figure: every trace's data
+    (typed arrays), the x range of every axis and the load bands' GPU order."""
+    p = dash.Patch()
+    for i, upd in range_update(v.traces, gpus, server).items():
+        for attr, val in upd.items():
+            p["data"][i][attr] = val
+    names = axis_names(server)
+    for ax in names["x"]:
+        p["layout"][ax]["range"] = [v.t0 * 1000.0, v.t1 * 1000.0]
+        p["layout"][ax]["autorange"] = False
+    for attr, val in band_axis(v.order).items():
+        p["layout"][names["bands"]][attr] = val
+    return p
+
+
+_AXES: dict[bool, dict] = {}
+
+
+def axis_names(server: bool) -> dict:
+    """Layout names of the figure's axes: ``x`` (every x axis) and ``bands`` (the load
+    bands' y axis), for a figure with or without the server lane."""
+    if server not in _AXES:
+        from .figures import rows
+
+        fig = build_figure(pd.DataFrame(), pd.DataFrame(), [0], server=(
+            pd.DataFrame(columns=["pf_batches"]) if server else None))
+        xs = sorted((k for k in fig.layout if str(k).startswith("xaxis")),
+                    key=lambda k: int(k[5:] or 1))
+        band = fig.get_subplot(rows(server).bands, 1).yaxis.plotly_name
+        _AXES[server] = {"x": xs, "bands": band}
+    return _AXES[server]
+
+
+def view_note(v: RangeView, c: DashboardConfig) -> str:
+    """One line saying what the range view draws (resolution of lanes and ribbon)."""
+    span = _fmt_span(v.t1 - v.t0)
+    t0 = datetime.fromtimestamp(v.t0, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
+    t1 = datetime.fromtimestamp(v.t1, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
+    lanes = ("every sample" if v.raw else
+             f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
+    ribbon = ("one bar per window" if v.factor == 1 else
+              f"{v.factor} windows per bar (phase shares stacked)")
+    return f"{t0}–{t1} UTC ({span}) · lanes: {lanes} · ribbon: {ribbon}"
+
+
+def _fmt_span(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
+# -- panels ----------------------------------------------------------------------------------
+
+
+def _num(v, spec: str, unit: str = "") -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    return f"{format(f, spec)}{unit}" if math.isfinite(f) else "–"
+
+
+def _utc(t: float, digits: int = 3) -> str:
+    s = datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S.%f")
+    return s[: 9 + digits] if digits else s[:8]
+
+
+def _phase_pill(phase: str, conf) -> html.Span:
+    return html.Span(f"{phase.upper()} {_num(conf * 100 if conf is not None else None, '.0f')} %",
+                     className="tl-pill tl-pill-sm",
+                     style={"background": PHASE_COLORS.get(phase, "#999"),
+                            "color": "#1f2937" if phase == "idle" else "white"})
+
+
+def hover_panel(info: dict, order: list[int] | None) -> list:
+    """The hover panel: time, the window's phase and confidence, and one row per GPU (in the
+    load bands' order) with every lane's value in the 0.1-s bin and the GPU's load share."""
+    t = info["t"]
+    win = info.get("window")
+    gpus = list(order or info.get("gpus") or [])
+    head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=UTC):%Y-%m-%d} {_utc(t)} UTC",
+                           className="tl-panel-time")]
+    if win is not None:
+        hot = win.get("hot_gpu")
+        hot_s = (f" · hot GPU {int(hot)}" if hot is not None and math.isfinite(float(hot))
+                 else "")
+        head.append(html.Div([_phase_pill(str(win["phase"]), float(win["confidence"])),
+                              html.Span(f" sure · window {_utc(win['start'], 1)}–"
+                                        f"{_utc(win['end'], 1)} · max/mean "
+                                        f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
+                                        f"{hot_s}")], className="tl-panel-phase"))
+    else:
+        head.append(html.Div("no labelled window here", className="tl-muted"))
+    b = info.get("bin") or {}
+    loads = {g: float(win.get(f"load_g{g}", math.nan)) if win else math.nan for g in gpus}
+    total = sum(v for v in loads.values() if math.isfinite(v))
+    cols = [("SM", "sm_active", 1.0, ".0f"), ("Tensor", "tensor_active", 1.0, ".0f"),
+            ("DRAM", "dram_active", 1.0, ".0f"), ("PCIe tx", "pcie_tx_bytes_per_s", 1e-6, ",.0f"),
+            ("rx", "pcie_rx_bytes_per_s", 1e-6, ",.0f"), ("Power", "power_w", 1.0, ".0f")]
+    units = ["%", "%", "%", "MB/s", "MB/s", "W", "%"]
+    header = html.Tr([html.Th("GPU")] + [html.Th([n, html.Br(), html.Span(u, className="tl-unit")])
+                                        for (n, *_), u in zip(cols, units)]
+                     + [html.Th(["share", html.Br(), html.Span("%", className="tl-unit")])])
+    body = []
+    for g in gpus:
+        cells = [html.Td([html.Span(className="tl-dot", style={"background": gpu_color(g)}),
+                          f"{g}"])]
+        for _, col, scale, spec in cols:
+            v = b.get((col, g))
+            cells.append(html.Td(_num(None if v is None else v * scale, spec)))
+        share = loads[g] / total * 100 if total > 0 and math.isfinite(loads[g]) else None
+        hot = win is not None and win.get("hot_gpu") is not None and \
+            math.isfinite(float(win.get("hot_gpu"))) and int(win["hot_gpu"]) == g
+        cells.append(html.Td(_num(share, ".0f"), className="tl-hot" if hot else None))
+        body.append(html.Tr(cells))
+    return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
+
+
+def window_panel(row: dict | None, gpus: list[int], labeller: str) -> list:
+    """The selected window: its phase, scores, features and why it got its label."""
+    if row is None:
+        return [html.Div("Click the figure to select a window: its features and why it got "
+                         "its label show here.", className="tl-muted")]
+    ex = explain_window(row, gpus, labeller)
+    return [
+        html.Div([html.B("Selected window "),
+                  f"{_utc(row['start'], 1)}–{_utc(row['end'], 1)} UTC"], className="tl-panel-time"),
+        html.Div([_phase_pill(str(row["phase"]), float(row["confidence"])),
+                  html.Span(f" sure · labelled by the {ex.labeller}")],
+                 className="tl-panel-phase"),
+        html.Ul([html.Li(r) for r in ex.reasons], className="tl-reasons"),
+        html.Table([html.Tbody([html.Tr([html.Td(k), html.Td(v, className="tl-num")])
+                                for k, v in ex.features])], className="tl-table tl-kv"),
+    ]
 
 
 def _labeller_label() -> str:
@@ -443,10 +713,139 @@ def legend() -> html.Div:
         html.B("imbalanced"), html.Span(" decode window with a hot GPU (red in the share strip)",
                                         className="tl-key-help"),
     ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch tl-swatch-stack", style={"background": (
+            f"linear-gradient({PHASE_COLORS['decode']} 0 60%, {PHASE_COLORS['prefill']} 60%)")}),
+        html.B("stacked bar"), html.Span(" zoomed out: share of the bar's windows in each phase",
+                                         className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch tl-swatch-outline"),
+        html.B("selected"), html.Span(" the window clicked (details on the right)",
+                                      className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        *[html.Span(className="tl-dot", style={"background": gpu_color(g)}) for g in range(8)],
+        html.B(" GPU 0-7"), html.Span(" line colours; PCIe tx solid, rx dotted; gaps: no data",
+                                      className="tl-key-help"),
+    ]))
     return html.Div(id=ids.LEGEND, className="tl-legend", children=items)
 
 
 # -- the factory -----------------------------------------------------------------------------
+
+_ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, order, tfrom, tto, state) {
+    const nu = window.dash_clientside.no_update;
+    const ctx = window.dash_clientside.callback_context;
+    const trig = ctx.triggered.length ? ctx.triggered[0].prop_id.split('.')[0] : '';
+    const gd = document.querySelector('#%(graph)s .js-plotly-plot');
+    const px = gd && gd._fullLayout && gd._fullLayout._size ? gd._fullLayout._size.w : null;
+    const toMs = (v) => {
+        if (typeof v === 'number') return v;
+        const s = String(v).trim().replace(' ', 'T');
+        const m = s.match(/^(\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(?::\\d{2})?)(?:\\.(\\d+))?$/);
+        if (!m) return NaN;
+        const frac = m[2] ? Number('0.' + m[2]) * 1000 : 0;
+        return Date.parse(m[1] + 'Z') + frac;
+    };
+    let a = null;
+    if (trig === '%(graph)s') {
+        if (!relayout) return [nu, nu];
+        let r0 = null, r1 = null, auto = false;
+        for (const k in relayout) {
+            if (/^xaxis\\d*\\.range\\[0\\]$/.test(k)) r0 = relayout[k];
+            else if (/^xaxis\\d*\\.range\\[1\\]$/.test(k)) r1 = relayout[k];
+            else if (/^xaxis\\d*\\.range$/.test(k)) { r0 = relayout[k][0]; r1 = relayout[k][1]; }
+            else if (/^xaxis\\d*\\.autorange$/.test(k) && relayout[k]) auto = true;
+        }
+        if (r0 !== null && r1 !== null) a = {kind: 'range', t0: toMs(r0), t1: toMs(r1)};
+        // a double-click resets a zoomed range to the whole session; plotly also reports
+        // autorange when a followed figure is drawn, which is no request
+        else if (auto && state && state.mode === 'range') a = {kind: 'all'};
+        else return [nu, nu];
+    } else if (trig === '%(p10)s') a = {kind: 'preset', span: 10};
+    else if (trig === '%(p60)s') a = {kind: 'preset', span: 60};
+    else if (trig === '%(p600)s') a = {kind: 'preset', span: 600};
+    else if (trig === '%(pall)s') a = {kind: 'all'};
+    else if (trig === '%(follow)s') a = {kind: 'follow'};
+    else if (trig === '%(go)s') a = {kind: 'go', t0: toMs(tfrom), t1: toMs(tto),
+                                     from: tfrom, to: tto};
+    else if (trig === '%(order)s') a = {kind: 'order', by: order};
+    else return [nu, nu];
+    a.px = px; a.n = Date.now();
+    return [a, Date.now()];
+}"""
+
+_TICK_JS = """function(n, busy, pull) {
+    const now = Date.now();
+    if (busy !== null && busy !== undefined && now - busy < %(stuck)d) {
+        return [window.dash_clientside.no_update, window.dash_clientside.no_update];
+    }
+    return [(pull || 0) + 1, now];
+}"""
+
+_POINT_T_JS = """function(data) {
+    if (!data || !data.points || !data.points.length) return window.dash_clientside.no_update;
+    const x = data.points[0].x;
+    if (typeof x === 'number') return x;
+    const s = String(x).trim().replace(' ', 'T');
+    const m = s.match(/^(\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(?::\\d{2})?)(?:\\.(\\d+))?$/);
+    if (!m) return window.dash_clientside.no_update;
+    return Date.parse(m[1] + 'Z') + (m[2] ? Number('0.' + m[2]) * 1000 : 0);
+}"""
+
+# Sample-to-screen latency, measured in the page (see the module docstring).
+_LATENCY_JS = """function(state) {
+    const L = window.__tlLat = window.__tlLat || {lat: [], offs: [], edge: null, rev: null};
+    const nu = window.dash_clientside.no_update;
+    if (!state || state.sent === null || state.sent === undefined) return nu;
+    const now = Date.now();
+    L.offs.push(now - state.sent);
+    if (L.offs.length > 200) L.offs.shift();
+    const off = Math.min.apply(null, L.offs);
+    if (state.mode !== 'follow' || !state.follow || state.edge === null) {
+        L.edge = null;
+    } else {
+        const prev = (L.rev === state.rev) ? L.edge : null;
+        const edge = state.edge, bin = state.bin_ms;
+        if (prev !== null && edge > prev && bin > 0) {
+            requestAnimationFrame(() => requestAnimationFrame(() => {
+                const paint = Date.now() - off;
+                for (let e = prev + bin; e <= edge + 0.5; e += bin) {
+                    L.lat.push(paint - (e - bin / 2));
+                }
+                while (L.lat.length > 600) L.lat.shift();  // the last minute of bins
+            }));
+        }
+        L.edge = edge; L.rev = state.rev;
+    }
+    if (L.lat.length < 5) return 'sample → screen: measuring…';
+    const s = L.lat.slice().sort((a, b) => a - b);
+    if (s[0] < -1000) return 'sample → screen: n/a (sample stamps run ahead of the clock: ' +
+                             'a replay faster than real time)';
+    const q = (p) => s[Math.min(s.length - 1, Math.floor(p * s.length))];
+    return 'sample → screen p50 ' + Math.round(q(0.5)) + ' ms · p95 ' + Math.round(q(0.95)) +
+           ' ms (last ' + s.length + ' bins)';
+}"""
+
+
+def _parse_utc(text: str | None) -> float:
+    """Epoch seconds of a ``YYYY-MM-DD[T ]HH:MM[:SS[.fff]]`` string read as UTC.
+
+    Raises:
+        ValueError: the text is not such a date-time.
+    """
+    s = (text or "").strip().replace(" ", "T")
+    for fmt in ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"):
+        try:
+            return datetime.strptime(s, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            continue
+    raise ValueError(f"cannot read {text!r} as a UTC date-time (YYYY-MM-DD HH:MM:SS)")
+
+
+def _picker_value(t: float) -> str:
+    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def create_app(store: SampleStore, config: DashboardConfig | None = None) -> dash.Dash:
@@ -457,48 +856,64 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         config: settings; default ``DashboardConfig()``.
 
     Returns:
-        A ``dash.Dash`` app; serve ``app.server`` (a Flask WSGI app) with any WSGI server.
+        A ``dash.Dash`` app (its ``LiveView`` is ``app.tealeaves_live``); serve
+        ``app.server`` (a Flask WSGI app) with any WSGI server.
     """
     config = config or DashboardConfig()
     live = LiveView(store, config)
     app = dash.Dash(__name__, title=config.title, update_title=None,
                     assets_folder=str(ASSETS), serve_locally=True)
+    app.tealeaves_live = live
+    for server in (False, True):  # off the first request's path
+        axis_names(server)
 
     def layout() -> html.Div:
         step = live.snapshot()
+        state = {**step.state, "bin_ms": step.state.get("factor", 1) * config.bin_s * 1000}
         return html.Div(className="tl-page", children=[
             html.Header(className="tl-top", children=[
                 html.Div(className="tl-brand", children=[
                     html.Span("tealeaves", className="tl-logo"),
-                    html.Span(live.status(step.state), id=ids.STATUS, className="tl-status"),
+                    html.Span(live.status(state), id=ids.STATUS, className="tl-status"),
                 ]),
                 html.Div(header_cells(step.summary), id=ids.HEADER, className="tl-cells"),
                 legend(),
             ]),
-            dcc.Graph(id=ids.GRAPH, figure=step.figure, className="tl-graph",
-                      config={"displaylogo": False, "responsive": True,
-                              "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
-                      style={"height": f"{config.height}px"}),
+            toolbar(state, config),
+            html.Div(className="tl-main", children=[
+                dcc.Graph(id=ids.GRAPH, figure=step.figure, className="tl-graph",
+                          clear_on_unhover=False,
+                          config={"displaylogo": False, "responsive": True,
+                                  "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
+                          style={"height": f"{config.height}px"}),
+                html.Aside(className="tl-side", children=[
+                    html.Div(className="tl-panel", children=[
+                        html.Div("At the cursor", className="tl-panel-title"),
+                        html.Div(id=ids.HOVER_PANEL, children=[html.Div(
+                            "Hover over the figure: every GPU's values at that instant and "
+                            "the window's phase show here.", className="tl-muted")]),
+                    ]),
+                    html.Div(className="tl-panel", children=[
+                        html.Div("Window", className="tl-panel-title"),
+                        html.Div(id=ids.WINDOW_PANEL,
+                                 children=window_panel(None, [], "")),
+                    ]),
+                ]),
+            ]),
             dcc.Interval(id=ids.TICK, interval=int(config.interval_ms), n_intervals=0),
-            dcc.Store(id=ids.CURSOR, data=step.state),
+            dcc.Store(id=ids.CURSOR, data=state),
             dcc.Store(id=ids.PULL, data=0),
             dcc.Store(id=ids.BUSY, data=None),
+            dcc.Store(id=ids.ACTION, data=None),
+            dcc.Store(id=ids.HOVER_T, data=None),
+            dcc.Store(id=ids.CLICK_T, data=None),
+            dcc.Store(id=ids.SELECTED, data=None),
         ])
 
     app.layout = layout
 
-    # The interval only asks for an update when none is in flight: Dash drops the answer of a
-    # callback fired again before it returned (plotly/dash#1613), so an interval-driven update
-    # slower than the interval would never land.  A request older than STUCK_MS (an error
-    # answered 500) is given up and a new one sent.
     app.clientside_callback(
-        f"""function(n, busy, pull) {{
-            const now = Date.now();
-            if (busy !== null && busy !== undefined && now - busy < {STUCK_MS}) {{
-                return [window.dash_clientside.no_update, window.dash_clientside.no_update];
-            }}
-            return [(pull || 0) + 1, now];
-        }}""",
+        _TICK_JS % {"stuck": STUCK_MS},
         Output(ids.PULL, "data"),
         Output(ids.BUSY, "data", allow_duplicate=True),
         Input(ids.TICK, "n_intervals"),
@@ -506,6 +921,29 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         State(ids.PULL, "data"),
         prevent_initial_call=True,
     )
+    # Every user action becomes one ACTION (and marks a request in flight, so the interval
+    # does not supersede it).
+    app.clientside_callback(
+        _ACTION_JS % {"graph": ids.GRAPH, "p10": ids.PRESET_10S, "p60": ids.PRESET_1MIN,
+                      "p600": ids.PRESET_10MIN, "pall": ids.PRESET_ALL, "follow": ids.FOLLOW,
+                      "go": ids.RANGE_GO, "order": ids.ORDER},
+        Output(ids.ACTION, "data"),
+        Output(ids.BUSY, "data", allow_duplicate=True),
+        Input(ids.GRAPH, "relayoutData"),
+        Input(ids.PRESET_10S, "n_clicks"),
+        Input(ids.PRESET_1MIN, "n_clicks"),
+        Input(ids.PRESET_10MIN, "n_clicks"),
+        Input(ids.PRESET_ALL, "n_clicks"),
+        Input(ids.FOLLOW, "n_clicks"),
+        Input(ids.RANGE_GO, "n_clicks"),
+        Input(ids.ORDER, "value"),
+        State(ids.RANGE_FROM, "value"),
+        State(ids.RANGE_TO, "value"),
+        State(ids.CURSOR, "data"),
+        prevent_initial_call=True,
+    )
+
+    n_presets = len(PRESETS)
 
     @app.callback(
         Output(ids.GRAPH, "figure"),
@@ -514,23 +952,201 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         Output(ids.HEADER, "children"),
         Output(ids.STATUS, "children"),
         Output(ids.BUSY, "data", allow_duplicate=True),
+        Output(ids.VIEW_NOTE, "children"),
+        Output(ids.FOLLOW, "children"),
+        Output(ids.FOLLOW, "className"),
+        Output(ids.RANGE_FROM, "value"),
+        Output(ids.RANGE_TO, "value"),
+        *[Output(pid, "className") for pid, _, _ in PRESETS],
         Input(ids.PULL, "data"),
+        Input(ids.ACTION, "data"),
         State(ids.CURSOR, "data"),
+        State(ids.SELECTED, "data"),
         prevent_initial_call=True,
     )
-    def _tick(_n: int, state: dict | None):
+    def _update(_pull, action, state, selected):
+        nu = dash.no_update
+        note = nu
         try:
-            step = live.advance(state)
+            if dash.ctx.triggered_id == ids.ACTION and action:
+                step, note = _act(live, action, state or {}, selected)
+            else:
+                step = live.advance(state)
         except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
             raise dash.exceptions.PreventUpdate from None
-        nu = dash.no_update
+        st = {**step.state, "bin_ms": step.state.get("factor", 1) * config.bin_s * 1000}
+        if step.figure is not None:
+            fig = step.figure
+        elif step.patch is not None:
+            fig = step.patch
+        else:
+            fig = nu
+        if note is nu and st.get("mode") == "range" and (step.patch is not None
+                                                          or step.figure is not None):
+            note = st.get("view", "")
+        elif note is nu and step.figure is not None:
+            note = follow_note(st, config)
+        rng = st.get("range") if st.get("mode") == "range" else None
+        follow_label, follow_cls = _follow_button(st)
+        preset = st.get("span") if st.get("mode") == "follow" else (
+            "all" if st.get("follow") else "none")
+        classes = [("tl-btn tl-btn-on" if (span is None and preset == "all")
+                    or (span is not None and preset == span) else "tl-btn")
+                   for _, _, span in PRESETS]
         return (
-            step.figure if step.figure is not None else nu,
+            fig,
             step.extend if step.extend is not None else nu,
-            step.state,
+            st,
             header_cells(step.summary) if step.summary is not None else nu,
-            live.status(step.state),
+            live.status(st),
             None,
+            note,
+            follow_label,
+            follow_cls,
+            _picker_value(rng[0]) if rng else nu,
+            _picker_value(rng[1]) if rng else nu,
+            *classes[:n_presets],
         )
 
+    app.clientside_callback(_POINT_T_JS, Output(ids.HOVER_T, "data"),
+                            Input(ids.GRAPH, "hoverData"), prevent_initial_call=True)
+    app.clientside_callback(_POINT_T_JS, Output(ids.CLICK_T, "data"),
+                            Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
+    app.clientside_callback(_LATENCY_JS, Output(ids.LATENCY, "children"),
+                            Input(ids.CURSOR, "data"), prevent_initial_call=True)
+
+    @app.callback(Output(ids.HOVER_PANEL, "children"), Input(ids.HOVER_T, "data"),
+                  State(ids.CURSOR, "data"), prevent_initial_call=True)
+    def _hover(t_ms, state):
+        if t_ms is None:
+            raise dash.exceptions.PreventUpdate
+        return hover_panel(live.at(float(t_ms) / 1000.0), (state or {}).get("order"))
+
+    @app.callback(Output(ids.WINDOW_PANEL, "children"),
+                  Output(ids.SELECTED, "data"),
+                  Output(ids.GRAPH, "figure", allow_duplicate=True),
+                  Input(ids.CLICK_T, "data"),
+                  State(ids.CURSOR, "data"),
+                  prevent_initial_call=True)
+    def _select(t_ms, state):
+        if t_ms is None:
+            raise dash.exceptions.PreventUpdate
+        info = live.at(float(t_ms) / 1000.0)
+        row = info["window"]
+        start = float(row["start"]) if row is not None else None
+        st = state or {}
+        keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
+        patch = dash.Patch()
+        sel = selected_trace(start, config.window_s)
+        if ("selected",) in keys:
+            i = keys.index(("selected",))
+            patch["data"][i]["x"] = typed_array(np.asarray(sel.x) * 1000.0, "f8")
+            patch["data"][i]["y"] = typed_array(sel.y, "f4")
+            patch["data"][i]["width"] = config.window_s * 1000.0
+        return (window_panel(row, info["gpus"], live.history.labeller), start, patch)
+
     return app
+
+
+def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, object]:
+    """Carry out one user action (``ACTION`` store); returns the step and the view note (or
+    ``dash.no_update``)."""
+    c, h = live.config, live.history
+    kind = action.get("kind")
+    px = action.get("px")
+    order_by = state.get("order_by", "index")
+    nu = dash.no_update
+    if kind == "preset":
+        return live.snapshot(float(action["span"]), order_by, selected), nu
+    if kind == "all":
+        h.update()
+        span = h.span()
+        if span is None:
+            return live.snapshot(None, order_by, selected), nu
+        return live.range_step({**state, "preset": "all"}, span[0], span[1], px, follow=True,
+                               selected=selected), nu
+    if kind == "range":
+        t0, t1 = float(action["t0"]) / 1000.0, float(action["t1"]) / 1000.0
+        if not (math.isfinite(t0) and math.isfinite(t1)) or t1 == t0:
+            return Step(state=state), "could not read the zoomed range"
+        return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
+    if kind == "go":
+        try:
+            t0 = _parse_utc(action.get("from"))
+            t1 = _parse_utc(action.get("to"))
+        except ValueError as exc:
+            return Step(state=state), html.Span(f"time range: {exc}", className="tl-stale")
+        if not t1 > t0:
+            return Step(state=state), html.Span("time range: 'to' must be after 'from'",
+                                                className="tl-stale")
+        return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
+    if kind == "follow":
+        if state.get("follow"):
+            return Step(state={**state, "follow": False}), nu
+        if state.get("preset") == "all" and state.get("mode") == "range":
+            return _act(live, {"kind": "all", "px": px}, state, selected)
+        return live.snapshot(state.get("span") or c.view_s, order_by, selected), nu
+    if kind == "order":
+        by = "load" if action.get("by") == "load" else "index"
+        state = {**state, "order_by": by}
+        if state.get("mode") == "follow":
+            return live.snapshot(state.get("span"), by, selected), nu
+        t0, t1 = state.get("range") or (None, None)
+        if t0 is None:
+            return live.snapshot(None, by, selected), nu
+        return live.range_step(state, t0, t1, state.get("px") or px,
+                               follow=bool(state.get("follow")), selected=selected), nu
+    return Step(state=state), nu
+
+
+def _follow_button(state: dict) -> tuple[str, str]:
+    if state.get("follow"):
+        return "● following live", "tl-btn tl-follow tl-follow-on"
+    return "❚❚ paused · follow live", "tl-btn tl-follow tl-follow-off"
+
+
+def follow_note(state: dict, c: DashboardConfig) -> str:
+    """One line saying what the follow view draws."""
+    f = int(state.get("factor", 1))
+    return (f"last {_fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
+            f"{c.bin_s * f:g}-s bins (mean) · ribbon: one bar per {c.window_s:g}-s window")
+
+
+def toolbar(state: dict, config: DashboardConfig) -> html.Div:
+    """Range presets, follow/pause, the time-range picker, band order, view note, latency."""
+    label, cls = _follow_button(state)
+    span = state.get("span")
+    return html.Div(className="tl-toolbar", children=[
+        html.Div(className="tl-group", children=[
+            html.Span("show", className="tl-group-label"),
+            *[html.Button(text, id=pid, n_clicks=0,
+                          className="tl-btn tl-btn-on" if s == span else "tl-btn",
+                          title=("the whole session" if s is None else
+                                 f"the last {text}, following live"))
+              for pid, text, s in PRESETS],
+            html.Button(label, id=ids.FOLLOW, n_clicks=0, className=cls,
+                        title="pause or resume following the newest data"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("from", className="tl-group-label"),
+            dcc.Input(id=ids.RANGE_FROM, type="text", debounce=True, className="tl-time",
+                      placeholder="YYYY-MM-DD HH:MM:SS"),
+            html.Span("to", className="tl-group-label"),
+            dcc.Input(id=ids.RANGE_TO, type="text", debounce=True, className="tl-time",
+                      placeholder="YYYY-MM-DD HH:MM:SS"),
+            html.Span("UTC", className="tl-group-label"),
+            html.Button("show range", id=ids.RANGE_GO, n_clicks=0, className="tl-btn"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("GPU bands", className="tl-group-label"),
+            dcc.RadioItems(id=ids.ORDER, value=state.get("order_by", "index"), inline=True,
+                           options=[{"label": "by index", "value": "index"},
+                                    {"label": "busiest first", "value": "load"}],
+                           className="tl-radio"),
+        ]),
+        html.Div(className="tl-viewline", children=[
+            html.Span(follow_note(state, config) if state.get("span") else "",
+                      id=ids.VIEW_NOTE, className="tl-view-note"),
+            html.Span("sample → screen: measuring…", id=ids.LATENCY, className="tl-latency"),
+        ]),
+    ])

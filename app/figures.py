@@ -107,10 +107,6 @@ COLUMN_DASH: dict[str, str] = {"pcie_tx_bytes_per_s": "solid", "pcie_rx_bytes_pe
 COLUMN_SHORT: dict[str, str] = {"pcie_tx_bytes_per_s": "tx", "pcie_rx_bytes_per_s": "rx"}
 
 RIBBON_ROW = 1
-FIRST_LANE_ROW = 2
-STRIP_ROW = FIRST_LANE_ROW + len(LANES)
-N_ROWS = STRIP_ROW
-
 
 
 @dataclass(frozen=True)
@@ -120,6 +116,7 @@ class Rows:
     Attributes:
         ribbon: the phase ribbon.
         server: the server lane, or None when the figure has none.
+        bands: the load bands (one band per GPU, reorderable).
         first_lane: the first GPU metric lane (``LANES`` follow in order).
         strip: the imbalance strip.
         n: number of rows (the bottom row carries the time axis).
@@ -127,6 +124,7 @@ class Rows:
 
     ribbon: int
     server: int | None
+    bands: int
     first_lane: int
     strip: int
     n: int
@@ -134,9 +132,15 @@ class Rows:
 
 def rows(server: bool = False) -> Rows:
     """The figure's row layout, with or without the server lane (right under the ribbon)."""
-    first = FIRST_LANE_ROW + (1 if server else 0)
+    bands = RIBBON_ROW + (2 if server else 1)
+    first = bands + 1
     strip = first + len(LANES)
-    return Rows(RIBBON_ROW, RIBBON_ROW + 1 if server else None, first, strip, strip)
+    return Rows(RIBBON_ROW, RIBBON_ROW + 1 if server else None, bands, first, strip, strip)
+
+
+FIRST_LANE_ROW = rows(False).first_lane
+STRIP_ROW = rows(False).strip
+N_ROWS = rows(False).n
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,8 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """The figure's traces, in order, as keys.
 
     ``("phase", p)`` ribbon bars of phase ``p``; ``("ribbon_hot",)`` the imbalance bar;
-    ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
+    ``("selected",)`` the outline of the window the user clicked; ``("band", gpu)`` the GPU's
+    load line in its band; ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
     ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is the hot GPU
     (three points per window: a segment and a break).  With ``server``, the server lane's
     traces follow at the end (so the others keep their positions): ``("server", key)`` per
@@ -210,6 +215,8 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """
     keys: list[tuple] = [("phase", p) for p in RIBBON_PHASES]
     keys.append(("ribbon_hot",))
+    keys.append(("selected",))
+    keys += [("band", g) for g in gpus]
     for lane in LANES:
         for g in gpus:
             for col in lane.columns:
@@ -223,7 +230,8 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
 
 
 def _is_window_key(key: tuple) -> bool:
-    return key[0] in ("phase", "ribbon_hot", "share", "hot", "server", "prefill")
+    return key[0] in ("phase", "ribbon_hot", "selected", "band", "share", "hot", "server",
+                      "prefill")
 
 
 # -- data preparation ----------------------------------------------------------------------
@@ -483,10 +491,15 @@ def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list
 
 
 def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
-            window_s: float, server: pd.DataFrame | None = None
-            ) -> dict[tuple, tuple[list, list, list]]:
-    """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``.
+            window_s: float, server: pd.DataFrame | None = None,
+            order: list[int] | None = None) -> dict[tuple, tuple[list, list, list]]:
+    """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
+    one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
+    load bands' GPU order (top first; default ``gpus``).
     """
+    from .views import BAND_SCALE, band_slots
+
+    slots = band_slots(list(gpus) if order is None else list(order))
     out: dict[tuple, tuple[list, list, list]] = {}
     bx = _ms((bins.index.to_numpy(dtype=float) + 0.5) * bin_s) if len(bins) else []
     for lane in LANES:
@@ -500,25 +513,28 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         starts = windows["start"].to_numpy(dtype=float)
         wx = _ms(starts + window_s / 2.0)
         phase = windows["phase"].astype(str).to_numpy()
-        conf = windows["confidence"].to_numpy(dtype=float)
         ratio = windows["imbalance_ratio"].to_numpy(dtype=float)
         hot = windows["hot_gpu"].to_numpy(dtype=float)
         flagged = windows["imbalanced"].fillna(False).to_numpy(dtype=bool) & np.isfinite(hot)
         tax = windows["straggler_tax"].to_numpy(dtype=float)
     else:
         wx, phase, starts = [], np.array([], dtype=str), np.array([], dtype=float)
-        conf = ratio = hot = tax = np.array([], dtype=float)
+        ratio = hot = tax = np.array([], dtype=float)
         flagged = np.array([], dtype=bool)
     for p in RIBBON_PHASES:
         m = phase == p
-        text = [f"{p} ({_fmt(c, '.0%')} sure), max/mean load {_fmt(r, '.2f')}x" if mi else ""
-                for mi, c, r in zip(m, conf, ratio)]
-        out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], text)
+        out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], [])
     hot_text = [f"GPU {int(h)} hot: max/mean load {_fmt(r, '.2f')}x, straggler tax "
                 f"{_fmt(t, '.0%')}" if f else "" for f, h, r, t in zip(flagged, hot, ratio, tax)]
-    out[("ribbon_hot",)] = (wx, [_RIBBON_HOT_HEIGHT if f else None for f in flagged], hot_text)
+    out[("ribbon_hot",)] = (wx, [_RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
+    out[("selected",)] = ([], [], [])
     shares = gpu_shares(windows, gpus) if n else pd.DataFrame(columns=gpus, dtype=float)
     for g in gpus:
+        col = f"load_g{g}"
+        load = (windows[col].to_numpy(dtype=float) if n and col in windows
+                else np.full(n, np.nan))
+        out[("band", g)] = (wx, _values(slots[g] + BAND_SCALE * np.clip(load, 0, 100) / 100, 3),
+                            [])
         s = shares[g].to_numpy(dtype=float) if n else np.array([])
         out[("share", g)] = (wx, _values(s, 2), [])
         is_hot = flagged & (hot == g)
@@ -535,7 +551,8 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
 def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  bin_s: float = 0.1, window_s: float = 0.5, height: int = 780,
                  uirevision: str = "tealeaves-live",
-                 server: pd.DataFrame | None = None) -> go.Figure:
+                 server: pd.DataFrame | None = None,
+                 order: list[int] | None = None) -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -549,6 +566,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         uirevision: kept constant so zoom and legend toggles survive updates.
         server: ``server_cells`` output (cells of ``window_s``; may be empty) to draw the
             server lane under the ribbon; None: no server lane (``rows(False)``).
+        order: GPU order of the load bands, top first (default ``gpus``).
 
     Returns:
         A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
@@ -557,15 +575,17 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     has_server = server is not None
     R = rows(has_server)
     n_lanes = len(LANES)
+    band_h = min(0.24, max(0.08, 0.03 * len(gpus)))
     if has_server:
-        heights = [0.05, 0.13] + [0.66 / n_lanes] * n_lanes + [0.13]
-        specs = [[{}], [{"secondary_y": True}]] + [[{}]] * (n_lanes + 1)
+        heights = ([0.045, 0.11, band_h] + [(0.72 - band_h) / n_lanes] * n_lanes + [0.125])
+        specs = [[{}], [{"secondary_y": True}]] + [[{}]] * (n_lanes + 2)
     else:
-        heights = [0.055] + [0.79 / n_lanes] * n_lanes + [0.155]
+        heights = [0.05, band_h] + [(0.82 - band_h) / n_lanes] * n_lanes + [0.13]
         specs = None
-    fig = make_subplots(rows=R.n, cols=1, shared_xaxes=True, vertical_spacing=0.018,
+    fig = make_subplots(rows=R.n, cols=1, shared_xaxes=True, vertical_spacing=0.016,
                         row_heights=heights, specs=specs)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server)
+    order = list(gpus) if order is None else list(order)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order)
     width_ms = window_s * 1000.0
     marker_axis = None
     if has_server:
@@ -593,14 +613,26 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             fig.add_trace(go.Bar(
                 x=x, y=y, text=text, base=0.0, width=width_ms, name=p,
                 marker={"color": PHASE_COLORS[p], "line": {"width": 0}},
-                textposition="none", hovertemplate="%{text}<extra></extra>",
+                textposition="none", hoverinfo="none",
                 showlegend=False, legendgroup="phases"), row=R.ribbon, col=1)
         elif kind == "ribbon_hot":
             fig.add_trace(go.Bar(
                 x=x, y=y, text=text, base=_RIBBON_HOT_BASE, width=width_ms,
                 name="imbalanced", marker={"color": HOT_COLOR, "line": {"width": 0}},
-                textposition="none", hovertemplate="%{text}<extra></extra>",
+                textposition="none", hoverinfo="none",
                 showlegend=False), row=R.ribbon, col=1)
+        elif kind == "selected":
+            fig.add_trace(go.Bar(
+                x=x, y=y, text=text, base=-0.06, width=width_ms, name="selected window",
+                marker={"color": "rgba(0,0,0,0)", "line": {"width": 2.5, "color": "#111827"}},
+                hoverinfo="skip", showlegend=False), row=R.ribbon, col=1)
+        elif kind == "band":
+            g = key[1]
+            fig.add_trace(go.Scatter(
+                x=x, y=y, text=text, mode="lines", name=f"GPU {g} load", legendgroup=f"gpu{g}",
+                showlegend=False, connectgaps=False, hoverinfo="none",
+                line={"color": gpu_color(g), "width": 1.4}, fill="none"),
+                row=R.bands, col=1)
         elif kind == "lane":
             col, g = key[1], key[2]
             li = next(i for i, lane in enumerate(LANES) if col in lane.columns)
@@ -610,16 +642,14 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 x=x, y=y, text=text, mode="lines", name=f"GPU {g}",
                 legendgroup=f"gpu{g}", showlegend=(li == 0 and col == lane.columns[0]),
                 line={"color": gpu_color(g), "width": 1.4, "dash": COLUMN_DASH.get(col, "solid")},
-                connectgaps=False,
-                hovertemplate=f"GPU {g}{suffix}: %{{y:.1f}} {lane.unit}<extra></extra>"),
+                connectgaps=False, hoverinfo="none", meta=f"GPU {g}{suffix}"),
                 row=R.first_lane + li, col=1)
         elif kind == "share":
             g = key[1]
             fig.add_trace(go.Scatter(
                 x=x, y=y, text=text, mode="lines", name=f"GPU {g} share",
                 legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
-                line={"color": gpu_color(g), "width": 1.6},
-                hovertemplate=f"GPU {g}: %{{y:.0f}} % of load<extra></extra>"),
+                line={"color": gpu_color(g), "width": 1.6}, hoverinfo="none"),
                 row=R.strip, col=1)
         elif kind == "hot":  # a wide translucent red stroke under the hot GPU's share
             g = key[1]
@@ -635,8 +665,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 x=x, y=y, text=text, mode="lines+markers", name=f"server {line.title}",
                 showlegend=True, connectgaps=False,
                 line={"color": line.color, "width": 1.6, "dash": line.dash, "shape": "hv"},
-                marker={"size": 3, "color": line.color},
-                hovertemplate=f"server {line.title}: %{{y:{fmt}}} {line.unit}<extra></extra>")
+                marker={"size": 3, "color": line.color}, hoverinfo="none",
+                meta=f"server {line.title} ({fmt}, {line.unit})")
             if line.key == "accept_len":
                 fig.add_trace(trace.update(xaxis=marker_x, yaxis=accept_axis))
             else:
@@ -652,7 +682,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 marker={"size": size, "color": PHASE_COLORS["prefill"], "symbol": "circle",
                         "opacity": 0.9, "line": {"color": "#7a3d00", "width": 1}},
                 cliponaxis=False, hovertemplate="%{text}<extra></extra>"))
-    _style(fig, gpus, height, uirevision, R)
+    _style(fig, gpus, height, uirevision, R, order)
     return fig
 
 
@@ -662,10 +692,23 @@ def share_axis_top(n_gpus: int) -> float:
     return 100.0 if n_gpus <= 3 else 300.0 / n_gpus
 
 
-def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Rows) -> None:
+def band_axis(order: list[int]) -> dict:
+    """Tick positions and labels of the load bands' y axis for a GPU order (top first)."""
+    from .views import band_slots
+
+    slots = band_slots(order)
+    return {"range": [-0.08, max(len(order), 1) - 0.02],
+            "tickvals": [slots[g] + 0.42 for g in order],
+            "ticktext": [f"<span style='color:{gpu_color(g)}'><b>GPU {g}</b></span>"
+                         for g in order],
+            "ticklabelposition": "inside"}
+
+
+def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Rows,
+           order: list[int]) -> None:
     fig.update_layout(
         height=height, uirevision=uirevision, template="plotly_white",
-        barmode="overlay", bargap=0, hovermode="x unified",
+        barmode="overlay", bargap=0, hovermode="x", hoverdistance=-1, spikedistance=-1,
         hoverlabel={"font_size": 11, "namelength": -1},
         margin={"l": 124, "r": 84 if R.server else 16, "t": 30, "b": 36},
         font={"family": "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", "size": 11},
@@ -684,6 +727,9 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
     fig.update_yaxes(range=[0, _RIBBON_HOT_BASE + _RIBBON_HOT_HEIGHT], showticklabels=False,
                      showgrid=False, row=R.ribbon, col=1)
     labels = [(R.ribbon, "<b>phase</b>", "")]
+    fig.update_yaxes(showgrid=False, nticks=None, row=R.bands, col=1, **band_axis(order),
+                     tickfont={"size": 9})
+    labels.append((R.bands, "<b>load by GPU</b>", "SM active 0-100 %<br>per band"))
     if R.server:
         fig.update_yaxes(rangemode="tozero", autorange=True, row=R.server, col=1,
                          secondary_y=False)
@@ -727,7 +773,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
 
 def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
-                server: pd.DataFrame | None = None) -> list:
+                server: pd.DataFrame | None = None, order: list[int] | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -740,6 +786,7 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             server lane's cells).
         server: new ``server_cells`` (none already on the page) when the figure has a server
             lane (may be empty), else None.
+        order: the load bands' GPU order the figure was built with.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y`` and ``text`` to one list
@@ -747,7 +794,7 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         ``update`` (plotly's per-trace form).
     """
     keys = trace_keys(gpus, server is not None)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order)
     lane_max = math.ceil(view_s / bin_s)
     win_max = math.ceil(view_s / window_s)
     update: dict[str, list] = {"x": [], "y": [], "text": []}
@@ -764,7 +811,57 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     return [update, list(range(len(keys))), {k: list(limits) for k in update}]
 
 
+def typed_array(a, dtype: str = "f8") -> dict:
+    """A plotly.js typed-array spec (``{"dtype", "bdata"}``: base64 of the little-endian
+    values) for a 1-d array; NaN stays NaN (a gap).  f8 for epoch milliseconds (f4 would round
+    them to ~2 min), f4 for values (7 significant digits)."""
+    import base64
+
+    arr = np.ascontiguousarray(np.asarray(a, dtype=np.dtype(dtype).newbyteorder("<")))
+    return {"dtype": dtype, "bdata": base64.b64encode(arr.tobytes()).decode("ascii")}
+
+
+def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = True
+                 ) -> dict[int, dict]:
+    """Per-trace attribute updates (``{trace index: {attr: value}}``) that put a range view
+    (``app.views`` ``TraceData`` per key) into a figure built by ``build_figure``.
+
+    Args:
+        traces: ``{key: TraceData}``; keys of ``trace_keys(gpus, server)`` not in it are left
+            as they are.
+        gpus, server: what the figure was built with.
+        encode: typed arrays (``typed_array``; x f8 ms, y/base f4) for a ``Patch``; False:
+            plain numpy arrays (for ``go.Figure.update``).
+
+    Returns:
+        Updates of ``x``, ``y`` (and ``width`` / ``base`` for bars, ``text`` where given).
+    """
+    keys = trace_keys(gpus, server)
+    out: dict[int, dict] = {}
+    for i, key in enumerate(keys):
+        td = traces.get(key)
+        if td is None:
+            continue
+        x = np.asarray(td.x, dtype=np.float64) * 1000.0
+        y = np.asarray(td.y, dtype=np.float64)
+        upd: dict = ({"x": typed_array(x, "f8"), "y": typed_array(y, "f4")} if encode
+                     else {"x": x, "y": y})
+        if td.width is not None:
+            upd["width"] = float(td.width) * 1000.0
+        if td.base is not None:
+            if np.ndim(td.base):
+                b = np.asarray(td.base, dtype=np.float64)
+                upd["base"] = typed_array(b, "f4") if encode else b
+            else:
+                upd["base"] = float(td.base)
+        if td.text is not None:
+            upd["text"] = list(td.text)
+        out[i] = upd
+    return out
+
+
 def extend_point_count(payload: list) -> int:
+
     """Number of new x values in an ``extend_data`` payload (0: nothing to send)."""
     return sum(len(x) for x in payload[0]["x"])
 

@@ -128,6 +128,15 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
             f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}")
 
 
+class _NoCollector:
+    """The collector of ``start(collect=False)``: nothing to open, stream or close."""
+
+    health = None
+
+    def close(self) -> None:
+        pass
+
+
 class _QuietHandler(WSGIRequestHandler):
     """Request handler that does not log every request (the page polls twice a second)."""
 
@@ -198,7 +207,8 @@ class RunningDashboard:
 def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
-          server_metrics: str | None = None, **config) -> RunningDashboard:
+          server_metrics: str | None = None, collect: bool = True,
+          **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
     Args:
@@ -210,6 +220,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             with the samples.
         tz: time zone of the log's timestamps.
         server_metrics: URL of the server's ``/metrics`` endpoint, scraped every second.
+        collect: False: collect nothing, serve what ``store_path`` holds (and whatever another
+            process, e.g. ``tealeaves collect``, keeps writing to it).
         **config: overrides of ``app.dashboard.DashboardConfig`` fields (``view_s``,
             ``interval_ms`` ...).
 
@@ -222,7 +234,16 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     from .dashboard import DashboardConfig, create_app
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
-    source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
+    if not collect:
+        if store_path is None or not Path(store_path).is_file():
+            raise ValueError(f"--no-collect needs an existing store (--store), got {store_path}")
+        if trace is not None or server_log is not None or server_metrics:
+            raise ValueError("--no-collect serves a store as it is: no --trace, --server-log "
+                             "or --server-metrics")
+        source = Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)",
+                        "store")
+    else:
+        source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
     notes: list[str] = []
     replay_log = server_log is not None and source.kind == "replay"
     try:
@@ -253,7 +274,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     if replay_log:
         source.collector.on_events = store.put_server_events
 
-    def collect() -> None:
+    def _collect() -> None:
         try:
             health["samples"] = run_to_store(source.collector, store, stop=stop,
                                              devices=source.devices)
@@ -264,12 +285,16 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             health["running"] = False
 
     try:
-        store.set_meta("source", source.label)
+        if collect:
+            store.set_meta("source", source.label)
         t_start = time.monotonic()
 
         def health_now() -> dict:
             return {**health, "collector": health_summary(source.collector.health,
                                                           time.monotonic() - t_start)}
+
+        if not collect:
+            health_now = None
 
         config.setdefault("server", " · ".join(notes))
         # replayed events are stored with their samples; a followed log may lag its stamps
@@ -293,7 +318,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
         raise
-    thread = threading.Thread(target=collect, name="tealeaves-collector", daemon=True)
+    thread = threading.Thread(target=_collect if collect else (lambda: None),
+                              name="tealeaves-collector", daemon=True)
     thread.start()
     side = start_server_signals(store, stop, server_log=None if replay_log else server_log,
                                 tz=tz, server_metrics=server_metrics)
@@ -325,7 +351,7 @@ def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
 def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
-          server_metrics: str | None = None) -> int:
+          server_metrics: str | None = None, collect: bool = True) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
     Arguments as for ``start``.  Prints one line: the URL and the source (and a second one
@@ -340,7 +366,7 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     """
     running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
                     hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
-                    server_metrics=server_metrics)
+                    server_metrics=server_metrics, collect=collect)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
     if running.server_note:

@@ -6,6 +6,7 @@ within 1 s, that zoom survives live updates, and saves ``docs/dashboard.png``.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -16,6 +17,7 @@ import pytest
 from playwright.sync_api import sync_playwright
 
 from tealeaves.app import figures as F
+from tealeaves.app import ids
 from tealeaves.app.server import start_in_thread
 from tealeaves.data.store import SampleStore
 
@@ -128,27 +130,19 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         assert lags[len(lags) // 2] < 1.0, lags
         assert lags[-1] < 3.0, lags
 
-        # zoom (a mouse drag over the power lane) survives live updates, appends continue
-        power_row = F.FIRST_LANE_ROW + [lane.key for lane in F.LANES].index("power")
-        box = page.locator(f"#tl-graph .draglayer g.x{power_row}y{power_row} rect.nsewdrag")
-        bb = box.bounding_box()
-        y = bb["y"] + bb["height"] / 2
-        page.mouse.move(bb["x"] + bb["width"] * 0.5, y)
-        page.mouse.down()
-        page.mouse.move(bb["x"] + bb["width"] * 0.7, y, steps=5)
-        page.mouse.move(bb["x"] + bb["width"] * 0.8, y, steps=5)
-        page.mouse.up()
-        page.mouse.move(5, 5)  # off the figure, so no hover label lingers
-        zoomed = page.evaluate(f"() => {GD}.layout.xaxis{N_ROWS}.range.slice()")
-        before = page.evaluate(f"() => {GD}.data[{LANE}].x.length")
-        time.sleep(1.6)
-        after = page.evaluate(f"() => {GD}.data[{LANE}].x.length")
-        assert after >= before + 8, (before, after)  # still appending ...
-        assert page.evaluate(f"() => {GD}.layout.xaxis{N_ROWS}.range") == zoomed  # ... kept zoom
-        assert page.evaluate(f"() => {GD}.layout.xaxis{N_ROWS}.autorange") is False
-        x = page.evaluate(f"() => {GD}.data[{LANE}].x")
-        span_ms = _parse_ms(zoomed[1]) - _parse_ms(zoomed[0])
-        assert 0 < span_ms < 0.5 * (x[-1] - x[0])
+        # pause: the page stops moving while samples keep arriving; follow: it catches up
+        newest = f"() => {{ const x = {GD}._fullData[{LANE}].x; return x[x.length - 1] }}"
+        page.click(f"#{ids.FOLLOW}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
+                               f".innerText.includes('paused')", timeout=10_000)
+        page.wait_for_timeout(500)
+        frozen = page.evaluate(newest)
+        page.wait_for_timeout(1500)
+        assert page.evaluate(newest) == frozen
+        page.click(f"#{ids.FOLLOW}")
+        page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
+                               f"return x[x.length - 1] > {frozen} + 1500 }}", timeout=10_000)
+        assert "following" in page.inner_text(f"#{ids.FOLLOW}")
         assert not errors, errors
         page.close()
     finally:
@@ -158,8 +152,10 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
 F_BIN_S = 0.1  # the dashboard's default lane resolution (DashboardConfig.bin_s)
 
 
-def _parse_ms(s: str) -> float:
-    """Milliseconds since the epoch of a plotly date-axis range string (UTC)."""
+def _parse_ms(s) -> float:
+    """Milliseconds since the epoch of a plotly date-axis range value (UTC string or ms)."""
+    if isinstance(s, int | float):
+        return float(s)
     s = s.replace("Z", "").replace("T", " ")
     fmt = "%Y-%m-%d %H:%M:%S.%f" if "." in s else "%Y-%m-%d %H:%M:%S"
     return datetime.strptime(s, fmt).replace(tzinfo=UTC).timestamp() * 1000
@@ -190,6 +186,143 @@ def test_screenshot_shows_phases_and_a_hot_gpu(browser, tmp_path):
         shot.parent.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 50_000
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()
+
+
+def _action_kinds(requests: list[str]) -> list[str]:
+    """Kinds of the user actions the page sent to the server (``tl-action`` inputs)."""
+    kinds = []
+    for body in requests:
+        try:
+            req = json.loads(body)
+        except (TypeError, ValueError):
+            continue
+        if f"{ids.ACTION}.data" not in req.get("changedPropIds", []):
+            continue
+        for inp in req.get("inputs", []):
+            if inp.get("id") == ids.ACTION and inp.get("value"):
+                kinds.append(inp["value"]["kind"])
+    return kinds
+
+
+def _lane(page, key: tuple, keys: list) -> dict:
+    """x (ms) and y of a trace as plotly holds them (typed arrays decoded)."""
+    return page.evaluate(f"""() => {{ const t = {GD}._fullData[{keys.index(key)}];
+        return {{x: Array.from(t.x || []), y: Array.from(t.y || []).map(
+            v => (v === null || Number.isNaN(v)) ? null : v)}} }}""")
+
+
+def test_history_zoom_pan_hover_and_click(browser, tmp_path):
+    """Ten minutes of four GPUs in a store served without collecting: "all" and zooms ask the
+    server for their range and get it downsampled; a far zoom gets every raw sample; the hover
+    and window panels fill in."""
+    from tealeaves.app.bench import build_store
+    from tealeaves.app.views import point_budget
+
+    db = tmp_path / "history.db"
+    build_store(db, seconds=600.0, n_gpus=4, log=lambda *_: None)
+    gpus = [0, 1, 2, 3]
+    keys = F.trace_keys(gpus)
+    lane = ("lane", "power_w", 0)
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    shots = os.environ.get("TEALEAVES_SCREENSHOT_DIR")
+    try:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors: list[str] = []
+        sent: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("request", lambda r: sent.append(r.post_data)
+                if "_dash-update-component" in r.url else None)
+        page.goto(url)
+        page.wait_for_function(f"() => {{ const gd = {GD}; return gd && gd._fullData && "
+                               f"gd._fullData[{keys.index(lane)}]._length > 100 }}",
+                               timeout=30_000)
+        px = page.evaluate(f"() => {GD}._fullLayout._size.w")
+        n_out = point_budget(px)
+        ro = SampleStore(db, readonly=True)
+
+        # the whole session: the server answers with a downsampled patch
+        page.click(f"#{ids.PRESET_ALL}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('MinMaxLTTB')", timeout=20_000)
+        assert "all" in _action_kinds(sent)
+        whole = _lane(page, lane, keys)
+        raw_total = int((ro.read_range()["gpu"] == 0).sum())
+        assert 0.8 * n_out <= sum(v is not None for v in whole["y"]) <= n_out + 10 < raw_total
+        assert "windows per bar" in page.inner_text(f"#{ids.VIEW_NOTE}")
+        if shots:
+            page.mouse.move(5, 5)
+            page.screenshot(path=str(Path(shots) / "dashboard_history.png"), full_page=True)
+
+        # a drag over the power lane: that range, asked of the server; following stops
+        power_row = F.FIRST_LANE_ROW + [ln.key for ln in F.LANES].index("power")
+        box = page.locator(f"#tl-graph .draglayer g.x{power_row}y{power_row} rect.nsewdrag")
+        box.scroll_into_view_if_needed()
+        bb = box.bounding_box()
+        y = bb["y"] + bb["height"] / 2
+        n_before = len(_action_kinds(sent))
+        page.mouse.move(bb["x"] + bb["width"] * 0.40, y)
+        page.mouse.down()
+        page.mouse.move(bb["x"] + bb["width"] * 0.45, y, steps=4)
+        page.mouse.move(bb["x"] + bb["width"] * 0.50, y, steps=4)
+        page.mouse.up()
+        page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
+                               f".innerText.includes('paused')", timeout=10_000)
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('(1.0 min)') || document.querySelector("
+                               f"'#{ids.VIEW_NOTE}').innerText.includes(' s)')", timeout=10_000)
+        assert "range" in _action_kinds(sent)[n_before:]
+        rng = page.evaluate(f"() => {GD}.layout.xaxis{N_ROWS}.range")
+        t0, t1 = _parse_ms(rng[0]), _parse_ms(rng[1])
+        zoom = _lane(page, lane, keys)
+        xs = [x for x, v in zip(zoom["x"], zoom["y"]) if v is not None]
+        assert 40_000 < t1 - t0 < 80_000
+        assert min(xs) >= t0 - 1000 and max(xs) <= t1 + 1000
+        assert len(xs) <= n_out + 10
+        page.wait_for_timeout(1500)  # nothing moves it: the zoom stays
+        assert page.evaluate(f"() => {GD}.layout.xaxis{N_ROWS}.range") == rng
+
+        # a 3-s range typed into the picker: every raw sample, at full resolution
+        mid = (t0 + t1) / 2 / 1000
+        lo = datetime.fromtimestamp(mid, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        hi = datetime.fromtimestamp(mid + 3, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        page.fill(f"#{ids.RANGE_FROM}", lo)
+        page.fill(f"#{ids.RANGE_TO}", hi)
+        page.click(f"#{ids.RANGE_GO}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('every sample')", timeout=10_000)
+        a = datetime.strptime(lo, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=UTC).timestamp()
+        raw = ro.read_range(a - 0.35, a + 3 + 0.35)
+        fine = _lane(page, lane, keys)
+        assert sum(v is not None for v in fine["y"]) == int((raw["gpu"] == 0).sum()) > 50
+
+        # hover: every GPU's values at that instant and the window's phase
+        page.mouse.move(bb["x"] + bb["width"] * 0.5, y)
+        page.wait_for_function(f"() => document.querySelector('#{ids.HOVER_PANEL}')"
+                               f".innerText.includes('UTC')", timeout=10_000)
+        page.wait_for_timeout(500)
+        hover = page.inner_text(f"#{ids.HOVER_PANEL}")
+        assert "sure" in hover and any(p in hover for p in ("IDLE", "PREFILL", "DECODE"))
+        rows = page.locator(f"#{ids.HOVER_PANEL} tbody tr")
+        assert rows.count() == len(gpus)
+        cells = rows.nth(0).locator("td").all_inner_texts()
+        assert cells[-2] != "–" and float(cells[-2].replace(",", "")) > 50  # power, W
+        if shots:
+            page.screenshot(path=str(Path(shots) / "dashboard_hover.png"), full_page=True)
+
+        # click: that window is selected; its features and reasons are listed
+        page.mouse.click(bb["x"] + bb["width"] * 0.5, y)
+        page.wait_for_function(f"() => document.querySelector('#{ids.WINDOW_PANEL}')"
+                               f".innerText.includes('Selected window')", timeout=10_000)
+        panel = page.inner_text(f"#{ids.WINDOW_PANEL}")
+        assert "scores:" in panel and "load mean / max" in panel
+        sel = _lane(page, ("selected",), keys)
+        assert len(sel["x"]) == 1
+        ro.close()
         assert not errors, errors
         page.close()
     finally:

@@ -106,7 +106,7 @@ def test_server_row_with_prefill_markers_at_prefill_times(minute):
     keys = F.trace_keys(gpus, server=True)
     assert len(fig.data) == len(keys)
     R = F.rows(True)
-    assert R.server == 2 and R.first_lane == 3 and R.n == F.N_ROWS + 1
+    assert R.server == 2 and R.bands == 3 and R.first_lane == 4 and R.n == F.N_ROWS + 1
     sub = fig.get_subplot(R.server, 1)
     gen = fig.data[keys.index(("server", "gen_tok_s"))]
     run = fig.data[keys.index(("server", "running_req"))]
@@ -225,6 +225,7 @@ def test_live_view_adds_the_lane_when_server_events_arrive(tmp_path, trace, labe
     store.append(samples[samples["timestamp"] < t0 + 30])
     live = LiveView(store, DashboardConfig(source="test", server="server log x: +3.0 s offset",
                                            server_lag_s=0.0))
+    live.history.min_update_s = 0.0  # every call reads the store (no 0.1-s throttle)
     snap = live.snapshot()
     assert snap.state["s"] is None and len(snap.figure.data) == len(F.trace_keys([0, 1]))
     ev = parse_lines(sglang_lines(labels, 0.0)).events

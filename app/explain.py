@@ -1,0 +1,131 @@
+"""Why a window got its label: its features and a few plain sentences, for the window panel.
+
+Pure: a window row (``classifier.classify_samples`` output, as a dict) in, text out.  The
+sentences restate what the labeller looked at, in the terms of ``docs/classifier.md``:
+
+- the labeller's per-window scores (``p_idle`` / ``p_prefill`` / ``p_decode``) and, when the
+  trained model's sequence smoothing (Viterbi over learned phase transitions) chose another
+  phase than the scores' arg-max, that it did;
+- busy or idle: the busiest GPU's load against the 10 % idle line of the v0 rules
+  (``classifier.rules.RulePhaseLabeller.idle_load``);
+- compute- or memory-bound: tensor-pipe activity against DRAM activity (prefill runs the
+  tensor pipes, 76 % vs 15 % DRAM on the bundled H200 traces; decode reads weights and KV cache,
+  2-5 % tensor vs 29-80 % DRAM: ``docs/classifier_v0_rules.md``);
+- imbalance: the max/mean load ratio against the detector's threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..classifier.rules import PHASE_ORDER, RulePhaseLabeller
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What the window panel shows.
+
+    Attributes:
+        labeller: "trained model" or "v0 rules".
+        reasons: sentences, most telling first.
+        features: ``(name, formatted value)`` pairs.
+    """
+
+    labeller: str
+    reasons: list[str]
+    features: list[tuple[str, str]]
+
+
+def _f(row: dict, key: str) -> float:
+    try:
+        v = float(row.get(key, math.nan))
+    except (TypeError, ValueError):
+        return math.nan
+    return v
+
+
+def _pct(v: float, digits: int = 0) -> str:
+    return f"{v:.{digits}f} %" if math.isfinite(v) else "n/a"
+
+
+def imbalance_threshold(labeller: str) -> float:
+    """The ``imbalance_ratio`` threshold of the labeller in use (trained detector or rules)."""
+    if labeller == "trained":
+        from ..classifier import default_labeller
+
+        lab = default_labeller()
+        det = getattr(lab, "imbalance", None)
+        if det is not None and hasattr(det, "threshold"):
+            return float(det.threshold)
+    return RulePhaseLabeller().imbalance_threshold
+
+
+def explain_window(row: dict, gpus: list[int], labeller: str) -> Explanation:
+    """Features and reasons for one labelled window.
+
+    Args:
+        row: one row of ``classify_samples`` output (``phase``, ``confidence``, ``p_*``,
+            ``load_*``, ``tensor_active_mean``, ``dram_active_mean``, ``imbalance_ratio`` ...).
+        gpus: GPU indices (for the per-GPU loads).
+        labeller: ``"trained"`` or ``"rules"`` (``History.labeller``); "" when unknown.
+    """
+    phase = str(row.get("phase"))
+    name = "v0 rules" if labeller == "rules" else "trained model"
+    reasons: list[str] = []
+    scores = {p: _f(row, f"p_{p}") for p in PHASE_ORDER}
+    if all(math.isfinite(v) for v in scores.values()):
+        ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+        reasons.append("scores: " + " · ".join(f"{p} {v:.2f}" for p, v in ranked))
+        top = ranked[0][0]
+        if top != phase:
+            reasons.append(f"this window alone scores {top} highest ({scores[top]:.2f}); the "
+                           f"sequence smoothing (Viterbi over learned phase transitions) kept "
+                           f"{phase}, the phase of the windows around it")
+    busiest = _f(row, "load_max")
+    idle_load = RulePhaseLabeller().idle_load
+    if math.isfinite(busiest):
+        if busiest < idle_load:
+            reasons.append(f"busiest GPU at {_pct(busiest)} load: under the {idle_load:.0f} % "
+                           f"idle line")
+        else:
+            reasons.append(f"busiest GPU at {_pct(busiest)} load: busy")
+    tensor, dram = _f(row, "tensor_active_mean"), _f(row, "dram_active_mean")
+    if math.isfinite(tensor) and math.isfinite(dram):
+        if busiest >= idle_load or not math.isfinite(busiest):
+            if tensor > dram:
+                reasons.append(f"tensor pipes {_pct(tensor)} vs DRAM {_pct(dram)}: "
+                               f"compute-bound, as in prefill")
+            else:
+                reasons.append(f"DRAM {_pct(dram)} vs tensor pipes {_pct(tensor)}: "
+                               f"memory-bound, as in decode (weights and KV cache read per token)")
+    else:
+        reasons.append("no profiling counters (tensor / DRAM activity): labelled from NVML "
+                       "utilisation only")
+    ratio = _f(row, "imbalance_ratio")
+    thr = imbalance_threshold(labeller)
+    hot = _f(row, "hot_gpu")
+    if bool(row.get("imbalanced")) and math.isfinite(hot):
+        pers = str(row.get("persistence") or "")
+        reasons.append(f"GPU {int(hot)} carries {ratio:.2f}× the mean load (threshold "
+                       f"{thr:.2f}×): flagged imbalanced" + (f", {pers}" if pers else ""))
+    elif math.isfinite(ratio):
+        why = ("not a decode window" if phase != "decode"
+               else f"under the {thr:.2f}× threshold" if ratio <= thr
+               else "not for enough consecutive windows")
+        reasons.append(f"max/mean load {ratio:.2f}×: not flagged ({why})")
+    features = [
+        ("phase scores", " / ".join(f"{p[0]} {_f(row, f'p_{p}'):.2f}" for p in PHASE_ORDER)
+         if all(math.isfinite(v) for v in scores.values()) else "n/a"),
+        ("confidence", _pct(_f(row, "confidence") * 100)),
+        ("load mean / max", f"{_pct(_f(row, 'load_mean'))} / {_pct(busiest)}"),
+        ("tensor active (mean)", _pct(tensor)),
+        ("DRAM active (mean)", _pct(dram)),
+        ("power / limit (mean)", _pct(_f(row, "power_frac_mean") * 100)),
+        ("max / mean load", f"{ratio:.2f}×" if math.isfinite(ratio) else "n/a"),
+        ("balancedness (mean/max)", f"{_f(row, 'balancedness'):.2f}"
+         if math.isfinite(_f(row, "balancedness")) else "n/a"),
+        ("straggler tax", _pct(_f(row, "straggler_tax") * 100)),
+    ]
+    features += [(f"GPU {g} load", _pct(_f(row, f"load_g{g}"))) for g in gpus]
+    return Explanation(name, reasons, features)

@@ -1,0 +1,205 @@
+"""Range views, the shared history and the window explanation: pure functions and a real store
+filled from the bundled H200 trace; no browser."""
+
+from __future__ import annotations
+
+import base64
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from tealeaves.app import figures as F
+from tealeaves.app import views as V
+from tealeaves.app.dashboard import DashboardConfig, LiveView, live_factor
+from tealeaves.app.explain import explain_window
+from tealeaves.app.history import History
+from tealeaves.data import bundled_trace_path
+from tealeaves.data.store import SampleStore
+from tealeaves.data.traces import read_trace
+
+
+@pytest.fixture(scope="module")
+def trace():
+    return read_trace(bundled_trace_path())
+
+
+@pytest.fixture(scope="module")
+def filled(trace, tmp_path_factory):
+    """A store holding the whole bundled trace and a history caught up with it."""
+    path = tmp_path_factory.mktemp("views") / "s.db"
+    store = SampleStore(path)
+    store.put_devices(trace.devices)
+    store.append(trace.samples)
+    h = History(store, server_lag_s=0.0)
+    h.update(force=True)
+    yield store, h
+    store.close()
+
+
+# -- downsampling ----------------------------------------------------------------------------
+
+
+def test_downsample_keeps_spikes_and_holes_and_invents_no_zeros():
+    x = np.arange(20_000) * 0.1
+    rng = np.random.default_rng(0)
+    y = 40 + rng.normal(0, 2, len(x))
+    y[7_777] = 99.0  # one 0.1-s spike in half an hour
+    y[3_000:3_050] = np.nan  # a 5-s hole
+    xs, ys = V.downsample_line(x, y, 500, max_gap=0.15)
+    finite = np.isfinite(ys)
+    assert finite.sum() <= 500 + 2  # the hole's two edge points may come on top
+    assert np.nanmax(ys) == 99.0 and np.nanmin(ys) == np.nanmin(y)
+    assert not (ys[finite] == 0).any()
+    # the hole is one NaN between its edges, and nothing is drawn inside it
+    holes = np.flatnonzero(~finite)
+    assert len(holes) == 1
+    i = holes[0]
+    assert xs[i - 1] == pytest.approx(299.9) and xs[i + 1] == pytest.approx(305.0)
+    # every kept point is an input point
+    kept = np.isin(np.round(xs[finite], 6), np.round(x, 6))
+    assert kept.all()
+
+
+def test_downsample_leaves_short_lines_alone():
+    x = np.arange(50) * 0.1
+    y = np.sin(x)
+    xs, ys = V.downsample_line(x, y, 500, 0.15)
+    np.testing.assert_allclose(xs, x)
+    np.testing.assert_allclose(ys, y)
+    assert V.downsample_line(np.arange(3.0), np.full(3, np.nan), 10, 1.0)[0].size == 0
+
+
+def test_point_budget_follows_the_plot_width():
+    assert V.point_budget(1060) == 530
+    assert V.point_budget(100) == V.MIN_POINTS
+    assert V.point_budget(10_000) == V.MAX_POINTS
+    assert V.point_budget(None) == V.MAX_POINTS // 2
+
+
+# -- the history -----------------------------------------------------------------------------
+
+
+def test_history_built_in_pieces_equals_one_catch_up(trace, filled, tmp_path):
+    _, whole = filled
+    s = trace.samples
+    store = SampleStore(tmp_path / "pieces.db")
+    store.put_devices(trace.devices)
+    h = History(store, server_lag_s=0.0, min_update_s=0.0)
+    t0 = float(s["timestamp"].min())
+    for cut in np.arange(t0 + 7.3, float(s["timestamp"].max()) + 7.3, 7.3):
+        store.append(s[(s["timestamp"] >= cut - 7.3) & (s["timestamp"] < cut)])
+        h.update()
+    assert h.k_next == whole.k_next and h.j_next == whole.j_next
+    a = h.bins(0, 10**13)
+    b = whole.bins(0, 10**13)
+    assert len(a) == len(b) > 900  # the bundled trace is 99 s long
+    pd.testing.assert_frame_equal(a, b)
+    wa, wb = h.windows(), whole.windows()
+    assert len(wa) == len(wb) > 180
+    agree = (wa["phase"].to_numpy() == wb["phase"].to_numpy()).mean()
+    assert agree > 0.97, agree  # labels made with 8 windows of context, not the whole trace
+    store.close()
+
+
+def test_history_keeps_no_empty_bins_and_reads_them_back_dense(filled):
+    _, h = filled
+    k0 = h.k_next - 50
+    dense = h.bins(k0, h.k_next, dense=True)
+    assert list(dense.index) == list(range(k0, h.k_next))
+    assert h.bins(k0, h.k_next).notna().any(axis=1).all()
+    assert math.isclose(h.samples_per_s, 20.0, rel_tol=0.1)
+
+
+# -- range views -----------------------------------------------------------------------------
+
+
+def test_range_view_bins_downsampled_then_raw_when_zoomed(filled):
+    store, h = filled
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    first, last = h.span()
+    whole = live.range_view(first, last, px=600)
+    n_bins = len(h.bins(0, 10**13))
+    lane = whole.traces[("lane", "power_w", 0)]
+    assert not whole.raw and n_bins > 2 * whole.n_out
+    assert np.isfinite(lane.y).sum() <= whole.n_out + 10 < n_bins
+    assert whole.factor == 1  # 198 windows fit: one bar each
+    # more windows than bars: each bar's phase shares stack up to 1
+    w = h.windows()
+    tr = V.window_traces(w, h.gpus, 0.5, 50)
+    f = tr[("phase", "idle")].extra["factor"]
+    assert f == math.ceil(len(w) / 50)
+    tops = sum(np.nan_to_num(tr[("phase", p)].y) for p in F.RIBBON_PHASES)
+    np.testing.assert_allclose(tops, 1.0)
+    dec = tr[("phase", "decode")]
+    assert np.ndim(dec.base) == 1 and len(dec.base) == len(dec.y) <= 51
+    assert dec.width == pytest.approx(f * 0.5)
+    # a bar's decode share is the share of its windows labelled decode
+    b0 = w.index[0] // f
+    in_bar = w[w.index // f == b0]
+    assert dec.y[0] == pytest.approx((in_bar["phase"] == "decode").mean()) or \
+        not (in_bar["phase"] == "decode").any()
+    # a 10-s zoom: every raw sample of the range (20 Hz), one bar per window
+    mid = (first + last) / 2
+    zoom = live.range_view(mid, mid + 10, px=600)
+    assert zoom.raw and zoom.factor == 1
+    raw = store.read_range(mid - 0.35, mid + 10.35)
+    n_raw = int((raw["gpu"] == 0).sum())
+    pw = zoom.traces[("lane", "power_w", 0)]
+    assert np.isfinite(pw.y).sum() == n_raw
+    assert 20 <= len(zoom.traces[("phase", "idle")].y) <= 24  # a window of margin each side
+
+
+def test_range_update_encodes_typed_arrays_plotly_reads(filled):
+    store, h = filled
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    first, last = h.span()
+    v = live.range_view(first, last, px=800)
+    upd = F.range_update(v.traces, h.gpus, False)
+    keys = F.trace_keys(h.gpus)
+    i = keys.index(("lane", "sm_active", 1))
+    spec = upd[i]["x"]
+    assert spec["dtype"] == "f8"
+    x = np.frombuffer(base64.b64decode(spec["bdata"]), dtype="<f8")
+    np.testing.assert_allclose(x, v.traces[("lane", "sm_active", 1)].x * 1000.0)
+    y = np.frombuffer(base64.b64decode(upd[i]["y"]["bdata"]), dtype="<f4")
+    np.testing.assert_allclose(y, v.traces[("lane", "sm_active", 1)].y, rtol=1e-6)
+    ph = keys.index(("phase", "prefill"))
+    assert upd[ph]["width"] == pytest.approx(v.factor * 500.0)
+
+
+def test_bands_order_busiest_first(filled):
+    _, h = filled
+    w = h.windows()
+    means = {g: w[f"load_g{g}"].mean() for g in h.gpus}
+    order = V.load_order(w, h.gpus, "load")
+    assert order[0] == max(means, key=means.get)
+    assert V.load_order(w, h.gpus, "index") == h.gpus
+    tr = V.window_traces(w, h.gpus, 0.5, 400, order)
+    top = tr[("band", order[0])].y
+    assert np.nanmin(top) >= len(order) - 1 - 1e-9  # the busiest GPU's band is the top one
+
+
+def test_live_factor_bounds_follow_traces():
+    assert live_factor(60, 0.1) == 1
+    assert live_factor(600, 0.1) == 5
+
+
+# -- the window panel ------------------------------------------------------------------------
+
+
+def test_explanations_name_what_the_labeller_saw(filled):
+    _, h = filled
+    w = h.windows()
+    decode = w[(w["phase"] == "decode") & w["imbalanced"]].iloc[0].to_dict()
+    ex = explain_window(decode, h.gpus, "trained")
+    text = " ".join(ex.reasons)
+    assert "memory-bound" in text and "flagged imbalanced" in text
+    assert f"GPU {int(decode['hot_gpu'])}" in text
+    prefill = w[w["phase"] == "prefill"].iloc[len(w[w["phase"] == "prefill"]) // 2].to_dict()
+    assert "compute-bound" in " ".join(explain_window(prefill, h.gpus, "trained").reasons)
+    idle = w[w["phase"] == "idle"].iloc[0].to_dict()
+    assert "idle line" in " ".join(explain_window(idle, h.gpus, "rules").reasons)
+    names = dict(ex.features)
+    assert names["GPU 0 load"].endswith("%") and "phase scores" in names
