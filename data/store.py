@@ -10,6 +10,7 @@ returned cursor, so a live view asks only for samples newer than what it has.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -85,7 +86,10 @@ class SampleStore:
             ``sqlite3.OperationalError`` ("database is locked").
 
     Thread safety: each thread gets its own connection, so one object can serve a writer
-    thread and many reader threads (Dash callbacks) at once.
+    thread and many reader threads (Dash callbacks) at once.  A web server that starts a
+    thread per request would leave one connection (and its three file descriptors: database,
+    WAL, shared memory) per request behind; the connections of threads that have ended are
+    closed whenever a new one is opened.
 
     Raises:
         StoreError: the file is not an SQLite database or lacks the tealeaves tables.
@@ -97,7 +101,7 @@ class SampleStore:
         self.readonly = readonly
         self.timeout = timeout
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self._cv = threading.Condition()
         self._busy = 0
@@ -124,8 +128,22 @@ class SampleStore:
                 conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                live = []
+                for owner, c in self._all:
+                    if owner.is_alive():
+                        live.append((owner, c))
+                    else:  # its thread ended: nobody can use it any more
+                        with contextlib.suppress(sqlite3.Error):
+                            c.close()
+                live.append((threading.current_thread(), conn))
+                self._all = live
         return conn
+
+    def open_connections(self) -> int:
+        """Connections open now (one per thread that used the store and is still alive,
+        plus at most the ended ones not yet closed)."""
+        with self._lock:
+            return len(self._all)
 
     def close(self, wait_s: float = 10.0) -> None:
         """Close every connection this object opened (all threads), after waiting up to
@@ -134,7 +152,7 @@ class SampleStore:
             self._closed = True
             self._cv.wait_for(lambda: self._busy == 0, timeout=wait_s)
         with self._lock:
-            for conn in self._all:
+            for _, conn in self._all:
                 try:
                     conn.close()
                 except sqlite3.Error:

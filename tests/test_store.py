@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -131,3 +132,21 @@ def test_bundled_trace_is_real_h200_two_gpu_and_covers_every_phase():
     assert set(lab["phase"]) >= {"idle", "prefill", "decode"}
     assert set(lab["hot_gpu"].dropna().astype(int)) == {0, 1}
     assert bundled_trace_path().stat().st_size < 5 * 2**20
+
+
+def test_connections_of_ended_threads_are_closed(tmp_path):
+    """A thread-per-request web server must not leave a connection (three file descriptors)
+    behind for every request."""
+    store = SampleStore(tmp_path / "s.db")
+    store.append(frame(1_700_000_000.0, 3))
+    fd_dir = Path("/proc/self/fd")
+    fds_before = len(list(fd_dir.iterdir())) if fd_dir.exists() else None
+    for _ in range(200):
+        t = threading.Thread(target=store.read_range)
+        t.start()
+        t.join()
+    assert store.open_connections() <= 3  # this thread's, the last reader's (ended)
+    if fds_before is not None:
+        assert len(list(fd_dir.iterdir())) <= fds_before + 6
+    assert len(store.read_range()) == 6  # 3 rows x 2 GPUs, still readable here
+    store.close()
