@@ -148,7 +148,8 @@ def _update_body(app, action, state, pull: int = 1) -> dict:
                        {"id": ids.ACTION, "property": "data", "value": action}],
             "changedPropIds": [changed],
             "state": [{"id": ids.CURSOR, "property": "data", "value": state},
-                      {"id": ids.SELECTED, "property": "data", "value": None}]}
+                      {"id": ids.SELECTED, "property": "data", "value": None},
+                      {"id": ids.BUSY, "property": "data", "value": None}]}
 
 
 def _post(client, body: dict) -> tuple[float, int, dict]:
@@ -182,6 +183,7 @@ def server_figures(path: Path, pattern: pd.DataFrame, repeat: int = 7, log=print
     log(f"cold start: history of {live.history.cursor:,} samples read, binned and labelled "
         f"in {out['cold_history_s']:.1f} s ({out['history_mb']:.0f} MB held)")
     client = app.server.test_client()
+    client.get("/")  # a page load comes first (Dash sets itself up on the first request)
     first, last = live.history.span()
     state = {**live.snapshot().state, "bin_ms": 100.0}
     mid = (first + last) / 2.0
@@ -394,7 +396,7 @@ def resampler_figures(path: Path, n_out: int = 1000, pages: int = 5) -> dict:
     try:
         import plotly_resampler  # noqa: F401
     except ImportError:
-        return {"error": "plotly-resampler is not installed (pip install plotly-resampler)"}
+        return {"error": "plotly-resampler is not installed (pip install -e '.[dashboard-bench]')"}
     r = subprocess.run([sys.executable, "-c", _RESAMPLER_SCRIPT, str(path), str(n_out),
                         str(pages)], capture_output=True, text=True, timeout=1800, check=False)
     if r.returncode != 0:
@@ -413,10 +415,16 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, store: Path | None = None,
     info = build_store(Path(store), seconds, n_gpus, log)
     figures: dict = {"store": {k: v for k, v in info.items() if k != "pattern"}}
     figures["server"] = server_figures(Path(store), info["pattern"], log=log)
-    if browser and Path(CHROMIUM).exists():
-        figures["browser"] = browser_figures(Path(store), info["pattern"], live_s, pages, log)
-    elif browser:
-        figures["browser"] = {"error": f"{CHROMIUM} is missing"}
+    if browser:
+        try:
+            import playwright.sync_api  # noqa: F401
+        except ImportError:
+            figures["browser"] = {"error": "playwright is not installed "
+                                           "(pip install -e '.[dashboard-bench]')"}
+        else:
+            figures["browser"] = (
+                browser_figures(Path(store), info["pattern"], live_s, pages, log)
+                if Path(CHROMIUM).exists() else {"error": f"{CHROMIUM} is missing"})
     if resampler:
         from .views import point_budget
 

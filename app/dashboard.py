@@ -29,11 +29,13 @@ the 0.1-s bin under the cursor and the window's phase and confidence; a click se
 window under the cursor and the window panel shows its features and why it got its label
 (``app.explain``).
 
-Sample-to-screen latency is measured in the page: each answer carries the end of the newest bin
-it draws (``edge``, epoch ms) and the server's clock (``sent``); after the browser has painted
-it, the page takes ``paint - offset - (bin end - bin_s / 2)`` for every bin newly drawn, where
-``offset`` is the smallest ``arrival - sent`` seen (the browser-server clock offset plus the
-fastest one-way trip).
+Sample-to-screen latency is measured in the page: on every ``plotly_afterplot`` (a redraw) in
+follow mode, each bin drawn for the first time counts ``paint - offset - bin centre`` (the
+bin's samples are stamped by the collector's clock, the server's).  ``offset`` (browser clock
+minus server clock) is taken as 0 unless causality contradicts it: each answer carries the
+server's clock when it was made (``sent``) and the browser's when it was asked (``asked``); an
+answer made "before" it was asked or arriving "before" it was made gives the smallest offset
+that explains it.
 """
 
 from __future__ import annotations
@@ -796,28 +798,39 @@ _POINT_T_JS = """function(data) {
 
 # Sample-to-screen latency, measured in the page (see the module docstring).
 _LATENCY_JS = """function(state) {
-    const L = window.__tlLat = window.__tlLat || {lat: [], offs: [], edge: null, rev: null};
+    const L = window.__tlLat = window.__tlLat ||
+        {lat: [], offs: [], edge: null, follow: false, bin: 100, lane: 0, off: 0};
     const nu = window.dash_clientside.no_update;
     if (!state || state.sent === null || state.sent === undefined) return nu;
-    const now = Date.now();
-    L.offs.push(now - state.sent);
+    // browser clock minus server clock: 0 unless causality says otherwise (an answer made
+    // before it was asked, or arriving before it was made, by the browser's clock)
+    L.offs.push([state.asked === null || state.asked === undefined ? -Infinity
+                 : state.asked - state.sent, Date.now() - state.sent]);
     if (L.offs.length > 200) L.offs.shift();
-    const off = Math.min.apply(null, L.offs);
-    if (state.mode !== 'follow' || !state.follow || state.edge === null) {
-        L.edge = null;
-    } else {
-        const prev = (L.rev === state.rev) ? L.edge : null;
-        const edge = state.edge, bin = state.bin_ms;
-        if (prev !== null && edge > prev && bin > 0) {
-            requestAnimationFrame(() => requestAnimationFrame(() => {
-                const paint = Date.now() - off;
-                for (let e = prev + bin; e <= edge + 0.5; e += bin) {
-                    L.lat.push(paint - (e - bin / 2));
+    const ahead = Math.max.apply(null, L.offs.map(o => o[0]));
+    const behind = Math.min.apply(null, L.offs.map(o => o[1]));
+    L.off = ahead > 0 ? ahead : (behind < 0 ? behind : 0);
+    L.follow = state.mode === 'follow' && !!state.follow;
+    L.bin = state.bin_ms || 100;
+    L.lane = state.lane || 0;
+    const gd = document.querySelector('#%(graph)s .js-plotly-plot');
+    if (gd && gd.on && !gd.__tlLatency) {
+        gd.__tlLatency = true;
+        // every redraw: the bins drawn for the first time are on screen now
+        gd.on('plotly_afterplot', () => {
+            const t = gd._fullData && gd._fullData[L.lane];
+            const x = t && t.x;
+            if (!L.follow || !x || !x.length) { L.edge = null; return; }
+            const edge = x[x.length - 1] + L.bin / 2;
+            if (L.edge !== null && edge > L.edge && edge - L.edge < 5000) {
+                const paint = Date.now() - L.off;
+                for (let e = L.edge + L.bin; e <= edge + 0.5; e += L.bin) {
+                    L.lat.push(paint - (e - L.bin / 2));
                 }
                 while (L.lat.length > 600) L.lat.shift();  // the last minute of bins
-            }));
-        }
-        L.edge = edge; L.rev = state.rev;
+            }
+            L.edge = edge;
+        });
     }
     if (L.lat.length < 5) return 'sample → screen: measuring…';
     const s = L.lat.slice().sort((a, b) => a - b);
@@ -869,7 +882,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
 
     def layout() -> html.Div:
         step = live.snapshot()
-        state = {**step.state, "bin_ms": step.state.get("factor", 1) * config.bin_s * 1000}
+        state = _page_state(step.state, config)
         return html.Div(className="tl-page", children=[
             html.Header(className="tl-top", children=[
                 html.Div(className="tl-brand", children=[
@@ -962,19 +975,21 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         Input(ids.ACTION, "data"),
         State(ids.CURSOR, "data"),
         State(ids.SELECTED, "data"),
+        State(ids.BUSY, "data"),
         prevent_initial_call=True,
     )
-    def _update(_pull, action, state, selected):
+    def _update(_pull, action, state, selected, asked):
         nu = dash.no_update
         note = nu
+        acted = dash.ctx.triggered_id == ids.ACTION and bool(action)
         try:
-            if dash.ctx.triggered_id == ids.ACTION and action:
+            if acted:
                 step, note = _act(live, action, state or {}, selected)
             else:
                 step = live.advance(state)
         except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
             raise dash.exceptions.PreventUpdate from None
-        st = {**step.state, "bin_ms": step.state.get("factor", 1) * config.bin_s * 1000}
+        st = {**_page_state(step.state, config), "asked": asked}
         if step.figure is not None:
             fig = step.figure
         elif step.patch is not None:
@@ -986,7 +1001,9 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             note = st.get("view", "")
         elif note is nu and step.figure is not None:
             note = follow_note(st, config)
-        rng = st.get("range") if st.get("mode") == "range" else None
+        # the picker shows a range the user asked for; a refresh of "all" does not overwrite
+        # what they may be typing
+        rng = st.get("range") if st.get("mode") == "range" and acted else None
         follow_label, follow_cls = _follow_button(st)
         preset = st.get("span") if st.get("mode") == "follow" else (
             "all" if st.get("follow") else "none")
@@ -1012,7 +1029,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                             Input(ids.GRAPH, "hoverData"), prevent_initial_call=True)
     app.clientside_callback(_POINT_T_JS, Output(ids.CLICK_T, "data"),
                             Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
-    app.clientside_callback(_LATENCY_JS, Output(ids.LATENCY, "children"),
+    app.clientside_callback(_LATENCY_JS % {"graph": ids.GRAPH}, Output(ids.LATENCY, "children"),
                             Input(ids.CURSOR, "data"), prevent_initial_call=True)
 
     @app.callback(Output(ids.HOVER_PANEL, "children"), Input(ids.HOVER_T, "data"),
@@ -1097,6 +1114,15 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
         return live.range_step(state, t0, t1, state.get("px") or px,
                                follow=bool(state.get("follow")), selected=selected), nu
     return Step(state=state), nu
+
+
+def _page_state(state: dict, c: DashboardConfig) -> dict:
+    """The cursor plus what the page's latency meter reads: ``bin_ms`` (width of a live
+    point) and ``lane`` (index of the trace whose newest point it watches)."""
+    gpus = state.get("gpus") or [0]
+    keys = trace_keys(gpus, bool(state.get("server")))
+    return {**state, "bin_ms": state.get("factor", 1) * c.bin_s * 1000,
+            "lane": keys.index(("lane", "power_w", gpus[0]))}
 
 
 def _follow_button(state: dict) -> tuple[str, str]:

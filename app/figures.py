@@ -721,7 +721,11 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
                      spikemode="across", spikethickness=1, spikecolor="#888", spikedash="dot",
                      showline=False, ticks="", hoverformat="%H:%M:%S.%L")
     fig.update_xaxes(title={"text": "time (UTC)", "font": {"size": 11}, "standoff": 4},
-                     tickformat="%H:%M:%S", row=R.n, col=1)
+                     tickformatstops=[
+                         {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
+                         {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
+                         {"dtickrange": [86_400_000, None], "value": "%b %d"}],
+                     row=R.n, col=1)
     fig.update_yaxes(showgrid=True, gridcolor="#eef0f3", zeroline=False, tickfont={"size": 10},
                      nticks=4, fixedrange=True)
     fig.update_yaxes(range=[0, _RIBBON_HOT_BASE + _RIBBON_HOT_HEIGHT], showticklabels=False,
