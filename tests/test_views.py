@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import math
+from datetime import UTC, datetime
 
 import numpy as np
 import pandas as pd
@@ -203,3 +204,54 @@ def test_explanations_name_what_the_labeller_saw(filled):
     assert "idle line" in " ".join(explain_window(idle, h.gpus, "rules").reasons)
     names = dict(ex.features)
     assert names["GPU 0 load"].endswith("%") and "phase scores" in names
+
+
+# -- user actions without a browser ---------------------------------------------------------
+
+
+def test_time_range_typed_by_hand_is_read_as_utc_or_refused(filled):
+    from tealeaves.app.dashboard import _act, _parse_utc
+
+    assert _parse_utc("2026-11-30 12:00:00") == _parse_utc("2026-11-30T12:00:00.000")
+    assert _parse_utc("2026-11-30 12:00:01.5") - _parse_utc("2026-11-30 12:00") == 1.5
+    with pytest.raises(ValueError, match="UTC date-time"):
+        _parse_utc("yesterday noon")
+    store, h = filled
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    state = live.snapshot().state
+    step, note = _act(live, {"kind": "go", "from": "noon", "to": "2026-11-30 12:00"}, state, None)
+    assert step.figure is None and step.patch is None and "cannot read 'noon'" in str(note)
+    step, note = _act(live, {"kind": "go", "from": "2026-11-30 12:00:05",
+                             "to": "2026-11-30 12:00:00"}, state, None)
+    assert step.patch is None and "after 'from'" in str(note)
+    first, _ = h.span()
+    lo = datetime.fromtimestamp(first + 10, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    hi = datetime.fromtimestamp(first + 20, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    step, _ = _act(live, {"kind": "go", "from": lo, "to": hi, "px": 800}, state, None)
+    assert step.patch is not None and step.state["mode"] == "range"
+    assert not step.state["follow"] and step.state["range"][1] - step.state["range"][0] == 10
+    # pause keeps the figure; follow again rebuilds it at the live edge
+    paused, _ = _act(live, {"kind": "follow"}, {**state, "follow": True}, None)
+    assert paused.figure is None and paused.state["follow"] is False
+    resumed, _ = _act(live, {"kind": "follow"}, step.state, None)
+    assert resumed.figure is not None and resumed.state["mode"] == "follow"
+
+
+def test_history_widens_when_a_gpu_appears(trace, tmp_path):
+    s = trace.samples
+    t0 = float(s["timestamp"].min())
+    store = SampleStore(tmp_path / "late.db")  # no device rows: GPUs known from samples only
+    h = History(store, server_lag_s=0.0, min_update_s=0.0)
+    store.append(s[(s["timestamp"] < t0 + 10) & (s["gpu"] == 0)])
+    h.update()
+    assert h.gpus == [0]
+    store.append(s[(s["timestamp"] >= t0 + 10) & (s["timestamp"] < t0 + 20)])
+    h.update()
+    assert h.gpus == [0, 1]
+    b = h.bins(0, 10**13)
+    assert ("power_w", 1) in b.columns
+    early = b[b.index < F.bin_index(t0 + 9, 0.1)]
+    late = b[b.index > F.bin_index(t0 + 11, 0.1)]
+    assert early[("power_w", 1)].isna().all() and early[("power_w", 0)].notna().mean() > 0.9
+    assert late[("power_w", 1)].notna().mean() > 0.9
+    store.close()
