@@ -44,6 +44,8 @@ import pandas as pd
 
 #: Plot-area width (px) the benchmark asks for: a 1440-px window less margins and panel.
 PX = 1060
+#: Name of the full-range request in the figures.
+FULL = "full range"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -66,9 +68,13 @@ def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print)
     samples["timestamp"] = samples["timestamp"] + shift
     samples["monotonic"] = samples["timestamp"] - (time.time() - time.monotonic())
     if path.exists():
+        if not made_by_bench(path):
+            raise ValueError(f"{path} exists and is not a store this benchmark made: give a "
+                             f"new path (it is overwritten)")
         path.unlink()
     t = time.perf_counter()
     with SampleStore(path) as store:
+        store.set_meta("made_by", BENCH_MARK)
         store.put_devices(devices)
         for i in range(0, len(samples), 100_000):
             store.append(samples.iloc[i:i + 100_000])
@@ -78,6 +84,20 @@ def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print)
     pattern = samples[samples["timestamp"] < t0 + 60.0].copy()
     return {"rows": len(samples), "seconds": seconds, "hz": len(samples) / n_gpus / seconds,
             "end": end, "pattern": pattern}
+
+
+BENCH_MARK = "tealeaves bench dashboard"
+
+
+def made_by_bench(path: Path) -> bool:
+    """True when ``path`` is a store ``build_store`` wrote (safe to overwrite)."""
+    from ..data.store import SampleStore, StoreError
+
+    try:
+        with SampleStore(path, readonly=True) as s:
+            return s.meta().get("made_by") == BENCH_MARK
+    except (StoreError, OSError):
+        return False
 
 
 class Writer:
@@ -188,7 +208,7 @@ def server_figures(path: Path, pattern: pd.DataFrame, repeat: int = 7, log=print
     state = {**live.snapshot().state, "bin_ms": 100.0}
     mid = (first + last) / 2.0
     views = {
-        "full range (1 h)": {"kind": "all", "px": PX},
+        FULL: {"kind": "all", "px": PX},
         "1-min zoom": {"kind": "range", "t0": (mid - 30) * 1000, "t1": (mid + 30) * 1000,
                        "px": PX},
         "10-s zoom (raw samples)": {"kind": "range", "t0": (mid - 5) * 1000,
@@ -441,8 +461,8 @@ def _report(f: dict, pages: int, log) -> None:
     s = f["server"]
     log("")
     log(f"{'request':<28} {'server ms (median / max)':>26} {'payload KB':>11}")
-    for name in ("full range (1 h)", "1-min zoom", "10-s zoom (raw samples)",
-                 "live tick (0.25 s new)"):
+    log(f"(full range: all {f['store']['seconds']:.0f} s of the store)")
+    for name in (FULL, "1-min zoom", "10-s zoom (raw samples)", "live tick (0.25 s new)"):
         v = s[name]
         log(f"{name:<28} {v['server_ms_median']:>14.1f} / {v['server_ms_max']:<9.1f} "
             f"{v['payload_kb']:>11.1f}")

@@ -248,8 +248,9 @@ def cmd_bench_classifier(args: argparse.Namespace) -> int:
 def cmd_bench_dashboard(args: argparse.Namespace) -> int:
     from ..app import bench as dbench
 
-    if args.store is not None and args.store.exists() and not args.store.is_file():
-        return _fail(f"{args.store}: not a file")
+    if args.store is not None and args.store.exists() and not dbench.made_by_bench(args.store):
+        return _fail(f"{args.store} exists and is not a store `tealeaves bench dashboard` made: "
+                     f"give a new path (the benchmark overwrites it)")
     res = dbench.run(args.seconds, args.gpus, args.store, args.live_seconds, args.pages,
                      browser=not args.no_browser, resampler=not args.no_resampler)
     if args.json:
@@ -702,7 +703,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="telemetry in the store (default 3600)")
     bd.add_argument("--gpus", type=_positive_int, default=8, help="GPUs (default 8)")
     bd.add_argument("--store", type=Path,
-                    help="where to write the store (default: a temporary file; overwritten)")
+                    help="where to write the store (default: a temporary file); an existing "
+                         "file is only overwritten if this benchmark made it")
     bd.add_argument("--live-seconds", type=_positive, default=30.0,
                     help="seconds of live latency measurement (default 30)")
     bd.add_argument("--pages", type=_positive_int, default=5,

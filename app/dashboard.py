@@ -41,6 +41,7 @@ that explains it.
 from __future__ import annotations
 
 import math
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -58,19 +59,20 @@ from . import ids
 from .explain import explain_window
 from .figures import (
     HOT_COLOR,
+    MIN_SHARE_LOAD,
     PHASE_COLORS,
     PHASE_HELP,
     HeaderSummary,
     band_axis,
     bin_index,
     build_figure,
+    certainty,
     extend_data,
     extend_point_count,
     gpu_color,
     header_summary,
     range_update,
     trace_keys,
-    typed_array,
 )
 from .history import History
 from .views import (
@@ -94,6 +96,8 @@ PRESETS: tuple[tuple[str, str, float | None], ...] = (
     (ids.PRESET_10S, "10 s", 10.0), (ids.PRESET_1MIN, "1 min", 60.0),
     (ids.PRESET_10MIN, "10 min", 600.0), (ids.PRESET_ALL, "all", None),
 )
+#: Smallest figure height (px) when it follows the window's height.
+MIN_HEIGHT_PX = 640
 #: The "all" view, while following, is refreshed at most this often (s).
 ALL_REFRESH_S = 5.0
 
@@ -110,7 +114,8 @@ class DashboardConfig:
         bin_s: lane resolution in seconds (one point per bin and GPU).
         window_s: classifier window in seconds (one ribbon bar per window).
         hold_s: an empty bin holds the previous value for at most this long (GPM gaps).
-        height: figure height in pixels.
+        height: figure height in pixels; None: the browser window's height (at least
+            ``MIN_HEIGHT_PX``), so a laptop screen shows every lane at once.
         title: browser tab title.
         health: optional callable returning the collector's state, a dict with ``running``
             (bool) and ``error`` (str or None); shown when the collector stopped.
@@ -126,7 +131,7 @@ class DashboardConfig:
     bin_s: float = 0.1
     window_s: float = 0.5
     hold_s: float = 0.35
-    height: int = 860
+    height: int | None = None
     title: str = "tealeaves"
     health: Callable[[], dict] | None = field(default=None, repr=False)
     server: str = ""
@@ -172,6 +177,7 @@ class RangeView:
         raw: the lanes hold raw samples (else 0.1-s bins, downsampled when many).
         n_out: points per line trace asked for.
         factor: windows per ribbon bar.
+        empty: neither samples nor windows in the range.
     """
 
     t0: float
@@ -181,6 +187,7 @@ class RangeView:
     raw: bool
     n_out: int
     factor: int
+    empty: bool = False
 
 
 def live_factor(span_s: float, bin_s: float) -> int:
@@ -321,13 +328,13 @@ class LiveView:
                 return self.snapshot(state.get("span"), state.get("order_by", "index"))
             return Step(state=self._meta(state))
         if state.get("span") is None:  # following the whole session: refresh now and then
-            if rebuild or _now_ms() - float(state.get("sent") or 0) > ALL_REFRESH_S * 1000:
+            if rebuild or _now_ms() - float(state.get("drawn") or 0) > ALL_REFRESH_S * 1000:
                 span = h.span()
                 if span is None:
                     return Step(state=self._meta(state))
                 return self.range_step(state, span[0], span[1], state.get("px"),
                                        follow=True, rebuild=rebuild)
-            return Step(state=state)
+            return Step(state=self._meta(state))
         if rebuild:
             return self.snapshot(state["span"], state.get("order_by", "index"))
         f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
@@ -386,7 +393,9 @@ class LiveView:
             cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
             traces.update(server_traces(cells, w, n_out))
         traces[("selected",)] = selected_trace(selected, w)
-        return RangeView(t0, t1, traces, order, raw, n_out, factor)
+        empty = windows.empty and not any(
+            np.isfinite(td.y).any() for k, td in traces.items() if k[0] == "lane")
+        return RangeView(t0, t1, traces, order, raw, n_out, factor, empty)
 
     def range_step(self, state: dict, t0: float, t1: float, px: float | None,
                    follow: bool = False, selected: float | None = None,
@@ -403,7 +412,13 @@ class LiveView:
                      "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
                      "px": px, "order": v.order, "gpus": gpus, "server": server,
                      "gen": h.generation, "edge": None, "view": view_note(v, c),
+                     "drawn": _now_ms(),
                      "k": h.k_next, "j": h.j_next, "s": h.s_next}
+        summary = None
+        if follow:  # following the whole session: the header follows the newest windows
+            w = h.windows(h.j_next - self.HOT_TAIL, h.j_next) if h.j_next is not None else None
+            if w is not None and len(w):
+                summary = self._summary(w, self._tail(w, []))
         if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
             self._rev += 1
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
@@ -413,8 +428,9 @@ class LiveView:
             for i, upd in range_update(v.traces, gpus, server, encode=False).items():
                 fig.data[i].update(upd)
             fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
-            return Step(state=self._meta(new_state), figure=fig)
-        return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server))
+            return Step(state=self._meta(new_state), figure=fig, summary=summary)
+        return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
+                    summary=summary)
 
     # -- panels --------------------------------------------------------------------------
     def at(self, t: float) -> dict:
@@ -503,10 +519,16 @@ def axis_names(server: bool) -> dict:
 
 
 def view_note(v: RangeView, c: DashboardConfig) -> str:
-    """One line saying what the range view draws (resolution of lanes and ribbon)."""
+    """One line saying what the range view draws (dates, span, resolution of lanes and
+    ribbon), or that the range holds no data."""
     span = _fmt_span(v.t1 - v.t0)
-    t0 = datetime.fromtimestamp(v.t0, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
-    t1 = datetime.fromtimestamp(v.t1, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
+    d0 = datetime.fromtimestamp(v.t0, tz=UTC)
+    d1 = datetime.fromtimestamp(v.t1, tz=UTC)
+    t0 = d0.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+    t1 = d1.strftime("%H:%M:%S.%f")[:-4] if d1.date() == d0.date() else \
+        d1.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+    if v.empty:
+        return f"{t0}–{t1} UTC ({span}) · no data in this range"
     lanes = ("every sample" if v.raw else
              f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
     ribbon = ("one bar per window" if v.factor == 1 else
@@ -515,6 +537,8 @@ def view_note(v: RangeView, c: DashboardConfig) -> str:
 
 
 def _fmt_span(s: float) -> str:
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
     if s < 120:
         return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
     if s < 7200:
@@ -538,11 +562,13 @@ def _utc(t: float, digits: int = 3) -> str:
     return s[: 9 + digits] if digits else s[:8]
 
 
-def _phase_pill(phase: str, conf) -> html.Span:
-    return html.Span(f"{phase.upper()} {_num(conf * 100 if conf is not None else None, '.0f')} %",
-                     className="tl-pill tl-pill-sm",
-                     style={"background": PHASE_COLORS.get(phase, "#999"),
-                            "color": "#1f2937" if phase == "idle" else "white"})
+def _phase_pill(row: dict) -> list:
+    """The window's phase as a coloured pill, then how sure (``figures.certainty``)."""
+    phase = str(row.get("phase"))
+    return [html.Span(phase.upper(), className="tl-pill tl-pill-sm",
+                      style={"background": PHASE_COLORS.get(phase, "#999"),
+                             "color": "#1f2937" if phase == "idle" else "white"}),
+            html.Span(f" {certainty(row)}")]
 
 
 def hover_panel(info: dict, order: list[int] | None) -> list:
@@ -557,8 +583,8 @@ def hover_panel(info: dict, order: list[int] | None) -> list:
         hot = win.get("hot_gpu")
         hot_s = (f" · hot GPU {int(hot)}" if hot is not None and math.isfinite(float(hot))
                  else "")
-        head.append(html.Div([_phase_pill(str(win["phase"]), float(win["confidence"])),
-                              html.Span(f" sure · window {_utc(win['start'], 1)}–"
+        head.append(html.Div([*_phase_pill(win),
+                              html.Span(f" · window {_utc(win['start'], 1)}–"
                                         f"{_utc(win['end'], 1)} · max/mean "
                                         f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
                                         f"{hot_s}")], className="tl-panel-phase"))
@@ -566,7 +592,9 @@ def hover_panel(info: dict, order: list[int] | None) -> list:
         head.append(html.Div("no labelled window here", className="tl-muted"))
     b = info.get("bin") or {}
     loads = {g: float(win.get(f"load_g{g}", math.nan)) if win else math.nan for g in gpus}
-    total = sum(v for v in loads.values() if math.isfinite(v))
+    # shares of near-zero load are noise (figures.MIN_SHARE_LOAD, as in the share strip)
+    busy = win is not None and float(win.get("load_mean", math.nan)) >= MIN_SHARE_LOAD
+    total = sum(v for v in loads.values() if math.isfinite(v)) if busy else 0.0
     cols = [("SM", "sm_active", 1.0, ".0f"), ("Tensor", "tensor_active", 1.0, ".0f"),
             ("DRAM", "dram_active", 1.0, ".0f"), ("PCIe tx", "pcie_tx_bytes_per_s", 1e-6, ",.0f"),
             ("rx", "pcie_rx_bytes_per_s", 1e-6, ",.0f"), ("Power", "power_w", 1.0, ".0f")]
@@ -598,8 +626,7 @@ def window_panel(row: dict | None, gpus: list[int], labeller: str) -> list:
     return [
         html.Div([html.B("Selected window "),
                   f"{_utc(row['start'], 1)}–{_utc(row['end'], 1)} UTC"], className="tl-panel-time"),
-        html.Div([_phase_pill(str(row["phase"]), float(row["confidence"])),
-                  html.Span(f" sure · labelled by the {ex.labeller}")],
+        html.Div([*_phase_pill(row), html.Span(f" · labelled by the {ex.labeller}")],
                  className="tl-panel-phase"),
         html.Ul([html.Li(r) for r in ex.reasons], className="tl-reasons"),
         html.Table([html.Tbody([html.Tr([html.Td(k), html.Td(v, className="tl-num")])
@@ -641,15 +668,17 @@ def _collector_health(health: dict | None) -> list:
 
 
 def _age_s(ts_last: float | None, mono_last: float | None) -> float | None:
-    """Seconds since the newest sample: by the monotonic clock (both collectors stamp this
-    host's), else by the wall clock when the monotonic stamp is implausible here."""
+    """Seconds since the newest sample: by the monotonic clock when its stamp is this boot's
+    (it agrees with the wall clock within a minute: immune to a wall-clock step), else by the
+    wall clock (a store from another boot or host, whose monotonic stamps mean nothing here)."""
     if ts_last is None:
         return None
+    wall = time.time() - float(ts_last)
     if mono_last is not None:
         age = time.monotonic() - float(mono_last)
-        if -1.0 <= age <= 7 * 86400:
+        if abs(age - wall) < 60.0:
             return max(age, 0.0)
-    return max(time.time() - float(ts_last), 0.0)
+    return max(wall, 0.0)
 
 
 def _fmt_age(age: float) -> str:
@@ -682,7 +711,7 @@ def header_cells(s: HeaderSummary) -> list:
                                 style={"background": PHASE_COLORS.get(s.phase, "#999"),
                                        "color": "#1f2937" if s.phase == "idle" else "white"})
         end = datetime.fromtimestamp(s.window_end, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
-        phase_sub = f"{s.confidence:.0%} sure · window to {end} UTC"
+        phase_sub = f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to {end} UTC"
     ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
     tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
     if s.hot_gpu is not None:
@@ -702,7 +731,7 @@ def header_cells(s: HeaderSummary) -> list:
     ]
 
 
-def legend() -> html.Div:
+def legend(gpus: list[int] | None = None) -> html.Div:
     """The phase-colour legend (plus the imbalance and PCIe line-style keys)."""
     items = []
     for phase in ("idle", "prefill", "decode"):
@@ -727,16 +756,19 @@ def legend() -> html.Div:
                                       className="tl-key-help"),
     ]))
     items.append(html.Span(className="tl-key", children=[
-        *[html.Span(className="tl-dot", style={"background": gpu_color(g)}) for g in range(8)],
-        html.B(" GPU 0-7"), html.Span(" line colours; PCIe tx solid, rx dotted; gaps: no data",
-                                      className="tl-key-help"),
+        *[html.Span(className="tl-dot", style={"background": gpu_color(g)})
+          for g in (gpus or [0])],
+        html.B(f" GPU {', '.join(map(str, gpus or [0]))}"),
+        html.Span(" line colours; PCIe tx solid, rx dotted; gaps: no data",
+                  className="tl-key-help"),
     ]))
     return html.Div(id=ids.LEGEND, className="tl-legend", children=items)
 
 
 # -- the factory -----------------------------------------------------------------------------
 
-_ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, order, tfrom, tto, state) {
+_ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, sto, order, tfrom,
+                          tto, state) {
     const nu = window.dash_clientside.no_update;
     const ctx = window.dash_clientside.callback_context;
     const trig = ctx.triggered.length ? ctx.triggered[0].prop_id.split('.')[0] : '';
@@ -770,8 +802,9 @@ _ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, order, tf
     else if (trig === '%(p600)s') a = {kind: 'preset', span: 600};
     else if (trig === '%(pall)s') a = {kind: 'all'};
     else if (trig === '%(follow)s') a = {kind: 'follow'};
-    else if (trig === '%(go)s') a = {kind: 'go', t0: toMs(tfrom), t1: toMs(tto),
-                                     from: tfrom, to: tto};
+    else if (trig === '%(go)s' || trig === '%(from)s' || trig === '%(to)s') {
+        a = {kind: 'go', from: tfrom, to: tto};
+    }
     else if (trig === '%(order)s') a = {kind: 'order', by: order};
     else return [nu, nu];
     a.px = px; a.n = Date.now();
@@ -832,6 +865,7 @@ _LATENCY_JS = """function(state) {
             L.edge = edge;
         });
     }
+    if (!L.follow) return 'sample → screen: measured while following (10 s, 1 min, 10 min)';
     if (L.lat.length < 5) return 'sample → screen: measuring…';
     const s = L.lat.slice().sort((a, b) => a - b);
     if (s[0] < -1000) return 'sample → screen: n/a (sample stamps run ahead of the clock: ' +
@@ -843,18 +877,30 @@ _LATENCY_JS = """function(state) {
 
 
 def _parse_utc(text: str | None) -> float:
-    """Epoch seconds of a ``YYYY-MM-DD[T ]HH:MM[:SS[.fff]]`` string read as UTC.
+    """Epoch seconds of a date-time typed by hand: ``YYYY-MM-DD[ HH:MM[:SS[.fff]]]`` read as
+    UTC, ISO 8601 with an offset (``...T18:31:15+02:00``, ``...Z``), or epoch seconds.
 
     Raises:
-        ValueError: the text is not such a date-time.
+        ValueError: unreadable, or outside 1970-2200.
     """
-    s = (text or "").strip().replace(" ", "T")
-    for fmt in ("%Y-%m-%dT%H:%M:%S.%f", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M"):
-        try:
-            return datetime.strptime(s, fmt).replace(tzinfo=UTC).timestamp()
-        except ValueError:
-            continue
-    raise ValueError(f"cannot read {text!r} as a UTC date-time (YYYY-MM-DD HH:MM:SS)")
+    s = (text or "").strip()
+    why = (f"cannot read {text!r} as a UTC date-time (YYYY-MM-DD HH:MM:SS, ISO 8601 with an "
+           f"offset, or epoch seconds)")
+    if not s:
+        raise ValueError(why)
+    try:
+        if re.fullmatch(r"\d{9,11}(\.\d*)?", s):
+            t = float(s)
+        else:
+            if not re.match(r"\d{4}-\d{2}-\d{2}", s):  # no "now", "today", "May 5"
+                raise ValueError(why)
+            ts = pd.Timestamp(s)
+            t = (ts.tz_localize("UTC") if ts.tzinfo is None else ts).timestamp()
+    except (ValueError, OverflowError, TypeError):
+        raise ValueError(why) from None
+    if not (math.isfinite(t) and 0.0 <= t <= 7.26e9):
+        raise ValueError(f"{text!r} is outside 1970-2200")
+    return t
 
 
 def _picker_value(t: float) -> str:
@@ -890,15 +936,19 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                     html.Span(live.status(state), id=ids.STATUS, className="tl-status"),
                 ]),
                 html.Div(header_cells(step.summary), id=ids.HEADER, className="tl-cells"),
-                legend(),
+                legend(state.get("gpus")),
             ]),
             toolbar(state, config),
             html.Div(className="tl-main", children=[
                 dcc.Graph(id=ids.GRAPH, figure=step.figure, className="tl-graph",
                           clear_on_unhover=False,
                           config={"displaylogo": False, "responsive": True,
+                                  # a double-click autoranges (read as "all"), instead of
+                                  # going back to the range first drawn
+                                  "doubleClick": "autosize",
                                   "modeBarButtonsToRemove": ["select2d", "lasso2d"]},
-                          style={"height": f"{config.height}px"}),
+                          style={"height": (f"{config.height}px" if config.height else
+                                            f"max({MIN_HEIGHT_PX}px, calc(100vh - 12px))")}),
                 html.Aside(className="tl-side", children=[
                     html.Div(className="tl-panel", children=[
                         html.Div("At the cursor", className="tl-panel-title"),
@@ -939,7 +989,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     app.clientside_callback(
         _ACTION_JS % {"graph": ids.GRAPH, "p10": ids.PRESET_10S, "p60": ids.PRESET_1MIN,
                       "p600": ids.PRESET_10MIN, "pall": ids.PRESET_ALL, "follow": ids.FOLLOW,
-                      "go": ids.RANGE_GO, "order": ids.ORDER},
+                      "go": ids.RANGE_GO, "order": ids.ORDER, "from": ids.RANGE_FROM,
+                      "to": ids.RANGE_TO},
         Output(ids.ACTION, "data"),
         Output(ids.BUSY, "data", allow_duplicate=True),
         Input(ids.GRAPH, "relayoutData"),
@@ -949,6 +1000,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         Input(ids.PRESET_ALL, "n_clicks"),
         Input(ids.FOLLOW, "n_clicks"),
         Input(ids.RANGE_GO, "n_clicks"),
+        Input(ids.RANGE_FROM, "n_submit"),
+        Input(ids.RANGE_TO, "n_submit"),
         Input(ids.ORDER, "value"),
         State(ids.RANGE_FROM, "value"),
         State(ids.RANGE_TO, "value"),
@@ -1020,8 +1073,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             note,
             follow_label,
             follow_cls,
-            _picker_value(rng[0]) if rng else nu,
-            _picker_value(rng[1]) if rng else nu,
+            _picker_value(rng[0]) if rng else ("" if acted and st.get("mode") == "follow" else nu),
+            _picker_value(rng[1]) if rng else ("" if acted and st.get("mode") == "follow" else nu),
             *classes[:n_presets],
         )
 
@@ -1057,8 +1110,10 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         sel = selected_trace(start, config.window_s)
         if ("selected",) in keys:
             i = keys.index(("selected",))
-            patch["data"][i]["x"] = typed_array(np.asarray(sel.x) * 1000.0, "f8")
-            patch["data"][i]["y"] = typed_array(sel.y, "f4")
+            # plain lists: a followed figure extends this trace (extendTraces cannot extend a
+            # typed-array spec)
+            patch["data"][i]["x"] = [float(v) * 1000.0 for v in sel.x]
+            patch["data"][i]["y"] = [float(v) for v in sel.y]
             patch["data"][i]["width"] = config.window_s * 1000.0
         return (window_panel(row, info["gpus"], live.history.labeller), start, patch)
 

@@ -86,8 +86,11 @@ def explain_window(row: dict, gpus: list[int], labeller: str) -> Explanation:
     idle_load = RulePhaseLabeller().idle_load
     if math.isfinite(busiest):
         if busiest < idle_load:
-            reasons.append(f"busiest GPU at {_pct(busiest)} load: under the {idle_load:.0f} % "
-                           f"idle line")
+            other = ("" if phase == "idle" else
+                     f"; the {name} reads more than SM activity (kernel-running share, power, "
+                     f"clocks) and says {phase}")
+            reasons.append(f"busiest GPU at {_pct(busiest)} load: under the v0 rules' "
+                           f"{idle_load:.0f} % idle line{other}")
         else:
             reasons.append(f"busiest GPU at {_pct(busiest)} load: busy")
     tensor, dram = _f(row, "tensor_active_mean"), _f(row, "dram_active_mean")

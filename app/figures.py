@@ -887,6 +887,7 @@ class HeaderSummary:
         window_end: end of the window, epoch seconds (NaN before any window).
         hot_recent: ``{gpu: windows}`` flagged hot in the summarised span.
         windows: number of windows summarised for ``hot_recent``.
+        certainty: how sure, in words (``certainty`` of the newest window).
     """
 
     phase: str | None
@@ -897,6 +898,7 @@ class HeaderSummary:
     window_end: float
     hot_recent: dict[int, int]
     windows: int
+    certainty: str = ""
 
     def text(self) -> str:
         """One line, e.g. ``decode (97 %) | imbalance 1.42x | hot GPU 1 | straggler tax 30 %``."""
@@ -931,4 +933,30 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         window_end=float(last["end"]),
         hot_recent={int(g): int(c) for g, c in flagged.value_counts().sort_index().items()},
         windows=len(tail),
+        certainty=certainty(last.to_dict()),
     )
+
+
+def certainty(row: dict) -> str:
+    """How sure the label of a window is, in words: ``"97 % sure"``, or, when the sequence
+    smoothing chose another phase than the window's own scores (``p_<phase>``) favour,
+    ``"by context (this window alone: decode 62 %)"``."""
+    phase = str(row.get("phase"))
+    scores = {}
+    for p in RIBBON_PHASES:
+        try:
+            v = float(row.get(f"p_{p}", math.nan))
+        except (TypeError, ValueError):
+            v = math.nan
+        if math.isfinite(v):
+            scores[p] = v
+    conf = row.get("confidence")
+    if scores:
+        top = max(scores, key=scores.get)
+        if top != phase and scores[top] > scores.get(phase, 0.0) + 1e-9:
+            return f"by context (this window alone: {top} {scores[top]:.0%})"
+    try:
+        c = float(conf)
+    except (TypeError, ValueError):
+        return ""
+    return f"{c:.0%} sure" if math.isfinite(c) else ""

@@ -35,7 +35,7 @@ from ..collectors import run_to_store, start_server_signals
 from ..collectors.nvml import health_summary
 from ..data import bundled_trace_path
 from ..data.importers import load_trace
-from ..data.store import SampleStore
+from ..data.store import SampleStore, StoreError
 
 
 @dataclass
@@ -235,11 +235,18 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
     if not collect:
-        if store_path is None or not Path(store_path).is_file():
-            raise ValueError(f"--no-collect needs an existing store (--store), got {store_path}")
         if trace is not None or server_log is not None or server_metrics:
             raise ValueError("--no-collect serves a store as it is: no --trace, --server-log "
                              "or --server-metrics")
+        if store_path is None:
+            raise ValueError("--no-collect needs the store to serve: --store FILE")
+        if not Path(store_path).is_file():
+            what = "is a directory" if Path(store_path).is_dir() else "does not exist"
+            raise ValueError(f"{store_path}: {what}; --no-collect serves an existing store")
+        try:  # a tealeaves store, checked read-only before anything is written to it
+            SampleStore(store_path, readonly=True).close()
+        except StoreError as exc:
+            raise ValueError(str(exc)) from None
         source = Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)",
                         "store")
     else:

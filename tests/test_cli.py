@@ -169,3 +169,31 @@ def test_dashboard_and_classify_read_an_imported_format():
     assert src.kind == "replay" and len(src.collector.trace.samples) == 6
     r = tealeaves("classify", dmon, "--json")
     assert r.returncode == 0 and len(json.loads(r.stdout)["windows"]) == 6
+
+
+def test_dashboard_no_collect_refuses_what_is_not_a_store_and_changes_nothing(tmp_path):
+    import sqlite3
+
+    other = tmp_path / "other.db"
+    with sqlite3.connect(other) as c:
+        c.execute("CREATE TABLE foo (x)")
+    empty = tmp_path / "empty.db"
+    empty.write_bytes(b"")
+    for path in (other, empty):
+        before = path.read_bytes()
+        r = tealeaves("dashboard", "--no-collect", "--store", path, "--port", "0")
+        assert r.returncode == 2 and "not a tealeaves store" in r.stderr, r.stderr
+        assert path.read_bytes() == before  # nothing written into someone else's file
+    r = tealeaves("dashboard", "--no-collect", "--store", tmp_path, "--port", "0")
+    assert r.returncode == 2 and "is a directory" in r.stderr
+    r = tealeaves("dashboard", "--no-collect", "--port", "0")
+    assert r.returncode == 2 and "--store FILE" in r.stderr
+
+
+def test_bench_dashboard_does_not_overwrite_a_file_it_did_not_make(tmp_path):
+    precious = tmp_path / "notes.db"
+    precious.write_text("my notes\n")
+    r = tealeaves("bench", "dashboard", "--store", precious, "--seconds", "10", "--no-browser",
+                  "--no-resampler")
+    assert r.returncode == 2 and "not a store" in r.stderr
+    assert precious.read_text() == "my notes\n"

@@ -143,6 +143,17 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
                                f"return x[x.length - 1] > {frozen} + 1500 }}", timeout=10_000)
         assert "following" in page.inner_text(f"#{ids.FOLLOW}")
+        # a click while following selects a window and the page goes on following
+        power_row = F.FIRST_LANE_ROW + [ln.key for ln in F.LANES].index("power")
+        box = page.locator(f"#tl-graph .draglayer g.x{power_row}y{power_row} rect.nsewdrag")
+        box.scroll_into_view_if_needed()
+        bb = box.bounding_box()
+        page.mouse.click(bb["x"] + bb["width"] * 0.6, bb["y"] + bb["height"] / 2)
+        page.wait_for_function(f"() => document.querySelector('#{ids.WINDOW_PANEL}')"
+                               f".innerText.includes('Selected window')", timeout=10_000)
+        clicked = page.evaluate(newest)
+        page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
+                               f"return x[x.length - 1] > {clicked} + 1000 }}", timeout=10_000)
         assert not errors, errors
         page.close()
     finally:
@@ -322,6 +333,11 @@ def test_history_zoom_pan_hover_and_click(browser, tmp_path):
         assert "scores:" in panel and "load mean / max" in panel
         sel = _lane(page, ("selected",), keys)
         assert len(sel["x"]) == 1
+        # a double-click on a zoomed view shows the whole session again
+        page.mouse.dblclick(bb["x"] + bb["width"] * 0.3, y)
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('(10.0 min)')", timeout=10_000)
+        assert _action_kinds(sent)[-1] == "all"
         ro.close()
         assert not errors, errors
         page.close()

@@ -255,3 +255,15 @@ def test_history_widens_when_a_gpu_appears(trace, tmp_path):
     assert early[("power_w", 1)].isna().all() and early[("power_w", 0)].notna().mean() > 0.9
     assert late[("power_w", 1)].notna().mean() > 0.9
     store.close()
+
+
+def test_sample_age_trusts_the_monotonic_clock_only_when_it_is_this_boots():
+    import time
+
+    from tealeaves.app.dashboard import _age_s
+
+    now, mono = time.time(), time.monotonic()
+    assert _age_s(now - 2.0, mono - 2.0) == pytest.approx(2.0, abs=0.2)
+    # a store from another boot: its monotonic stamps say 440 s, the wall clock 3.4 h
+    assert _age_s(now - 3.4 * 3600, 440.0) == pytest.approx(3.4 * 3600, abs=5)
+    assert _age_s(None, None) is None
