@@ -52,6 +52,18 @@ def _time_range(start: float | None, end: float | None) -> tuple[str, list[float
     return (" WHERE " + " AND ".join(where) if where else ""), params
 
 
+#: Columns of the ``screenshots`` table: content hash (key), file name as uploaded (shown,
+#: never used as a path), size, pixel size, format, upload time (epoch s), capture time (epoch
+#: s, NULL when unknown), the wall-clock time read (text) and the zone it was read in, where the
+#: time came from, regions (JSON list) and a note.
+SCREENSHOT_COLUMNS: dict[str, str] = {
+    "sha256": "TEXT PRIMARY KEY", "name": "TEXT", "nbytes": "INTEGER", "width": "INTEGER",
+    "height": "INTEGER", "format": "TEXT", "uploaded": "REAL", "capture_ts": "REAL",
+    "capture_local": "TEXT", "tz": "TEXT", "time_source": "TEXT", "regions": "TEXT",
+    "note": "TEXT",
+}
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
@@ -193,6 +205,10 @@ class SampleStore:
                 "labels TEXT, value REAL, rate_per_s REAL, kind TEXT)")
             conn.execute("CREATE INDEX IF NOT EXISTS server_metrics_ts ON server_metrics "
                          "(timestamp)")
+            shot_cols = ", ".join(f"{c} {t}" for c, t in SCREENSHOT_COLUMNS.items())
+            conn.execute(f"CREATE TABLE IF NOT EXISTS screenshots ({shot_cols})")
+            conn.execute("CREATE TABLE IF NOT EXISTS screenshot_data (sha256 TEXT PRIMARY KEY, "
+                         "data BLOB NOT NULL)")
 
     def _check(self) -> None:
         names = {r[0] for r in self._conn().execute(
@@ -325,6 +341,75 @@ class SampleStore:
         where, params = _time_range(start, None)
         return pd.read_sql_query(f"SELECT * FROM server_metrics{where} ORDER BY timestamp, name",
                                  self._conn(), params=params)
+
+    # -- screenshots ---------------------------------------------------------------------
+    @_guarded
+    def put_screenshot(self, row: dict, data: bytes) -> bool:
+        """Keep a screenshot: its row (``SCREENSHOT_COLUMNS``; ``sha256`` the key) and bytes,
+        in one transaction.
+
+        Returns:
+            False when a screenshot with the same content is already kept (nothing changes).
+        """
+        cols = [c for c in SCREENSHOT_COLUMNS if c in row]
+        conn = self._conn()
+        with conn:
+            if conn.execute("SELECT 1 FROM screenshots WHERE sha256 = ?",
+                            (row["sha256"],)).fetchone():
+                return False
+            conn.execute(f"INSERT INTO screenshots ({', '.join(cols)}) VALUES "
+                         f"({', '.join('?' * len(cols))})",
+                         [_nullable(row[c]) for c in cols])
+            conn.execute("INSERT OR REPLACE INTO screenshot_data VALUES (?, ?)",
+                         (row["sha256"], sqlite3.Binary(data)))
+        return True
+
+    @_guarded
+    def screenshots(self) -> pd.DataFrame:
+        """Every kept screenshot's row (``SCREENSHOT_COLUMNS``), by capture time (unknown
+        last), then upload time."""
+        try:
+            return pd.read_sql_query(
+                "SELECT * FROM screenshots ORDER BY capture_ts IS NULL, capture_ts, uploaded",
+                self._conn())
+        except pd.errors.DatabaseError:  # a read-only store from before screenshots
+            return pd.DataFrame(columns=list(SCREENSHOT_COLUMNS))
+
+    @_guarded
+    def screenshot_data(self, sha256: str) -> bytes | None:
+        """The bytes of a kept screenshot, or None."""
+        try:
+            row = self._conn().execute("SELECT data FROM screenshot_data WHERE sha256 = ?",
+                                       (str(sha256),)).fetchone()
+        except sqlite3.OperationalError:
+            return None
+        return bytes(row[0]) if row else None
+
+    @_guarded
+    def update_screenshot(self, sha256: str, **fields) -> None:
+        """Change a screenshot's row (capture time, zone, time source, regions, note).
+
+        Raises:
+            ValueError: a field that is not a ``SCREENSHOT_COLUMNS`` name or is the key.
+        """
+        bad = [k for k in fields if k not in SCREENSHOT_COLUMNS or k == "sha256"]
+        if bad:
+            raise ValueError(f"not screenshot fields: {bad}")
+        if not fields:
+            return
+        conn = self._conn()
+        with conn:
+            conn.execute(f"UPDATE screenshots SET {', '.join(f'{k} = ?' for k in fields)} "
+                         f"WHERE sha256 = ?", [*(_nullable(v) for v in fields.values()),
+                                              str(sha256)])
+
+    @_guarded
+    def delete_screenshot(self, sha256: str) -> None:
+        """Forget a screenshot (row and bytes)."""
+        conn = self._conn()
+        with conn:
+            conn.execute("DELETE FROM screenshots WHERE sha256 = ?", (str(sha256),))
+            conn.execute("DELETE FROM screenshot_data WHERE sha256 = ?", (str(sha256),))
 
     @_guarded
     def set_meta(self, key: str, value: str) -> None:
