@@ -75,6 +75,8 @@ from .figures import (
     trace_keys,
 )
 from .history import History
+from .screenshots import page as shots_page
+from .screenshots import register as register_screenshots
 from .views import (
     TraceData,
     lanes_from_bins,
@@ -123,6 +125,8 @@ class DashboardConfig:
             the status line; "" for none.
         server_lag_s: the server lane's cells are made this many seconds after the windows
             (0 for a replay, whose events are stored with their samples).
+        store_temporary: the store is removed when the dashboard stops (the Screenshots page
+            says that its uploads will not survive a restart).
     """
 
     source: str = "sample store"
@@ -136,6 +140,7 @@ class DashboardConfig:
     health: Callable[[], dict] | None = field(default=None, repr=False)
     server: str = ""
     server_lag_s: float = 1.5
+    store_temporary: bool = False
 
     def __post_init__(self) -> None:
         if not self.view_s > 0 or not self.bin_s > 0 or not self.window_s > 0:
@@ -296,7 +301,8 @@ class LiveView:
         order = load_order(windows, gpus, order_by)
         server = h.cells(j_start, h.s_next) if h.has_server else None
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
-                           height=c.height, uirevision=rev, server=server, order=order)
+                           height=c.height, uirevision=rev, server=server, order=order,
+                           shots=self.store.screenshots())
         if selected is not None:
             sel = selected_trace(selected, c.window_s)
             fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
@@ -424,7 +430,8 @@ class LiveView:
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
                                window_s=c.window_s, height=c.height,
                                uirevision=f"range-{self._rev}",
-                               server=h.cells(0, 0) if server else None, order=v.order)
+                               server=h.cells(0, 0) if server else None, order=v.order,
+                               shots=self.store.screenshots())
             for i, upd in range_update(v.traces, gpus, server, encode=False).items():
                 fig.data[i].update(upd)
             fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
@@ -801,7 +808,7 @@ _ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, st
     else if (trig === '%(p60)s') a = {kind: 'preset', span: 60};
     else if (trig === '%(p600)s') a = {kind: 'preset', span: 600};
     else if (trig === '%(pall)s') a = {kind: 'all'};
-    else if (trig === '%(follow)s') a = {kind: 'follow'};
+    else if (trig === '%(follow)s') a = {kind: 'follow', want: !(state && state.follow)};
     else if (trig === '%(go)s' || trig === '%(from)s' || trig === '%(to)s') {
         a = {kind: 'go', from: tfrom, to: tto};
     }
@@ -933,13 +940,19 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             html.Header(className="tl-top", children=[
                 html.Div(className="tl-brand", children=[
                     html.Span("tealeaves", className="tl-logo"),
+                    html.Span(className="tl-tabs", children=[
+                        html.Button("Live", id=ids.TAB_LIVE, n_clicks=0,
+                                    className="tl-tab tl-tab-on"),
+                        html.Button("Screenshots", id=ids.TAB_SHOTS, n_clicks=0,
+                                    className="tl-tab"),
+                    ]),
                     html.Span(live.status(state), id=ids.STATUS, className="tl-status"),
                 ]),
                 html.Div(header_cells(step.summary), id=ids.HEADER, className="tl-cells"),
                 legend(state.get("gpus")),
             ]),
-            toolbar(state, config),
-            html.Div(className="tl-main", children=[
+            html.Div(id=ids.LIVE_PAGE, children=[toolbar(state, config),
+                                                 html.Div(className="tl-main", children=[
                 dcc.Graph(id=ids.GRAPH, figure=step.figure, className="tl-graph",
                           clear_on_unhover=False,
                           config={"displaylogo": False, "responsive": True,
@@ -962,7 +975,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                                  children=window_panel(None, [], "")),
                     ]),
                 ]),
-            ]),
+            ])]),
+            shots_page(config.store_temporary),
             dcc.Interval(id=ids.TICK, interval=int(config.interval_ms), n_intervals=0),
             dcc.Store(id=ids.CURSOR, data=state),
             dcc.Store(id=ids.PULL, data=0),
@@ -971,6 +985,9 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             dcc.Store(id=ids.HOVER_T, data=None),
             dcc.Store(id=ids.CLICK_T, data=None),
             dcc.Store(id=ids.SELECTED, data=None),
+            dcc.Store(id=ids.PAGE, data="live"),
+            dcc.Store(id=ids.SHOTS_VERSION, data=0),
+            dcc.Store(id=ids.SHOT_SELECTED, data=None),
         ])
 
     app.layout = layout
@@ -1117,6 +1134,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             patch["data"][i]["width"] = config.window_s * 1000.0
         return (window_panel(row, info["gpus"], live.history.labeller), start, patch)
 
+    register_screenshots(app, live)
     return app
 
 
@@ -1153,8 +1171,13 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
                                                 className="tl-stale")
         return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
     if kind == "follow":
-        if state.get("follow"):
+        # "want" is what the page showed the user when they clicked (the opposite of it),
+        # so a click answered late or twice still does what the button said
+        want = action.get("want", not state.get("follow"))
+        if not want:
             return Step(state={**state, "follow": False}), nu
+        if state.get("follow") and state.get("mode") == "follow":
+            return Step(state=state), nu
         if state.get("preset") == "all" and state.get("mode") == "range":
             return _act(live, {"kind": "all", "px": px}, state, selected)
         return live.snapshot(state.get("span") or c.view_s, order_by, selected), nu

@@ -95,6 +95,10 @@ PHASE_HELP: dict[str, str] = {
 }
 
 HOT_COLOR = "#d62728"
+#: Screenshot markers on the ribbon.
+SHOT_COLOR = "#111827"
+#: Height of the screenshot markers on the ribbon's axis (above the imbalanced bar).
+SHOT_Y = 1.52
 
 #: Line colours of GPU 0, 1, ... (repeats after 10 GPUs); chosen apart from the phase colours.
 GPU_COLORS: tuple[str, ...] = (
@@ -204,7 +208,8 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """The figure's traces, in order, as keys.
 
     ``("phase", p)`` ribbon bars of phase ``p``; ``("ribbon_hot",)`` the imbalance bar;
-    ``("selected",)`` the outline of the window the user clicked; ``("band", gpu)`` the GPU's
+    ``("selected",)`` the outline of the window the user clicked; ``("shots",)`` a marker per
+    uploaded screenshot at its capture time (``customdata`` its hash); ``("band", gpu)`` the GPU's
     load line in its band; ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
     ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is the hot GPU
     (three points per window: a segment and a break).  With ``server``, the server lane's
@@ -216,6 +221,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     keys: list[tuple] = [("phase", p) for p in RIBBON_PHASES]
     keys.append(("ribbon_hot",))
     keys.append(("selected",))
+    keys.append(("shots",))
     keys += [("band", g) for g in gpus]
     for lane in LANES:
         for g in gpus:
@@ -230,8 +236,8 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
 
 
 def _is_window_key(key: tuple) -> bool:
-    return key[0] in ("phase", "ribbon_hot", "selected", "band", "share", "hot", "server",
-                      "prefill")
+    return key[0] in ("phase", "ribbon_hot", "selected", "shots", "band", "share", "hot",
+                      "server", "prefill")
 
 
 # -- data preparation ----------------------------------------------------------------------
@@ -528,6 +534,7 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
                 f"{_fmt(t, '.0%')}" if f else "" for f, h, r, t in zip(flagged, hot, ratio, tax)]
     out[("ribbon_hot",)] = (wx, [_RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
     out[("selected",)] = ([], [], [])
+    out[("shots",)] = ([], [], [])
     shares = gpu_shares(windows, gpus) if n else pd.DataFrame(columns=gpus, dtype=float)
     for g in gpus:
         col = f"load_g{g}"
@@ -552,7 +559,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  bin_s: float = 0.1, window_s: float = 0.5, height: int = 780,
                  uirevision: str = "tealeaves-live",
                  server: pd.DataFrame | None = None,
-                 order: list[int] | None = None) -> go.Figure:
+                 order: list[int] | None = None,
+                 shots: pd.DataFrame | None = None) -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -567,6 +575,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         server: ``server_cells`` output (cells of ``window_s``; may be empty) to draw the
             server lane under the ribbon; None: no server lane (``rows(False)``).
         order: GPU order of the load bands, top first (default ``gpus``).
+        shots: ``SampleStore.screenshots`` rows to mark on the ribbon (None: none).
 
     Returns:
         A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
@@ -626,6 +635,15 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 x=x, y=y, text=text, base=-0.06, width=width_ms, name="selected window",
                 marker={"color": "rgba(0,0,0,0)", "line": {"width": 2.5, "color": "#111827"}},
                 hoverinfo="skip", showlegend=False), row=R.ribbon, col=1)
+        elif kind == "shots":
+            sx, sy, stext, sdata = shot_points(shots)
+            fig.add_trace(go.Scatter(
+                x=sx, y=sy, text=stext, customdata=sdata, mode="markers", name="screenshot",
+                marker={"symbol": "triangle-down", "size": 13, "color": SHOT_COLOR,
+                        "line": {"width": 1, "color": "white"}},
+                cliponaxis=False, showlegend=False,
+                hovertemplate="screenshot %{text}<br>click to open<extra></extra>"),
+                row=R.ribbon, col=1)
         elif kind == "band":
             g = key[1]
             fig.add_trace(go.Scatter(
@@ -810,6 +828,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         update["text"].append(text)
         if key[0] == "hot":
             limits.append(3 * win_max)
+        elif key[0] == "shots":  # never appended to: keep every marker
+            limits.append(10**7)
         else:
             limits.append(win_max if _is_window_key(key) else lane_max)
     return [update, list(range(len(keys))), {k: list(limits) for k in update}]
@@ -862,6 +882,17 @@ def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = Tru
             upd["text"] = list(td.text)
         out[i] = upd
     return out
+
+
+def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:
+    """x (epoch ms), y, text (file name and time source) and customdata (hash) of the
+    screenshot markers: one per screenshot with a known capture time."""
+    if shots is None or shots.empty:
+        return [], [], [], []
+    known = shots[pd.notna(shots["capture_ts"])]
+    x = [round(float(t) * 1000.0, 1) for t in known["capture_ts"]]
+    text = [f"{n} ({src})" for n, src in zip(known["name"], known["time_source"])]
+    return x, [SHOT_Y] * len(x), text, list(known["sha256"])
 
 
 def extend_point_count(payload: list) -> int:

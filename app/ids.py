@@ -52,3 +52,37 @@ SELECTED = "tl-selected"
 #: Side panels: values at the cursor; the selected window's features and reasons.
 HOVER_PANEL = "tl-hover-panel"
 WINDOW_PANEL = "tl-window-panel"
+
+#: Pages: the live dashboard and the screenshots page (``PAGE`` holds "live" or "shots").
+PAGE = "tl-page-choice"
+TAB_LIVE = "tl-tab-live"
+TAB_SHOTS = "tl-tab-shots"
+LIVE_PAGE = "tl-live-page"
+SHOTS_PAGE = "tl-shots-page"
+#: Screenshots page.
+SHOT_UPLOAD = "tl-shot-upload"
+SHOT_MSG = "tl-shot-msg"
+SHOT_TZ = "tl-shot-tz"
+SHOT_LIST = "tl-shot-list"
+#: ``dcc.Store`` bumped whenever the kept screenshots change.
+SHOTS_VERSION = "tl-shots-version"
+#: ``dcc.Store``: hash of the opened screenshot.
+SHOT_SELECTED = "tl-shot-selected"
+SHOT_DETAIL = "tl-shot-detail"
+SHOT_DETAIL_TITLE = "tl-shot-detail-title"
+SHOT_IMAGE = "tl-shot-image"
+SHOT_VIEW = "tl-shot-view"
+SHOT_VERDICTS = "tl-shot-verdicts"
+SHOT_TIME = "tl-shot-time"
+SHOT_ZONE = "tl-shot-zone"
+SHOT_OFFSETS = "tl-shot-offsets"
+SHOT_SAVE = "tl-shot-save"
+SHOT_SPLIT = "tl-shot-split"
+SHOT_CLEAR = "tl-shot-clear"
+SHOT_SPAN = "tl-shot-span"
+SHOT_CMP = "tl-shot-cmp"
+SHOT_COMPARE = "tl-shot-compare"
+#: Pattern-matching id types: a row's open / delete buttons, a region's offset input.
+SHOT_OPEN = "tl-shot-open"
+SHOT_DEL = "tl-shot-del"
+REGION_OFFSET = "tl-region-offset"

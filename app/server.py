@@ -306,6 +306,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         config.setdefault("server", " · ".join(notes))
         # replayed events are stored with their samples; a followed log may lag its stamps
         config.setdefault("server_lag_s", 0.0 if source.kind == "replay" else 1.5)
+        config.setdefault("store_temporary", tmpdir is not None)
         cfg = DashboardConfig(source=source.label, health=health_now, **config)
         app = create_app(store, cfg)
         # Load the phase model now, off the request path (reading it takes a few seconds).

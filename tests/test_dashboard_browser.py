@@ -132,9 +132,16 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
 
         # pause: the page stops moving while samples keep arriving; follow: it catches up
         newest = f"() => {{ const x = {GD}._fullData[{LANE}].x; return x[x.length - 1] }}"
+        sent: list[str] = []
+        page.on("request", lambda r: sent.append(r.post_data)
+                if "_dash-update-component" in r.url else None)
         page.click(f"#{ids.FOLLOW}")
-        page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
-                               f".innerText.includes('paused')", timeout=10_000)
+        try:
+            page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
+                                   f".innerText.includes('paused')", timeout=15_000)
+        except Exception:
+            print("actions sent:", _action_kinds(sent), "errors:", errors)
+            raise
         page.wait_for_timeout(500)
         frozen = page.evaluate(newest)
         page.wait_for_timeout(1500)

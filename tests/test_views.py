@@ -233,6 +233,8 @@ def test_time_range_typed_by_hand_is_read_as_utc_or_refused(filled):
     # pause keeps the figure; follow again rebuilds it at the live edge
     paused, _ = _act(live, {"kind": "follow"}, {**state, "follow": True}, None)
     assert paused.figure is None and paused.state["follow"] is False
+    again, _ = _act(live, {"kind": "follow", "want": False}, paused.state, None)
+    assert again.figure is None and again.state["follow"] is False  # a second pause: paused
     resumed, _ = _act(live, {"kind": "follow"}, step.state, None)
     assert resumed.figure is not None and resumed.state["mode"] == "follow"
 

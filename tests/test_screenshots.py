@@ -1,0 +1,244 @@
+"""Screenshots: file-name and metadata times, safety checks, keeping them in the store, and
+verdicts, comparisons and regions from real labelled windows; no browser."""
+
+from __future__ import annotations
+
+import io
+import math
+import struct
+import zlib
+from datetime import datetime
+
+import pytest
+from PIL import Image, PngImagePlugin
+
+from tealeaves.app.screenshots import (
+    compare_table,
+    halves,
+    region_from_shape,
+    verdict,
+)
+from tealeaves.classifier import classify_samples
+from tealeaves.data import bundled_trace_path
+from tealeaves.data.screenshots import (
+    ScreenshotError,
+    capture_time,
+    inspect_image,
+    parse_creation_time,
+    time_from_name,
+    to_epoch,
+)
+from tealeaves.data.store import SampleStore
+from tealeaves.data.traces import read_trace
+
+T = datetime(2026, 5, 31, 18, 31, 15)
+
+
+@pytest.mark.parametrize("name,tool", [
+    ("2026-05-31-183115_3335x1907_scrot.png", "scrot"),
+    ("2026-05-31-183115_3335x1907_scrot_000.png", "scrot"),
+    ("2026-05-31-183115_1920x1080_scrot_012.jpg", "scrot"),
+    ("Screenshot from 2026-05-31 18-31-15.png", "gnome-screenshot / GNOME Shell"),
+    ("Screenshot from 2026-05-31 18-31-15-2.png", "gnome-screenshot / GNOME Shell"),
+    ("Screenshot_20260531_183115.png", "Spectacle"),
+    ("Screenshot 2026-05-31 at 18.31.15.png", "macOS"),
+    ("Screen Shot 2026-05-31 at 6.31.15 PM.png", "macOS"),
+    ("Screenshot 2026-05-31 at 6.31.15\u202fPM.png", "macOS"),
+    ("Screenshot 2026-05-31 183115.png", "Windows Snipping Tool"),
+    ("/home/me/Pictures/2026-05-31-183115_3335x1907_scrot.png", "scrot"),
+    ("C:\\Users\\me\\Screenshot 2026-05-31 183115.png", "Windows Snipping Tool"),
+])
+def test_every_tools_default_name_gives_the_time(name, tool):
+    t = time_from_name(name)
+    assert t is not None and t.source == f"file name ({tool})"
+    assert t.local == T and t.instant is None
+
+
+def test_flameshot_names_have_minute_resolution():
+    t = time_from_name("2026-05-31_18-31.png")
+    assert t.local == datetime(2026, 5, 31, 18, 31) and t.resolution_s == 60.0
+
+
+@pytest.mark.parametrize("name", ["holiday.png", "2026-13-45-183115_10x10_scrot.png",
+                                  "Screenshot (12).png", "2026-05-31-183115_3335x1907_scrot.gif",
+                                  ""])
+def test_names_without_a_time(name):
+    assert time_from_name(name) is None
+
+
+def _png(size=(64, 48), text: dict | None = None, exif: bytes | None = None,
+         fmt: str = "PNG") -> bytes:
+    img = Image.new("RGB", size, (30, 120, 200))
+    buf = io.BytesIO()
+    if fmt == "PNG":
+        info = PngImagePlugin.PngInfo()
+        for k, v in (text or {}).items():
+            if k.startswith("i:"):
+                info.add_itxt(k[2:], v)
+            else:
+                info.add_text(k, v)
+        img.save(buf, "PNG", pnginfo=info, **({"exif": exif} if exif else {}))
+    else:
+        img.save(buf, "JPEG", **({"exif": exif} if exif else {}))
+    return buf.getvalue()
+
+
+def _exif(original: str, offset: str | None = None) -> bytes:
+    ex = Image.Exif()
+    sub = ex.get_ifd(0x8769)
+    sub[36867] = original
+    if offset:
+        sub[36881] = offset
+    return ex.tobytes()
+
+
+def test_metadata_times_come_first_and_say_where_they_came_from():
+    name = "2026-05-31-183115_3335x1907_scrot.png"  # the name says 18:31:15 ...
+    gnome = inspect_image(_png(text={"Creation Time": "Sun 31 May 2026 06:40:00 PM CEST"}), name)
+    assert gnome.meta_time.local == datetime(2026, 5, 31, 18, 40)  # ... the metadata wins
+    when = capture_time(gnome.meta_time, name, None)
+    assert when.source == "PNG Creation Time" and when.instant is None
+    itxt = inspect_image(_png(text={"i:Creation Time": "2026-05-31T18:41:00+02:00"}), "a.png")
+    assert itxt.meta_time.instant == datetime.fromisoformat("2026-05-31T16:41:00+00:00").timestamp()
+    jpg = inspect_image(_png(exif=_exif("2026:05:31 18:42:00", "+02:00"), fmt="JPEG"), "b.jpg")
+    assert jpg.format == "JPEG" and jpg.meta_time.source == "EXIF DateTimeOriginal"
+    assert jpg.meta_time.resolve("America/New_York") == to_epoch(datetime(2026, 5, 31, 16, 42),
+                                                                 "UTC")  # offset beats zone
+    local = inspect_image(_png(exif=_exif("2026:05:31 18:43:00"), fmt="JPEG"), "c.jpg")
+    assert local.meta_time.instant is None
+    assert local.meta_time.resolve("Europe/Berlin") == to_epoch(datetime(2026, 5, 31, 16, 43),
+                                                                "UTC")
+
+
+def test_capture_time_order_name_then_last_modified_then_none():
+    plain = inspect_image(_png(), "x.png")
+    assert plain.meta_time is None
+    by_name = capture_time(None, "2026-05-31-183115_3335x1907_scrot.png", 1_700_000_000.0)
+    assert by_name.source == "file name (scrot)"
+    assert by_name.resolve("Europe/Berlin") == to_epoch(T, "Europe/Berlin")
+    assert to_epoch(T, "Europe/Berlin") == to_epoch(datetime(2026, 5, 31, 16, 31, 15), "UTC")
+    by_mod = capture_time(None, "holiday.png", 1_780_000_000.0)
+    assert by_mod.source == "browser last-modified" and by_mod.resolve("Asia/Tokyo") == 1.78e9
+    none = capture_time(None, "holiday.png", None)
+    assert none.source == "none" and none.resolve("UTC") is None
+    with pytest.raises(ScreenshotError, match="unknown time zone"):
+        by_name.resolve("Mars/Olympus")
+
+
+@pytest.mark.parametrize("text,expect", [
+    ("Sun 31 May 2026 06:31:15 PM CEST", (T, None)),
+    ("Sun 31 May 2026 18:31:15", (T, None)),
+    ("2026-05-31T18:31:15Z", (T, 0.0)),
+    ("2026-05-31 18:31:15 +0200", (T, 7200.0)),
+    ("nonsense", None),
+    ("", None),
+])
+def test_png_creation_time_formats(text, expect):
+    assert parse_creation_time(text) == expect
+
+
+def _bomb(w=30_000, h=30_000) -> bytes:
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(b"\0" * (w + 1) * 4)) + chunk(b"IEND", b""))
+
+
+def test_bombs_truncated_and_non_images_are_refused_clearly():
+    with pytest.raises(ScreenshotError, match="bomb.png: too many pixels"):
+        inspect_image(_bomb(), "bomb.png")
+    with pytest.raises(ScreenshotError, match="over the 4 M-pixel limit"):
+        inspect_image(_bomb(3000, 2000), "big.png", max_pixels=4_000_000)
+    good = _png((200, 150))
+    with pytest.raises(ScreenshotError, match="half.png: the image is truncated"):
+        inspect_image(good[: len(good) // 2], "half.png")
+    with pytest.raises(ScreenshotError, match="notes.png: not a PNG or JPEG"):
+        inspect_image(b"these are my notes\n", "notes.png")
+    gif = io.BytesIO()
+    Image.new("RGB", (10, 10)).save(gif, "GIF")
+    with pytest.raises(ScreenshotError, match="not a PNG or JPEG"):
+        inspect_image(gif.getvalue(), "anim.png")
+    with pytest.raises(ScreenshotError, match="over the 0 MB limit"):
+        inspect_image(good, "x.png", max_bytes=100)
+    with pytest.raises(ScreenshotError, match="empty"):
+        inspect_image(b"", "x.png")
+
+
+def test_store_keeps_screenshots_across_a_reopen(tmp_path):
+    data = _png()
+    info = inspect_image(data, "a.png")
+    row = {"sha256": info.sha256, "name": "../../etc/passwd", "nbytes": info.nbytes,
+           "width": info.width, "height": info.height, "format": info.format,
+           "capture_ts": 1.78e9, "tz": "UTC", "time_source": "user", "regions": "[]"}
+    with SampleStore(tmp_path / "s.db") as s:
+        assert s.put_screenshot(row, data) is True
+        assert s.put_screenshot(row, data) is False  # the same picture twice: kept once
+        s.update_screenshot(info.sha256, capture_ts=1.79e9, regions='[{"box": [0, 0, 1, 1]}]')
+        with pytest.raises(ValueError, match="not screenshot fields"):
+            s.update_screenshot(info.sha256, path="/etc/passwd")
+    with SampleStore(tmp_path / "s.db", readonly=True) as s:
+        rows = s.screenshots()
+        assert len(rows) == 1 and rows.iloc[0]["capture_ts"] == 1.79e9
+        assert rows.iloc[0]["name"] == "../../etc/passwd"  # shown, never a path
+        assert s.screenshot_data(info.sha256) == data
+    assert not (tmp_path / "etc").exists()
+    with SampleStore(tmp_path / "s.db") as s:
+        s.delete_screenshot(info.sha256)
+        assert s.screenshots().empty and s.screenshot_data(info.sha256) is None
+
+
+# -- verdicts on real labelled windows -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def windows():
+    tr = read_trace(bundled_trace_path())
+    return classify_samples(tr.samples, tr.devices, window_s=0.5)
+
+
+def _inside(windows, mask) -> int:
+    """Index of a window with two windows either side where ``mask`` holds too."""
+    m = mask.to_numpy()
+    return next(i for i in range(2, len(m) - 2) if m[i - 2:i + 3].all())
+
+
+def test_verdict_names_the_phase_and_the_hot_gpu(windows):
+    i = _inside(windows, windows["phase"] == "prefill")
+    t = float(windows["start"].iloc[i]) + 0.25
+    v = verdict(windows, [0, 1], t - 1, t + 1)
+    assert v.phase == "prefill" and v.text() == f"prefill ({v.confidence:.2f})"
+    assert v.confidence > 0.9 and v.shares == {"prefill": 1.0}
+    i = _inside(windows, windows["imbalanced"])
+    t = float(windows["start"].iloc[i]) + 0.25
+    v = verdict(windows, [0, 1], t - 1, t + 1)
+    g = int(windows["hot_gpu"].iloc[i])
+    assert v.phase == "decode" and v.hot_gpu == g
+    assert f"GPU {g} hot, ratio {v.imbalance_ratio:.2f}" in v.text()
+    assert v.imbalance_ratio > 1.04 and v.loads[g] > v.loads[1 - g]
+    empty = verdict(windows, [0, 1], 0.0, 10.0)
+    assert empty.phase is None and empty.text() == "no labelled windows here"
+
+
+def test_compare_table_differences(windows):
+    idle = windows[windows["phase"] == "idle"]
+    dec = windows[windows["imbalanced"]]
+    a = verdict(windows, [0, 1], float(idle["start"].iloc[0]), float(idle["end"].iloc[0]))
+    b = verdict(windows, [0, 1], float(dec["start"].iloc[0]), float(dec["end"].iloc[2]))
+    rows = compare_table(["before", "after"], [a, b], [0, 1])
+    assert rows[0] == ["moment", "before", "after", "Δ last − first"]
+    by = {r[0]: r for r in rows[1:]}
+    assert by["idle share (%)"][1:] == [100.0, 0.0, -100.0]
+    assert by["decode share (%)"][3] == 100.0
+    assert math.isnan(by["imbalance ratio (max/mean)"][1]) and by["imbalance ratio (max/mean)"][2] > 1
+    assert by["hot GPU"][2] in (0, 1) and by["hot GPU"][3] is None
+    assert by["GPU 0 load (%)"][3] == pytest.approx(b.loads[0] - a.loads[0])
+
+
+def test_regions_halves_and_drawn_boxes():
+    top, bottom = halves()
+    assert top["box"] == [0.0, 0.0, 1.0, 0.5] and bottom["box"] == [0.0, 0.5, 1.0, 1.0]
+    r = region_from_shape({"x0": 100, "x1": -20, "y0": 50, "y1": 250}, 400, 300, 3)
+    assert r == {"name": "box 3", "box": [0.0, 0.1667, 0.25, 0.8333], "offset_s": 0.0}
+    assert region_from_shape({"x0": 1, "x1": 2, "y0": 1, "y1": 2}, 400, 300, 1) is None
+    assert region_from_shape({"type": "line"}, 400, 300, 1) is None

@@ -1,0 +1,157 @@
+"""Screenshots through the real page in headless Chromium (time zone Europe/Berlin): a
+scrot-named PNG lands on the timeline at its local time with a verdict, two compare side by
+side, and a bomb, a truncated PNG and a text file are refused while the page keeps working.
+
+``TEALEAVES_SCREENSHOT_DIR=docs`` also saves the views for the README."""
+
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zlib
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tealeaves.app import figures as F
+from tealeaves.app import ids
+from tealeaves.app.server import start_in_thread
+from tealeaves.data import bundled_trace_path
+from tealeaves.data.store import SampleStore
+from tealeaves.data.traces import read_trace
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--headless", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+GD = "document.querySelector('#tl-graph .js-plotly-plot')"
+SCROT = "2026-05-31-183115_3335x1907_scrot.png"
+GNOME = "Screenshot from 2026-05-31 18-31-45.png"
+#: 18:31:15 in Berlin (CEST, UTC+2) is 16:31:15 UTC.
+AT = datetime(2026, 5, 31, 16, 31, 15, tzinfo=UTC).timestamp()
+
+
+def _png(size, color) -> bytes:
+    buf = io.BytesIO()
+    img = Image.new("RGB", size, color)
+    for x in range(0, size[0], 97):  # a few stripes, so the picture is not one colour
+        img.paste((240, 240, 240), (x, 0, x + 4, size[1]))
+    img.save(buf, "PNG", optimize=True)
+    return buf.getvalue()
+
+
+def _bomb() -> bytes:
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    ihdr = struct.pack(">IIBBBBB", 30_000, 30_000, 8, 2, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr)
+            + chunk(b"IDAT", zlib.compress(b"\0" * 90_001 * 8)) + chunk(b"IEND", b""))
+
+
+@pytest.fixture()
+def served(tmp_path):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package)")
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples.copy()
+    s["timestamp"] += AT - 45.0 - float(s["timestamp"].min())  # covers 16:30:30 - 16:32:09 UTC
+    db = tmp_path / "may31.db"
+    with SampleStore(db) as store:
+        store.put_devices(tr.devices)
+        store.append(s)
+    url, stop = start_in_thread(store_path=db, collect=False)
+    yield url, db
+    stop()
+
+
+def _upload(page, files: list[tuple[str, bytes]]) -> None:
+    page.set_input_files(f"#{ids.SHOT_UPLOAD} input[type=file]",
+                         files=[{"name": n, "mimeType": "image/png", "buffer": b}
+                                for n, b in files])
+
+
+def test_upload_place_compare_and_refuse(served):
+    from playwright.sync_api import sync_playwright
+
+    url, db = served
+    shots = os.environ.get("TEALEAVES_SCREENSHOT_DIR")
+    keys = F.trace_keys([0, 1])
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        ctx = b.new_context(timezone_id="Europe/Berlin", viewport={"width": 1600, "height": 1000})
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
+                               timeout=30_000)
+        page.click(f"#{ids.TAB_SHOTS}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_TZ}').value === "
+                               f"'Europe/Berlin'", timeout=10_000)
+
+        # one scrot screenshot: its name's local time, in the browser's zone
+        _upload(page, [(SCROT, _png((3335, 1907), (20, 60, 110)))])
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_MSG}').innerText"
+                               f".includes('{SCROT}')", timeout=20_000)
+        msg = page.inner_text(f"#{ids.SHOT_MSG}")
+        assert "✓" in msg and "2026-05-31 18:31:15 Europe/Berlin (16:31:15 UTC)" in msg, msg
+        assert "file name (scrot)" in msg
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_VERDICTS}')"
+                               f".innerText.includes('whole picture')", timeout=20_000)
+        verdict = page.inner_text(f"#{ids.SHOT_VERDICTS}")
+        assert any(f"{ph} (" in verdict for ph in ("idle", "prefill", "decode")), verdict
+        row = page.inner_text(f"#{ids.SHOT_LIST}")
+        assert SCROT in row and "3335 x 1907 px" in row and "18:31:15" in row
+        # ... and it is marked on the live figure's ribbon at that moment
+        marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
+        assert len(marks) == 1 and abs(marks[0] - AT * 1000) < 1, (marks, AT)
+
+        # regions: top and bottom halves, each with its verdict
+        page.click(f"#{ids.SHOT_SPLIT}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_VERDICTS}')"
+                               f".innerText.includes('region 2 (bottom')", timeout=10_000)
+        if shots:
+            page.screenshot(path=str(Path(shots) / "screenshots_detail.png"), full_page=True)
+
+        # a second one, then both compared
+        _upload(page, [(GNOME, _png((1600, 900), (110, 40, 30)))])
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_LIST}')"
+                               f".querySelectorAll('tr').length === 2", timeout=20_000)
+        for box in page.locator(f"#{ids.SHOT_CMP} input[type=checkbox]").all():
+            box.check()
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_COMPARE}')"
+                               f".innerText.includes('last − first')", timeout=20_000)
+        table = page.inner_text(f"#{ids.SHOT_COMPARE}")
+        assert SCROT in table and GNOME in table and "GPU 1 load (%)" in table
+        assert "18:31:45" in table
+        if shots:
+            page.locator(f"#{ids.SHOT_COMPARE}").scroll_into_view_if_needed()
+            page.screenshot(path=str(Path(shots) / "screenshots_compare.png"), full_page=True)
+
+        # refused: a bomb, a truncated PNG, a text file called .png; nothing else changes
+        good = _png((300, 200), (0, 0, 0))
+        _upload(page, [("bomb.png", _bomb()), ("cut.png", good[: len(good) // 2]),
+                       ("notes.png", b"not a picture\n")])
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_MSG}').innerText"
+                               f".includes('notes.png')", timeout=20_000)
+        msg = page.inner_text(f"#{ids.SHOT_MSG}")
+        assert "✗ bomb.png: too many pixels" in msg, msg
+        assert "✗ cut.png: the image is truncated" in msg
+        assert "✗ notes.png: not a PNG or JPEG image" in msg
+        page.wait_for_timeout(500)
+        assert page.locator(f"#{ids.SHOT_LIST} tr").count() == 2
+        with SampleStore(db, readonly=True) as s:
+            assert sorted(s.screenshots()["name"]) == sorted([GNOME, SCROT])
+
+        # the live page still works
+        page.click(f"#{ids.TAB_LIVE}")
+        page.click(f"#{ids.PRESET_ALL}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('UTC')", timeout=20_000)
+        marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
+        assert len(marks) == 2
+        assert not errors, errors
+        b.close()
