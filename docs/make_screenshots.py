@@ -13,6 +13,10 @@
 5. ``dashboard.png`` (the README's first picture): the bundled trace replayed at 4x, 20 s in.
 6. ``dashboard_h200_aligned.png``: a real two-GPU run replayed at 4x with the SGLang-format log
    the workload wrote, aligned by the estimated offset (``data/traces/h200x2_bursts.*``).
+7. ``screenshots_detail.png`` and ``screenshots_compare.png``: the Screenshots page with two
+   pictures of GPU graphs (this folder's ``dashboard.png`` and ``dashboard_h200_aligned.png``,
+   uploaded under scrot and GNOME default names) placed on the bundled trace moved to
+   2026-05-31, browser in Europe/Berlin: one opened with top/bottom regions, then both compared.
 """
 
 from __future__ import annotations
@@ -136,7 +140,52 @@ def main(out: Path) -> None:
                 page.screenshot(path=str(out / name), full_page=True)
             finally:
                 stop()
+        _screenshots_page(b, out, tmp)
         b.close()
+
+
+def _screenshots_page(b, out: Path, tmp: Path) -> None:
+    from datetime import UTC, datetime
+
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.traces import read_trace
+
+    at = datetime(2026, 5, 31, 16, 31, 15, tzinfo=UTC).timestamp()  # 18:31:15 in Berlin
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples.copy()
+    s["timestamp"] += at - 45.0 - float(s["timestamp"].min())
+    db = tmp / "may31.db"
+    if db.exists():
+        db.unlink()
+    with SampleStore(db) as store:
+        store.put_devices(tr.devices)
+        store.append(s)
+    url, stop = start_in_thread(store_path=db, collect=False)
+    try:
+        ctx = b.new_context(timezone_id="Europe/Berlin", viewport={"width": 1600, "height": 1000})
+        page = ctx.new_page()
+        page.goto(url, timeout=120_000)
+        page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+        page.click(f"#{ids.TAB_SHOTS}")
+        page.wait_for_timeout(1000)
+        files = [("2026-05-31-183115_3335x1907_scrot.png", out / "dashboard.png"),
+                 ("Screenshot from 2026-05-31 18-31-45.png", out / "dashboard_h200_aligned.png")]
+        for name, path in files:
+            page.set_input_files(f"#{ids.SHOT_UPLOAD} input[type=file]", files=[
+                {"name": name, "mimeType": "image/png", "buffer": path.read_bytes()}])
+            page.wait_for_timeout(2500)
+        page.locator(f"#{ids.SHOT_LIST} button").first.click()  # open the first
+        page.wait_for_timeout(1500)
+        page.click(f"#{ids.SHOT_SPLIT}")
+        page.wait_for_timeout(1500)
+        page.screenshot(path=str(out / "screenshots_detail.png"), full_page=True)
+        for box in page.locator(f"#{ids.SHOT_CMP} input[type=checkbox]").all():
+            box.check()
+        page.wait_for_timeout(2000)
+        page.locator(f"#{ids.SHOT_COMPARE}").scroll_into_view_if_needed()
+        page.locator(f"#{ids.SHOT_COMPARE}").screenshot(path=str(out / "screenshots_compare.png"))
+    finally:
+        stop()
 
 
 if __name__ == "__main__":

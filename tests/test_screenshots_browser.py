@@ -153,5 +153,25 @@ def test_upload_place_compare_and_refuse(served):
                                f".includes('UTC')", timeout=20_000)
         marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
         assert len(marks) == 2
+
+        # a corrected time moves the marker; a deleted screenshot is gone everywhere
+        page.click(f"#{ids.TAB_SHOTS}")
+        row = page.locator(f"#{ids.SHOT_LIST} tr", has_text=GNOME)
+        row.get_by_role("button", name="open").click()
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_DETAIL_TITLE}')"
+                               f".innerText.includes('18-31-45')", timeout=10_000)
+        page.fill(f"#{ids.SHOT_TIME}", "2026-05-31 18:31:30")
+        page.click(f"#{ids.SHOT_SAVE}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_LIST}').innerText"
+                               f".includes('set by the user')", timeout=10_000)
+        marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
+        assert sorted(marks) == pytest.approx([AT * 1000, (AT + 15) * 1000])
+        row.get_by_role("button", name="delete").click()
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_LIST}')"
+                               f".querySelectorAll('tr').length === 1", timeout=10_000)
+        marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
+        assert marks == pytest.approx([AT * 1000])
+        with SampleStore(db, readonly=True) as s:
+            assert list(s.screenshots()["name"]) == [SCROT]
         assert not errors, errors
         b.close()
