@@ -427,17 +427,25 @@ class LiveView:
                 summary = self._summary(w, self._tail(w, []))
         if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
             self._rev += 1
-            fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
-                               window_s=c.window_s, height=c.height,
-                               uirevision=f"range-{self._rev}",
-                               server=h.cells(0, 0) if server else None, order=v.order,
-                               shots=self.store.screenshots())
-            for i, upd in range_update(v.traces, gpus, server, encode=False).items():
-                fig.data[i].update(upd)
-            fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
+            fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
+                                    shots=self.store.screenshots())
             return Step(state=self._meta(new_state), figure=fig, summary=summary)
         return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
                     summary=summary)
+
+    def range_figure(self, v: RangeView, *, height: int | None, uirevision: str,
+                     shots: pd.DataFrame | None = None):
+        """A whole figure showing range view ``v`` (the history's GPUs and server lane)."""
+        c, h = self.config, self.history
+        gpus, server = self._gpus(), h.has_server
+        fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
+                           window_s=c.window_s, height=height, uirevision=uirevision,
+                           server=h.cells(0, 0) if server else None, order=v.order,
+                           shots=shots)
+        for i, upd in range_update(v.traces, gpus, server, encode=False).items():
+            fig.data[i].update(upd)
+        fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
+        return fig
 
     # -- panels --------------------------------------------------------------------------
     def at(self, t: float) -> dict:

@@ -45,7 +45,7 @@ from ..data.screenshots import (
     to_epoch,
 )
 from . import ids
-from .figures import PHASE_COLORS, build_figure, gpu_color, range_update, shot_points
+from .figures import PHASE_COLORS, gpu_color, shot_points
 
 #: Default half-width (s) of the span a screenshot's verdict reads.
 SPAN_S = 5.0
@@ -667,14 +667,8 @@ def detail(live, r, span: float) -> tuple:
 def moment_figure(live, ts: float, span: float, regions: list[dict]) -> go.Figure:
     """The dashboard's figure over ``ts ± span`` (range view), the capture time and each
     region's moment marked."""
-    h = live.history
     v = live.range_view(ts - span, ts + span, px=700)
-    fig = build_figure(pd.DataFrame(), pd.DataFrame(), h.gpus, height=560,
-                       uirevision=f"moment-{ts}",
-                       server=h.cells(0, 0) if h.has_server else None, order=v.order)
-    for i, upd in range_update(v.traces, h.gpus, h.has_server, encode=False).items():
-        fig.data[i].update(upd)
-    fig.update_xaxes(range=[(ts - span) * 1000.0, (ts + span) * 1000.0], autorange=False)
+    fig = live.range_figure(v, height=560, uirevision=f"moment-{ts}")
     fig.add_vline(x=ts * 1000.0, line={"color": "#111827", "width": 2})
     for i, reg in enumerate(regions):
         off = float(reg.get("offset_s", 0.0))
