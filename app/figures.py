@@ -701,6 +701,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                         "opacity": 0.9, "line": {"color": "#7a3d00", "width": 1}},
                 cliponaxis=False, hovertemplate="%{text}<extra></extra>"))
     _style(fig, gpus, height, uirevision, R, order)
+    for shape in shot_lines(shots):
+        fig.add_shape(shape)
     return fig
 
 
@@ -708,6 +710,27 @@ def share_axis_top(n_gpus: int) -> float:
     """Top of the share strip's y axis, %: three fair shares (100 for 1-3 GPUs), so eight
     GPUs' 12.5 % lines are not squashed at the bottom of a 0-100 axis."""
     return 100.0 if n_gpus <= 3 else 300.0 / n_gpus
+
+
+def base_shapes(fig: go.Figure, gpus: list[int], R: Rows) -> list[dict]:
+    """The figure's fixed shapes: the fair-share line of the load-share strip (``100 / n``
+    %), none without GPUs."""
+    if not gpus:
+        return []
+    sub = fig.get_subplot(R.strip, 1)
+    xa, ya = sub.xaxis.plotly_name.replace("axis", ""), sub.yaxis.plotly_name.replace("axis", "")
+    fair = 100.0 / len(gpus)
+    return [{"type": "line", "xref": f"{xa} domain", "x0": 0, "x1": 1, "yref": ya, "y0": fair,
+             "y1": fair, "line": {"color": "#999", "width": 1, "dash": "dash"}}]
+
+
+def shot_lines(shots: pd.DataFrame | None) -> list[dict]:
+    """A thin vertical line across every lane at each screenshot's capture time (the marker
+    on the ribbon is ``shot_points``)."""
+    x, _, _, _ = shot_points(shots)
+    return [{"type": "line", "xref": "x", "x0": t, "x1": t, "yref": "paper", "y0": 0,
+             "y1": 1, "layer": "below",
+             "line": {"color": SHOT_COLOR, "width": 1, "dash": "dot"}} for t in x]
 
 
 def band_axis(order: list[int]) -> dict:
@@ -776,9 +799,8 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
                      row=R.strip, col=1)
     hot_key = f"<span style='color:{HOT_COLOR}'>red</span>: hot GPU"
     labels.append((R.strip, "<b>load share</b>", f"% of all load<br>{hot_key}"))
-    if gpus:
-        fig.add_hline(y=fair, line={"color": "#999", "width": 1, "dash": "dash"}, row=R.strip,
-                      col=1)
+    for shape in base_shapes(fig, gpus, R):
+        fig.add_shape(shape)
     for row, title, unit in labels:
         axis = fig.get_subplot(row, 1).yaxis
         domain = axis.domain

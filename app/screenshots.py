@@ -45,7 +45,15 @@ from ..data.screenshots import (
     to_epoch,
 )
 from . import ids
-from .figures import PHASE_COLORS, gpu_color, shot_points
+from .figures import (
+    PHASE_COLORS,
+    base_shapes,
+    build_figure,
+    gpu_color,
+    rows,
+    shot_lines,
+    shot_points,
+)
 
 #: Default half-width (s) of the span a screenshot's verdict reads.
 SPAN_S = 5.0
@@ -462,6 +470,7 @@ def register(app: dash.Dash, live) -> None:
             patch["data"][i]["y"] = y
             patch["data"][i]["text"] = text
             patch["data"][i]["customdata"] = sha
+            patch["layout"]["shapes"] = fixed_shapes(st) + shot_lines(shots)
         return table, options, patch
 
     @app.callback(
@@ -614,6 +623,16 @@ def register(app: dash.Dash, live) -> None:
         return [html.Div(cards, className="tl-cmp-cards"),
                 html.Table([html.Thead(head), html.Tbody(body)],
                            className="tl-table tl-cmp-table")]
+
+
+def fixed_shapes(state: dict) -> list[dict]:
+    """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
+    screenshot lines are replaced)."""
+    gpus = list(state.get("gpus") or [])
+    server = bool(state.get("server"))
+    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), gpus,
+                            server=pd.DataFrame(columns=["pf_batches"]) if server else None)
+    return base_shapes(skeleton, gpus, rows(server))
 
 
 def _span(value) -> float:

@@ -108,6 +108,9 @@ def test_upload_place_compare_and_refuse(served):
         # ... and it is marked on the live figure's ribbon at that moment
         marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
         assert len(marks) == 1 and abs(marks[0] - AT * 1000) < 1, (marks, AT)
+        lines = page.evaluate(f"() => ({GD}.layout.shapes || []).filter(s => s.yref === "
+                              f"'paper').map(s => s.x0)")
+        assert lines == [pytest.approx(AT * 1000)]  # ... and across the GPU lanes
 
         # regions: top and bottom halves, each with its verdict
         page.click(f"#{ids.SHOT_SPLIT}")
