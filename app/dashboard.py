@@ -996,6 +996,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             dcc.Store(id=ids.PAGE, data="live"),
             dcc.Store(id=ids.SHOTS_VERSION, data=0),
             dcc.Store(id=ids.SHOT_SELECTED, data=None),
+            dcc.Store(id=ids.SHOT_BATCH, data=None),
         ])
 
     app.layout = layout

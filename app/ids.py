@@ -86,3 +86,6 @@ SHOT_COMPARE = "tl-shot-compare"
 SHOT_OPEN = "tl-shot-open"
 SHOT_DEL = "tl-shot-del"
 REGION_OFFSET = "tl-region-offset"
+#: ``dcc.Store``: the files of the last drop, as the browser passes them on (oversize ones
+#: named, not sent).
+SHOT_BATCH = "tl-shot-batch"

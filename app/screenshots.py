@@ -39,9 +39,11 @@ from ..classifier.rules import PHASE_ORDER
 from ..data.screenshots import (
     FORMATS,
     MAX_BYTES,
+    YEARS,
     ScreenshotError,
     capture_time,
     inspect_image,
+    plausible,
     to_epoch,
 )
 from . import ids
@@ -312,8 +314,11 @@ def _fmt_local(ts: float | None, tz: str | None) -> str:
         zone = ZoneInfo(tz or "UTC")
     except Exception:  # noqa: BLE001 - a zone that no longer resolves: show UTC
         zone = UTC
-    loc = datetime.fromtimestamp(ts, tz=zone)
-    utc = datetime.fromtimestamp(ts, tz=UTC)
+    try:
+        loc = datetime.fromtimestamp(ts, tz=zone)
+        utc = datetime.fromtimestamp(ts, tz=UTC)
+    except (ValueError, OverflowError, OSError):
+        return f"out of range ({ts:g})"
     return f"{loc:%Y-%m-%d %H:%M:%S} {tz or 'UTC'} ({utc:%H:%M:%S} UTC)"
 
 
@@ -398,30 +403,61 @@ def register(app: dash.Dash, live) -> None:
         Output(ids.PAGE, "data", allow_duplicate=True),
         Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
 
+    # The browser keeps back what the server would refuse unread (a file over the size limit;
+    # files beyond what one request may carry), so it is named in the messages instead of
+    # failing the whole request (HTTP 413).
+    app.clientside_callback(
+        """function(contents, names, modified) {
+            const nu = window.dash_clientside.no_update;
+            if (!contents) return nu;
+            if (typeof contents === 'string') {
+                contents = [contents]; names = [names]; modified = [modified];
+            }
+            const files = [];
+            let total = 0;
+            for (let i = 0; i < contents.length; i++) {
+                const c = contents[i] || '';
+                const bytes = Math.floor((c.length - c.indexOf(',') - 1) * 3 / 4);
+                const f = {name: (names || [])[i] || ('upload ' + (i + 1)),
+                           modified: (modified || [])[i], bytes: bytes, content: null};
+                if (bytes > MAXFILE) f.why = 'over';
+                else if (total + c.length > MAXREQ) f.why = 'batch';
+                else { f.content = c; total += c.length; }
+                files.push(f);
+            }
+            return {files: files, n: Date.now()};
+        }""".replace("MAXFILE", str(MAX_BYTES)).replace("MAXREQ", str(MAX_REQUEST_BYTES // 2)),
+        Output(ids.SHOT_BATCH, "data"), Input(ids.SHOT_UPLOAD, "contents"),
+        State(ids.SHOT_UPLOAD, "filename"), State(ids.SHOT_UPLOAD, "last_modified"),
+        prevent_initial_call=True)
+
     @app.callback(
         Output(ids.SHOT_MSG, "children"),
         Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
         Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
         Output(ids.SHOT_UPLOAD, "contents"),
-        Input(ids.SHOT_UPLOAD, "contents"),
-        State(ids.SHOT_UPLOAD, "filename"),
-        State(ids.SHOT_UPLOAD, "last_modified"),
+        Input(ids.SHOT_BATCH, "data"),
         State(ids.SHOT_TZ, "value"),
         State(ids.SHOTS_VERSION, "data"),
         prevent_initial_call=True,
     )
-    def _upload(contents, names, modified, tz, version):
-        if not contents:
+    def _upload(batch, tz, version):
+        files = (batch or {}).get("files") or []
+        if not files:
             raise dash.exceptions.PreventUpdate
-        if isinstance(contents, str):
-            contents, names, modified = [contents], [names], [modified]
         tz = (tz or "UTC").strip()
         msgs, last = [], dash.no_update
-        for i, content in enumerate(contents):
-            name = str((names or [None] * len(contents))[i] or f"upload {i + 1}")
-            mod = (modified or [None] * len(contents))[i]
+        for f in files:
+            name = re.split(r"[\\/]", str(f.get("name") or "upload"))[-1]
             try:
-                msgs.append(_accept(store, content, name, mod, tz))
+                if f.get("why") == "over":
+                    raise ScreenshotError(f"{name}: {f.get('bytes', 0) / 2**20:.1f} MB is over "
+                                          f"the {MAX_BYTES >> 20} MB limit")
+                if f.get("why") == "batch":
+                    raise ScreenshotError(f"{name}: not sent, this drop is over "
+                                          f"{MAX_REQUEST_BYTES // 2 >> 20} MB in all; drop it "
+                                          f"again on its own")
+                msgs.append(_accept(store, f.get("content"), name, f.get("modified"), tz))
                 last = msgs[-1].title
             except ScreenshotError as exc:
                 msgs.append(html.Div(f"✗ {exc}", className="tl-stale"))
@@ -542,6 +578,9 @@ def register(app: dash.Dash, live) -> None:
             try:
                 local = datetime.strptime((when or "").strip().replace("T", " "),
                                           "%Y-%m-%d %H:%M:%S")
+                if not plausible(local):
+                    raise ScreenshotError(f"{r['name']}: {when!r} is outside "
+                                          f"{YEARS[0]}-{YEARS[1]}")
                 ts = to_epoch(local, zone)
             except ValueError as exc:
                 msg = str(exc) if isinstance(exc, ScreenshotError) else (

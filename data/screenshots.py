@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -44,6 +45,26 @@ MAX_BYTES = 20 * 2**20
 MAX_PIXELS = 64_000_000
 #: Formats Pillow may decode here.
 FORMATS = ("PNG", "JPEG")
+
+
+#: Capture times outside these years are not believed (a camera clock at 0000-00-00, a
+#: corrupt tag); the next source is tried.
+YEARS = (1971, 2200)
+#: Largest UTC offset accepted from metadata, seconds (real zones span -12 h .. +14 h).
+MAX_OFFSET_S = 18 * 3600
+
+
+def plausible(t: datetime | float | None) -> bool:
+    """True for a wall-clock time or epoch seconds within ``YEARS``."""
+    if t is None:
+        return False
+    if isinstance(t, datetime):
+        return YEARS[0] <= t.year < YEARS[1]
+    try:
+        return math.isfinite(t) and datetime(YEARS[0], 1, 1).timestamp() <= t < \
+            datetime(YEARS[1], 1, 1).timestamp()
+    except (TypeError, ValueError, OverflowError):
+        return False
 
 
 class ScreenshotError(ValueError):
@@ -156,6 +177,8 @@ def time_from_name(name: str) -> CaptureTime | None:
                          int(g.get("S") or 0))
         except ValueError:  # 2026-13-45: looks like the pattern, is not a date
             continue
+        if not plausible(t):
+            continue
         return CaptureTime(t, None, None, f"file name ({pat.tool})", pat.resolution_s)
     return None
 
@@ -188,6 +211,8 @@ def parse_creation_time(text: str) -> tuple[datetime, float | None] | None:
             sign = -1 if tok[0] == "-" else 1
             digits = tok[1:].replace(":", "")
             offset = sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+            if abs(offset) > MAX_OFFSET_S or int(digits[2:]) >= 60:
+                offset = None  # not a real UTC offset: read the time in the user's zone
         s = s[: m.start()].strip()
     else:
         s = re.sub(r"\s+[A-Z]{2,5}$", "", s)  # CEST, PDT ...
@@ -216,12 +241,12 @@ def time_from_metadata(img) -> CaptureTime | None:
                 t = datetime.strptime(str(raw).strip().rstrip("\x00")[:19], "%Y:%m:%d %H:%M:%S")
             except ValueError:
                 continue
+            if not plausible(t):
+                continue
             off = sub.get(off_tag) or exif.get(off_tag)
             offset = _offset_s(off)
             name = "EXIF DateTimeOriginal" if tag == 36867 else "EXIF DateTime"
-            instant = (t.replace(tzinfo=timezone(timedelta(seconds=offset))).timestamp()
-                       if offset is not None else None)
-            return CaptureTime(t, offset, instant, name)
+            return CaptureTime(t, offset, _instant(t, offset), name)
     text = getattr(img, "text", None) or img.info or {}
     for key, val in text.items():
         if str(key).strip().lower() != "creation time":
@@ -230,10 +255,17 @@ def time_from_metadata(img) -> CaptureTime | None:
         if parsed is None:
             continue
         t, offset = parsed
-        instant = (t.replace(tzinfo=timezone(timedelta(seconds=offset))).timestamp()
-                   if offset is not None else None)
-        return CaptureTime(t, offset, instant, "PNG Creation Time")
+        if not plausible(t):
+            continue
+        return CaptureTime(t, offset, _instant(t, offset), "PNG Creation Time")
     return None
+
+
+def _instant(t: datetime, offset: float | None) -> float | None:
+    """Epoch seconds of wall-clock ``t`` at UTC offset ``offset`` (None: no instant)."""
+    if offset is None or abs(offset) > MAX_OFFSET_S:
+        return None
+    return t.replace(tzinfo=timezone(timedelta(seconds=offset))).timestamp()
 
 
 def _offset_s(raw) -> float | None:
@@ -246,13 +278,14 @@ def _offset_s(raw) -> float | None:
 def capture_time(meta: CaptureTime | None, name: str,
                  last_modified_s: float | None) -> CaptureTime:
     """The capture time by the order in the module docstring: metadata, file name, the
-    browser's last-modified time, else none (``source`` "none")."""
+    browser's last-modified time, else none (``source`` "none").  Times outside ``YEARS``
+    were already passed over by the readers."""
     if meta is not None:
         return meta
     by_name = time_from_name(name)
     if by_name is not None:
         return by_name
-    if last_modified_s is not None and last_modified_s > 0:
+    if last_modified_s is not None and plausible(float(last_modified_s)):
         return CaptureTime(None, None, float(last_modified_s), "browser last-modified")
     return CaptureTime(None, None, None, "none")
 

@@ -242,3 +242,27 @@ def test_regions_halves_and_drawn_boxes():
     assert r == {"name": "box 3", "box": [0.0, 0.1667, 0.25, 0.8333], "offset_s": 0.0}
     assert region_from_shape({"x0": 1, "x1": 2, "y0": 1, "y1": 2}, 400, 300, 1) is None
     assert region_from_shape({"type": "line"}, 400, 300, 1) is None
+
+
+def test_implausible_metadata_falls_through_to_the_next_source():
+    name = "2026-05-31-183115_3335x1907_scrot.png"
+    bad_offset = inspect_image(_png(text={"Creation Time": "2026-05-31 18:40:00 +9999"}), name)
+    assert bad_offset.meta_time.offset_s is None and bad_offset.meta_time.instant is None
+    assert bad_offset.meta_time.local == datetime(2026, 5, 31, 18, 40)
+    year0 = inspect_image(_png(exif=_exif("0000:00:00 00:00:00"), fmt="JPEG"), name)
+    assert year0.meta_time is None
+    assert capture_time(year0.meta_time, name, None).source == "file name (scrot)"
+    far = inspect_image(_png(text={"Creation Time": "9999-01-01T00:00:00"}), "x.png")
+    assert far.meta_time is None
+    assert capture_time(None, "x.png", -5.0).source == "none"
+    assert time_from_name("1900-05-31-183115_10x10_scrot.png") is None
+
+
+def test_a_stored_time_out_of_range_is_shown_not_raised():
+    from tealeaves.app.screenshots import _fmt_local
+
+    assert _fmt_local(-1e18, "UTC").startswith("out of range")
+    assert _fmt_local(None, "UTC") == "unknown"
+    at = to_epoch(datetime(2026, 5, 31, 18, 31, 15), "Europe/Berlin")
+    assert _fmt_local(at, "Europe/Berlin") == ("2026-05-31 18:31:15 Europe/Berlin "
+                                               "(16:31:15 UTC)")

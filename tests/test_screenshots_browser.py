@@ -137,6 +137,7 @@ def test_upload_place_compare_and_refuse(served):
         # refused: a bomb, a truncated PNG, a text file called .png; nothing else changes
         good = _png((300, 200), (0, 0, 0))
         _upload(page, [("bomb.png", _bomb()), ("cut.png", good[: len(good) // 2]),
+                       ("huge.png", b"\x89PNG\r\n\x1a\n" + bytes(21 * 2**20)),
                        ("notes.png", b"not a picture\n")])
         page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_MSG}').innerText"
                                f".includes('notes.png')", timeout=20_000)
@@ -144,6 +145,7 @@ def test_upload_place_compare_and_refuse(served):
         assert "✗ bomb.png: too many pixels" in msg, msg
         assert "✗ cut.png: the image is truncated" in msg
         assert "✗ notes.png: not a PNG or JPEG image" in msg
+        assert "✗ huge.png: 21.0 MB is over the 20 MB limit" in msg  # kept back by the page
         page.wait_for_timeout(500)
         assert page.locator(f"#{ids.SHOT_LIST} tr").count() == 2
         with SampleStore(db, readonly=True) as s:
