@@ -46,14 +46,16 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import dash
 import numpy as np
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from ..data.screenshots import ScreenshotError, zone_name
 from ..data.store import SampleStore, StoreError
 from . import ids
 from .explain import explain_window
@@ -72,6 +74,7 @@ from .figures import (
     gpu_color,
     header_summary,
     range_update,
+    shots_between,
     trace_keys,
 )
 from .history import History
@@ -240,8 +243,30 @@ class LiveView:
                                           window_s=config.window_s, hold_s=config.hold_s,
                                           server_lag_s=config.server_lag_s)
         self._rev = 0
+        self._shots: pd.DataFrame | None = None
+        self._shots_at = -math.inf
 
     # -- helpers -------------------------------------------------------------------------
+    def shots(self) -> pd.DataFrame:
+        """The stored screenshots (``SampleStore.screenshots``), read at most once a second
+        (every tick of every followed page asks which are in view) unless ``shots_changed``
+        was called."""
+        now = time.monotonic()
+        if self._shots is None or now - self._shots_at > 1.0:
+            self._shots, self._shots_at = self.store.screenshots(), now
+        return self._shots
+
+    def shots_changed(self) -> None:
+        """Forget the cached screenshot list (one was uploaded, edited or deleted)."""
+        self._shots_at = -math.inf
+
+    def _follow_shots(self, edge_s: float, span: float) -> tuple[pd.DataFrame, list[str]]:
+        """The screenshots a followed view of the ``span`` seconds up to ``edge_s`` (epoch s)
+        marks, and their hashes. A followed figure's x axis autoranges, so a marker outside
+        the span would stretch the view; the page is redrawn when this set changes."""
+        on = shots_between(self.shots(), edge_s - span, edge_s)
+        return on, sorted(on["sha256"]) if on is not None and len(on) else []
+
     def _tail(self, windows: pd.DataFrame, tail: list) -> list:
         new = [None if not math.isfinite(h) else int(h)
                for h in windows["hot_gpu"].to_numpy(dtype=float)] if len(windows) else []
@@ -270,9 +295,10 @@ class LiveView:
 
     # -- follow mode ---------------------------------------------------------------------
     def snapshot(self, span: float | None = None, order_by: str = "index",
-                 selected: float | None = None) -> Step:
+                 selected: float | None = None, tz: str | None = None) -> Step:
         """A whole new figure following the live edge: the last ``span`` seconds (default
-        ``config.view_s``) and a fresh cursor."""
+        ``config.view_s``) and a fresh cursor; ``tz`` is the page's time zone (IANA name,
+        default UTC), named on the time axis."""
         c, h = self.config, self.history
         h.update()
         span = float(span or c.view_s)
@@ -280,12 +306,14 @@ class LiveView:
         gpus = self._gpus()
         self._rev += 1
         rev = f"follow-{self._rev}"
+        tz = page_zone(tz).key
         base = {"mode": "follow", "follow": True, "span": span, "preset": span, "factor": f,
-                "gpus": gpus,
+                "gpus": gpus, "tz": tz,
                 "order_by": order_by, "gen": h.generation, "range": None, "rev": rev}
         if h.k_next is None:
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
-                               window_s=c.window_s, height=c.height, uirevision=rev)
+                               window_s=c.window_s, height=c.height, uirevision=rev,
+                               time_zone=tz)
             state = {**base, "k": None, "j": None, "s": None, "server": False,
                      "order": gpus, "edge": None, "hot_tail": []}
             return Step(state=self._meta(state), figure=fig,
@@ -300,17 +328,36 @@ class LiveView:
         windows = h.windows(j_start, j_end)
         order = load_order(windows, gpus, order_by)
         server = h.cells(j_start, h.s_next) if h.has_server else None
+        shots, shots_on = self._follow_shots(k_end * c.bin_s, span)
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
                            height=c.height, uirevision=rev, server=server, order=order,
-                           shots=self.store.screenshots())
+                           shots=shots, time_zone=tz)
         if selected is not None:
             sel = selected_trace(selected, c.window_s)
             fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
                 x=np.asarray(sel.x) * 1000.0, y=sel.y)
         tail = self._tail(windows, [])
         state = {**base, "k": k_end, "j": j_end, "s": h.s_next, "server": h.has_server,
-                 "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail}
+                 "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail,
+                 "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
+
+    def _resnap(self, state: dict) -> Step:
+        """A new followed figure for a page whose cursor is ``state`` (same span, band order
+        and time zone)."""
+        return self.snapshot(state.get("span"), state.get("order_by", "index"),
+                             tz=state.get("tz"))
+
+    def redraw(self, state: dict, selected: float | None = None) -> Step:
+        """A whole new figure of what the page whose cursor is ``state`` shows (its time
+        zone changed: the axis title and every time on the page follow it)."""
+        if state.get("mode") == "range" and state.get("range"):
+            t0, t1 = state["range"]
+            return self.range_step(state, float(t0), float(t1), state.get("px"),
+                                   follow=bool(state.get("follow")), selected=selected,
+                                   rebuild=True)
+        return self.snapshot(state.get("span"), state.get("order_by", "index"), selected,
+                             tz=state.get("tz"))
 
     def advance(self, state: dict | None) -> Step:
         """Answer one tick of a page whose cursor is ``state``.
@@ -326,12 +373,12 @@ class LiveView:
         if state.get("k") is None and state.get("mode") == "follow":
             if h.k_next is None:
                 return Step(state=self._meta(state))
-            return self.snapshot(state.get("span"), state.get("order_by", "index"))
+            return self._resnap(state)
         rebuild = (state.get("gen") != h.generation or list(state.get("gpus") or []) != h.gpus
                    or bool(state.get("server")) != h.has_server)
         if not state.get("follow"):
             if rebuild and state.get("mode") == "follow":
-                return self.snapshot(state.get("span"), state.get("order_by", "index"))
+                return self._resnap(state)
             return Step(state=self._meta(state))
         if state.get("span") is None:  # following the whole session: refresh now and then
             if rebuild or _now_ms() - float(state.get("drawn") or 0) > ALL_REFRESH_S * 1000:
@@ -342,11 +389,14 @@ class LiveView:
                                        follow=True, rebuild=rebuild)
             return Step(state=self._meta(state))
         if rebuild:
-            return self.snapshot(state["span"], state.get("order_by", "index"))
+            return self._resnap(state)
         f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
         k_end = (h.k_next // f) * f
         if (k_end - k) * c.bin_s > state["span"]:
-            return self.snapshot(state["span"], state.get("order_by", "index"))
+            return self._resnap(state)
+        if self._follow_shots(max(k, k_end) * c.bin_s, state["span"])[1] != list(
+                state.get("shots_on") or []):  # a screenshot came into view or left it
+            return self._resnap(state)
         if k_end <= k and h.j_next <= j:
             return Step(state=self._meta(state))
         bins = coarse_bins(h.bins(k, k_end, dense=True), f)
@@ -417,7 +467,8 @@ class LiveView:
                      "preset": "all" if follow else None,
                      "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
                      "px": px, "order": v.order, "gpus": gpus, "server": server,
-                     "gen": h.generation, "edge": None, "view": view_note(v, c),
+                     "gen": h.generation, "edge": None,
+                     "view": view_note(v, c, state.get("tz")),
                      "drawn": _now_ms(),
                      "k": h.k_next, "j": h.j_next, "s": h.s_next}
         summary = None
@@ -428,20 +479,21 @@ class LiveView:
         if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
             self._rev += 1
             fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
-                                    shots=self.store.screenshots())
+                                    shots=self.shots(), tz=state.get("tz"))
             return Step(state=self._meta(new_state), figure=fig, summary=summary)
         return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
                     summary=summary)
 
     def range_figure(self, v: RangeView, *, height: int | None, uirevision: str,
-                     shots: pd.DataFrame | None = None):
-        """A whole figure showing range view ``v`` (the history's GPUs and server lane)."""
+                     shots: pd.DataFrame | None = None, tz: str | None = None):
+        """A whole figure showing range view ``v`` (the history's GPUs and server lane), its
+        time axis named for the page's zone ``tz`` (default UTC)."""
         c, h = self.config, self.history
         gpus, server = self._gpus(), h.has_server
         fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
                            window_s=c.window_s, height=height, uirevision=uirevision,
                            server=h.cells(0, 0) if server else None, order=v.order,
-                           shots=shots)
+                           shots=shots, time_zone=page_zone(tz).key)
         for i, upd in range_update(v.traces, gpus, server, encode=False).items():
             fig.data[i].update(upd)
         fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
@@ -533,22 +585,23 @@ def axis_names(server: bool) -> dict:
     return _AXES[server]
 
 
-def view_note(v: RangeView, c: DashboardConfig) -> str:
-    """One line saying what the range view draws (dates, span, resolution of lanes and
-    ribbon), or that the range holds no data."""
+def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
+    """One line saying what the range view draws (dates in the page's zone ``tz``, span,
+    resolution of lanes and ribbon), or that the range holds no data."""
     span = _fmt_span(v.t1 - v.t0)
-    d0 = datetime.fromtimestamp(v.t0, tz=UTC)
-    d1 = datetime.fromtimestamp(v.t1, tz=UTC)
+    zone = page_zone(tz)
+    d0 = datetime.fromtimestamp(v.t0, tz=zone)
+    d1 = datetime.fromtimestamp(v.t1, tz=zone)
     t0 = d0.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
     t1 = d1.strftime("%H:%M:%S.%f")[:-4] if d1.date() == d0.date() else \
         d1.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
     if v.empty:
-        return f"{t0}–{t1} UTC ({span}) · no data in this range"
+        return f"{t0}–{t1} {zone.key} ({span}) · no data in this range"
     lanes = ("every sample" if v.raw else
              f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
     ribbon = ("one bar per window" if v.factor == 1 else
               f"{v.factor} windows per bar (phase shares stacked)")
-    return f"{t0}–{t1} UTC ({span}) · lanes: {lanes} · ribbon: {ribbon}"
+    return f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
 
 
 def _fmt_span(s: float) -> str:
@@ -572,8 +625,17 @@ def _num(v, spec: str, unit: str = "") -> str:
     return f"{format(f, spec)}{unit}" if math.isfinite(f) else "–"
 
 
-def _utc(t: float, digits: int = 3) -> str:
-    s = datetime.fromtimestamp(t, tz=UTC).strftime("%H:%M:%S.%f")
+def page_zone(name: str | None) -> ZoneInfo:
+    """The page's time zone: IANA ``name`` as the browser reports it (any case), UTC when
+    None or not a zone here."""
+    try:
+        return ZoneInfo(zone_name(name or "UTC"))
+    except ScreenshotError:
+        return ZoneInfo("UTC")
+
+
+def _clock(t: float, zone: ZoneInfo, digits: int = 3) -> str:
+    s = datetime.fromtimestamp(t, tz=zone).strftime("%H:%M:%S.%f")
     return s[: 9 + digits] if digits else s[:8]
 
 
@@ -586,21 +648,23 @@ def _phase_pill(row: dict) -> list:
             html.Span(f" {certainty(row)}")]
 
 
-def hover_panel(info: dict, order: list[int] | None) -> list:
-    """The hover panel: time, the window's phase and confidence, and one row per GPU (in the
-    load bands' order) with every lane's value in the 0.1-s bin and the GPU's load share."""
+def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> list:
+    """The hover panel: time (in the page's zone ``tz``), the window's phase and confidence,
+    and one row per GPU (in the load bands' order) with every lane's value in the 0.1-s bin
+    and the GPU's load share."""
     t = info["t"]
+    zone = page_zone(tz)
     win = info.get("window")
     gpus = list(order or info.get("gpus") or [])
-    head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=UTC):%Y-%m-%d} {_utc(t)} UTC",
-                           className="tl-panel-time")]
+    head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=zone):%Y-%m-%d} {_clock(t, zone)} "
+                           f"{zone.key}", className="tl-panel-time")]
     if win is not None:
         hot = win.get("hot_gpu")
         hot_s = (f" · hot GPU {int(hot)}" if hot is not None and math.isfinite(float(hot))
                  else "")
         head.append(html.Div([*_phase_pill(win),
-                              html.Span(f" · window {_utc(win['start'], 1)}–"
-                                        f"{_utc(win['end'], 1)} · max/mean "
+                              html.Span(f" · window {_clock(win['start'], zone, 1)}–"
+                                        f"{_clock(win['end'], zone, 1)} · max/mean "
                                         f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
                                         f"{hot_s}")], className="tl-panel-phase"))
     else:
@@ -632,15 +696,18 @@ def hover_panel(info: dict, order: list[int] | None) -> list:
     return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
 
 
-def window_panel(row: dict | None, gpus: list[int], labeller: str) -> list:
-    """The selected window: its phase, scores, features and why it got its label."""
+def window_panel(row: dict | None, gpus: list[int], labeller: str,
+                 tz: str | None = None) -> list:
+    """The selected window: its time (in the page's zone ``tz``), phase, scores, features
+    and why it got its label."""
     if row is None:
         return [html.Div("Click the figure to select a window: its features and why it got "
                          "its label show here.", className="tl-muted")]
     ex = explain_window(row, gpus, labeller)
+    zone = page_zone(tz)
+    when = f"{_clock(row['start'], zone, 1)}–{_clock(row['end'], zone, 1)} {zone.key}"
     return [
-        html.Div([html.B("Selected window "),
-                  f"{_utc(row['start'], 1)}–{_utc(row['end'], 1)} UTC"], className="tl-panel-time"),
+        html.Div([html.B("Selected window "), when], className="tl-panel-time"),
         html.Div([*_phase_pill(row), html.Span(f" · labelled by the {ex.labeller}")],
                  className="tl-panel-phase"),
         html.Ul([html.Li(r) for r in ex.reasons], className="tl-reasons"),
@@ -715,8 +782,9 @@ def _cell(label: str, value, sub: str, cid: str, style: dict | None = None) -> h
     ])
 
 
-def header_cells(s: HeaderSummary) -> list:
-    """Header cells (phase, imbalance ratio, hot GPU, straggler tax) for a summary."""
+def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
+    """Header cells (phase, imbalance ratio, hot GPU, straggler tax) for a summary; times in
+    the page's zone ``tz``."""
     if s.phase is None:
         phase_value = html.Span("waiting", className="tl-pill",
                                 style={"background": "#eef0f3", "color": "#6b7280"})
@@ -725,8 +793,9 @@ def header_cells(s: HeaderSummary) -> list:
         phase_value = html.Span(s.phase.upper(), className="tl-pill",
                                 style={"background": PHASE_COLORS.get(s.phase, "#999"),
                                        "color": "#1f2937" if s.phase == "idle" else "white"})
-        end = datetime.fromtimestamp(s.window_end, tz=UTC).strftime("%H:%M:%S.%f")[:-4]
-        phase_sub = f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to {end} UTC"
+        end = _clock(s.window_end, page_zone(tz), 2)
+        phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
+                     f"{end}")
     ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
     tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
     if s.hot_gpu is not None:
@@ -789,14 +858,7 @@ _ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, st
     const trig = ctx.triggered.length ? ctx.triggered[0].prop_id.split('.')[0] : '';
     const gd = document.querySelector('#%(graph)s .js-plotly-plot');
     const px = gd && gd._fullLayout && gd._fullLayout._size ? gd._fullLayout._size.w : null;
-    const toMs = (v) => {
-        if (typeof v === 'number') return v;
-        const s = String(v).trim().replace(' ', 'T');
-        const m = s.match(/^(\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(?::\\d{2})?)(?:\\.(\\d+))?$/);
-        if (!m) return NaN;
-        const frac = m[2] ? Number('0.' + m[2]) * 1000 : 0;
-        return Date.parse(m[1] + 'Z') + frac;
-    };
+    const toMs = %(local_ms)s;
     let a = null;
     if (trig === '%(graph)s') {
         if (!relayout) return [nu, nu];
@@ -834,15 +896,24 @@ _TICK_JS = """function(n, busy, pull) {
     return [(pull || 0) + 1, now];
 }"""
 
+# Epoch ms of a time-axis value. plotly.js shows a number on a date axis in the browser's zone
+# (through a JS Date) and reports axis positions as that wall-clock text, so the text is read
+# back in the same zone: new Date(y, m, d, ...) is local time.
+_LOCAL_MS_JS = """(v) => {
+        if (typeof v === 'number') return v;
+        const m = String(v).trim().match(
+            /^(\\d{4})-(\\d{2})-(\\d{2})(?:[ T](\\d{2}):(\\d{2})(?::(\\d{2}))?(?:\\.(\\d+))?)?$/);
+        if (!m) return NaN;
+        const frac = m[7] ? Number('0.' + m[7]) * 1000 : 0;
+        return new Date(+m[1], +m[2] - 1, +m[3], +(m[4] || 0), +(m[5] || 0), +(m[6] || 0))
+            .getTime() + frac;
+    }"""
+
 _POINT_T_JS = """function(data) {
     if (!data || !data.points || !data.points.length) return window.dash_clientside.no_update;
-    const x = data.points[0].x;
-    if (typeof x === 'number') return x;
-    const s = String(x).trim().replace(' ', 'T');
-    const m = s.match(/^(\\d{4}-\\d{2}-\\d{2}T\\d{2}:\\d{2}(?::\\d{2})?)(?:\\.(\\d+))?$/);
-    if (!m) return window.dash_clientside.no_update;
-    return Date.parse(m[1] + 'Z') + (m[2] ? Number('0.' + m[2]) * 1000 : 0);
-}"""
+    const t = (LOCAL_MS)(data.points[0].x);
+    return Number.isFinite(t) ? t : window.dash_clientside.no_update;
+}""".replace("LOCAL_MS", _LOCAL_MS_JS)
 
 # Sample-to-screen latency, measured in the page (see the module docstring).
 _LATENCY_JS = """function(state) {
@@ -891,16 +962,18 @@ _LATENCY_JS = """function(state) {
 }"""
 
 
-def _parse_utc(text: str | None) -> float:
-    """Epoch seconds of a date-time typed by hand: ``YYYY-MM-DD[ HH:MM[:SS[.fff]]]`` read as
-    UTC, ISO 8601 with an offset (``...T18:31:15+02:00``, ``...Z``), or epoch seconds.
+def _parse_time(text: str | None, tz: str | None = None) -> float:
+    """Epoch seconds of a date-time typed by hand: ``YYYY-MM-DD[ HH:MM[:SS[.fff]]]`` read in
+    the page's zone ``tz`` (default UTC; a repeated autumn hour reads as its first pass),
+    ISO 8601 with an offset (``...T18:31:15+02:00``, ``...Z``), or epoch seconds.
 
     Raises:
         ValueError: unreadable, or outside 1970-2200.
     """
     s = (text or "").strip()
-    why = (f"cannot read {text!r} as a UTC date-time (YYYY-MM-DD HH:MM:SS, ISO 8601 with an "
-           f"offset, or epoch seconds)")
+    zone = page_zone(tz)
+    why = (f"cannot read {text!r} as a date-time in {zone.key} (YYYY-MM-DD HH:MM:SS, ISO 8601 "
+           f"with an offset, or epoch seconds)")
     if not s:
         raise ValueError(why)
     try:
@@ -910,7 +983,8 @@ def _parse_utc(text: str | None) -> float:
             if not re.match(r"\d{4}-\d{2}-\d{2}", s):  # no "now", "today", "May 5"
                 raise ValueError(why)
             ts = pd.Timestamp(s)
-            t = (ts.tz_localize("UTC") if ts.tzinfo is None else ts).timestamp()
+            t = (ts.tz_localize(zone.key, ambiguous=True, nonexistent="shift_forward")
+                 if ts.tzinfo is None else ts).timestamp()
     except (ValueError, OverflowError, TypeError):
         raise ValueError(why) from None
     if not (math.isfinite(t) and 0.0 <= t <= 7.26e9):
@@ -918,8 +992,8 @@ def _parse_utc(text: str | None) -> float:
     return t
 
 
-def _picker_value(t: float) -> str:
-    return datetime.fromtimestamp(t, tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+def _picker_value(t: float, tz: str | None = None) -> str:
+    return datetime.fromtimestamp(t, tz=page_zone(tz)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
 
 def create_app(store: SampleStore, config: DashboardConfig | None = None) -> dash.Dash:
@@ -997,6 +1071,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             dcc.Store(id=ids.SHOTS_VERSION, data=0),
             dcc.Store(id=ids.SHOT_SELECTED, data=None),
             dcc.Store(id=ids.SHOT_BATCH, data=None),
+            dcc.Store(id=ids.PAGE_TZ, data=None),
         ])
 
     app.layout = layout
@@ -1016,7 +1091,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         _ACTION_JS % {"graph": ids.GRAPH, "p10": ids.PRESET_10S, "p60": ids.PRESET_1MIN,
                       "p600": ids.PRESET_10MIN, "pall": ids.PRESET_ALL, "follow": ids.FOLLOW,
                       "go": ids.RANGE_GO, "order": ids.ORDER, "from": ids.RANGE_FROM,
-                      "to": ids.RANGE_TO},
+                      "to": ids.RANGE_TO, "local_ms": _LOCAL_MS_JS},
         Output(ids.ACTION, "data"),
         Output(ids.BUSY, "data", allow_duplicate=True),
         Input(ids.GRAPH, "relayoutData"),
@@ -1055,15 +1130,20 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         State(ids.CURSOR, "data"),
         State(ids.SELECTED, "data"),
         State(ids.BUSY, "data"),
+        State(ids.PAGE_TZ, "data"),
         prevent_initial_call=True,
     )
-    def _update(_pull, action, state, selected, asked):
+    def _update(_pull, action, state, selected, asked, page_tz):
         nu = dash.no_update
         note = nu
         acted = dash.ctx.triggered_id == ids.ACTION and bool(action)
+        tz = page_zone(page_tz).key
         try:
-            if acted:
-                step, note = _act(live, action, state or {}, selected)
+            if state and state.get("tz", "UTC") != tz:  # the page told its zone: redraw
+                step = live.redraw({**state, "tz": tz}, selected)
+                acted = acted or state.get("mode") == "range"
+            elif acted:
+                step, note = _act(live, action, {**(state or {}), "tz": tz}, selected)
             else:
                 step = live.advance(state)
         except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
@@ -1093,17 +1173,27 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             fig,
             step.extend if step.extend is not None else nu,
             st,
-            header_cells(step.summary) if step.summary is not None else nu,
+            header_cells(step.summary, tz) if step.summary is not None else nu,
             live.status(st),
             None,
             note,
             follow_label,
             follow_cls,
-            _picker_value(rng[0]) if rng else ("" if acted and st.get("mode") == "follow" else nu),
-            _picker_value(rng[1]) if rng else ("" if acted and st.get("mode") == "follow" else nu),
+            _picker_value(rng[0], tz) if rng else ("" if acted and st.get("mode") == "follow"
+                                                   else nu),
+            _picker_value(rng[1], tz) if rng else ("" if acted and st.get("mode") == "follow"
+                                                   else nu),
             *classes[:n_presets],
         )
 
+    # the browser's zone: plotly shows the time axis in it, so every time on the page uses it
+    app.clientside_callback(
+        """function(v) { if (v) return window.dash_clientside.no_update;
+           try { return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'; }
+           catch (e) { return 'UTC'; } }""",
+        Output(ids.PAGE_TZ, "data"), Input(ids.PAGE_TZ, "data"))
+    app.clientside_callback("function(z) { return z || 'UTC'; }",
+                            Output(ids.TZ_LABEL, "children"), Input(ids.PAGE_TZ, "data"))
     app.clientside_callback(_POINT_T_JS, Output(ids.HOVER_T, "data"),
                             Input(ids.GRAPH, "hoverData"), prevent_initial_call=True)
     app.clientside_callback(_POINT_T_JS, Output(ids.CLICK_T, "data"),
@@ -1116,7 +1206,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     def _hover(t_ms, state):
         if t_ms is None:
             raise dash.exceptions.PreventUpdate
-        return hover_panel(live.at(float(t_ms) / 1000.0), (state or {}).get("order"))
+        st = state or {}
+        return hover_panel(live.at(float(t_ms) / 1000.0), st.get("order"), st.get("tz"))
 
     @app.callback(Output(ids.WINDOW_PANEL, "children"),
                   Output(ids.SELECTED, "data"),
@@ -1141,7 +1232,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             patch["data"][i]["x"] = [float(v) * 1000.0 for v in sel.x]
             patch["data"][i]["y"] = [float(v) for v in sel.y]
             patch["data"][i]["width"] = config.window_s * 1000.0
-        return (window_panel(row, info["gpus"], live.history.labeller), start, patch)
+        return (window_panel(row, info["gpus"], live.history.labeller, st.get("tz")), start,
+                patch)
 
     register_screenshots(app, live)
     return app
@@ -1154,14 +1246,15 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
     kind = action.get("kind")
     px = action.get("px")
     order_by = state.get("order_by", "index")
+    tz = state.get("tz")
     nu = dash.no_update
     if kind == "preset":
-        return live.snapshot(float(action["span"]), order_by, selected), nu
+        return live.snapshot(float(action["span"]), order_by, selected, tz), nu
     if kind == "all":
         h.update()
         span = h.span()
         if span is None:
-            return live.snapshot(None, order_by, selected), nu
+            return live.snapshot(None, order_by, selected, tz), nu
         return live.range_step({**state, "preset": "all"}, span[0], span[1], px, follow=True,
                                selected=selected), nu
     if kind == "range":
@@ -1171,8 +1264,8 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
         return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
     if kind == "go":
         try:
-            t0 = _parse_utc(action.get("from"))
-            t1 = _parse_utc(action.get("to"))
+            t0 = _parse_time(action.get("from"), state.get("tz"))
+            t1 = _parse_time(action.get("to"), state.get("tz"))
         except ValueError as exc:
             return Step(state=state), html.Span(f"time range: {exc}", className="tl-stale")
         if not t1 > t0:
@@ -1189,15 +1282,15 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
             return Step(state=state), nu
         if state.get("preset") == "all" and state.get("mode") == "range":
             return _act(live, {"kind": "all", "px": px}, state, selected)
-        return live.snapshot(state.get("span") or c.view_s, order_by, selected), nu
+        return live.snapshot(state.get("span") or c.view_s, order_by, selected, tz), nu
     if kind == "order":
         by = "load" if action.get("by") == "load" else "index"
         state = {**state, "order_by": by}
         if state.get("mode") == "follow":
-            return live.snapshot(state.get("span"), by, selected), nu
+            return live.snapshot(state.get("span"), by, selected, tz), nu
         t0, t1 = state.get("range") or (None, None)
         if t0 is None:
-            return live.snapshot(None, by, selected), nu
+            return live.snapshot(None, by, selected, tz), nu
         return live.range_step(state, t0, t1, state.get("px") or px,
                                follow=bool(state.get("follow")), selected=selected), nu
     return Step(state=state), nu
@@ -1247,7 +1340,8 @@ def toolbar(state: dict, config: DashboardConfig) -> html.Div:
             html.Span("to", className="tl-group-label"),
             dcc.Input(id=ids.RANGE_TO, type="text", debounce=True, className="tl-time",
                       placeholder="YYYY-MM-DD HH:MM:SS"),
-            html.Span("UTC", className="tl-group-label"),
+            html.Span("UTC", id=ids.TZ_LABEL, className="tl-group-label",
+                      title="times on this page are in the browser's time zone"),
             html.Button("show range", id=ids.RANGE_GO, n_clicks=0, className="tl-btn"),
         ]),
         html.Div(className="tl-group", children=[

@@ -17,8 +17,10 @@ tokens) along the lane's top edge, under the ribbon's prefill bands.  The server
 from **cells** (``server_cells``): one point per ``window_s`` cell and series, so it is appended
 with ``extendData`` like the window traces.
 
-The x axis is real time: plotly date axes read numbers as milliseconds since the epoch (UTC), so
-every ``x`` here is ``epoch seconds * 1000``.
+The x axis is real time: every ``x`` here is ``epoch seconds * 1000``.  plotly.js reads a number
+on a date axis as milliseconds since the epoch and shows it in the *browser's* time zone (it goes
+through a JS ``Date``; plotly.js has no time-zone setting), so the axis title names that zone
+(``time_zone``, which the page reports) and everything else on the page uses it too.
 
 Lanes are drawn from **bins**: the samples' mean per ``bin_s``-second bin and GPU
 (``bin_lanes``).  Binning gives every lane trace exactly one point per bin, so the live view can
@@ -560,7 +562,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  uirevision: str = "tealeaves-live",
                  server: pd.DataFrame | None = None,
                  order: list[int] | None = None,
-                 shots: pd.DataFrame | None = None) -> go.Figure:
+                 shots: pd.DataFrame | None = None,
+                 time_zone: str = "UTC") -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -576,10 +579,11 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             server lane under the ribbon; None: no server lane (``rows(False)``).
         order: GPU order of the load bands, top first (default ``gpus``).
         shots: ``SampleStore.screenshots`` rows to mark on the ribbon (None: none).
+        time_zone: IANA name of the zone the browser shows the time axis in (its title).
 
     Returns:
         A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
-        epoch milliseconds on date axes (UTC).
+        epoch milliseconds on date axes.
     """
     has_server = server is not None
     R = rows(has_server)
@@ -700,7 +704,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 marker={"size": size, "color": PHASE_COLORS["prefill"], "symbol": "circle",
                         "opacity": 0.9, "line": {"color": "#7a3d00", "width": 1}},
                 cliponaxis=False, hovertemplate="%{text}<extra></extra>"))
-    _style(fig, gpus, height, uirevision, R, order)
+    _style(fig, gpus, height, uirevision, R, order, time_zone)
     for shape in shot_lines(shots):
         fig.add_shape(shape)
     return fig
@@ -746,7 +750,7 @@ def band_axis(order: list[int]) -> dict:
 
 
 def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Rows,
-           order: list[int]) -> None:
+           order: list[int], time_zone: str = "UTC") -> None:
     fig.update_layout(
         height=height, uirevision=uirevision, template="plotly_white",
         barmode="overlay", bargap=0, hovermode="x", hoverdistance=-1, spikedistance=-1,
@@ -761,7 +765,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
     fig.update_xaxes(type="date", showgrid=True, gridcolor="#eef0f3", showspikes=True,
                      spikemode="across", spikethickness=1, spikecolor="#888", spikedash="dot",
                      showline=False, ticks="", hoverformat="%H:%M:%S.%L")
-    fig.update_xaxes(title={"text": "time (UTC)", "font": {"size": 11}, "standoff": 4},
+    fig.update_xaxes(title={"text": f"time ({time_zone})", "font": {"size": 11}, "standoff": 4},
                      tickformatstops=[
                          {"dtickrange": [None, 1000], "value": "%H:%M:%S.%L"},
                          {"dtickrange": [1000, 86_400_000], "value": "%H:%M:%S"},
@@ -769,7 +773,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
                      row=R.n, col=1)
     fig.update_yaxes(showgrid=True, gridcolor="#eef0f3", zeroline=False, tickfont={"size": 10},
                      nticks=4, fixedrange=True)
-    fig.update_yaxes(range=[0, _RIBBON_HOT_BASE + _RIBBON_HOT_HEIGHT], showticklabels=False,
+    fig.update_yaxes(range=[0, SHOT_Y + 0.1], showticklabels=False,
                      showgrid=False, row=R.ribbon, col=1)
     labels = [(R.ribbon, "<b>phase</b>", "")]
     fig.update_yaxes(showgrid=False, nticks=None, row=R.bands, col=1, **band_axis(order),
@@ -904,6 +908,15 @@ def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = Tru
             upd["text"] = list(td.text)
         out[i] = upd
     return out
+
+
+def shots_between(shots: pd.DataFrame | None, t0: float, t1: float) -> pd.DataFrame | None:
+    """The rows of ``shots`` (``SampleStore.screenshots``) captured within ``[t0, t1]``
+    (epoch s); rows without a capture time are left out."""
+    if shots is None or shots.empty:
+        return shots
+    ts = pd.to_numeric(shots["capture_ts"], errors="coerce")
+    return shots[(ts >= t0) & (ts <= t1)]
 
 
 def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:

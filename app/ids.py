@@ -89,3 +89,10 @@ REGION_OFFSET = "tl-region-offset"
 #: ``dcc.Store``: the files of the last drop, as the browser passes them on (oversize ones
 #: named, not sent).
 SHOT_BATCH = "tl-shot-batch"
+#: Screenshots page: a dummy output of the clientside callback that scrolls the opened
+#: screenshot into view.
+SHOT_SCROLL = "tl-shot-scroll"
+#: The browser's IANA time zone (plotly shows the time axis in it; every time on the page
+#: follows), and its label in the toolbar.
+PAGE_TZ = "tl-page-tz"
+TZ_LABEL = "tl-tz-label"

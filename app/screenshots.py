@@ -45,16 +45,17 @@ from ..data.screenshots import (
     inspect_image,
     plausible,
     to_epoch,
+    zone_name,
 )
 from . import ids
 from .figures import (
     PHASE_COLORS,
     base_shapes,
     build_figure,
-    gpu_color,
     rows,
     shot_lines,
     shot_points,
+    shots_between,
 )
 
 #: Default half-width (s) of the span a screenshot's verdict reads.
@@ -62,6 +63,10 @@ SPAN_S = 5.0
 #: Largest request body the server reads (several screenshots at once, base64-encoded).
 MAX_REQUEST_BYTES = 8 * MAX_BYTES
 _SHA = re.compile(r"[0-9a-f]{64}")
+#: Largest region time offset, seconds either way (a scrolling graph shows minutes, not days).
+MAX_REGION_OFFSET_S = 86_400.0
+#: Outline colours of regions 1, 2, ... (apart from the GPU and phase colours).
+REGION_COLORS = ("#0f766e", "#b45309", "#7c3aed", "#be123c", "#0369a1", "#4d7c0f")
 
 
 # -- pure: verdicts, comparisons, regions ---------------------------------------------------
@@ -101,7 +106,7 @@ class Verdict:
         if self.phase is None:
             return "no labelled windows here"
         out = f"{self.phase} ({self.confidence:.2f})"
-        if self.phase == "decode" or self.hot_gpu is not None:
+        if self.phase in ("decode", "mixed"):  # hot GPUs are flagged in decode windows
             if self.hot_gpu is not None:
                 out += f", GPU {self.hot_gpu} hot"
             if math.isfinite(self.imbalance_ratio):
@@ -138,7 +143,7 @@ def verdict(windows: pd.DataFrame, gpus: list[int], t0: float, t1: float) -> Ver
 
 def moment_verdict(history, t: float | None, span: float) -> Verdict:
     """The verdict of ``t +- span`` (epoch s) from a ``History``'s windows."""
-    if t is None or not math.isfinite(t):
+    if t is None or not (math.isfinite(t) and math.isfinite(span) and plausible(t)):
         return Verdict(math.nan, math.nan, 0, None)
     w = history.windows(math.floor((t - span) / history.window_s) - 1,
                         math.ceil((t + span) / history.window_s) + 1)
@@ -148,8 +153,8 @@ def moment_verdict(history, t: float | None, span: float) -> Verdict:
 def compare_table(names: list[str], verdicts: list[Verdict], gpus: list[int]) -> list[list]:
     """Rows ``[quantity, value per screenshot ..., last - first]`` comparing verdicts (the
     moments of two or more screenshots): phase shares (%), imbalance ratio, straggler tax (%),
-    hot GPU, and each GPU's mean load (%).  Unknown values are NaN; the hot GPU row has no
-    difference."""
+    hot GPU, and each GPU's mean load (%).  Unknown values are NaN; the difference is between the first and
+    last screenshots with a value (NaN with fewer than two); the hot GPU row has none."""
     def pct(v):
         return 100.0 * v if v is not None and math.isfinite(v) else math.nan
 
@@ -163,7 +168,8 @@ def compare_table(names: list[str], verdicts: list[Verdict], gpus: list[int]) ->
     for g in gpus:
         quantities.append((f"GPU {g} load (%)", [v.loads.get(g, math.nan) for v in verdicts]))
     for name, vals in quantities:
-        delta = vals[-1] - vals[0] if len(vals) > 1 else math.nan
+        known = [v for v in vals if v is not None and math.isfinite(v)]
+        delta = known[-1] - known[0] if len(known) > 1 else math.nan
         rows.append([name, *vals, delta])
     rows.insert(5, ["hot GPU", *[v.hot_gpu for v in verdicts], None])
     return rows
@@ -192,12 +198,45 @@ def region_from_shape(shape: dict, width: int, height: int, n: int) -> dict | No
 
 
 def parse_regions(text: str | None) -> list[dict]:
-    """The stored regions (JSON), or [] when none or unreadable."""
+    """The stored regions (JSON), or [] when none or unreadable; an offset that is not a
+    number within ``MAX_REGION_OFFSET_S`` reads as 0."""
     try:
         regions = json.loads(text) if text else []
     except (TypeError, ValueError):
         return []
-    return [r for r in regions if isinstance(r, dict) and "box" in r]
+    if not isinstance(regions, list):
+        return []
+    out = []
+    for r in regions:
+        if isinstance(r, dict) and "box" in r:
+            try:
+                off = region_offset(r.get("offset_s", 0.0))
+            except ValueError:
+                off = 0.0
+            out.append({**r, "offset_s": off, "name": str(r.get("name", "region"))})
+    return out
+
+
+def region_offset(value) -> float:
+    """A region's time offset, seconds, from an input's value (None or blank: 0).
+
+    Raises:
+        ValueError: not a number, or beyond ``MAX_REGION_OFFSET_S`` either way.
+    """
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return 0.0
+    try:
+        off = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{value!r} is not a number of seconds") from None
+    if not math.isfinite(off) or abs(off) > MAX_REGION_OFFSET_S:
+        raise ValueError(f"{value!r} is not within ±{MAX_REGION_OFFSET_S:,.0f} s")
+    return off
+
+
+def region_color(i: int) -> str:
+    """Outline colour of region ``i`` (0-based)."""
+    return REGION_COLORS[i % len(REGION_COLORS)]
 
 
 # -- layout --------------------------------------------------------------------------------
@@ -233,7 +272,8 @@ def page(store_temporary: bool) -> html.Div:
         html.Div(className="tl-panel", children=[
             html.Div("Compare", className="tl-panel-title"),
             dcc.Checklist(id=ids.SHOT_CMP, options=[], value=[], inline=True,
-                          className="tl-radio"),
+                          className="tl-radio tl-cmp-pick"),
+            dcc.Store(id=ids.SHOT_SCROLL),
             html.Div(id=ids.SHOT_COMPARE),
         ]),
     ])
@@ -292,7 +332,7 @@ def _picture(sha: str, width: int, height: int, regions: list[dict]) -> go.Figur
     for i, r in enumerate(regions):
         x0, y0, x1, y1 = r["box"]
         fig.add_shape(type="rect", x0=x0 * width, x1=x1 * width, y0=y0 * height,
-                      y1=y1 * height, line={"color": gpu_color(i), "width": 3},
+                      y1=y1 * height, line={"color": region_color(i), "width": 3},
                       fillcolor="rgba(0,0,0,0)", editable=False)
         fig.add_annotation(x=x0 * width, y=y0 * height, text=f"<b>{i + 1}</b> {r['name']}",
                            showarrow=False, xanchor="left", yanchor="top",
@@ -403,6 +443,23 @@ def register(app: dash.Dash, live) -> None:
         Output(ids.PAGE, "data", allow_duplicate=True),
         Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
 
+    # an opened screenshot (list, marker or upload) is scrolled into view once shown
+    app.clientside_callback(
+        """function(sha) {
+            if (!sha) return window.dash_clientside.no_update;
+            let tries = 0;
+            const go = () => {
+                const el = document.getElementById('DETAIL');
+                if (el && el.offsetParent !== null && el.style.display !== 'none') {
+                    el.scrollIntoView({behavior: 'smooth', block: 'start'});
+                } else if (++tries < 40) { setTimeout(go, 100); }
+            };
+            setTimeout(go, 150);
+            return sha;
+        }""".replace("DETAIL", ids.SHOT_DETAIL),
+        Output(ids.SHOT_SCROLL, "data"), Input(ids.SHOT_SELECTED, "data"),
+        prevent_initial_call=True)
+
     # The browser keeps back what the server would refuse unread (a file over the size limit;
     # files beyond what one request may carry), so it is named in the messages instead of
     # failing the whole request (HTTP 413).
@@ -445,7 +502,12 @@ def register(app: dash.Dash, live) -> None:
         files = (batch or {}).get("files") or []
         if not files:
             raise dash.exceptions.PreventUpdate
-        tz = (tz or "UTC").strip()
+        try:
+            tz = zone_name(tz or "UTC")
+        except ScreenshotError as exc:
+            return ([html.Div(f"✗ {exc}: set the time zone, then drop the files again; nothing "
+                              f"was stored", className="tl-stale")], dash.no_update,
+                    dash.no_update, None)
         msgs, last = [], dash.no_update
         for f in files:
             name = re.split(r"[\\/]", str(f.get("name") or "upload"))[-1]
@@ -472,6 +534,7 @@ def register(app: dash.Dash, live) -> None:
         prevent_initial_call="initial_duplicate",
     )
     def _list(_version, state):
+        live.shots_changed()
         shots = store.screenshots()
         rows = []
         for r in shots.itertuples():
@@ -500,6 +563,11 @@ def register(app: dash.Dash, live) -> None:
 
         keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
         if ("shots",) in keys:
+            if st.get("mode") == "follow" and st.get("span") and st.get("edge") is not None:
+                # a followed x axis autoranges: mark only what is in view (the page is
+                # redrawn when that changes)
+                edge = float(st["edge"]) / 1000.0
+                shots = shots_between(shots, edge - float(st["span"]), edge)
             x, y, text, sha = shot_points(shots)
             i = keys.index(("shots",))
             patch["data"][i]["x"] = x
@@ -541,18 +609,20 @@ def register(app: dash.Dash, live) -> None:
         Input(ids.SHOT_SELECTED, "data"),
         Input(ids.SHOTS_VERSION, "data"),
         Input(ids.SHOT_SPAN, "value"),
+        State(ids.PAGE_TZ, "data"),
         prevent_initial_call=True,
     )
-    def _detail(sha, _version, span):
+    def _detail(sha, _version, span, page_tz):
         shots = store.screenshots()
         row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
         if row.empty:
             return ({"display": "none"}, *[dash.no_update] * 8)
-        return ({}, *detail(live, row.iloc[0], _span(span)))
+        return ({}, *detail(live, row.iloc[0], _span(span), page_tz))
 
     @app.callback(
         Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
         Output(ids.SHOT_MSG, "children", allow_duplicate=True),
+        Output(ids.SHOT_IMAGE, "relayoutData"),
         Input(ids.SHOT_SAVE, "n_clicks"),
         Input(ids.SHOT_SPLIT, "n_clicks"),
         Input(ids.SHOT_CLEAR, "n_clicks"),
@@ -574,31 +644,22 @@ def register(app: dash.Dash, live) -> None:
         regions = parse_regions(r.regions)
         fields: dict = {}
         if trig == ids.SHOT_SAVE:
-            zone = (zone or r.tz or "UTC").strip()
             try:
-                local = datetime.strptime((when or "").strip().replace("T", " "),
-                                          "%Y-%m-%d %H:%M:%S")
-                if not plausible(local):
-                    raise ScreenshotError(f"{r['name']}: {when!r} is outside "
-                                          f"{YEARS[0]}-{YEARS[1]}")
-                ts = to_epoch(local, zone)
-            except ValueError as exc:
-                msg = str(exc) if isinstance(exc, ScreenshotError) else (
-                    f"{r['name']}: cannot read {when!r} as a local time (YYYY-MM-DD HH:MM:SS)")
-                return dash.no_update, html.Div(f"✗ {msg}", className="tl-stale")
-            fields.update(capture_ts=ts, capture_local=local.isoformat(sep=" "), tz=zone,
-                          time_source="set by the user")
-            new = []
-            for reg, off in zip(regions, offsets or []):
-                try:
-                    o = float(off)
-                except (TypeError, ValueError):
-                    o = float(reg.get("offset_s", 0.0))
-                new.append({**reg, "offset_s": o if math.isfinite(o) else 0.0})
+                fields.update(edited_time(r, when, zone))
+                new = []
+                for i, (reg, off) in enumerate(zip(regions, offsets or [])):
+                    try:
+                        new.append({**reg, "offset_s": region_offset(off)})
+                    except ValueError as exc:
+                        raise ScreenshotError(f"{r['name']}: region {i + 1} offset: "
+                                              f"{exc}") from None
+            except ScreenshotError as exc:
+                return dash.no_update, html.Div(f"✗ {exc}", className="tl-stale"), None
             if regions:
                 fields["regions"] = json.dumps(new)
-        elif trig == ids.SHOT_SPLIT:
-            fields["regions"] = json.dumps(halves())
+        elif trig == ids.SHOT_SPLIT:  # drawn boxes stay; halves already there are replaced
+            boxes = [g for g in regions if g["name"] not in ("top", "bottom")]
+            fields["regions"] = json.dumps([*halves(), *boxes])
         elif trig == ids.SHOT_CLEAR:
             fields["regions"] = json.dumps([])
         elif trig == ids.SHOT_IMAGE:
@@ -614,8 +675,10 @@ def register(app: dash.Dash, live) -> None:
             fields["regions"] = json.dumps([*regions, reg])
         else:
             raise dash.exceptions.PreventUpdate
-        store.update_screenshot(sha, **fields)
-        return (version or 0) + 1, dash.no_update
+        if fields:
+            store.update_screenshot(sha, **fields)
+        # relayoutData is emptied so the same rectangle drawn again still reaches here
+        return (version or 0) + 1, [], None
 
     @app.callback(
         Output(ids.SHOT_COMPARE, "children"),
@@ -664,6 +727,39 @@ def register(app: dash.Dash, live) -> None:
                            className="tl-table tl-cmp-table")]
 
 
+def edited_time(r, when: str | None, zone: str | None) -> dict:
+    """The store fields for the capture time and zone typed for screenshot row ``r``:
+    ``when`` is local ``YYYY-MM-DD HH:MM[:SS]`` in ``zone`` (IANA, any case). Nothing when
+    both are what is stored, so the time keeps its source.
+
+    Raises:
+        ScreenshotError: unreadable, outside ``YEARS``, skipped by a clock change, or an
+            unknown zone.
+    """
+    zone = zone_name(zone or r.tz or "UTC")
+    text = " ".join((when or "").strip().replace("T", " ").split())
+    if not text:
+        raise ScreenshotError(f"{r['name']}: enter the capture time as YYYY-MM-DD HH:MM:SS")
+    local = None
+    for fmt in ("%Y-%m-%d %H:%M:%S", "%Y-%m-%d %H:%M"):
+        try:
+            local = datetime.strptime(text, fmt)
+            break
+        except ValueError:
+            continue
+    if local is None:
+        raise ScreenshotError(f"{r['name']}: cannot read {text[:40]!r} as a local time "
+                              f"(YYYY-MM-DD HH:MM:SS)")
+    if not plausible(local):
+        raise ScreenshotError(f"{r['name']}: {text!r} is outside {YEARS[0]}-{YEARS[1]}")
+    ts = to_epoch(local, zone, strict=True)
+    old = float(r.capture_ts) if pd.notna(r.capture_ts) else None
+    if old is not None and abs(old - ts) < 1.0 and zone == (r.tz or "UTC"):
+        return {}
+    return {"capture_ts": ts, "capture_local": local.isoformat(sep=" "), "tz": zone,
+            "time_source": "set by the user"}
+
+
 def fixed_shapes(state: dict) -> list[dict]:
     """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
     screenshot lines are replaced)."""
@@ -682,10 +778,11 @@ def _span(value) -> float:
     return min(max(v, 0.5), 600.0) if math.isfinite(v) else SPAN_S
 
 
-def detail(live, r, span: float) -> tuple:
+def detail(live, r, span: float, page_tz: str | None = None) -> tuple:
     """What the opened screenshot's panel shows: title, picture (regions outlined), verdicts
-    (whole picture and each region), its moment in the dashboard, the capture time and zone
-    for editing, and the regions' offset inputs."""
+    (whole picture and each region), its moment in the dashboard (time axis in the browser's
+    zone ``page_tz``), the capture time and zone for editing, and the regions' offset
+    inputs."""
     h = live.history
     ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
     regions = parse_regions(r.regions)
@@ -709,29 +806,33 @@ def detail(live, r, span: float) -> tuple:
             off = float(reg.get("offset_s", 0.0))
             verdicts.append(html.Div([html.B(f"region {i + 1} ({reg['name']}, {off:+g} s): "),
                                       _verdict_line(moment_verdict(h, ts + off, span))]))
-        view, view_style = moment_figure(live, ts, span, regions), {}
-    offsets = [html.Span([html.Span(f" region {i + 1} ({reg['name']}) offset ",
-                                    className="tl-group-label"),
+        view, view_style = moment_figure(live, ts, span, regions, page_tz), {}
+    offsets = [html.Span([html.Span(f"region {i + 1} ({reg['name']}) offset",
+                                    className="tl-group-label",
+                                    style={"color": region_color(i)}),
                           dcc.Input(id={"type": ids.REGION_OFFSET, "i": i}, type="number",
                                     value=float(reg.get("offset_s", 0.0)), step=0.5,
+                                    min=-MAX_REGION_OFFSET_S, max=MAX_REGION_OFFSET_S,
                                     className="tl-num-input"),
-                          html.Span(" s ", className="tl-group-label")])
+                          html.Span("s", className="tl-group-label")],
+                         className="tl-offset-group")
                for i, reg in enumerate(regions)]
     title = f"{r['name']} · {_fmt_local(ts, tz)} · time from {r.time_source}"
     return (title, _picture(r.sha256, int(r.width), int(r.height), regions), verdicts, view,
             view_style, local_value, tz, offsets)
 
 
-def moment_figure(live, ts: float, span: float, regions: list[dict]) -> go.Figure:
+def moment_figure(live, ts: float, span: float, regions: list[dict],
+                  page_tz: str | None = None) -> go.Figure:
     """The dashboard's figure over ``ts ± span`` (range view), the capture time and each
-    region's moment marked."""
+    region's moment marked; its time axis named for the browser's zone ``page_tz``."""
     v = live.range_view(ts - span, ts + span, px=700)
-    fig = live.range_figure(v, height=560, uirevision=f"moment-{ts}")
+    fig = live.range_figure(v, height=560, uirevision=f"moment-{ts}", tz=page_tz)
     fig.add_vline(x=ts * 1000.0, line={"color": "#111827", "width": 2})
     for i, reg in enumerate(regions):
         off = float(reg.get("offset_s", 0.0))
         if off:
-            fig.add_vline(x=(ts + off) * 1000.0, line={"color": gpu_color(i), "width": 2,
+            fig.add_vline(x=(ts + off) * 1000.0, line={"color": region_color(i), "width": 2,
                                                         "dash": "dash"})
     fig.update_layout(showlegend=False, margin={"l": 124, "r": 10, "t": 10, "b": 30})
     return fig
@@ -768,12 +869,21 @@ def _accept(store, content: str, name: str, last_modified, tz: str) -> html.Div:
            else None, "tz": tz, "time_source": when.source, "regions": json.dumps([]),
            "note": None}
     new = store.put_screenshot(row, data)
-    where = _fmt_local(ts, tz) if ts is not None else "no time found: set it below"
-    div = html.Div(f"{'✓' if new else '='} {label}: {where} (from {when.source})"
-                   + ("" if new else " — already here"), className="tl-ok")
+    if not new:  # the stored copy keeps its name, time and regions
+        kept = store.screenshots()
+        kept = kept[kept["sha256"] == info.sha256]
+        name_kept = str(kept["name"].iloc[0]) if len(kept) else label
+        div = html.Div(f"= {label}: the same picture is already here as {name_kept}; kept "
+                       f"that one", className="tl-ok")
+    elif ts is None:
+        div = html.Div(f"✓ {label}: no capture time in its metadata or name: open it and "
+                       f"set the time", className="tl-ok")
+    else:
+        div = html.Div(f"✓ {label}: {_fmt_local(ts, tz)} (from {when.source})",
+                       className="tl-ok")
     div.title = info.sha256
     return div
 
 
-__all__ = ["FORMATS", "Verdict", "compare_table", "halves", "page", "region_from_shape",
-           "register", "verdict"]
+__all__ = ["FORMATS", "Verdict", "compare_table", "edited_time", "halves", "page",
+           "region_from_shape", "region_offset", "register", "verdict"]

@@ -144,18 +144,62 @@ class CaptureTime:
         return to_epoch(self.local, tz)
 
 
-def to_epoch(local: datetime, tz: str) -> float:
-    """Epoch seconds of naive wall-clock time ``local`` in IANA zone ``tz``.
+#: Longest time zone name accepted (the longest IANA name has 32 characters).
+MAX_ZONE_CHARS = 64
+
+
+def zone_name(tz: str | None) -> str:
+    """The IANA time zone name ``tz`` as the zone database spells it (``europe/berlin`` ->
+    ``Europe/Berlin``; surrounding blanks dropped).
 
     Raises:
-        ScreenshotError: unknown zone.
+        ScreenshotError: empty, too long or not a zone of the system's zone database.
     """
+    name = str(tz or "").strip()
+    hint = "use an IANA name such as Europe/Berlin or UTC"
+    if not name:
+        raise ScreenshotError(f"no time zone given ({hint})")
+    if len(name) > MAX_ZONE_CHARS:
+        raise ScreenshotError(f"time zone {name[:40]!r}... is not a zone name ({hint})")
     try:
-        zone = ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ScreenshotError(f"unknown time zone {tz!r} (use an IANA name such as "
-                              f"Europe/Berlin or UTC)") from exc
-    return local.replace(tzinfo=zone).timestamp()
+        ZoneInfo(name)
+        return name
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass
+    canon = _zones_by_lower().get(name.lower())
+    if canon is None:
+        raise ScreenshotError(f"unknown time zone {name!r} ({hint})")
+    return canon
+
+
+_ZONES: dict[str, str] = {}
+
+
+def _zones_by_lower() -> dict[str, str]:
+    if not _ZONES:
+        from zoneinfo import available_timezones
+
+        _ZONES.update({z.lower(): z for z in available_timezones()})
+    return _ZONES
+
+
+def to_epoch(local: datetime, tz: str, strict: bool = False) -> float:
+    """Epoch seconds of naive wall-clock time ``local`` in IANA zone ``tz``.
+
+    A time the clocks skipped (the spring-forward gap) is read with the offset before the
+    change (``fold=0``, PEP 495) unless ``strict``; a repeated autumn hour is read as its
+    first pass.
+
+    Raises:
+        ScreenshotError: unknown zone (see ``zone_name``); with ``strict``, a local time that
+            does not exist in the zone.
+    """
+    zone = ZoneInfo(zone_name(tz))
+    ts = local.replace(tzinfo=zone).timestamp()
+    if strict and datetime.fromtimestamp(ts, tz=zone).replace(tzinfo=None) != local:
+        raise ScreenshotError(f"{local:%Y-%m-%d %H:%M:%S} does not exist in {zone.key} (the "
+                              f"clocks skipped it that night)")
+    return ts
 
 
 def time_from_name(name: str) -> CaptureTime | None:

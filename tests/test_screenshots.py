@@ -266,3 +266,103 @@ def test_a_stored_time_out_of_range_is_shown_not_raised():
     at = to_epoch(datetime(2026, 5, 31, 18, 31, 15), "Europe/Berlin")
     assert _fmt_local(at, "Europe/Berlin") == ("2026-05-31 18:31:15 Europe/Berlin "
                                                "(16:31:15 UTC)")
+
+
+# -- what a user types: zones, times, offsets --------------------------------------------------
+
+
+def test_zone_names_any_case_and_bad_ones_refused_clearly():
+    from tealeaves.data.screenshots import zone_name
+
+    assert zone_name(" europe/berlin ") == "Europe/Berlin"
+    assert zone_name("UTC") == "UTC"
+    for bad, words in [("Mars/Olympus", "unknown time zone"), ("x" * 300, "not a zone name"),
+                       ("", "no time zone"), ("../../etc/passwd", "unknown time zone")]:
+        with pytest.raises(ScreenshotError, match=words):
+            zone_name(bad)
+    with pytest.raises(ScreenshotError, match="not a zone name"):
+        to_epoch(T, "y" * 255)  # ZoneInfo raises OSError (file name too long) for this
+    with pytest.raises(ScreenshotError, match="unknown time zone"):
+        to_epoch(T, "y" * 60)
+
+
+def test_a_local_time_the_clocks_skipped_is_refused_when_typed():
+    gap = datetime(2026, 3, 29, 2, 30)  # Europe/Berlin springs forward 02:00 -> 03:00
+    with pytest.raises(ScreenshotError, match="does not exist in Europe/Berlin"):
+        to_epoch(gap, "Europe/Berlin", strict=True)
+    assert to_epoch(gap, "Europe/Berlin") == to_epoch(datetime(2026, 3, 29, 1, 30), "UTC")
+    assert to_epoch(T, "Europe/Berlin", strict=True) == to_epoch(T, "Europe/Berlin")
+
+
+def test_region_offsets_are_bounded_and_stored_junk_reads_as_zero():
+    import json
+
+    from tealeaves.app.screenshots import parse_regions, region_offset
+
+    assert region_offset("-2.5") == -2.5 and region_offset(None) == 0.0
+    for bad in ("1e308", "inf", "nan", "abc", 86_401):
+        with pytest.raises(ValueError):
+            region_offset(bad)
+    stored = json.dumps([{"name": "top", "box": [0, 0, 1, 0.5], "offset_s": 1e308},
+                         {"name": "bottom", "box": [0, 0.5, 1, 1], "offset_s": -3},
+                         "junk"])
+    assert [r["offset_s"] for r in parse_regions(stored)] == [0.0, -3.0]
+    assert parse_regions('{"box": 1}') == [] and parse_regions("not json") == []
+
+
+def test_moment_verdict_of_an_absurd_moment_is_empty_not_an_error(windows):
+    from tealeaves.app.history import History
+    from tealeaves.app.screenshots import moment_verdict
+
+    class Fixed(History):  # a History answering from the module's windows
+        def __init__(self):
+            self.window_s, self.gpus = 0.5, [0, 1]
+
+        def windows(self, j0=None, j1=None):
+            return windows
+
+    for t in (1e308, -1e20, math.inf, math.nan):
+        assert moment_verdict(Fixed(), t, 5.0).phase is None
+    t = float(windows["start"].iloc[len(windows) // 2])
+    assert moment_verdict(Fixed(), t, 5.0).phase is not None
+
+
+def test_edited_time_keeps_the_source_unless_the_time_or_zone_changes():
+    import pandas as pd
+
+    from tealeaves.app.screenshots import edited_time
+
+    ts = to_epoch(T, "Europe/Berlin")
+    r = pd.Series({"name": "a.png", "capture_ts": ts + 0.4, "tz": "Europe/Berlin"})
+    assert edited_time(r, "2026-05-31 18:31:15", "Europe/Berlin") == {}
+    moved = edited_time(r, "2026-05-31T18:32", "europe/berlin")
+    assert moved["capture_ts"] == ts + 45 and moved["tz"] == "Europe/Berlin"
+    assert moved["time_source"] == "set by the user"
+    assert edited_time(r, "2026-05-31 18:31:15", "UTC")["capture_ts"] == ts + 7200
+    for when, words in [(None, "enter the capture time"), ("31/05/2026", "cannot read"),
+                        ("1066-10-14 09:00:00", "outside"),
+                        ("2026-03-29 02:30:00", "does not exist")]:
+        with pytest.raises(ScreenshotError, match=words):
+            edited_time(r, when, "Europe/Berlin")
+
+
+def test_compare_difference_skips_screenshots_without_a_time(windows):
+    from tealeaves.app.screenshots import Verdict
+
+    dec = windows[windows["imbalanced"]]
+    a = verdict(windows, [0, 1], float(dec["start"].iloc[0]), float(dec["end"].iloc[2]))
+    none = Verdict(math.nan, math.nan, 0, None)
+    rows = compare_table(["a", "b", "untimed"], [a, a, none], [0, 1])
+    by = {r[0]: r for r in rows[1:]}
+    assert by["decode share (%)"][1:] == [100.0, 100.0, by["decode share (%)"][3], 0.0]
+    assert math.isnan(by["decode share (%)"][3])
+    assert math.isnan(compare_table(["a", "x"], [a, none], [0, 1])[6][-1])
+
+
+def test_verdict_names_a_hot_gpu_only_for_decode(windows):
+    from tealeaves.app.screenshots import Verdict
+
+    idle = Verdict(0.0, 1.0, 4, "idle", {"idle": 1.0}, 1.0, hot_gpu=1, hot_share=0.25)
+    assert idle.text() == "idle (1.00)"
+    dec = Verdict(0.0, 1.0, 4, "decode", {"decode": 1.0}, 0.99, 1.8, 0.1, 3, 1.0)
+    assert dec.text() == "decode (0.99), GPU 3 hot, ratio 1.80"

@@ -148,6 +148,15 @@ def test_upload_place_compare_and_refuse(served):
         assert "✗ huge.png: 21.0 MB is over the 20 MB limit" in msg  # kept back by the page
         page.wait_for_timeout(500)
         assert page.locator(f"#{ids.SHOT_LIST} tr").count() == 2
+        # an unknown time zone refuses the whole drop, naming the zone
+        page.fill(f"#{ids.SHOT_TZ}", "Mars/Olympus")
+        page.press(f"#{ids.SHOT_TZ}", "Enter")
+        _upload(page, [("fine.png", _png((320, 200), (9, 9, 9)))])
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_MSG}').innerText"
+                               f".includes('Mars/Olympus')", timeout=20_000)
+        assert "nothing was stored" in page.inner_text(f"#{ids.SHOT_MSG}")
+        page.fill(f"#{ids.SHOT_TZ}", "Europe/Berlin")
+        page.press(f"#{ids.SHOT_TZ}", "Enter")
         with SampleStore(db, readonly=True) as s:
             assert sorted(s.screenshots()["name"]) == sorted([GNOME, SCROT])
 
@@ -155,9 +164,26 @@ def test_upload_place_compare_and_refuse(served):
         page.click(f"#{ids.TAB_LIVE}")
         page.click(f"#{ids.PRESET_ALL}")
         page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
-                               f".includes('UTC')", timeout=20_000)
+                               f".includes('Europe/Berlin')", timeout=20_000)
         marks = page.evaluate(f"() => Array.from({GD}._fullData[{keys.index(('shots',))}].x)")
         assert len(marks) == 2
+        # plotly shows the time axis in the browser's zone (18:3x CEST, not 16:3x UTC): the
+        # axis title, the view note and a zoom read back all say and use that zone
+        ticks = page.evaluate(f"() => Array.from({GD}.querySelectorAll('.xaxislayer-above text'))"
+                              f".map(t => t.textContent)")
+        assert any(t.startswith("18:3") for t in ticks), ticks
+        assert not any(t.startswith("16:3") for t in ticks), ticks
+        titles = page.evaluate(f"() => Array.from({GD}.querySelectorAll("
+                               f"'[class^=g-x][class$=title] text'))"
+                               f".map(t => t.textContent)")
+        assert "time (Europe/Berlin)" in titles, titles
+        assert page.inner_text(f"#{ids.TZ_LABEL}") == "Europe/Berlin"
+        page.evaluate(f"() => Plotly.relayout({GD}, {{'xaxis.range': "
+                      f"['2026-05-31 18:31:00', '2026-05-31 18:31:30']}})")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".startsWith('2026-05-31 18:31:00.00–18:31:30.00 Europe/Berlin')",
+                               timeout=20_000)
+        assert page.input_value(f"#{ids.RANGE_FROM}") == "2026-05-31 18:31:00.000"
 
         # a corrected time moves the marker; a deleted screenshot is gone everywhere
         page.click(f"#{ids.TAB_SHOTS}")

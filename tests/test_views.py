@@ -209,13 +209,20 @@ def test_explanations_name_what_the_labeller_saw(filled):
 # -- user actions without a browser ---------------------------------------------------------
 
 
-def test_time_range_typed_by_hand_is_read_as_utc_or_refused(filled):
-    from tealeaves.app.dashboard import _act, _parse_utc
+def test_time_range_typed_by_hand_is_read_in_the_pages_zone_or_refused(filled):
+    from tealeaves.app.dashboard import _act, _parse_time, _picker_value
 
-    assert _parse_utc("2026-11-30 12:00:00") == _parse_utc("2026-11-30T12:00:00.000")
-    assert _parse_utc("2026-11-30 12:00:01.5") - _parse_utc("2026-11-30 12:00") == 1.5
-    with pytest.raises(ValueError, match="UTC date-time"):
-        _parse_utc("yesterday noon")
+    assert _parse_time("2026-11-30 12:00:00") == _parse_time("2026-11-30T12:00:00.000")
+    assert _parse_time("2026-11-30 12:00:01.5") - _parse_time("2026-11-30 12:00") == 1.5
+    assert _parse_time("2026-11-30 12:00:00") == datetime(2026, 11, 30, 12, tzinfo=UTC).timestamp()
+    # a Berlin page reads typed times as Berlin time (CEST in May), offsets as written
+    berlin = _parse_time("2026-05-31 18:31:15", "Europe/Berlin")
+    assert berlin == datetime(2026, 5, 31, 16, 31, 15, tzinfo=UTC).timestamp()
+    assert _parse_time("2026-05-31T18:31:15Z", "Europe/Berlin") == berlin + 7200
+    assert _picker_value(berlin, "Europe/Berlin") == "2026-05-31 18:31:15.000"
+    assert _parse_time("2026-05-31 18:31:15", "Not/AZone") == berlin + 7200  # unknown: UTC
+    with pytest.raises(ValueError, match="date-time in UTC"):
+        _parse_time("yesterday noon")
     store, h = filled
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
     state = live.snapshot().state
@@ -269,3 +276,46 @@ def test_sample_age_trusts_the_monotonic_clock_only_when_it_is_this_boots():
     # a store from another boot: its monotonic stamps say 440 s, the wall clock 3.4 h
     assert _age_s(now - 3.4 * 3600, 440.0) == pytest.approx(3.4 * 3600, abs=5)
     assert _age_s(None, None) is None
+
+
+def _shot(store, sha: str, ts: float) -> None:
+    store.put_screenshot({"sha256": sha * 64, "name": f"{sha}.png", "nbytes": 1, "width": 1,
+                          "height": 1, "format": "PNG", "uploaded": 0.0, "capture_ts": ts,
+                          "tz": "UTC", "time_source": "file name (scrot)", "regions": "[]"},
+                         b"x")
+
+
+def test_followed_view_marks_only_screenshots_in_view_and_redraws_when_that_changes(
+        trace, tmp_path):
+    """A followed x axis autoranges: a marker outside the span would stretch it."""
+    s = trace.samples
+    t0 = float(s["timestamp"].min())
+    store = SampleStore(tmp_path / "follow.db")
+    store.put_devices(trace.devices)
+    store.append(s[s["timestamp"] < t0 + 30])
+    h = History(store, server_lag_s=0.0, min_update_s=0.0)
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    _shot(store, "a", t0 + 1.0)    # long before the followed 10 s
+    _shot(store, "b", t0 + 25.0)   # in view
+    _shot(store, "c", t0 + 32.0)   # ahead of the live edge
+    live.shots_changed()
+    step = live.snapshot(10.0)
+    keys = F.trace_keys(step.state["gpus"], bool(step.state["server"]))
+    marks = step.figure.data[keys.index(("shots",))]
+    assert [round(x / 1000.0 - t0, 1) for x in marks.x] == [25.0]
+    assert len(step.figure.layout.shapes) == 1 + 1  # the fair-share line and one shot line
+    assert step.state["shots_on"] == ["b" * 64]
+    store.append(s[(s["timestamp"] >= t0 + 30) & (s["timestamp"] < t0 + 31)])
+    nxt = live.advance(step.state)  # nothing entered or left the view: extend only
+    assert nxt.figure is None and nxt.extend is not None
+    store.append(s[(s["timestamp"] >= t0 + 31) & (s["timestamp"] < t0 + 36)])
+    later = live.advance(nxt.state)  # "b" left the view, "c" came into it: redrawn
+    assert later.figure is not None
+    marks = later.figure.data[keys.index(("shots",))]
+    assert [round(x / 1000.0 - t0, 1) for x in marks.x] == [32.0]
+    assert later.state["shots_on"] == ["c" * 64]
+    assert later.state["edge"] - 10_000 <= marks.x[0] <= later.state["edge"]
+    ribbon = later.figure.layout[later.figure.get_subplot(F.rows(False).ribbon, 1)
+                                 .yaxis.plotly_name]
+    assert ribbon.range[0] <= F.SHOT_Y <= ribbon.range[1]  # markers inside the ribbon
+    store.close()
