@@ -448,6 +448,8 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report_markdown(result, corpus, cmd))
+        if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
+            _write_validation(result, len(corpus), cmd)
     if args.json:
         print(json.dumps(_nan_to_none(result)))
         return 0
@@ -465,6 +467,22 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     print(f"leave-one-trace-out over {len(corpus)} traces"
           + (f"; tables written to {args.out}" if args.out else ""))
     return 0
+
+
+def _write_validation(result: dict, n_traces: int, cmd: str) -> Path:
+    """Keep the chosen model's held-out scores next to the shipped model
+    (``phase_model.validation.json``), for reports to cite."""
+    from datetime import UTC, datetime
+
+    from ..classifier.model import MODEL_DIR, MODEL_STEM
+
+    chosen = result["chosen"]
+    out = {"command": cmd, "written_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+           "scheme": f"leave-one-trace-out over {n_traces} labelled traces, held-out windows "
+                     f"pooled", "chosen": chosen, "held_out": result["pooled"][chosen]}
+    path = MODEL_DIR / f"{MODEL_STEM}.validation.json"
+    path.write_text(json.dumps(_nan_to_none(out), indent=1) + "\n")
+    return path
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -496,6 +514,66 @@ def cmd_train(args: argparse.Namespace) -> int:
           f"threshold {model.imbalance.threshold:.2f} x, min {model.imbalance.min_windows} "
           f"window(s); wrote {path} and "
           f"{path.with_suffix('.npz' if kind == 'tcn' else '.skops')}")
+    return 0
+
+
+# -- report --------------------------------------------------------------------------------
+def cmd_report(args: argparse.Namespace) -> int:
+    from ..classifier.align import align_log, shift_events
+    from ..collectors.server_log import ServerLogError, events_frame
+    from .dashboard import parse_time
+    from .report import (
+        FORMATS,
+        ReportError,
+        Source,
+        build_report,
+        from_store,
+        from_trace,
+        write_report,
+    )
+
+    if args.out.is_dir():
+        return _fail(f"--out {args.out}: is a folder; give a file name")
+    fmt = args.format or args.out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        return _fail(f"--format: give one of {', '.join(FORMATS)} (or an --out ending in one)")
+    if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
+        return _fail("report takes --trace FILE, or --store DB with --from/--to, not both")
+    inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log)
+              if p is not None]
+    if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
+        return _fail(f"--out {args.out}: is one of the inputs; give another file name")
+    try:
+        if args.trace is not None:
+            inp = from_trace(args.trace, format=args.trace_format)
+        else:
+            store = args.store or Path("tealeaves.db")
+            t0 = parse_time(args.t_from) if args.t_from else None
+            t1 = parse_time(args.t_to) if args.t_to else None
+            inp = from_store(store, t0, t1)
+        if args.server_log is not None:
+            events, a, sfmt = align_log(args.server_log, inp.samples, tz=args.tz)
+            if a.confident:
+                events = shift_events(events, a.offset_s)
+            print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
+                  + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
+                     else "no confident clock offset: taken as written"), file=sys.stderr)
+            inp.server_events = events_frame(events)
+            inp.sources.append(Source("server_log", args.server_log))
+        report = build_report(inp, window_s=args.window, labels=args.labels,
+                              experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
+                              top_n=args.top)
+        write_report(report, fmt, args.out)
+    except (ReportError, ServerLogError, ValueError) as exc:
+        return _fail(str(exc))
+    except OSError as exc:
+        return _fail(f"--out {args.out}: {exc.strerror or exc}")
+    s = report.data["summary"]
+    tax = s["straggler_tax"]
+    print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
+          f"{report.data['range']['span_s']:.1f} s, {s['windows']} windows, hot GPU "
+          f"{'none' if s['hot_gpu'] is None else s['hot_gpu']} ({s['hot_pattern']}), "
+          f"straggler tax {'n/a' if tax is None else f'{tax:.1%}'}")
     return 0
 
 
@@ -658,6 +736,39 @@ def build_parser() -> argparse.ArgumentParser:
                         "tcn trains with torch)")
     t.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
     t.set_defaults(func=cmd_train)
+
+    r = sub.add_parser("report", help="an imbalance report of a time range (html, pdf, png, "
+                       "csv, json)",
+                       description="Label a range's windows and write a report a colleague can "
+                                   "read on its own: summary, per-GPU table, timeline, the most "
+                                   "imbalanced windows, experts (with --experts) and "
+                                   "provenance. JSON/CSV layout: docs/report-schema.md.")
+    r.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
+    r.add_argument("--trace-format", help="force the trace's format (default: detected)")
+    r.add_argument("--store", type=Path,
+                   help="a tealeaves store to read instead (default tealeaves.db)")
+    r.add_argument("--from", dest="t_from", metavar="T",
+                   help="range start in the store: YYYY-MM-DD HH:MM[:SS] UTC, ISO 8601 with an "
+                        "offset, or epoch s (default: the store's first sample)")
+    r.add_argument("--to", dest="t_to", metavar="T", help="range end (default: the newest)")
+    r.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    r.add_argument("--experts", type=Path,
+                   help="SGLang expert-distribution dump (torch.save file with logical_count "
+                        "[passes, layers, experts]; needs torch)")
+    r.add_argument("--tp", type=_positive_int,
+                   help="GPUs of the TP group for the expert section (default: the trace's)")
+    r.add_argument("--ep", type=_positive_int, default=1,
+                   help="expert-parallel size (default 1: pure TP)")
+    r.add_argument("--server-log", type=Path,
+                   help="the server's log (SGLang/vLLM), aligned to the trace's clock")
+    r.add_argument("--tz", default="UTC", help="time zone of the log's stamps (default UTC)")
+    r.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
+    r.add_argument("--top", type=_positive_int, default=10,
+                   help="most imbalanced windows to list (default 10)")
+    r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],
+                   help="output format (default: from --out's suffix)")
+    r.add_argument("--out", type=Path, required=True, help="file to write")
+    r.set_defaults(func=cmd_report)
 
     b = sub.add_parser("bench", help="benchmarks and labelled workloads")
     bsub = b.add_subparsers(dest="bench_command", required=True, metavar="BENCH")

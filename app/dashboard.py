@@ -962,7 +962,7 @@ _LATENCY_JS = """function(state) {
 }"""
 
 
-def _parse_time(text: str | None, tz: str | None = None) -> float:
+def parse_time(text: str | None, tz: str | None = None) -> float:
     """Epoch seconds of a date-time typed by hand: ``YYYY-MM-DD[ HH:MM[:SS[.fff]]]`` read in
     the page's zone ``tz`` (default UTC; a repeated autumn hour reads as its first pass),
     ISO 8601 with an offset (``...T18:31:15+02:00``, ``...Z``), or epoch seconds.
@@ -1236,7 +1236,56 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                 patch)
 
     register_screenshots(app, live)
+
+    @app.callback(Output(ids.REPORT_DOWNLOAD, "data"), Output(ids.REPORT_MSG, "children"),
+                  Input(ids.REPORT_GO, "n_clicks"), State(ids.REPORT_FORMAT, "value"),
+                  State(ids.CURSOR, "data"), prevent_initial_call=True)
+    def _export(n, fmt, state):
+        if not n:
+            raise dash.exceptions.PreventUpdate
+        try:
+            name, data = export_report(live, state or {}, fmt or "html")
+        except ValueError as exc:  # ReportError and bad ranges
+            return dash.no_update, html.Span(f"✗ {exc}", className="tl-stale")
+        return dcc.send_bytes(data, name), f"✓ {name} ({len(data) / 1024:,.0f} KB)"
     return app
+
+
+def shown_range(live: LiveView, state: dict) -> tuple[float, float]:
+    """The range (epoch s) a page whose cursor is ``state`` shows: its zoomed range, the
+    followed span up to the live edge, or the whole session.
+
+    Raises:
+        ValueError: nothing stored yet.
+    """
+    if state.get("mode") == "range" and state.get("range"):
+        t0, t1 = state["range"]
+        return float(t0), float(t1)
+    live.history.update()
+    span = live.history.span()
+    if span is None:
+        raise ValueError("nothing stored yet")
+    if state.get("span") and state.get("edge") is not None:
+        edge = float(state["edge"]) / 1000.0
+        return max(span[0], edge - float(state["span"])), edge
+    return span
+
+
+def export_report(live: LiveView, state: dict, fmt: str) -> tuple[str, bytes]:
+    """File name and bytes of the imbalance report (``app.report``) of the range the page
+    shows, read from the dashboard's store as ``tealeaves report --store`` would.
+
+    Raises:
+        ValueError (``ReportError``): nothing in the range, or PDF/PNG without Chromium.
+    """
+    from .report import build_report, read_store, report_bytes
+
+    t0, t1 = shown_range(live, state)
+    path = getattr(live.store, "path", None)
+    inp = read_store(live.store, t0, t1, progress=False, path=path)
+    report = build_report(inp, window_s=live.config.window_s, progress=False)
+    stamp = datetime.fromtimestamp(t0, tz=ZoneInfo("UTC")).strftime("%Y%m%d-%H%M%S")
+    return f"tealeaves-report-{stamp}.{fmt}", report_bytes(report, fmt)
 
 
 def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, object]:
@@ -1264,8 +1313,8 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
         return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
     if kind == "go":
         try:
-            t0 = _parse_time(action.get("from"), state.get("tz"))
-            t1 = _parse_time(action.get("to"), state.get("tz"))
+            t0 = parse_time(action.get("from"), state.get("tz"))
+            t1 = parse_time(action.get("to"), state.get("tz"))
         except ValueError as exc:
             return Step(state=state), html.Span(f"time range: {exc}", className="tl-stale")
         if not t1 > t0:
@@ -1343,6 +1392,18 @@ def toolbar(state: dict, config: DashboardConfig) -> html.Div:
             html.Span("UTC", id=ids.TZ_LABEL, className="tl-group-label",
                       title="times on this page are in the browser's time zone"),
             html.Button("show range", id=ids.RANGE_GO, n_clicks=0, className="tl-btn"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("report", className="tl-group-label"),
+            dcc.Dropdown(id=ids.REPORT_FORMAT, value="html", clearable=False, searchable=False,
+                         options=[{"label": f, "value": f}
+                                  for f in ("html", "pdf", "png", "csv", "json")],
+                         className="tl-report-format"),
+            html.Button("export this range", id=ids.REPORT_GO, n_clicks=0, className="tl-btn",
+                        title="an imbalance report of the range on screen (the same as "
+                              "`tealeaves report --store ... --from ... --to ...`)"),
+            dcc.Loading(html.Span(id=ids.REPORT_MSG, className="tl-muted"), type="dot"),
+            dcc.Download(id=ids.REPORT_DOWNLOAD),
         ]),
         html.Div(className="tl-group", children=[
             html.Span("GPU bands", className="tl-group-label"),

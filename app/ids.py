@@ -96,3 +96,8 @@ SHOT_SCROLL = "tl-shot-scroll"
 #: follows), and its label in the toolbar.
 PAGE_TZ = "tl-page-tz"
 TZ_LABEL = "tl-tz-label"
+#: Report export (toolbar): format, button, the download, and its status line.
+REPORT_FORMAT = "tl-report-format"
+REPORT_GO = "tl-report-go"
+REPORT_DOWNLOAD = "tl-report-download"
+REPORT_MSG = "tl-report-msg"

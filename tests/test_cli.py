@@ -22,7 +22,7 @@ def tealeaves(*args, cwd=None):
 
 @pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["evaluate"],
                                  ["train"], ["bench", "classifier"], ["bench"],
-                                 ["bench", "workload"]])
+                                 ["bench", "workload"], ["report"]])
 def test_help_on_every_command(cmd):
     r = tealeaves(*cmd, "--help")
     assert r.returncode == 0 and "usage: tealeaves" in r.stdout

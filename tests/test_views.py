@@ -210,19 +210,19 @@ def test_explanations_name_what_the_labeller_saw(filled):
 
 
 def test_time_range_typed_by_hand_is_read_in_the_pages_zone_or_refused(filled):
-    from tealeaves.app.dashboard import _act, _parse_time, _picker_value
+    from tealeaves.app.dashboard import _act, _picker_value, parse_time
 
-    assert _parse_time("2026-11-30 12:00:00") == _parse_time("2026-11-30T12:00:00.000")
-    assert _parse_time("2026-11-30 12:00:01.5") - _parse_time("2026-11-30 12:00") == 1.5
-    assert _parse_time("2026-11-30 12:00:00") == datetime(2026, 11, 30, 12, tzinfo=UTC).timestamp()
+    assert parse_time("2026-11-30 12:00:00") == parse_time("2026-11-30T12:00:00.000")
+    assert parse_time("2026-11-30 12:00:01.5") - parse_time("2026-11-30 12:00") == 1.5
+    assert parse_time("2026-11-30 12:00:00") == datetime(2026, 11, 30, 12, tzinfo=UTC).timestamp()
     # a Berlin page reads typed times as Berlin time (CEST in May), offsets as written
-    berlin = _parse_time("2026-05-31 18:31:15", "Europe/Berlin")
+    berlin = parse_time("2026-05-31 18:31:15", "Europe/Berlin")
     assert berlin == datetime(2026, 5, 31, 16, 31, 15, tzinfo=UTC).timestamp()
-    assert _parse_time("2026-05-31T18:31:15Z", "Europe/Berlin") == berlin + 7200
+    assert parse_time("2026-05-31T18:31:15Z", "Europe/Berlin") == berlin + 7200
     assert _picker_value(berlin, "Europe/Berlin") == "2026-05-31 18:31:15.000"
-    assert _parse_time("2026-05-31 18:31:15", "Not/AZone") == berlin + 7200  # unknown: UTC
+    assert parse_time("2026-05-31 18:31:15", "Not/AZone") == berlin + 7200  # unknown: UTC
     with pytest.raises(ValueError, match="date-time in UTC"):
-        _parse_time("yesterday noon")
+        parse_time("yesterday noon")
     store, h = filled
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
     state = live.snapshot().state

@@ -1,0 +1,602 @@
+"""Imbalance reports: one time range turned into a document that stands on its own.
+
+``build_report`` reads a range (a trace file, or a store between two times), labels its windows
+with the classifier, and gathers what a colleague needs: the summary (time per phase, decode
+balancedness, imbalance ratio, straggler tax, the hot GPU and whether it stays or rotates, the
+server's throughput and accept length when its signals are there), a per-GPU table, a timeline
+figure (phase ribbon over a per-GPU load heatmap), the most imbalanced windows, an expert
+section from an SGLang expert-distribution dump, and provenance.  The numbers come from
+``classifier.summary`` over ``classify_samples`` windows, the same windows ``tealeaves
+classify`` prints.
+
+Outputs (``write_report``): ``json`` and ``csv`` (schema version ``SCHEMA_VERSION``;
+``report_schema.json``, documented in ``docs/report-schema.md``), ``html`` (one self-contained
+file: plotly.js embedded, no network, every user-supplied string escaped by Jinja2's
+autoescape), and ``pdf`` / ``png`` rendered from that HTML by Playwright driving the system's
+Chromium (``report_render``).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import itertools
+import json
+import math
+import platform
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..classifier.summary import (
+    GPU_COLUMNS,
+    gpu_table,
+    imbalance_summary,
+    phase_summary,
+    server_summary,
+    top_imbalanced,
+)
+
+#: Version of the JSON and CSV layouts (``report_schema.json``).
+SCHEMA_VERSION = 1
+SCHEMA_PATH = Path(__file__).with_name("report_schema.json")
+#: Output formats ``write_report`` knows.
+FORMATS = ("html", "pdf", "png", "csv", "json")
+#: Ranges longer than this (s) show progress on the command line.
+PROGRESS_AFTER_S = 600.0
+#: Store reads of long ranges go in pieces of this many seconds (each a progress step).
+READ_CHUNK_S = 300.0
+
+
+class ReportError(ValueError):
+    """A report cannot be made from these inputs (the message names the file or field)."""
+
+
+@dataclass
+class Source:
+    """One input file of a report: ``role`` (trace, store, labels, experts, server_log)."""
+
+    role: str
+    path: Path
+
+    def describe(self, hash_limit: int = 512 * 2**20) -> dict:
+        """``role``, ``path``, ``bytes`` and ``sha256`` (None for a store, which changes while
+        it is written, and over ``hash_limit`` bytes)."""
+        try:
+            n = self.path.stat().st_size
+        except OSError:
+            return {"role": self.role, "path": str(self.path), "bytes": None, "sha256": None}
+        digest = None
+        if n <= hash_limit and self.role != "store":  # a store is live: its hash would not last
+            h = hashlib.sha256()
+            with open(self.path, "rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+            digest = h.hexdigest()
+        return {"role": self.role, "path": str(self.path), "bytes": n, "sha256": digest}
+
+
+@dataclass
+class ReportInput:
+    """What a report reads: samples (sample schema), device rows, the trace's facts
+    (``meta``: driver, collector ...), server events (or None) and the files they came
+    from."""
+
+    samples: pd.DataFrame
+    devices: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    server_events: pd.DataFrame | None = None
+    sources: list[Source] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """A built report: ``data`` (the JSON document, ``report_schema.json``), the labelled
+    ``windows`` behind it, and the expert arrays for the figures (None without a dump)."""
+
+    data: dict
+    windows: pd.DataFrame
+    experts: dict | None = None
+
+
+# -- inputs ------------------------------------------------------------------------------------
+
+
+def _progress(total: int, desc: str, show: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="step", file=sys.stderr, disable=not show,
+                leave=False)
+
+
+def from_trace(path: str | Path, format: str | None = None) -> ReportInput:
+    """A report's input from a trace file (any format ``tealeaves import`` reads).
+
+    Raises:
+        ReportError: the file cannot be read (the message names it).
+    """
+    from ..data.importers import ImportFormatError, load_trace
+    from ..data.traces import TraceError
+
+    path = Path(path)
+    try:
+        tr = load_trace(path, format=format)
+    except (TraceError, ImportFormatError) as exc:
+        raise ReportError(str(exc)) from None
+    return ReportInput(tr.samples, tr.devices, dict(tr.meta or {}), None,
+                       [Source("trace", path)])
+
+
+def from_store(path: str | Path, start: float | None = None, end: float | None = None,
+               progress: bool | None = None) -> ReportInput:
+    """A report's input from a tealeaves store file between ``start`` and ``end`` (epoch s;
+    default: all it holds), opened read-only; see ``read_store``.
+
+    Raises:
+        ReportError: no such store, an empty range, or no samples in it.
+    """
+    from ..data.store import SampleStore, StoreError
+
+    path = Path(path)
+    if not path.exists():
+        raise ReportError(f"{path}: no such store")
+    try:
+        with SampleStore(path, readonly=True) as store:
+            return read_store(store, start, end, progress, path)
+    except (StoreError, OSError) as exc:
+        raise ReportError(f"{path}: {exc}") from None
+
+
+def read_store(store, start: float | None, end: float | None, progress: bool | None = None,
+               path: str | Path | None = None) -> ReportInput:
+    """A report's input from an open ``SampleStore`` between ``start`` and ``end`` (epoch s;
+    default: all it holds), read in ``READ_CHUNK_S`` pieces (a progress bar on stderr when
+    the range is longer than ``PROGRESS_AFTER_S`` and ``progress`` is not False).
+
+    Raises:
+        ReportError: an empty or reversed range, or no samples in it.
+    """
+    where = str(path) if path is not None else "the store"
+    span = store.time_span()
+    if span is None:
+        raise ReportError(f"{where}: holds no samples")
+    start = span[0] if start is None else float(start)
+    end = span[1] if end is None else float(end)
+    if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
+        raise ReportError(f"--from/--to: the range must end after it starts "
+                          f"({start!r} .. {end!r})")
+    edges = np.arange(start, end, READ_CHUNK_S).tolist() + [end]
+    show = progress if progress is not None else (end - start > PROGRESS_AFTER_S)
+    parts = []
+    with _progress(len(edges) - 1, "report: reading the store", show) as bar:
+        for a, b in itertools.pairwise(edges):
+            part = store.read_range(a, b)
+            parts.append(part[part["timestamp"] < b] if b < end else part)
+            bar.update(1)
+    samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if samples.empty:
+        raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
+                          f"(it holds {_utc(span[0])} to {_utc(span[1])})")
+    events = store.server_events(start, end)
+    sources = [Source("store", Path(path))] if path is not None else []
+    return ReportInput(samples, store.devices(), store.meta(),
+                       events if len(events) else None, sources)
+
+
+# -- the report ---------------------------------------------------------------------------------
+
+
+def _utc(t: float) -> str:
+    return datetime.fromtimestamp(float(t), tz=UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+
+
+def _num(v) -> float | None:
+    """JSON number or None (NaN, inf and missing are unknown, not 0)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def _int(v) -> int | None:
+    f = _num(v)
+    return None if f is None else int(f)
+
+
+def _text(v) -> str | None:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return None
+    return str(v)
+
+
+def _classifier_facts(labeller: str) -> dict:
+    from ..classifier.model import MODEL_DIR, MODEL_STEM
+
+    out = {"labeller": labeller, "kind": None, "training_traces": None,
+           "training_windows": None, "held_out": None}
+    if labeller != "trained":
+        out["kind"] = "rules"
+        return out
+    try:
+        meta = json.loads((MODEL_DIR / f"{MODEL_STEM}.json").read_text())
+        out.update(kind=meta.get("kind"), training_traces=len(meta.get("corpus") or []) or None,
+                   training_windows=meta.get("windows"))
+    except (OSError, ValueError):
+        pass
+    try:
+        val = json.loads((MODEL_DIR / f"{MODEL_STEM}.validation.json").read_text())
+        h = val.get("held_out") or {}
+        out["held_out"] = {"scheme": str(val.get("scheme", "")), "macro_f1": _num(h.get("macro_f1")),
+                           "accuracy": _num(h.get("accuracy")),
+                           "hot_gpu_accuracy": _num(h.get("hot_gpu_accuracy"))}
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path | None = None,
+                 experts: str | Path | np.ndarray | None = None, n_gpus: int | None = None,
+                 ep_size: int = 1, top_n: int = 10, labeller=None,
+                 progress: bool | None = None) -> Report:
+    """Label the input's windows and gather the report.
+
+    Args:
+        inp: ``from_trace`` / ``from_store`` output.
+        window_s: classifier window, s.
+        labels: a ground-truth CSV (``start,end,phase[,hot_gpu]``): the report adds how well
+            the labels agree with the classifier over the range.
+        experts: an SGLang expert-distribution dump (``torch.save`` file with
+            ``logical_count`` [passes, layers, experts]) or that array.
+        n_gpus: GPUs of the TP group the dump's layer ran on (default: the trace's GPUs).
+        ep_size: expert-parallel size (1: pure TP); must divide ``n_gpus`` and the experts.
+        top_n: how many of the most imbalanced windows to list.
+        labeller: phase labeller (default: the shipped model, rules as fallback).
+        progress: show progress on stderr (default: when the range is longer than
+            ``PROGRESS_AFTER_S``).
+
+    Raises:
+        ReportError: unreadable labels or dump, a dump of another shape, a layout that does
+            not divide, or no samples.
+    """
+    from ..classifier import classify_samples, score_against_labels
+    from ..data.traces import TraceError, read_labels
+
+    s = inp.samples
+    if s.empty:
+        raise ReportError("no samples to report on")
+    t0, t1 = float(s["timestamp"].min()), float(s["timestamp"].max())
+    show = progress if progress is not None else (t1 - t0 > PROGRESS_AFTER_S)
+    steps = 3 + (labels is not None) + (experts is not None)
+    with _progress(steps, "report", show) as bar:
+        bar.set_postfix_str("classifying")
+        windows = classify_samples(s, inp.devices if len(inp.devices) else None,
+                                   window_s=window_s, labeller=labeller)
+        bar.update(1)
+        phases = phase_summary(windows, window_s)
+        imb = imbalance_summary(windows)
+        table = gpu_table(s, windows, window_s)
+        top = top_imbalanced(windows, top_n)
+        bar.update(1)
+        label_part = None
+        if labels is not None:
+            bar.set_postfix_str("labels")
+            try:
+                lab = read_labels(labels)
+            except TraceError as exc:
+                raise ReportError(str(exc)) from None
+            sc = score_against_labels(windows, lab)
+            if sc["labelled_windows"] == 0:
+                raise ReportError(f"{labels}: no label interval overlaps the range "
+                                  f"{_utc(t0)}-{_utc(t1)} UTC; labels of another trace?")
+            label_part = {"file": str(labels), "labelled_windows": int(sc["labelled_windows"]),
+                          "accuracy": _num(sc["accuracy"]),
+                          "per_phase_accuracy": {k: _num(v) for k, v in
+                                                 sc["per_phase_accuracy"].items()},
+                          "hot_gpu_accuracy": _num(sc["hot_gpu_accuracy"]),
+                          "skewed_windows": int(sc["skewed_windows"]),
+                          "false_flag_rate": _num(sc["false_flag_rate"])}
+            bar.update(1)
+        expert_part, expert_arrays = None, None
+        if experts is not None:
+            bar.set_postfix_str("experts")
+            n = int(n_gpus or max(1, s["gpu"].nunique()))
+            expert_part, expert_arrays = _experts(experts, n, ep_size)
+            bar.update(1)
+        data = _document(inp, windows, window_s, t0, t1, phases, imb, table, top,
+                         label_part, expert_part, labels, experts)
+        bar.update(1)
+    return Report(data, windows, expert_arrays)
+
+
+def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
+    from ..classifier.experts import expert_summary
+    from ..data.experts import ExpertDumpError, check_logical_count, load_expert_dump
+
+    try:
+        if isinstance(experts, np.ndarray):
+            count, name = check_logical_count(experts, "logical_count"), "(array)"
+        else:
+            count, name = load_expert_dump(experts), str(experts)
+        summ = expert_summary(count, n_gpus, ep_size)
+    except (ExpertDumpError, ValueError) as exc:
+        raise ReportError(str(exc)) from None
+    gpu_load = np.asarray(summ["gpu_load"], dtype=float)
+    share = np.asarray(summ["gpu_load_total"], dtype=float)
+    part = {
+        "file": name, "passes": int(summ["passes"]), "layers": int(summ["layers"]),
+        "experts": int(summ["experts"]), "tokens": float(summ["tokens"]),
+        "n_gpus": n_gpus, "ep_size": ep_size, "pure_tp": bool(summ["pure_tp"]),
+        "balancedness": _num(summ["balancedness"]),
+        "balancedness_greedy": _num(summ["balancedness_greedy"]),
+        "hot_gpu": _int(summ["hot_gpu"]) if summ["hot_gpu"] is not None else None,
+        "gpu_share": [_num(v) for v in share],
+        "gpu_experts": _gpu_experts(int(summ["experts"]), n_gpus, ep_size),
+        "layer_expert_max_over_mean": [_num(v) for v in summ["layer_expert_max_over_mean"]],
+        "layer_balancedness": [_num(v) for v in summ["layer_balancedness"]],
+        "layer_balancedness_greedy": [_num(v) for v in summ["layer_balancedness_greedy"]],
+        "estimate_note": str(summ["estimate_note"]),
+    }
+    from ..classifier.experts import layer_loads
+
+    arrays = {"layer_load": layer_loads(count), "gpu_load": gpu_load}
+    return part, arrays
+
+
+def _gpu_experts(n_experts: int, n_gpus: int, ep_size: int) -> list[str]:
+    """Which experts each GPU holds under the contiguous EP placement: ``"0-47"`` (a slice
+    of each at pure TP: ``"all (1/8 of each)"``)."""
+    from ..classifier.experts import expert_to_ep_rank
+
+    if ep_size == 1:
+        return [f"all (1/{n_gpus} of each)" if n_gpus > 1 else "all"] * n_gpus
+    rank = expert_to_ep_rank(n_experts, ep_size)
+    per_rank = n_gpus // ep_size
+    out = []
+    for g in range(n_gpus):
+        held = np.flatnonzero(rank == g // per_rank)
+        text = f"{held[0]}-{held[-1]}"
+        out.append(text if per_rank == 1 else f"{text} (1/{per_rank} of each)")
+    return out
+
+
+def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_part,
+              expert_part, labels, experts) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("tealeaves")
+    except PackageNotFoundError:
+        ver = "unknown"
+    dev = inp.devices.copy() if len(inp.devices) else pd.DataFrame(columns=["gpu"])
+    if "gpu" in dev:
+        dev = dev.dropna(subset=["gpu"]).assign(gpu=lambda d: d["gpu"].astype(int))
+        dev = dev.drop_duplicates("gpu").set_index("gpu")
+    gpus = []
+    for g, row in table.iterrows():
+        d = dev.loc[g] if g in dev.index else {}
+        host = d.get("host") if len(d) else None
+        if host is None and "host" in inp.samples:
+            hs = inp.samples.loc[inp.samples["gpu"] == g, "host"].dropna()
+            host = hs.iloc[0] if len(hs) else None
+        item = {"gpu": int(g), "host": _text(host), "name": _text(d.get("name")) if len(d) else None,
+                "uuid": _text(d.get("uuid")) if len(d) else None,
+                "busy_share": _num(row["busy_share"]), "load_mean": _num(row["load_mean"])}
+        item.update({c: _num(row[c]) for c, _ in GPU_COLUMNS})
+        item["energy_j"] = _num(row["energy_j"])
+        item["hot_s"] = float(row["hot_s"])
+        gpus.append(item)
+    tops = [{"rank": i + 1, "start": float(r.start), "end": float(r.end),
+             "start_utc": _utc(r.start), "imbalance_ratio": _num(r.imbalance_ratio),
+             "straggler_tax": _num(r.straggler_tax), "hot_gpu": _int(r.hot_gpu),
+             "top_gpu": _int(r.top_gpu), "imbalanced": bool(r.imbalanced)}
+            for i, r in enumerate(top.itertuples())]
+    summary = {
+        "window_s": float(window_s), "windows": phases["windows"],
+        "phase_time_s": {k: _num(v) for k, v in phases["time_s"].items()},
+        "phase_share": {k: _num(v) for k, v in phases["share"].items()},
+        "decode_windows": imb["decode_windows"],
+        "decode_balancedness": _num(imb["balancedness"]),
+        "imbalance_ratio": _num(imb["imbalance_ratio"]),
+        "straggler_tax": _num(imb["straggler_tax"]),
+        "imbalanced_windows": imb["imbalanced_windows"],
+        "hot_gpu": imb["hot_gpu"],
+        "hot_gpus": {str(k): v for k, v in imb["hot_gpus"].items()},
+        "hot_pattern": imb["hot_pattern"], "hot_changes": imb["hot_changes"],
+        "labeller": str(windows.attrs.get("labeller", "unknown")),
+    }
+    srv = server_summary(inp.server_events)
+    if srv is not None:
+        srv = {k: (v if isinstance(v, int) else _num(v)) for k, v in srv.items()}
+    sources = list(inp.sources)
+    if labels is not None:
+        sources.append(Source("labels", Path(labels)))
+    if experts is not None and not isinstance(experts, np.ndarray):
+        sources.append(Source("experts", Path(experts)))
+    names = sorted({str(n) for n in dev.get("name", pd.Series(dtype=object)).dropna()})
+    hosts = sorted({str(h) for h in inp.samples.get("host", pd.Series(dtype=object)).dropna()})
+    meta = inp.meta or {}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "kind": "tealeaves-imbalance-report",
+        "generated_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+        "range": {"start": t0, "end": t1, "start_utc": _utc(t0), "end_utc": _utc(t1),
+                  "span_s": t1 - t0},
+        "summary": summary,
+        "server": srv,
+        "gpus": gpus,
+        "top_windows": tops,
+        "labels": label_part,
+        "experts": expert_part,
+        "provenance": {
+            "tealeaves_version": ver,
+            "python": platform.python_version(),
+            "sources": [src.describe() for src in sources],
+            "hosts": hosts,
+            "gpu_names": names,
+            "driver": _text(meta.get("driver")),
+            "collector": _text(meta.get("collector")),
+            "classifier": _classifier_facts(summary["labeller"]),
+        },
+    }
+
+
+# -- JSON and CSV -------------------------------------------------------------------------------
+
+
+def schema() -> dict:
+    """The JSON Schema of the JSON report (``$defs/csv_row`` is one row of the CSV)."""
+    return json.loads(SCHEMA_PATH.read_text())
+
+
+def to_json(report: Report) -> str:
+    """The report as JSON text (``report_schema.json``; unknown values null)."""
+    return json.dumps(report.data, indent=1, allow_nan=False) + "\n"
+
+
+#: Units of the CSV's metrics (by metric name; others have none).
+_UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "window_s": "s",
+          "decode_balancedness": "mean/max", "imbalance_ratio": "max/mean",
+          "straggler_tax": "share", "busy_share": "share", "load_mean": "%", "hot_s": "s",
+          "energy_j": "J", "prefill_tokens": "tokens", "gen_throughput_tok_s": "token/s",
+          "accept_len": "tokens/step", "running_req": "requests", "tokens": "tokens",
+          "balancedness": "mean/max", "balancedness_greedy": "mean/max",
+          "gpu_share": "share", "bytes": "B", **{c: u for c, u in GPU_COLUMNS}}
+
+
+def csv_rows(report: Report) -> list[dict]:
+    """The report as long-format rows (``$defs/csv_row``): ``schema_version``, ``section``,
+    ``item`` (GPU, window rank, layer ... or empty), ``metric``, ``value`` (text; empty when
+    unknown) and ``unit``."""
+    rows: list[dict] = []
+    ver = str(SCHEMA_VERSION)
+
+    def add(section: str, item, metric: str, value, unit: str | None = None) -> None:
+        if isinstance(value, bool):
+            text = "true" if value else "false"
+        elif isinstance(value, float):
+            text = repr(value) if math.isfinite(value) else ""
+        elif value is None:
+            text = ""
+        else:
+            text = str(value)
+        rows.append({"schema_version": ver, "section": section,
+                     "item": "" if item is None else str(item), "metric": metric,
+                     "value": text, "unit": unit if unit is not None else _UNITS.get(metric, "")})
+
+    d = report.data
+    for k, v in d["range"].items():
+        add("range", None, k, v)
+    for k, v in d["summary"].items():
+        if isinstance(v, dict):
+            for p, x in v.items():
+                unit = "s" if k == "phase_time_s" else ("share" if k == "phase_share"
+                                                       else "windows")
+                add("summary", p, k, x, unit)
+        else:
+            add("summary", None, k, v)
+    for k, v in (d["server"] or {}).items():
+        add("server", None, k, v)
+    for g in d["gpus"]:
+        for k, v in g.items():
+            if k != "gpu":
+                add("gpu", g["gpu"], k, v)
+    for w in d["top_windows"]:
+        for k, v in w.items():
+            if k != "rank":
+                add("top_window", w["rank"], k, v)
+    lab = d["labels"]
+    if lab:
+        for k, v in lab.items():
+            if k == "per_phase_accuracy":
+                for p, x in v.items():
+                    add("labels", p, k, x, "share")
+            else:
+                add("labels", None, k, v, "share" if "accuracy" in k or "rate" in k else None)
+    ex = d["experts"]
+    if ex:
+        for k, v in ex.items():
+            if k in ("gpu_share", "gpu_experts"):
+                for i, x in enumerate(v):
+                    add("experts", i, k, x, "share" if k == "gpu_share" else "")
+            elif isinstance(v, list):
+                for i, x in enumerate(v):
+                    add("expert_layer", i, k, x, "max/mean" if "max_over_mean" in k
+                        else "mean/max")
+            else:
+                add("experts", None, k, v)
+    p = d["provenance"]
+    for k in ("tealeaves_version", "python", "driver", "collector"):
+        add("provenance", None, k, p[k])
+    for k in ("hosts", "gpu_names"):
+        for i, v in enumerate(p[k]):
+            add("provenance", i, k[:-1], v)
+    for src in p["sources"]:
+        for k in ("path", "bytes", "sha256"):
+            add("provenance", src["role"], k, src[k])
+    c = p["classifier"]
+    for k in ("labeller", "kind", "training_traces", "training_windows"):
+        add("provenance", "classifier", k, c[k])
+    for k, v in (c["held_out"] or {}).items():
+        add("provenance", "classifier held-out", k, v)
+    return rows
+
+
+def to_csv(report: Report) -> str:
+    """The report as CSV text (``csv_rows``, header first)."""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=["schema_version", "section", "item", "metric", "value",
+                                        "unit"], lineterminator="\n")
+    w.writeheader()
+    w.writerows(csv_rows(report))
+    return buf.getvalue()
+
+
+# -- writing -----------------------------------------------------------------------------------
+
+
+def report_bytes(report: Report, fmt: str) -> bytes:
+    """``report`` as the bytes of a ``fmt`` file (``FORMATS``).
+
+    Raises:
+        ReportError: unknown format, or PDF/PNG without a Chromium or Playwright (the message
+            says what to install).
+    """
+    from .report_html import render_html
+
+    if fmt == "json":
+        return to_json(report).encode()
+    if fmt == "csv":
+        return to_csv(report).encode()
+    if fmt == "html":
+        return render_html(report).encode("utf-8")
+    if fmt in ("pdf", "png"):
+        from .report_render import render_pdf_or_png
+
+        return render_pdf_or_png(render_html(report, print_layout=True), fmt)
+    raise ReportError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def write_report(report: Report, fmt: str, out: str | Path) -> Path:
+    """Write ``report`` as ``fmt`` to ``out``: all or nothing (a temporary file beside it,
+    renamed when complete).
+
+    Raises:
+        ReportError: as ``report_bytes``; OSError: ``out`` cannot be written.
+    """
+    out = Path(out)
+    data = report_bytes(report, fmt)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    return out
+
+
+__all__ = ["FORMATS", "SCHEMA_VERSION", "Report", "ReportError", "ReportInput", "Source",
+           "build_report", "csv_rows", "from_store", "from_trace", "read_store", "report_bytes",
+           "schema", "to_csv", "to_json", "write_report"]

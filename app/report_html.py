@@ -1,0 +1,385 @@
+"""The report as one self-contained HTML file: figures (plotly, with plotly.js embedded once, so
+the file opens offline), tables and text, every user-supplied string escaped (Jinja2's
+autoescape; plotly's figure JSON escapes ``</`` itself).  ``print_layout`` fixes the figure
+widths for an A4 page (PDF/PNG rendering)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.io as pio
+from markupsafe import Markup
+from plotly.subplots import make_subplots
+
+from .figures import HOT_COLOR, PHASE_COLORS, gpu_color
+from .report import Report
+
+#: Most columns of the timeline (windows are grouped beyond that).
+TIMELINE_COLUMNS = 600
+#: Figure width in print layout, px (A4 at 96 dpi less the page margins).
+PRINT_WIDTH = 700
+
+_TEMPLATE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>tealeaves imbalance report · {{ d.range.start_utc }} UTC</title>
+<style>
+body { font-family: Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif; color: #1f2937;
+  margin: 0 auto; padding: 18px; max-width: {{ '740px' if print_layout else '1180px' }};
+  font-size: 13px; }
+h1 { font-size: 20px; margin: 0 0 2px; } h2 { font-size: 15px; margin: 18px 0 6px;
+  border-bottom: 1px solid #e5e7eb; padding-bottom: 3px; break-after: avoid; }
+.muted { color: #6b7280; } .cards { display: flex; flex-wrap: wrap; gap: 8px; margin: 10px 0; }
+.card { border: 1px solid #e5e7eb; border-radius: 6px; padding: 6px 10px; min-width: 120px;
+  flex: 1 1 120px; break-inside: avoid; }
+.card .k { font-size: 11px; text-transform: uppercase; color: #6b7280; letter-spacing: .03em; }
+.card .v { font-size: 18px; font-weight: 700; } .card .s { font-size: 11px; color: #6b7280; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0 8px; font-size: 12px;
+  break-inside: auto; }
+th, td { border-bottom: 1px solid #eef0f3; padding: 3px 6px; text-align: right; }
+th { background: #f9fafb; font-weight: 600; } td:first-child, th:first-child { text-align: left; }
+tr { break-inside: avoid; } .hot { color: {{ hot }}; font-weight: 700; }
+.fig { break-inside: avoid; margin: 4px 0 10px; }
+.kv td, .kv td:first-child { text-align: left; } .kv td:first-child { width: 30%;
+  color: #4b5563; }
+.note { background: #fffbeb; border: 1px solid #fde68a; border-radius: 6px; padding: 6px 10px; }
+code { font-size: 11px; word-break: break-all; }
+@page { size: A4; margin: 12mm; }
+</style>
+<script type="text/javascript">{{ plotlyjs }}</script>
+</head><body>
+<h1>tealeaves imbalance report</h1>
+<div class="muted">{{ d.range.start_utc }} – {{ d.range.end_utc }} UTC · {{ span }} ·
+{{ d.gpus|length }} GPU{{ '' if d.gpus|length == 1 else 's' }}{% if names %} ({{ names }}){% endif %}
+· made {{ d.generated_utc }}</div>
+
+<h2>Summary</h2>
+<div class="cards">
+{% for c in cards %}<div class="card"><div class="k">{{ c[0] }}</div><div class="v">{{ c[1] }}</div>
+<div class="s">{{ c[2] }}</div></div>{% endfor %}
+</div>
+<p>{{ verdict }}</p>
+
+<h2>Timeline</h2>
+<div class="muted">Phase of each {{ d.summary.window_s }}-s window (stacked shares where windows
+are grouped; red: imbalanced decode windows), then each GPU's load (SM active %) as a heatmap.</div>
+<div class="fig">{{ fig_timeline }}</div>
+
+<h2>Per GPU</h2>
+<table><thead><tr><th>GPU</th><th>name</th><th>busy</th><th>load</th><th>SM</th><th>tensor</th>
+<th>DRAM</th><th>PCIe tx / rx<br>MB/s</th><th>NVLink tx / rx<br>MB/s</th><th>power<br>W</th>
+<th>hot<br>s</th></tr></thead><tbody>
+{% for g in gpu_rows %}<tr{% if g.hot %} class="hot"{% endif %}><td>{{ g.gpu }}</td><td>{{ g.name }}</td>
+<td>{{ g.busy }}</td><td>{{ g.load }}</td><td>{{ g.sm }}</td><td>{{ g.tensor }}</td><td>{{ g.dram }}</td>
+<td>{{ g.pcie }}</td><td>{{ g.nvlink }}</td><td>{{ g.power }}</td><td>{{ g.hot_s }}</td></tr>
+{% endfor %}</tbody></table>
+<div class="fig">{{ fig_gpus }}</div>
+
+<h2>Most imbalanced decode windows</h2>
+{% if d.top_windows %}
+<table><thead><tr><th>#</th><th>start (UTC)</th><th>max/mean</th><th>straggler tax</th>
+<th>hot GPU</th><th>most loaded</th></tr></thead><tbody>
+{% for w in top_rows %}<tr><td>{{ w.rank }}</td><td>{{ w.start }}</td><td>{{ w.ratio }}</td>
+<td>{{ w.tax }}</td><td>{{ w.hot }}</td><td>{{ w.top }}</td></tr>{% endfor %}
+</tbody></table>
+{% else %}<p class="muted">No decode windows with a defined imbalance in this range.</p>{% endif %}
+
+{% if d.server %}
+<h2>Server</h2>
+<table class="kv"><tbody>{% for k, v in server_rows %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
+</tbody></table>
+{% endif %}
+
+{% if d.labels %}
+<h2>Against the ground-truth labels</h2>
+<table class="kv"><tbody>{% for k, v in label_rows %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
+</tbody></table>
+{% endif %}
+
+{% if d.experts %}
+<h2>Experts</h2>
+<div class="muted">{{ d.experts.file }}: {{ d.experts.passes }} passes × {{ d.experts.layers }}
+layers × {{ d.experts.experts }} experts, {{ tokens }} routed tokens; layout {{ d.experts.n_gpus }}
+GPUs, EP {{ d.experts.ep_size }}{{ ' (pure TP)' if d.experts.pure_tp else '' }}.</div>
+<div class="cards">
+{% for c in expert_cards %}<div class="card"><div class="k">{{ c[0] }}</div><div class="v">{{ c[1] }}</div>
+<div class="s">{{ c[2] }}</div></div>{% endfor %}
+</div>
+<table><thead><tr><th>GPU</th><th>experts held</th><th>share of expert work now</th>
+</tr></thead><tbody>{% for r in expert_map %}<tr{% if r.hot %} class="hot"{% endif %}>
+<td>{{ r.gpu }}</td><td>{{ r.held }}</td><td>{{ r.share }}</td></tr>{% endfor %}</tbody></table>
+<div class="fig">{{ fig_experts }}</div>
+<div class="fig">{{ fig_expert_layers }}</div>
+<p class="note">{{ d.experts.estimate_note }}</p>
+{% endif %}
+
+<h2>Provenance</h2>
+<table class="kv"><tbody>{% for k, v in prov_rows %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
+</tbody></table>
+<div class="muted">Definitions: balancedness = mean/max of the GPUs' load, imbalance ratio =
+max/mean, straggler tax = 1 − mean/max of the GPUs' busy time (the share of GPU-time spent
+waiting for the slowest rank); means over the decode windows. Schema version
+{{ d.schema_version }} (docs/report-schema.md).</div>
+</body></html>
+"""
+
+
+def _f(v, spec: str = ".2f", unit: str = "") -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{format(v, spec)}{unit}"
+
+
+def _span(s: float) -> str:
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.2f} h"
+
+
+def _figure_html(fig: go.Figure, print_layout: bool) -> Markup:
+    if print_layout:
+        fig.update_layout(width=PRINT_WIDTH)
+    html = pio.to_html(fig, include_plotlyjs=False, full_html=False,
+                       config={"displaylogo": False, "responsive": not print_layout},
+                       default_width=f"{PRINT_WIDTH}px" if print_layout else "100%")
+    return Markup(html)
+
+
+def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> go.Figure:
+    """Phase ribbon (stacked phase shares per column; red where a column holds an imbalanced
+    window) over a GPUs x time heatmap of load (%), at most ``TIMELINE_COLUMNS`` columns; x is
+    UTC text (a static report is not shifted into the viewer's zone)."""
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.22, 0.78],
+                        vertical_spacing=0.04)
+    if len(windows):
+        t0 = float(windows["start"].min())
+        n = max(1, math.ceil((float(windows["end"].max()) - t0) / window_s))
+        per = max(1, math.ceil(n / TIMELINE_COLUMNS))
+        col = ((windows["start"].to_numpy(dtype=float) - t0) / (window_s * per)).astype(int)
+        g = windows.assign(_c=col).groupby("_c")
+        centres = t0 + (np.asarray(list(g.groups)) + 0.5) * window_s * per
+        x = [pd.Timestamp(c, unit="s").strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for c in centres]
+        size = g.size().to_numpy(dtype=float)
+        base = np.zeros(len(size))
+        for p in ("idle", "prefill", "decode", "mixed"):
+            share = g["phase"].apply(lambda s, p=p: float((s == p).sum())).to_numpy() / size
+            if not share.any():
+                continue
+            fig.add_trace(go.Bar(x=x, y=share, base=base, name=p, width=window_s * per * 1000,
+                                 marker={"color": PHASE_COLORS.get(p, "#999"),
+                                         "line": {"width": 0}},
+                                 hovertemplate=f"{p} %{{y:.0%}}<extra></extra>"), row=1, col=1)
+            base = base + share
+        flagged = g["imbalanced"].any().to_numpy()
+        fig.add_trace(go.Bar(x=x, y=np.where(flagged, 0.25, 0.0), base=1.05, name="imbalanced",
+                             width=window_s * per * 1000, marker={"color": HOT_COLOR},
+                             hoverinfo="skip"), row=1, col=1)
+        z = [g[f"load_g{gpu}"].mean().to_numpy(dtype=float) if f"load_g{gpu}" in windows
+             else np.full(len(size), np.nan) for gpu in gpus]
+        fig.add_trace(go.Heatmap(x=x, y=[f"GPU {gpu}" for gpu in gpus], z=z, zmin=0, zmax=100,
+                                 colorscale="YlOrRd", colorbar={"title": {"text": "load %"},
+                                                                 "len": 0.75, "y": 0.38},
+                                 hovertemplate="%{y} %{x}<br>load %{z:.0f} %<extra></extra>"),
+                      row=2, col=1)
+    fig.update_layout(barmode="overlay", bargap=0, showlegend=True, template="plotly_white",
+                      height=170 + 26 * max(1, len(gpus)),
+                      margin={"l": 60, "r": 10, "t": 10, "b": 30},
+                      legend={"orientation": "h", "y": 1.12, "x": 0},
+                      font={"size": 11})
+    fig.update_yaxes(range=[0, 1.35], showticklabels=False, row=1, col=1)
+    fig.update_yaxes(autorange="reversed", row=2, col=1)
+    fig.update_xaxes(type="date", row=2, col=1, title={"text": "time (UTC)"})
+    return fig
+
+
+def gpu_figure(d: dict) -> go.Figure:
+    """Mean load (%) and busy share per GPU; the hot GPU in red."""
+    gpus = [g["gpu"] for g in d["gpus"]]
+    hot = d["summary"]["hot_gpu"]
+    colors = [HOT_COLOR if g == hot else gpu_color(g) for g in gpus]
+    fig = go.Figure(go.Bar(x=[f"GPU {g}" for g in gpus],
+                           y=[g["load_mean"] for g in d["gpus"]], marker={"color": colors},
+                           name="mean load %", hovertemplate="%{x}: %{y:.1f} %<extra></extra>"))
+    fig.update_layout(height=170, template="plotly_white", margin={"l": 50, "r": 10, "t": 24,
+                                                                    "b": 30},
+                      title={"text": "mean load per GPU (SM active %); red: hot GPU",
+                             "font": {"size": 12}}, yaxis={"range": [0, 100]},
+                      font={"size": 11})
+    return fig
+
+
+def expert_figures(report: Report) -> tuple[go.Figure, go.Figure]:
+    """Per-layer expert load heatmap (share of each layer's routed tokens, %) with max/mean
+    per layer, and each layer's GPU balancedness now and under the greedy placement."""
+    ex = report.data["experts"]
+    load = np.asarray(report.experts["layer_load"], dtype=float)
+    tot = load.sum(axis=1, keepdims=True)
+    share = np.where(tot > 0, 100.0 * load / np.where(tot > 0, tot, 1.0), np.nan)
+    layers = list(range(load.shape[0]))
+    heat = make_subplots(rows=1, cols=2, column_widths=[0.78, 0.22], shared_yaxes=True,
+                         horizontal_spacing=0.03)
+    heat.add_trace(go.Heatmap(z=share, x=list(range(load.shape[1])), y=layers,
+                              colorscale="Viridis",
+                              colorbar={"title": {"text": "% of the layer's tokens",
+                                                  "side": "top"}, "orientation": "h",
+                                        "y": -0.24, "len": 0.6, "x": 0.0, "xanchor": "left",
+                                        "thickness": 10},
+                              hovertemplate="layer %{y} expert %{x}: %{z:.2f} %<extra></extra>"),
+                   row=1, col=1)
+    heat.add_trace(go.Scatter(x=ex["layer_expert_max_over_mean"], y=layers, mode="lines+markers",
+                              name="max/mean", marker={"size": 3}, line={"color": HOT_COLOR}),
+                   row=1, col=2)
+    heat.update_layout(height=max(320, 8 * len(layers) + 160), template="plotly_white",
+                       margin={"l": 50, "r": 10, "t": 28, "b": 110}, showlegend=False,
+                       title={"text": "expert load per layer (left) · max/mean over experts "
+                                      "(right)", "font": {"size": 12}}, font={"size": 11})
+    heat.update_yaxes(title={"text": "layer"}, autorange="reversed", row=1, col=1)
+    heat.update_xaxes(title={"text": "expert"}, row=1, col=1)
+    heat.update_xaxes(title={"text": "max/mean"}, row=1, col=2)
+    bal = go.Figure()
+    bal.add_trace(go.Scatter(x=layers, y=ex["layer_balancedness"], name="now", mode="lines",
+                             line={"color": "#1f77b4"}))
+    bal.add_trace(go.Scatter(x=layers, y=ex["layer_balancedness_greedy"],
+                             name="greedy placement (estimate)", mode="lines",
+                             line={"color": "#2ca02c", "dash": "dash"}))
+    bal.update_layout(height=230, template="plotly_white", yaxis={"range": [0, 1.05],
+                                                                   "title": "balancedness"},
+                      xaxis={"title": "layer"}, margin={"l": 50, "r": 10, "t": 28, "b": 36},
+                      title={"text": "GPU balancedness per layer (mean/max of GPU expert work)",
+                             "font": {"size": 12}}, legend={"orientation": "h", "y": -0.3},
+                      font={"size": 11})
+    return heat, bal
+
+
+def render_html(report: Report, print_layout: bool = False) -> str:
+    """The report as one HTML document (plotly.js embedded; works offline)."""
+    from jinja2 import Environment
+    from plotly.offline import get_plotlyjs
+
+    d = report.data
+    s = d["summary"]
+    gpus = [g["gpu"] for g in d["gpus"]]
+    hot = s["hot_gpu"]
+    pt, share = s["phase_time_s"], s["phase_share"]
+    cards = [
+        ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
+                                                ("idle", "prefill", "decode")),
+         " / ".join(_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
+        ("decode balancedness", _f(s["decode_balancedness"]), "mean/max GPU load, 1 = even"),
+        ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU load"),
+        ("straggler tax", _f(s["straggler_tax"], ".1%"), "decode GPU-time lost waiting"),
+        ("hot GPU", "none" if hot is None else ", ".join(f"GPU {g}" for g in s["hot_gpus"])
+         if s["hot_pattern"] == "rotates" else f"GPU {hot}",
+         {"stays": "stays", "rotates": f"rotates ({s['hot_changes']} changes)",
+          "none": "no imbalanced window"}[s["hot_pattern"]]
+         + f" · {s['imbalanced_windows']} imbalanced windows"),
+    ]
+    srv = d["server"]
+    if srv:
+        cards.append(("server", _f(srv["gen_throughput_tok_s"], ",.0f", " tok/s"),
+                      f"accept length {_f(srv['accept_len'])}"))
+    if hot is None:
+        verdict = (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
+                   f"windows.")
+    else:
+        counts = ", ".join(f"GPU {g} in {n}" for g, n in s["hot_gpus"].items())
+        lost = (f"Decode GPU-time lost waiting for the slowest rank: "
+                f"{_f(s['straggler_tax'], '.1%')}.")
+        if s["hot_pattern"] == "stays":
+            verdict = (f"GPU {hot} is the hot GPU and stays hot: it holds the most load in "
+                       f"{s['hot_gpus'][str(hot)]} of {s['imbalanced_windows']} imbalanced "
+                       f"decode windows ({counts}). {lost}")
+        else:
+            verdict = (f"The hot GPU rotates ({s['hot_changes']} changes): {counts} of the "
+                       f"{s['imbalanced_windows']} imbalanced decode windows. {lost}")
+    gpu_rows = [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] == hot,
+                 "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
+                 "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
+                                                                      " %"),
+                 "dram": _f(g["dram_active"], ".0f", " %"),
+                 "pcie": (f"{_f(_mb(g['pcie_tx_bytes_per_s']), ',.0f')} / "
+                          f"{_f(_mb(g['pcie_rx_bytes_per_s']), ',.0f')}"),
+                 "nvlink": (f"{_f(_mb(g['nvlink_tx_bytes_per_s']), ',.0f')} / "
+                            f"{_f(_mb(g['nvlink_rx_bytes_per_s']), ',.0f')}"),
+                 "power": _f(g["power_w"], ".0f"), "hot_s": _f(g["hot_s"], ".1f")}
+                for g in d["gpus"]]
+    top_rows = [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
+                                                                         ".2f", "×"),
+                 "tax": _f(w["straggler_tax"], ".1%"),
+                 "hot": "–" if w["hot_gpu"] is None else f"GPU {w['hot_gpu']}",
+                 "top": "–" if w["top_gpu"] is None else f"GPU {w['top_gpu']}"}
+                for w in d["top_windows"]]
+    server_rows = [] if not srv else [
+        ("log/metrics events", f"{srv['events']:,}"),
+        ("prefill batches", f"{srv['prefill_batches']:,}"),
+        ("prefill tokens", _f(srv["prefill_tokens"], ",.0f")),
+        ("generation throughput (mean of decode lines)", _f(srv["gen_throughput_tok_s"],
+                                                            ",.1f", " token/s")),
+        ("accept length (mean)", _f(srv["accept_len"])),
+        ("running requests (mean)", _f(srv["running_req"], ".1f"))]
+    lab = d["labels"]
+    label_rows = [] if not lab else [
+        ("labels file", lab["file"]), ("labelled windows", str(lab["labelled_windows"])),
+        ("phase accuracy", _f(lab["accuracy"], ".1%")),
+        *[(f"  {p} recall", _f(v, ".1%")) for p, v in lab["per_phase_accuracy"].items()],
+        ("hot-GPU accuracy on skewed decode", _f(lab["hot_gpu_accuracy"], ".1%")),
+        ("balanced decode windows flagged", _f(lab["false_flag_rate"], ".1%"))]
+    ex = d["experts"]
+    expert_cards, fig_experts, fig_layers, tokens, expert_map = [], "", "", "", []
+    if ex:
+        expert_cards = [
+            ("GPU balancedness now", _f(ex["balancedness"]),
+             "pure TP: every GPU holds every expert" if ex["pure_tp"] else
+             f"EP {ex['ep_size']}, contiguous placement"),
+            ("greedy placement (estimate)", _f(ex["balancedness_greedy"]),
+             "what-if, no expert replication"),
+            ("worst layer max/mean", _f(max((v for v in ex["layer_expert_max_over_mean"]
+                                              if v is not None), default=None), ".2f", "×"),
+             "over experts"),
+            ("hottest GPU by expert work", "–" if ex["hot_gpu"] is None else
+             f"GPU {ex['hot_gpu']}", ", ".join(f"{_f(v, '.0%')}" for v in ex["gpu_share"])),
+        ]
+        f1, f2 = expert_figures(report)
+        fig_experts, fig_layers = _figure_html(f1, print_layout), _figure_html(f2, print_layout)
+        tokens = f"{ex['tokens']:,.0f}"
+        expert_map = [{"gpu": g, "held": held, "share": _f(sh, ".1%"),
+                       "hot": g == ex["hot_gpu"]}
+                      for g, (held, sh) in enumerate(zip(ex["gpu_experts"], ex["gpu_share"]))]
+    p = d["provenance"]
+    c = p["classifier"]
+    held = c["held_out"]
+    prov_rows = [("tealeaves", p["tealeaves_version"]), ("python", p["python"]),
+                 *[(f"{src['role']}", (f"{src['path']} ({_f(src['bytes'], ',.0f')} bytes, "
+                                      f"sha256 {src['sha256'] or 'not computed'})"))
+                   for src in p["sources"]],
+                 ("hosts", ", ".join(p["hosts"]) or "–"),
+                 ("GPUs", ", ".join(p["gpu_names"]) or "–"),
+                 ("driver", p["driver"] or "–"), ("collector", p["collector"] or "–"),
+                 ("classifier", (f"{c['labeller']} ({c['kind'] or '–'}; trained on "
+                                f"{c['training_traces'] or '–'} traces, "
+                                f"{c['training_windows'] or '–'} windows)")),
+                 ("held-out score", "–" if not held else
+                  f"macro-F1 {_f(held['macro_f1'], '.3f')}, accuracy "
+                  f"{_f(held['accuracy'], '.3f')} ({held['scheme']})")]
+    env = Environment(autoescape=True)
+    return env.from_string(_TEMPLATE).render(
+        d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
+        span=_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]), cards=cards,
+        verdict=verdict, gpu_rows=gpu_rows, top_rows=top_rows, server_rows=server_rows,
+        label_rows=label_rows, expert_cards=expert_cards, fig_experts=fig_experts,
+        fig_expert_layers=fig_layers, tokens=tokens, prov_rows=prov_rows, expert_map=expert_map,
+        fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),
+                                  print_layout),
+        fig_gpus=_figure_html(gpu_figure(d), print_layout))
+
+
+def _mb(v):
+    return None if v is None else v / 1e6
+
+
+__all__ = ["expert_figures", "gpu_figure", "render_html", "timeline_figure"]
