@@ -312,20 +312,26 @@ def test_dashboard_export_button_downloads_the_shown_range(tmp_path):
             page.click(f"#{ids.PRESET_ALL}")
             page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}')"
                                    f".innerText.includes('lanes')", timeout=20_000)
-            page.click(f"#{ids.REPORT_FORMAT}")
-            page.get_by_text("json", exact=True).click()
-            with page.expect_download(timeout=60_000) as dl:
-                page.click(f"#{ids.REPORT_GO}")
-            path = dl.value.path()
-            name = dl.value.suggested_filename
-            doc = json.loads(Path(path).read_text())
-            page.wait_for_function(f"() => document.querySelector('#{ids.REPORT_MSG}')"
-                                   f".innerText.includes('✓')", timeout=20_000)
+            got = {}
+            for fmt in ("json", "csv", "html", "pdf", "png"):
+                page.click(f"#{ids.REPORT_FORMAT}")
+                page.get_by_text(fmt, exact=True).click()
+                with page.expect_download(timeout=60_000) as dl:
+                    page.click(f"#{ids.REPORT_GO}")
+                got[fmt] = (dl.value.suggested_filename, Path(dl.value.path()).read_bytes())
+                page.wait_for_function(f"() => document.querySelector('#{ids.REPORT_MSG}')"
+                                       f".innerText.includes('.{fmt}')", timeout=20_000)
             b.close()
     finally:
         stop()
+    name, raw = got["json"]
     assert name.startswith("tealeaves-report-") and name.endswith(".json")
+    doc = json.loads(raw)
     _validator().validate(doc)
+    assert got["csv"][1].startswith(b"schema_version,section,item,metric,value,unit")
+    assert b"tealeaves imbalance report" in got["html"][1]
+    assert got["pdf"][1].startswith(b"%PDF") and got["png"][1].startswith(b"\x89PNG")
+    assert all(n.endswith(f".{f}") for f, (n, _) in got.items())
     want = build_report(from_store(db)).data["summary"]
     assert doc["summary"]["straggler_tax"] == pytest.approx(want["straggler_tax"], abs=0.01)
     assert doc["summary"]["hot_gpus"] == want["hot_gpus"]
