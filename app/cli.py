@@ -218,6 +218,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # -- bench ---------------------------------------------------------------------------------
+def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
+    try:
+        from ..kernels_bench.verify_bench import main as verify_main
+    except ImportError as exc:
+        return _fail(f"bench verify-attention needs torch and Triton ({exc}): "
+                     f"pip install -e '.[bench]' on a machine with a CUDA GPU", EXIT_NO_GPU)
+    argv = ["--out", str(args.out)] + (["--quick"] if args.quick else []) + (
+        ["--no-baseline"] if args.no_baseline else []) + (
+        ["--sustain", str(args.sustain)] if args.sustain else [])
+    return verify_main(argv)
+
+
 def cmd_bench_collector(args: argparse.Namespace) -> int:
     from ..collectors import bench
     from ..collectors.nvml_shim import Nvml, NvmlUnavailable
@@ -840,6 +852,22 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--out", type=Path, default=Path("bench-out"),
                     help="folder for collector_bench.csv/json (default bench-out)")
     bc.set_defaults(func=cmd_bench_collector)
+
+    bv = bsub.add_parser("verify-attention",
+                         help="DDTree verify attention kernels: NSPLIT x page x context sweep",
+                         description="Check the unsplit and split-KV Triton kernels of MLA "
+                                     "verify attention against the reference and time them "
+                                     "over NSPLIT, page size, context, heads and tree size, "
+                                     "next to the copy bandwidth measured in the same run "
+                                     "(needs torch, Triton and a CUDA GPU; docs/verify-attention.md).")
+    bv.add_argument("--out", type=Path, default=Path("verify-attention"),
+                    help="folder for verify_attention.csv/png/json (default verify-attention)")
+    bv.add_argument("--quick", action="store_true", help="five points instead of the sweep")
+    bv.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
+    bv.add_argument("--sustain", type=_positive,
+                    help="instead run one decode-sized verify for this many seconds between "
+                         "idle stretches (a workload for `tealeaves collect`)")
+    bv.set_defaults(func=cmd_bench_verify_attention)
     return p
 
 

@@ -1,0 +1,364 @@
+"""``tealeaves bench verify-attention``: the verify-attention kernels swept on a GPU.
+
+For every point (batch, context, tree size, heads, page size) it builds fresh random inputs on
+the GPU, checks each kernel against the reference (``verify_ref.verify_reference`` in float32
+on the GPU from the same bf16 inputs), and times the unsplit baseline and the split-KV kernel
+at every NSPLIT: CUDA-graph replays of the launches (split + combine), the median of many,
+rotating among enough copies of the inputs that they do not fit in L2.  Achieved bandwidth is
+the cache bytes the problem must read (``verify_ref.kv_bytes``) over the time, next to the
+device-to-device copy bandwidth measured in the same run (bytes read + written) and the
+arithmetic floor (two matrix products per cache row and query row at the bf16 matrix rate,
+measured too).  Writes ``verify_attention.csv``, ``verify_attention.png`` and
+``verify_attention.json`` (machine, driver, date, ceilings) to ``--out``.
+
+``--sustain S`` instead runs one decode-sized verify (64k context, 8 heads, the chooser's
+split) back to back for S seconds between idle stretches: the workload ``tealeaves collect``
+records for the classifier.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import torch
+
+from .verify_ref import (
+    D_K,
+    D_V,
+    choose_nsplit,
+    kv_bytes,
+    make_inputs,
+    relative_error,
+    verify_reference,
+)
+
+#: NSPLIT values swept.
+NSPLITS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+#: Relative error a bf16 kernel must stay under against the float32 reference.
+BF16_TOL = 2e-2
+#: Inputs are copied until one timed pass reads at least this many bytes (several times L2).
+ROTATE_BYTES = 512 * 2**20
+#: Largest partial-output buffer (bytes) a split count may need; larger ones are skipped.
+MAX_PARTIAL_BYTES = 3 * 2**30
+
+
+@dataclass(frozen=True)
+class Point:
+    """One problem shape of the sweep."""
+
+    batch: int
+    context: int
+    tree: int
+    heads: int
+    page_size: int
+    scattered: bool = True
+
+
+def split_blocks(rows: int) -> dict:
+    """Tile settings of the split kernel for ``rows`` = tree nodes x heads: ``block_m``,
+    ``block_n``, ``num_warps``, ``num_stages`` (chosen on the H200 run, docs/verify-attention.md).
+    """
+    if rows <= 16:
+        return {"block_m": 16, "block_n": 64, "num_warps": 4, "num_stages": 3}
+    if rows <= 32:
+        return {"block_m": 32, "block_n": 64, "num_warps": 8, "num_stages": 3}
+    return {"block_m": 64, "block_n": 64, "num_warps": 8, "num_stages": 3}
+
+
+def copy_bandwidth(nbytes: int = 4 * 2**30, reps: int = 20) -> float:
+    """Device-to-device copy bandwidth, bytes/s, counting bytes read plus bytes written
+    (METHOD.md): the median of ``reps`` copies of ``nbytes``."""
+    a = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    b = torch.empty_like(a)
+    for _ in range(3):
+        b.copy_(a)
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        b.copy_(a)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    del a, b
+    torch.cuda.empty_cache()
+    return 2 * nbytes / statistics.median(times)
+
+
+def matmul_rate(n: int = 8192, reps: int = 10) -> float:
+    """bf16 matrix-product rate, FLOP/s, on random data (median of ``reps``)."""
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
+    for _ in range(3):
+        a @ b
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        a @ b
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return 2 * n**3 / statistics.median(times)
+
+
+def time_calls(fns: list, reps: int = 30) -> float:
+    """Seconds per call of the functions in ``fns`` (each one call), from CUDA-graph replays
+    of all of them in turn; the median over ``reps`` replays.  A call of over 20 ms is timed
+    plainly with events, three times."""
+    for f in fns:
+        f()
+    torch.cuda.synchronize()
+    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s.record()
+    fns[0]()
+    e.record()
+    e.synchronize()
+    one = s.elapsed_time(e) / 1e3
+    if one > 0.02:
+        times = []
+        for _ in range(3):
+            s.record()
+            fns[0]()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e) / 1e3)
+        return statistics.median(times)
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.stream(stream):
+        for f in fns:  # warm-up on the capture stream
+            f()
+        stream.synchronize()
+        with torch.cuda.graph(g, stream=stream):
+            for f in fns:
+                f()
+    torch.cuda.current_stream().wait_stream(stream)
+    for _ in range(3):
+        g.replay()
+    times = []
+    for _ in range(reps):
+        s.record()
+        g.replay()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(times) / len(fns)
+
+
+def _flops(inp) -> float:
+    """Matrix-product operations of one verify pass: per query row and cache row, 576 MACs
+    for q k and 512 for p v (the masked tree part counted whole)."""
+    _B, T, H = inp.shape
+    rows = (inp.ctx_lens.double() + T).sum().item()
+    return 2.0 * T * H * rows * (D_K + D_V)
+
+
+def run_point(pt: Point, bw: float, mm: float, sms: int, nsplits=NSPLITS,
+              baseline: bool = True, check=(1, "chosen", 256), seed: int = 0,
+              log=print) -> list[dict]:
+    """Check and time every kernel at one point; one row per (kernel, nsplit)."""
+    from .verify_triton import SplitPlan, verify_unsplit
+
+    first = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
+                        scattered=pt.scattered, device="cuda", seed=seed)
+    nbytes = kv_bytes(first)
+    copies = [first] + [make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
+                                    scattered=pt.scattered, device="cuda", seed=seed + 1 + i)
+                        for i in range(max(0, min(31, math.ceil(ROTATE_BYTES / nbytes) - 1)))]
+    ref = verify_reference(first, dtype=torch.float32)
+    floor_mem = nbytes / bw
+    floor_mm = _flops(first) / mm
+    rows_m = pt.tree * pt.heads
+    blocks = split_blocks(rows_m)
+    chosen = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, blocks["block_m"])
+    out = []
+    base = {**asdict(pt), "kv_bytes": nbytes, "floor_mem_us": floor_mem * 1e6,
+            "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9, "chosen_nsplit": chosen}
+
+    def row(kernel, nsplit, t, err, cfg):
+        return {**base, "kernel": kernel, "nsplit": nsplit, **cfg, "time_us": t * 1e6,
+                "gbps": nbytes / t / 1e9, "copy_share": nbytes / t / bw,
+                "roofline_share": max(floor_mem, floor_mm) / t, "rel_err": err}
+
+    if baseline and pt.page_size == 1:  # the case the baseline stands for
+        cfg = {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 2}
+        o = verify_unsplit(first, **cfg)
+        err = relative_error(o, ref)
+        t = time_calls([lambda i=i: verify_unsplit(i, **cfg) for i in copies])
+        out.append(row("unsplit", 1, t, err, cfg))
+        log(f"  unsplit            {t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s err {err:.1e}")
+    for ns in nsplits:
+        partial = pt.batch * ns * rows_m * D_V * 4
+        if partial > MAX_PARTIAL_BYTES or ns > max(1, (pt.context + pt.tree) // 64):
+            continue
+        plans = [SplitPlan(i, ns, **blocks) for i in copies]
+        err = float("nan")
+        if ns in check or (ns == chosen and "chosen" in check):
+            plans[0].out.fill_(float("nan"))  # every element must be written
+            err = relative_error(plans[0](), ref)
+        t = time_calls([p.__call__ for p in plans])
+        out.append(row("split", ns, t, err, blocks))
+        log(f"  split nsplit={ns:<4d}{'*' if ns == chosen else ' '} {t * 1e6:10.1f} us "
+            f"{nbytes / t / 1e9:8.1f} GB/s {nbytes / t / bw:6.1%} of copy"
+            + (f" err {err:.1e}" if not math.isnan(err) else ""))
+        del plans
+    del copies, first, ref
+    torch.cuda.empty_cache()
+    return out
+
+
+def sweep_points(quick: bool = False) -> list[Point]:
+    """The sweep: contexts 4k/64k/200k, heads 8/16, trees of 4/16/64 nodes, batch 1/8, pages
+    of 1/16/64 (scattered), plus contiguous pages at 64k; ``quick``: a handful."""
+    if quick:
+        return [Point(1, 65536, 4, 8, 1), Point(1, 65536, 16, 8, 1), Point(4, 65536, 4, 8, 64),
+                Point(1, 200000, 16, 16, 16), Point(8, 4096, 64, 8, 1)]
+    # the points the done-when reads first (a cut run keeps them)
+    pts = [Point(b, c, t, h, p) for c, h, t, b, p in itertools.product(
+        (65536, 200000, 4096), (8, 16), (4, 16, 64), (1, 8), (1, 64, 16))]
+    pts += [Point(1, 65536, t, 8, p, scattered=False) for t in (4, 16) for p in (1, 64)]
+    return pts
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    """Achieved share of copy bandwidth against NSPLIT at 64k+ context, 8 heads, batch 1
+    (one line per tree size and page size), the unsplit baseline as dots at NSPLIT 1."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    for ax, ctx in zip(axes, (65536, 200000)):
+        sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8 and r["batch"] == 1
+               and r["scattered"]]
+        for (tree, page), style in zip(itertools.product((4, 16, 64), (1, 64)),
+                                       itertools.cycle(["-", "--"])):
+            pts = sorted((r["nsplit"], r["copy_share"]) for r in sel
+                         if r["kernel"] == "split" and r["tree"] == tree
+                         and r["page_size"] == page)
+            if pts:
+                line, = ax.plot(*zip(*pts), style, marker="o", ms=3,
+                                label=f"split, T={tree}, page {page}")
+                base = [r for r in sel if r["kernel"] == "unsplit" and r["tree"] == tree
+                        and r["page_size"] == page]
+                if base:
+                    ax.plot([1], [base[0]["copy_share"]], "x", color=line.get_color(), ms=8)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"{ctx // 1024}k context, 8 heads, batch 1 (x: unsplit baseline)")
+        ax.set_xlabel("NSPLIT")
+        ax.axhline(0.7, color="#999", lw=0.8, ls=":")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("cache bytes / time, share of copy bandwidth")
+    axes[1].legend(fontsize=7, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def machine() -> dict:
+    """GPU name, SM count, driver, torch/triton/CUDA versions and the UTC date."""
+    import triton
+
+    p = torch.cuda.get_device_properties(0)
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        driver = driver.decode() if isinstance(driver, bytes) else driver
+    except Exception:  # noqa: BLE001 - NVML missing: the driver stays unknown
+        driver = None
+    return {"gpu": p.name, "sms": p.multi_processor_count, "l2_mb": p.L2_cache_size / 2**20,
+            "driver": driver, "torch": torch.__version__, "triton": triton.__version__,
+            "cuda": torch.version.cuda, "date_utc": datetime.now(UTC).isoformat(timespec="seconds")}
+
+
+def sustain(seconds: float, idle: float = 8.0, log=print) -> dict:
+    """Idle ``idle`` s, then one decode-shaped verify (batch 4, 64k context, 16-node tree,
+    8 heads, page 1, the chooser's split) back to back for ``seconds``, then idle again; the
+    times (epoch s) of each stretch."""
+    from .verify_triton import SplitPlan
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    inp = make_inputs(4, 65536, 16, 8, 1, device="cuda", seed=7)
+    blocks = split_blocks(16 * 8)
+    plan = SplitPlan(inp, choose_nsplit(4, 8, 16, 65536, sms, blocks["block_m"]), **blocks)
+    plan()
+    torch.cuda.synchronize()
+    marks = {"idle_start": time.time()}
+    time.sleep(idle)
+    marks["decode_start"] = time.time()
+    n = 0
+    while time.time() - marks["decode_start"] < seconds:
+        for _ in range(50):
+            plan()
+        torch.cuda.synchronize()
+        n += 50
+    marks["decode_end"] = time.time()
+    time.sleep(idle)
+    marks["idle_end"] = time.time()
+    marks["calls"] = n
+    log(f"sustained {n} verify calls in {seconds:.0f} s")
+    return marks
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``tealeaves bench verify-attention``."""
+    ap = argparse.ArgumentParser(prog="tealeaves bench verify-attention")
+    ap.add_argument("--out", type=Path, default=Path("verify-attention"))
+    ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--sustain", type=float, help="run one config for S seconds instead")
+    args = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
+        return 3
+    args.out.mkdir(parents=True, exist_ok=True)
+    if args.sustain:
+        marks = sustain(args.sustain)
+        (args.out / "sustain.json").write_text(json.dumps(marks, indent=1))
+        return 0
+    info = machine()
+    bw = copy_bandwidth()
+    mm = matmul_rate()
+    info.update(copy_gbps=bw / 1e9, matmul_tflops=mm / 1e12)
+    print(f"{info['gpu']} ({info['sms']} SMs), driver {info['driver']}: copy {bw / 1e9:.0f} GB/s"
+          f" (read + write), bf16 matmul {mm / 1e12:.0f} TFLOP/s", flush=True)
+    import csv
+
+    rows: list[dict] = []
+    t0 = time.time()
+    (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
+    with open(args.out / "verify_attention.csv", "w", newline="") as f:
+        w = None
+        for pt in sweep_points(args.quick):  # rows written as they come: a cut run keeps them
+            print(f"{pt}", flush=True)
+            new = run_point(pt, bw, mm, info["sms"], baseline=not args.no_baseline)
+            if w is None:
+                w = csv.DictWriter(f, fieldnames=list(new[0]))
+                w.writeheader()
+            w.writerows(new)
+            f.flush()
+            rows += new
+    info["sweep_s"] = time.time() - t0
+    (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
+    plot(rows, args.out / "verify_attention.png")
+    bad = [r for r in rows if not (r["rel_err"] != r["rel_err"] or r["rel_err"] < BF16_TOL)]
+    print(f"{len(rows)} rows, {sum(r['rel_err'] == r['rel_err'] for r in rows)} checked, "
+          f"{len(bad)} over {BF16_TOL:g}; sweep {info['sweep_s']:.0f} s")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

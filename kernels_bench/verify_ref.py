@@ -1,0 +1,229 @@
+"""DDTree verify attention over an MLA latent KV cache: shapes, inputs, the torch reference, and
+the NSPLIT chooser.  torch only (no Triton); runs on the CPU.
+
+The problem (DESIGN.md, "Shapes for kernels_bench"; Kimi K2.6 per TP8 rank):
+
+- A paged latent KV cache shared by every head: rows of ``D_K = 576`` (``kv_lora_rank`` 512 +
+  ``qk_rope_head_dim`` 64); V is the first ``D_V = 512`` of each row (MLA with the up-projections
+  absorbed into the queries, as DeepSeek-V2 §2.1 and FlashMLA do for decode).  Layout
+  ``kv_cache[num_pages, page_size, 576]`` and ``page_table[B, max_pages]`` (page ids, int32).
+- Each sequence ``b`` has ``ctx_lens[b]`` cached tokens, then its draft tree of ``T`` nodes,
+  written to the cache right after them (positions ``ctx_lens[b] + i``), as the verify pass of
+  speculative decoding does before attention.
+- Queries ``q[B, T, H, 576]``: one per tree node and head (8 or 16 heads per rank).
+- Node ``i`` attends to every cached token and to the tree nodes on its path from the root
+  (its ancestors and itself): the ancestor-only mask, from the parent array ``parents[B, T]``
+  (``-1`` for a root, else an earlier node).
+- ``out[B, T, H, 512] = softmax(q k^T * sm_scale + mask) v``, ``sm_scale = 1/sqrt(192)``
+  (``qk_nope_head_dim`` 128 + ``qk_rope_head_dim`` 64 of DeepSeek-V3 / Kimi K2: the scale of the
+  attention before absorption).
+
+Bytes that must move (``kv_bytes``): each sequence's ``(ctx_len + T)`` cache rows of 576 bf16
+once; queries and outputs are small next to it at long context.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+D_K = 576
+D_V = 512
+D_ROPE = D_K - D_V
+#: Softmax scale: 1 / sqrt(qk_nope_head_dim + qk_rope_head_dim) = 1 / sqrt(128 + 64).
+SM_SCALE = 1.0 / math.sqrt(192.0)
+
+
+class VerifyShapeError(ValueError):
+    """Inputs that do not fit the problem (the message names the argument)."""
+
+
+def tree_mask(parents: torch.Tensor) -> torch.Tensor:
+    """The ancestor-only mask of draft trees.
+
+    Args:
+        parents: int tensor ``[B, T]`` (or ``[T]``): ``parents[b, i]`` is ``-1`` for a root or
+            the index ``< i`` of node ``i``'s parent (nodes in topological order).
+
+    Returns:
+        bool ``[B, T, T]`` (``[T, T]`` for 1-D input): ``mask[b, i, j]`` is True when node ``j``
+        is node ``i`` or one of its ancestors.
+
+    Raises:
+        VerifyShapeError: a parent that is not ``-1`` or an earlier node.
+    """
+    one = parents.dim() == 1
+    p = parents.view(1, -1) if one else parents
+    if p.dim() != 2:
+        raise VerifyShapeError(f"parents: expected [B, T], got shape {tuple(parents.shape)}")
+    B, T = p.shape
+    idx = torch.arange(T, device=p.device)
+    bad = (p < -1) | (p >= idx)
+    if bool(bad.any()):
+        b, i = (int(x) for x in bad.nonzero()[0])
+        raise VerifyShapeError(f"parents[{b}, {i}] = {int(p[b, i])}: a parent must be -1 or an "
+                               f"earlier node (< {i})")
+    mask = torch.zeros(B, T, T, dtype=torch.bool, device=p.device)
+    mask[:, idx, idx] = True
+    for i in range(T):  # row i = row parent(i) + itself (parents come first)
+        par = p[:, i]
+        has = par >= 0
+        if bool(has.any()):
+            mask[has, i] |= mask[has, par[has]]
+    return mask[0] if one else mask
+
+
+def random_tree(T: int, generator: torch.Generator | None = None, width: int = 4) -> torch.Tensor:
+    """A random draft tree of ``T`` nodes in topological order (``parents`` ``[T]``): node 0 is
+    the root; each later node hangs under one of the last ``width * 2`` nodes (a bushy tree a
+    few levels deep, like a DDTree / EAGLE draft)."""
+    parents = torch.full((T,), -1, dtype=torch.int32)
+    for i in range(1, T):
+        lo = max(0, i - 2 * width)
+        parents[i] = int(torch.randint(lo, i, (1,), generator=generator))
+    return parents
+
+
+@dataclass
+class VerifyInputs:
+    """One verify problem (``make_inputs``); tensors on one device."""
+
+    q: torch.Tensor            # [B, T, H, 576]
+    kv_cache: torch.Tensor     # [num_pages, page_size, 576]
+    page_table: torch.Tensor   # [B, max_pages] int32
+    ctx_lens: torch.Tensor     # [B] int32 (cached tokens before the tree)
+    parents: torch.Tensor      # [B, T] int32
+    mask: torch.Tensor         # [B, T, T] bool (tree_mask(parents))
+    page_size: int
+    sm_scale: float = SM_SCALE
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """``(B, T, H)``."""
+        B, T, H, _ = self.q.shape
+        return B, T, H
+
+
+def make_inputs(batch: int, context: int, tree: int, heads: int, page_size: int,
+                scattered: bool = True, dtype=torch.bfloat16, device="cpu",
+                seed: int = 0, ragged: bool = False) -> VerifyInputs:
+    """Random inputs (normal values, never zeros): ``batch`` sequences of ``context`` cached
+    tokens (``ragged``: lengths drawn in [context/2, context]) plus a ``tree``-node draft tree,
+    ``heads`` query heads, pages of ``page_size`` tokens, the page table a random permutation of
+    the pages (``scattered``) or in order.
+
+    Raises:
+        VerifyShapeError: a size below 1, or a page size not a power of two up to 64.
+    """
+    for name, v in (("batch", batch), ("context", context), ("tree", tree), ("heads", heads)):
+        if v < 1:
+            raise VerifyShapeError(f"{name} must be at least 1, got {v}")
+    if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
+        raise VerifyShapeError(f"page_size must be a power of two from 1 to 64, got {page_size}")
+    g = torch.Generator().manual_seed(seed)
+    gd = torch.Generator(device=device).manual_seed(seed + 1)  # big tensors made in place
+    if ragged:
+        lens = torch.randint(max(1, context // 2), context + 1, (batch,), generator=g)
+    else:
+        lens = torch.full((batch,), context)
+    lens = lens.to(torch.int32)
+    pages_per = [math.ceil((int(n) + tree) / page_size) for n in lens]
+    max_pages = max(pages_per)
+    total = sum(pages_per)
+    order = torch.randperm(total, generator=g) if scattered else torch.arange(total)
+    table = torch.zeros(batch, max_pages, dtype=torch.int32)
+    at = 0
+    for b, n in enumerate(pages_per):
+        table[b, :n] = order[at:at + n].to(torch.int32)
+        at += n
+    kv = torch.empty(total, page_size, D_K, dtype=dtype, device=device)
+    for i in range(0, total, 4096):  # in pieces: no float32 copy of a 2-GB cache
+        kv[i:i + 4096] = torch.randn(kv[i:i + 4096].shape, generator=gd, device=device)
+    q = torch.randn(batch, tree, heads, D_K, generator=gd, device=device).to(dtype)
+    parents = torch.stack([random_tree(tree, g) for _ in range(batch)])
+    return VerifyInputs(q, kv, table.to(device), lens.to(device), parents.to(device),
+                        tree_mask(parents).to(device), page_size)
+
+
+def gather_kv(inp: VerifyInputs, b: int) -> torch.Tensor:
+    """Sequence ``b``'s cache rows in order, ``[ctx_len + T, 576]`` (through the page
+    table)."""
+    _, T, _ = inp.shape
+    n = int(inp.ctx_lens[b]) + T
+    pos = torch.arange(n, device=inp.kv_cache.device)
+    pages = inp.page_table[b, pos // inp.page_size].long()
+    return inp.kv_cache[pages, pos % inp.page_size]
+
+
+def verify_reference(inp: VerifyInputs, dtype=torch.float64) -> torch.Tensor:
+    """The verify attention computed plainly in ``dtype``: ``out[B, T, H, 512]``.
+
+    Each sequence's rows are gathered through the page table; scores over the cached tokens are
+    all kept, scores over the tree keep the ancestors (``inp.mask``).
+    """
+    B, T, H = inp.shape
+    out = torch.empty(B, T, H, D_V, dtype=dtype, device=inp.q.device)
+    for b in range(B):
+        k = gather_kv(inp, b).to(dtype)                       # [N, 576]
+        L = int(inp.ctx_lens[b])
+        s = torch.einsum("thd,nd->thn", inp.q[b].to(dtype), k) * inp.sm_scale
+        keep = torch.ones(T, k.shape[0], dtype=torch.bool, device=k.device)
+        keep[:, L:] = inp.mask[b]
+        s = s.masked_fill(~keep[:, None, :], float("-inf"))
+        out[b] = torch.einsum("thn,nd->thd", torch.softmax(s, dim=-1), k[:, :D_V])
+    return out
+
+
+def kv_bytes(inp: VerifyInputs) -> int:
+    """Bytes of cache rows the verify pass must read: every sequence's ``ctx_len + T`` rows of
+    576 elements, once."""
+    _, T, _ = inp.shape
+    rows = int(inp.ctx_lens.sum()) + T * inp.ctx_lens.numel()
+    return rows * D_K * inp.kv_cache.element_size()
+
+
+def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """``||out - ref|| / ||ref||`` in float64 (NaN anywhere gives NaN)."""
+    o, r = out.double(), ref.double()
+    if not bool(torch.isfinite(o).all()):
+        return math.nan
+    return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
+
+
+#: The chooser's rules, fitted to the sweep in docs/verify-attention.md: aim for this many
+#: programs per SM, ...
+WAVES = 2.0
+#: ... but give no split fewer than this many cache rows (a split's fixed cost: loading its
+#: queries, writing a partial output row block and its log-sum-exp).
+MIN_SPLIT_ROWS = 512
+#: Largest split count tried.
+MAX_NSPLIT = 256
+
+
+def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
+                  block_m: int = 64) -> int:
+    """The number of KV splits for the split-KV kernel.
+
+    The grid is ``batch x ceil(tree * heads / block_m) x NSPLIT`` programs; NSPLIT is raised
+    until that is about ``WAVES`` programs per SM, without splits shorter than
+    ``MIN_SPLIT_ROWS`` rows, rounded to a power of two, in ``[1, MAX_NSPLIT]``.
+
+    Raises:
+        VerifyShapeError: a size below 1.
+    """
+    for name, v in (("batch", batch), ("heads", heads), ("tree", tree), ("context", context),
+                    ("sms", sms), ("block_m", block_m)):
+        if v < 1:
+            raise VerifyShapeError(f"{name} must be at least 1, got {v}")
+    tiles = batch * math.ceil(tree * heads / block_m)
+    want = max(1.0, WAVES * sms / tiles)
+    most = max(1, (context + tree) // MIN_SPLIT_ROWS)
+    n = min(want, most, MAX_NSPLIT)
+    return 1 << max(0, round(math.log2(n)))
+
+
+__all__ = ["D_K", "D_ROPE", "D_V", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE", "WAVES",
+           "VerifyInputs", "VerifyShapeError", "choose_nsplit", "gather_kv", "kv_bytes",
+           "make_inputs", "random_tree", "relative_error", "tree_mask", "verify_reference"]

@@ -1,0 +1,240 @@
+"""Triton kernels for DDTree verify attention over the paged MLA latent cache (the problem and
+its reference: ``verify_ref``).
+
+- ``verify_unsplit``: the baseline the case started from, one program per (sequence, head),
+  each walking the whole cache (and so reading every cache row once per head): at batch 1 and
+  8 heads that is 8 programs for a 132-SM GPU.
+- ``verify_split``: split-KV (flash-decoding, Dao et al. 2023): every head and tree node of a
+  sequence are the rows of one matrix (MLA shares the cache across heads, so a cache tile is
+  read once for all of them), the cache range is cut into ``nsplit`` pieces, each program
+  attends its rows to one piece and writes a partial output and its log-sum-exp, and a second
+  kernel merges the pieces (out = sum_s exp(lse_s - lse) * o_s).  The same kernel takes any
+  page size from 1 (a gather per row) to 64 (``PAGE`` is a compile-time constant, so the
+  page arithmetic is shifts).
+
+Both keep the softmax online (Milakov & Gimelshein 2018; FlashAttention), in base 2 with the
+scale folded into log2(e).  Needs a CUDA GPU and Triton, imported lazily by the callers; runs
+under ``TRITON_INTERPRET=1`` on the CPU for small checks.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import triton
+import triton.language as tl
+
+from .verify_ref import D_K, D_ROPE, D_V, VerifyInputs
+
+_LOG2E = 1.4426950408889634
+
+
+@triton.jit
+def _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b, T, L, n_lo, n_hi,
+            pt_stride, qk_scale, PAGE: tl.constexpr, BLOCK_N: tl.constexpr,
+            D_V: tl.constexpr, D_R: tl.constexpr, D_K: tl.constexpr, MASKED: tl.constexpr):
+    """Attend rows (``q_nope``/``q_rope``, tree node ``node`` each) to cache positions
+    ``[n_lo, n_hi)`` of sequence ``b``.  ``MASKED``: the positions are tree nodes
+    (``>= L``), kept where ``MASK[b, node, pos - L]``; else cached tokens, all kept."""
+    dv = tl.arange(0, D_V)
+    dr = tl.arange(0, D_R)
+    for start in range(n_lo, n_hi, BLOCK_N):
+        pos = start + tl.arange(0, BLOCK_N)
+        ok = pos < n_hi
+        page = tl.load(PT + b * pt_stride + pos // PAGE, mask=ok, other=0)
+        base = KV + (page.to(tl.int64) * PAGE + pos % PAGE) * D_K
+        k_nope = tl.load(base[:, None] + dv[None, :], mask=ok[:, None], other=0.0)
+        k_rope = tl.load(base[:, None] + D_V + dr[None, :], mask=ok[:, None], other=0.0)
+        s = tl.dot(q_nope, tl.trans(k_nope))
+        s = tl.dot(q_rope, tl.trans(k_rope), s) * qk_scale
+        if MASKED:
+            j = pos - L
+            keep = tl.load(MASK + (b * T + node[:, None]) * T + j[None, :],
+                           mask=row_ok[:, None] & ok[None, :], other=0)
+            s = tl.where(ok[None, :] & (keep != 0), s, float("-inf"))
+        else:
+            s = tl.where(ok[None, :], s, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(s, 1))
+        alpha = tl.math.exp2(m_i - m_new)
+        p = tl.math.exp2(s - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, 1)
+        acc = acc * alpha[:, None]
+        # V is the same rows again, loaded on its own (an L2 hit): a tile that feeds one dot
+        # only can be pipelined straight into shared memory
+        v = tl.load(base[:, None] + dv[None, :], mask=ok[:, None], other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc)
+        m_i = m_new
+    return acc, m_i, l_i
+
+
+@triton.jit
+def _split_kernel(Q, KV, PT, LENS, MASK, O_PART, LSE_PART, qk_scale, T, M, nsplit, pt_stride,
+                  H: tl.constexpr, PAGE: tl.constexpr, BLOCK_M: tl.constexpr,
+                  BLOCK_N: tl.constexpr, D_V: tl.constexpr, D_R: tl.constexpr,
+                  D_K: tl.constexpr):
+    b = tl.program_id(0)
+    mt = tl.program_id(1)
+    sp = tl.program_id(2)
+    L = tl.load(LENS + b)
+    N = L + T
+    chunk = tl.cdiv(tl.cdiv(N, nsplit), BLOCK_N) * BLOCK_N
+    n_lo = sp * chunk
+    n_hi = tl.minimum(N, n_lo + chunk)
+    rows = mt * BLOCK_M + tl.arange(0, BLOCK_M)  # row = node * H + head
+    row_ok = rows < M
+    node = rows // H
+    dv = tl.arange(0, D_V)
+    dr = tl.arange(0, D_R)
+    qb = Q + (b * M + rows).to(tl.int64) * D_K
+    q_nope = tl.load(qb[:, None] + dv[None, :], mask=row_ok[:, None], other=0.0)
+    q_rope = tl.load(qb[:, None] + D_V + dr[None, :], mask=row_ok[:, None], other=0.0)
+    m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+    l_i = tl.zeros([BLOCK_M], tl.float32)
+    acc = tl.zeros([BLOCK_M, D_V], tl.float32)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b, T,
+                            L, n_lo, tl.minimum(n_hi, L), pt_stride, qk_scale, PAGE, BLOCK_N,
+                            D_V, D_R, D_K, False)
+    acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b, T,
+                            L, tl.maximum(n_lo, L), n_hi, pt_stride, qk_scale, PAGE, BLOCK_N,
+                            D_V, D_R, D_K, True)
+    has = l_i > 0
+    lse = tl.where(has, m_i + tl.math.log2(tl.where(has, l_i, 1.0)), float("-inf"))
+    o = acc / tl.where(has, l_i, 1.0)[:, None]
+    part = (b * nsplit + sp) * M + rows
+    tl.store(LSE_PART + part, lse, mask=row_ok)
+    tl.store(O_PART + part.to(tl.int64)[:, None] * D_V + dv[None, :],
+             o.to(O_PART.dtype.element_ty), mask=row_ok[:, None])
+
+
+@triton.jit
+def _combine_kernel(O_PART, LSE_PART, OUT, M, nsplit, D_V: tl.constexpr,
+                    BLOCK_S: tl.constexpr, BLOCK_D: tl.constexpr):
+    """out[b, r, d-block] = sum_s w_s o_s with w_s = exp2(lse_s - max) / sum: every split of
+    one row's ``BLOCK_D`` columns loaded at once (no serial walk over the splits)."""
+    pid = tl.program_id(0)
+    b = pid // M
+    r = pid % M
+    s = tl.arange(0, BLOCK_S)
+    ok = s < nsplit
+    lse = tl.load(LSE_PART + (b * nsplit + s) * M + r, mask=ok, other=float("-inf"))
+    w = tl.where(ok, tl.math.exp2(lse - tl.max(lse, 0)), 0.0)
+    w = w / tl.sum(w, 0)
+    d = tl.program_id(1) * BLOCK_D + tl.arange(0, BLOCK_D)
+    o = tl.load(O_PART + ((b * nsplit + s) * M + r).to(tl.int64)[:, None] * D_V + d[None, :],
+                mask=ok[:, None], other=0.0)
+    out = tl.sum(o.to(tl.float32) * w[:, None], 0)
+    tl.store(OUT + (b * M + r).to(tl.int64) * D_V + d, out.to(OUT.dtype.element_ty))
+
+
+@triton.jit
+def _unsplit_kernel(Q, KV, PT, LENS, MASK, OUT, qk_scale, T, pt_stride, H: tl.constexpr,
+                    PAGE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                    D_V: tl.constexpr, D_R: tl.constexpr, D_K: tl.constexpr):
+    b = tl.program_id(0)
+    h = tl.program_id(1)
+    L = tl.load(LENS + b)
+    N = L + T
+    dv = tl.arange(0, D_V)
+    dr = tl.arange(0, D_R)
+    for m0 in range(0, T, BLOCK_M):  # one head's tree nodes, a tile at a time
+        node = m0 + tl.arange(0, BLOCK_M)
+        row_ok = node < T
+        rows = node * H + h
+        qb = Q + (b * T * H + rows).to(tl.int64) * D_K
+        q_nope = tl.load(qb[:, None] + dv[None, :], mask=row_ok[:, None], other=0.0)
+        q_rope = tl.load(qb[:, None] + D_V + dr[None, :], mask=row_ok[:, None], other=0.0)
+        m_i = tl.full([BLOCK_M], -1.0e30, tl.float32)
+        l_i = tl.zeros([BLOCK_M], tl.float32)
+        acc = tl.zeros([BLOCK_M, D_V], tl.float32)
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b,
+                                T, L, 0, L, pt_stride, qk_scale, PAGE, BLOCK_N, D_V, D_R,
+                                D_K, False)
+        acc, m_i, l_i = _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b,
+                                T, L, L, N, pt_stride, qk_scale, PAGE, BLOCK_N, D_V, D_R,
+                                D_K, True)
+        o = acc / tl.where(l_i > 0, l_i, 1.0)[:, None]
+        tl.store(OUT + (b * T * H + rows).to(tl.int64)[:, None] * D_V + dv[None, :],
+                 o.to(OUT.dtype.element_ty), mask=row_ok[:, None])
+
+
+def _check(inp: VerifyInputs) -> None:
+    if inp.q.shape[-1] != D_K or inp.kv_cache.shape[-1] != D_K:
+        raise ValueError(f"q and kv_cache rows must be {D_K} wide")
+    if not inp.q.is_contiguous() or not inp.kv_cache.is_contiguous():
+        raise ValueError("q and kv_cache must be contiguous")
+
+
+def verify_unsplit(inp: VerifyInputs, block_m: int = 16, block_n: int = 32,
+                   num_warps: int = 4, num_stages: int = 2) -> torch.Tensor:
+    """The unsplit baseline: ``out[B, T, H, 512]``, one program per (sequence, head)."""
+    _check(inp)
+    B, T, H = inp.shape
+    out = torch.empty(B, T, H, D_V, dtype=inp.q.dtype, device=inp.q.device)
+    mask = inp.mask.to(torch.uint8) if inp.mask.dtype == torch.bool else inp.mask
+    _unsplit_kernel[(B, H)](
+        inp.q, inp.kv_cache, inp.page_table, inp.ctx_lens, mask, out,
+        inp.sm_scale * _LOG2E, T, inp.page_table.stride(0), H=H, PAGE=inp.page_size,
+        BLOCK_M=block_m, BLOCK_N=block_n, D_V=D_V, D_R=D_ROPE, D_K=D_K,
+        num_warps=num_warps, num_stages=num_stages)
+    return out
+
+
+class SplitPlan:
+    """Buffers and launch settings of ``verify_split`` for one input shape (reused across
+    timed launches and CUDA-graph replays): ``nsplit``, ``block_m``, ``block_n``, warps,
+    stages and the partial-output dtype."""
+
+    def __init__(self, inp: VerifyInputs, nsplit: int, block_m: int = 64, block_n: int = 64,
+                 num_warps: int = 8, num_stages: int = 2,
+                 partial_dtype: torch.dtype = torch.float32) -> None:
+        _check(inp)
+        B, T, H = inp.shape
+        self.inp, self.nsplit = inp, int(nsplit)
+        self.block_m, self.block_n = block_m, block_n
+        self.num_warps, self.num_stages = num_warps, num_stages
+        self.M = T * H
+        dev = inp.q.device
+        self.mask = inp.mask.to(torch.uint8) if inp.mask.dtype == torch.bool else inp.mask
+        self.o_part = torch.empty(B, self.nsplit, self.M, D_V, dtype=partial_dtype, device=dev)
+        self.lse_part = torch.empty(B, self.nsplit, self.M, dtype=torch.float32, device=dev)
+        self.out = torch.empty(B, T, H, D_V, dtype=inp.q.dtype, device=dev)
+
+    @property
+    def grid(self) -> tuple[int, int, int]:
+        """``(B, ceil(M / block_m), nsplit)``: programs of the split kernel."""
+        B = self.inp.q.shape[0]
+        return (B, math.ceil(self.M / self.block_m), self.nsplit)
+
+    def split_only(self) -> None:
+        """Launch the split kernel alone (timing its share)."""
+        self._split()
+
+    def __call__(self) -> torch.Tensor:
+        self._split()
+        inp = self.inp
+        B = inp.q.shape[0]
+        bs = triton.next_power_of_2(self.nsplit)
+        bd = max(16, min(D_V, 8192 // bs))
+        _combine_kernel[(B * self.M, D_V // bd)](
+            self.o_part, self.lse_part, self.out, self.M, self.nsplit, D_V=D_V,
+            BLOCK_S=bs, BLOCK_D=bd, num_warps=4)
+        return self.out
+
+    def _split(self) -> None:
+        inp = self.inp
+        _B, T, H = inp.shape
+        self.compiled = _split_kernel[self.grid](
+            inp.q, inp.kv_cache, inp.page_table, inp.ctx_lens, self.mask, self.o_part,
+            self.lse_part, inp.sm_scale * _LOG2E, T, self.M, self.nsplit,
+            inp.page_table.stride(0), H=H, PAGE=inp.page_size, BLOCK_M=self.block_m,
+            BLOCK_N=self.block_n, D_V=D_V, D_R=D_ROPE, D_K=D_K, num_warps=self.num_warps,
+            num_stages=self.num_stages)
+
+
+def verify_split(inp: VerifyInputs, nsplit: int, **kw) -> torch.Tensor:
+    """Split-KV verify attention: ``out[B, T, H, 512]`` (``SplitPlan`` settings in ``kw``)."""
+    return SplitPlan(inp, nsplit, **kw)()
+
+
+__all__ = ["SplitPlan", "verify_split", "verify_unsplit"]

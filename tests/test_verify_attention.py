@@ -1,0 +1,165 @@
+"""DDTree verify attention (kernels_bench.verify_*): the torch reference against a dense float64
+attention written out plainly, the tree-mask builder, the NSPLIT chooser's rules, and the
+Triton kernels against the reference (on a CUDA GPU; under Triton's CPU interpreter where
+Triton is installed without a GPU; skipped otherwise, saying why)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from tealeaves.kernels_bench.verify_ref import (
+    D_V,
+    SM_SCALE,
+    VerifyShapeError,
+    choose_nsplit,
+    kv_bytes,
+    make_inputs,
+    random_tree,
+    relative_error,
+    tree_mask,
+    verify_reference,
+)
+
+
+def test_tree_mask_of_a_chain_a_star_and_a_bushy_tree():
+    chain = tree_mask(torch.tensor([-1, 0, 1, 2]))
+    assert torch.equal(chain, torch.tril(torch.ones(4, 4, dtype=torch.bool)))
+    star = tree_mask(torch.tensor([-1, 0, 0, 0]))
+    assert star.sum().item() == 4 + 3 and star[:, 0].all() and not star[1, 2]
+    #        0
+    #      1   2
+    #     3     4
+    #           5
+    m = tree_mask(torch.tensor([[-1, 0, 0, 1, 2, 4]]))[0]
+    assert m[5].nonzero().flatten().tolist() == [0, 2, 4, 5]
+    assert m[3].nonzero().flatten().tolist() == [0, 1, 3]
+    assert not m[3, 2] and not m[4, 1]
+    for bad in ([-1, 1], [-1, 0, 5], [0, -1], [-1, -2]):
+        with pytest.raises(VerifyShapeError, match="parent"):
+            tree_mask(torch.tensor(bad))
+
+
+def test_random_trees_are_topological_and_rooted():
+    g = torch.Generator().manual_seed(1)
+    for T in (1, 2, 16, 200):
+        p = random_tree(T, g)
+        assert p[0] == -1 and all(-1 <= int(p[i]) < i for i in range(T))
+        assert tree_mask(p).diagonal().all()
+
+
+def _dense(inp) -> torch.Tensor:
+    """Attention written out element by element from the definition: the cache rows looked up
+    one position at a time, the mask as a full [T, N] matrix, softmax by exp and sum."""
+    B, T, H = inp.shape
+    out = torch.zeros(B, T, H, D_V, dtype=torch.float64)
+    for b in range(B):
+        L = int(inp.ctx_lens[b])
+        rows = []
+        for pos in range(L + T):
+            page = int(inp.page_table[b, pos // inp.page_size])
+            rows.append(inp.kv_cache[page, pos % inp.page_size].double())
+        k = torch.stack(rows)
+        allowed = torch.zeros(T, L + T, dtype=torch.bool)
+        for i in range(T):
+            allowed[i, :L] = True
+            j = i
+            while j >= 0:  # walk up the tree: itself, parent, grandparent, ...
+                allowed[i, L + j] = True
+                j = int(inp.parents[b, j])
+        for i in range(T):
+            for h in range(H):
+                s = (k @ inp.q[b, i, h].double()) * SM_SCALE
+                s[~allowed[i]] = -math.inf
+                w = torch.exp(s - s.max())
+                out[b, i, h] = (w / w.sum()) @ k[:, :D_V]
+    return out
+
+
+@pytest.mark.parametrize("batch,context,tree,heads,page,scattered,ragged", [
+    (1, 37, 16, 8, 1, True, False),
+    (2, 50, 5, 16, 4, True, True),
+    (3, 9, 20, 2, 64, False, True),
+    (1, 1, 1, 1, 1, True, False),
+])
+def test_reference_matches_dense_float64_attention(batch, context, tree, heads, page, scattered,
+                                                   ragged):
+    inp = make_inputs(batch, context, tree, heads, page, scattered=scattered, ragged=ragged,
+                      dtype=torch.float64, seed=batch * 100 + context)
+    assert relative_error(verify_reference(inp), _dense(inp)) < 1e-12
+
+
+def test_reference_does_not_depend_on_where_pages_sit():
+    inp = make_inputs(2, 70, 9, 4, 8, scattered=False, dtype=torch.float64, seed=3)
+    perm = torch.randperm(inp.kv_cache.shape[0], generator=torch.Generator().manual_seed(5))
+    moved = make_inputs(2, 70, 9, 4, 8, scattered=False, dtype=torch.float64, seed=3)
+    moved.kv_cache = torch.empty_like(inp.kv_cache)
+    moved.kv_cache[perm] = inp.kv_cache
+    moved.page_table = perm[inp.page_table.long()].to(torch.int32)
+    assert relative_error(verify_reference(moved), verify_reference(inp)) < 1e-14
+    assert kv_bytes(inp) == (2 * 70 + 2 * 9) * 576 * 8
+
+
+def test_bad_shapes_are_refused_by_name():
+    with pytest.raises(VerifyShapeError, match="page_size"):
+        make_inputs(1, 10, 4, 8, 3)
+    with pytest.raises(VerifyShapeError, match="heads"):
+        make_inputs(1, 10, 4, 0, 1)
+    with pytest.raises(VerifyShapeError, match="context"):
+        choose_nsplit(1, 8, 16, 0, 132)
+
+
+def test_chooser_fills_the_gpu_without_tiny_splits():
+    sms = 132
+    n = choose_nsplit(1, 8, 4, 65536, sms, block_m=32)   # one row tile: split wide
+    assert n == 128  # 264 programs wanted, but no split under 512 rows
+    assert choose_nsplit(1, 8, 4, 4096, sms, block_m=32) == 8   # 4k rows: >= 512 per split
+    assert choose_nsplit(8, 16, 64, 65536, sms, block_m=64) == 2  # 128 row tiles already
+    assert choose_nsplit(64, 16, 64, 65536, sms, block_m=64) == 1
+    for ctx in (1, 1000, 4096, 65536, 200000):
+        for b in (1, 2, 8):
+            v = choose_nsplit(b, 8, 16, ctx, sms)
+            assert v & (v - 1) == 0 and 1 <= v <= 256
+    assert [choose_nsplit(1, 8, 16, c, sms) for c in (4096, 16384, 65536)] == sorted(
+        choose_nsplit(1, 8, 16, c, sms) for c in (4096, 16384, 65536))
+
+
+_KERNEL_CHECK = r"""
+import torch, sys
+from tealeaves.kernels_bench.verify_ref import make_inputs, verify_reference, relative_error
+from tealeaves.kernels_bench.verify_triton import verify_split, verify_unsplit
+dev = sys.argv[1]
+dt = torch.bfloat16 if dev == "cuda" else torch.float32
+cases = [(1, 300, 16, 8, 1, 4), (2, 500, 7, 16, 16, 8), (3, 130, 33, 8, 64, 3)]
+if dev == "cuda":
+    cases += [(1, 65536, 16, 8, 1, 128), (4, 20000, 64, 16, 1, 16), (2, 4096, 4, 8, 64, 32)]
+for seed, (B, L, T, H, ps, ns) in enumerate(cases):
+    inp = make_inputs(B, L, T, H, ps, dtype=dt, device=dev, seed=seed, ragged=True)
+    ref = verify_reference(inp, dtype=torch.float32 if dev == "cuda" else torch.float64)
+    kw = {} if dev == "cuda" else {"block_m": 16, "block_n": 16}
+    for name, out in (("split", verify_split(inp, ns, **kw)),
+                      ("unsplit", verify_unsplit(inp, **kw))):
+        err = relative_error(out, ref)
+        print(name, B, L, T, H, ps, ns, f"{err:.2e}")
+        assert err < (2e-2 if dev == "cuda" else 1e-5), (name, err)
+print("ok")
+"""
+
+
+def test_triton_kernels_agree_with_the_reference():
+    if importlib.util.find_spec("triton") is None:
+        pytest.skip("Triton is not installed (the kernels run on the GPU machine: "
+                    "pip install triton, or run there)")
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    env = dict(os.environ)
+    if dev == "cpu":
+        env["TRITON_INTERPRET"] = "1"  # Triton's interpreter, on the CPU, small shapes
+    r = subprocess.run([sys.executable, "-c", _KERNEL_CHECK, dev], capture_output=True,
+                       text=True, env=env, timeout=1200, check=False)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), r.stdout + r.stderr
