@@ -225,6 +225,7 @@ def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
         return _fail(f"bench verify-attention needs torch and Triton ({exc}): "
                      f"pip install -e '.[bench]' on a machine with a CUDA GPU", EXIT_NO_GPU)
     argv = ["--out", str(args.out)] + (["--quick"] if args.quick else []) + (
+        ["--validate"] if args.validate else []) + (
         ["--no-baseline"] if args.no_baseline else []) + (
         ["--sustain", str(args.sustain)] if args.sustain else [])
     return verify_main(argv)
@@ -863,6 +864,8 @@ def build_parser() -> argparse.ArgumentParser:
     bv.add_argument("--out", type=Path, default=Path("verify-attention"),
                     help="folder for verify_attention.csv/png/json (default verify-attention)")
     bv.add_argument("--quick", action="store_true", help="five points instead of the sweep")
+    bv.add_argument("--validate", action="store_true",
+                    help="shapes outside the sweep, to check the NSPLIT chooser")
     bv.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
     bv.add_argument("--sustain", type=_positive,
                     help="instead run one decode-sized verify for this many seconds between "

@@ -34,6 +34,7 @@ import torch
 from .verify_ref import (
     D_K,
     D_V,
+    block_rows,
     choose_nsplit,
     kv_bytes,
     make_inputs,
@@ -67,11 +68,8 @@ def split_blocks(rows: int) -> dict:
     """Tile settings of the split kernel for ``rows`` = tree nodes x heads: ``block_m``,
     ``block_n``, ``num_warps``, ``num_stages`` (chosen on the H200 run, docs/verify-attention.md).
     """
-    if rows <= 16:
-        return {"block_m": 16, "block_n": 64, "num_warps": 4, "num_stages": 3}
-    if rows <= 32:
-        return {"block_m": 32, "block_n": 64, "num_warps": 8, "num_stages": 3}
-    return {"block_m": 64, "block_n": 64, "num_warps": 8, "num_stages": 3}
+    bm = block_rows(rows)
+    return {"block_m": bm, "block_n": 64, "num_warps": 4 if bm == 16 else 8, "num_stages": 3}
 
 
 def copy_bandwidth(nbytes: int = 4 * 2**30, reps: int = 20) -> float:
@@ -218,9 +216,19 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, nsplits=NSPLITS,
     return out
 
 
-def sweep_points(quick: bool = False) -> list[Point]:
+#: Shapes the sweep did not hold, for checking the chooser fitted to it (``--validate``).
+VALIDATION_POINTS = (Point(2, 32768, 8, 8, 1), Point(4, 131072, 32, 8, 1),
+                     Point(2, 100000, 4, 16, 16), Point(1, 131072, 8, 8, 64),
+                     Point(3, 65536, 16, 8, 1), Point(1, 262144, 2, 8, 1),
+                     Point(6, 81920, 4, 8, 32), Point(1, 16384, 128, 8, 1))
+
+
+def sweep_points(quick: bool = False, validate: bool = False) -> list[Point]:
     """The sweep: contexts 4k/64k/200k, heads 8/16, trees of 4/16/64 nodes, batch 1/8, pages
-    of 1/16/64 (scattered), plus contiguous pages at 64k; ``quick``: a handful."""
+    of 1/16/64 (scattered), plus contiguous pages at 64k; ``quick``: a handful;
+    ``validate``: ``VALIDATION_POINTS``."""
+    if validate:
+        return list(VALIDATION_POINTS)
     if quick:
         return [Point(1, 65536, 4, 8, 1), Point(1, 65536, 16, 8, 1), Point(4, 65536, 4, 8, 64),
                 Point(1, 200000, 16, 16, 16), Point(8, 4096, 64, 8, 1)]
@@ -256,7 +264,8 @@ def plot(rows: list[dict], path: Path) -> None:
                 if base:
                     ax.plot([1], [base[0]["copy_share"]], "x", color=line.get_color(), ms=8)
         ax.set_xscale("log", base=2)
-        ax.set_title(f"{ctx // 1024}k context, 8 heads, batch 1 (x: unsplit baseline)")
+        label = f"{ctx // 1024}k" if ctx % 1024 == 0 else f"{ctx / 1000:.0f}k"
+        ax.set_title(f"{label} context, 8 heads, batch 1 (x: unsplit baseline)")
         ax.set_xlabel("NSPLIT")
         ax.axhline(0.7, color="#999", lw=0.8, ls=":")
         ax.grid(alpha=0.3)
@@ -318,6 +327,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="tealeaves bench verify-attention")
     ap.add_argument("--out", type=Path, default=Path("verify-attention"))
     ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
+    ap.add_argument("--validate", action="store_true",
+                    help="shapes outside the sweep, to check the NSPLIT chooser")
     ap.add_argument("--no-baseline", action="store_true")
     ap.add_argument("--sustain", type=float, help="run one config for S seconds instead")
     args = ap.parse_args(argv)
@@ -342,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
     with open(args.out / "verify_attention.csv", "w", newline="") as f:
         w = None
-        for pt in sweep_points(args.quick):  # rows written as they come: a cut run keeps them
+        for pt in sweep_points(args.quick, args.validate):  # a cut run keeps its rows
             print(f"{pt}", flush=True)
             new = run_point(pt, bw, mm, info["sms"], baseline=not args.no_baseline)
             if w is None:

@@ -192,38 +192,49 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
 
 
-#: The chooser's rules, fitted to the sweep in docs/verify-attention.md: aim for this many
-#: programs per SM, ...
-WAVES = 2.0
+#: The chooser's rules, fitted to the H200 sweep in docs/verify-attention.md (within 4 % of the
+#: best NSPLIT at all 112 points there; 7 of 8 shapes outside it within 10 %): aim for this
+#: many waves of programs (one program per SM at a time, two for 16-row tiles, whose smaller
+#: registers and shared memory let two share an SM), ...
+WAVES = 1.0
 #: ... but give no split fewer than this many cache rows (a split's fixed cost: loading its
 #: queries, writing a partial output row block and its log-sum-exp).
-MIN_SPLIT_ROWS = 512
+MIN_SPLIT_ROWS = 64
 #: Largest split count tried.
 MAX_NSPLIT = 256
 
 
+def block_rows(rows: int) -> int:
+    """Row tile of the split kernel for ``rows`` = tree nodes x heads: 16, 32 or 64 (the
+    settings that ran fastest on the H200, docs/verify-attention.md)."""
+    return 16 if rows <= 16 else 32 if rows <= 32 else 64
+
+
 def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
-                  block_m: int = 64) -> int:
+                  block_m: int | None = None) -> int:
     """The number of KV splits for the split-KV kernel.
 
-    The grid is ``batch x ceil(tree * heads / block_m) x NSPLIT`` programs; NSPLIT is raised
-    until that is about ``WAVES`` programs per SM, without splits shorter than
+    The grid is ``batch x ceil(tree * heads / block_m) x NSPLIT`` programs (``block_m``: the
+    row tile, by default ``block_rows(tree * heads)``); NSPLIT is raised until that is about
+    ``WAVES`` waves of programs (one per SM, two for 16-row tiles), without splits shorter than
     ``MIN_SPLIT_ROWS`` rows, rounded to a power of two, in ``[1, MAX_NSPLIT]``.
 
     Raises:
         VerifyShapeError: a size below 1.
     """
+    block_m = block_rows(tree * heads) if block_m is None else block_m
     for name, v in (("batch", batch), ("heads", heads), ("tree", tree), ("context", context),
                     ("sms", sms), ("block_m", block_m)):
         if v < 1:
             raise VerifyShapeError(f"{name} must be at least 1, got {v}")
     tiles = batch * math.ceil(tree * heads / block_m)
-    want = max(1.0, WAVES * sms / tiles)
+    per_sm = 2 if block_m <= 16 else 1
+    want = max(1.0, WAVES * per_sm * sms / tiles)
     most = max(1, (context + tree) // MIN_SPLIT_ROWS)
     n = min(want, most, MAX_NSPLIT)
     return 1 << max(0, round(math.log2(n)))
 
 
 __all__ = ["D_K", "D_ROPE", "D_V", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE", "WAVES",
-           "VerifyInputs", "VerifyShapeError", "choose_nsplit", "gather_kv", "kv_bytes",
+           "VerifyInputs", "VerifyShapeError", "block_rows", "choose_nsplit", "gather_kv", "kv_bytes",
            "make_inputs", "random_tree", "relative_error", "tree_mask", "verify_reference"]

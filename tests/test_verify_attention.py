@@ -18,6 +18,7 @@ from tealeaves.kernels_bench.verify_ref import (
     D_V,
     SM_SCALE,
     VerifyShapeError,
+    block_rows,
     choose_nsplit,
     kv_bytes,
     make_inputs,
@@ -117,17 +118,22 @@ def test_bad_shapes_are_refused_by_name():
 
 def test_chooser_fills_the_gpu_without_tiny_splits():
     sms = 132
-    n = choose_nsplit(1, 8, 4, 65536, sms, block_m=32)   # one row tile: split wide
-    assert n == 128  # 264 programs wanted, but no split under 512 rows
-    assert choose_nsplit(1, 8, 4, 4096, sms, block_m=32) == 8   # 4k rows: >= 512 per split
-    assert choose_nsplit(8, 16, 64, 65536, sms, block_m=64) == 2  # 128 row tiles already
-    assert choose_nsplit(64, 16, 64, 65536, sms, block_m=64) == 1
+    # one tile of 32 rows (4 nodes x 8 heads): one program per SM, 132 -> 128
+    assert choose_nsplit(1, 8, 4, 65536, sms) == 128
+    assert choose_nsplit(1, 8, 4, 4096, sms) == 64      # no split under 64 rows
+    assert choose_nsplit(1, 8, 16, 65536, sms) == 64    # two 64-row tiles
+    assert choose_nsplit(8, 8, 4, 200000, sms) == 16    # eight sequences
+    assert choose_nsplit(8, 16, 64, 65536, sms) == 1    # 128 tiles fill the GPU already
+    assert choose_nsplit(1, 8, 4, 100, sms) == 1 and choose_nsplit(1, 8, 4, 200, sms) == 4  # 204 // 64 = 3 -> 4
+    assert block_rows(16) == 16 and block_rows(32) == 32 and block_rows(33) == 64
+    assert choose_nsplit(1, 8, 2, 262144, sms) == 256   # 16-row tiles: two programs per SM
     for ctx in (1, 1000, 4096, 65536, 200000):
         for b in (1, 2, 8):
             v = choose_nsplit(b, 8, 16, ctx, sms)
             assert v & (v - 1) == 0 and 1 <= v <= 256
-    assert [choose_nsplit(1, 8, 16, c, sms) for c in (4096, 16384, 65536)] == sorted(
-        choose_nsplit(1, 8, 16, c, sms) for c in (4096, 16384, 65536))
+            assert v >= choose_nsplit(b * 2, 8, 16, ctx, sms)  # more sequences, fewer splits
+    assert [choose_nsplit(1, 8, 16, c, sms) for c in (64, 512, 4096, 65536)] == sorted(
+        choose_nsplit(1, 8, 16, c, sms) for c in (64, 512, 4096, 65536))
 
 
 _KERNEL_CHECK = r"""
