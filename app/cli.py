@@ -88,12 +88,28 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from ..data.store import SampleStore, StoreError
 
     gpus = args.gpus
-    collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads,
-                              pcie_hz=args.pcie_hz)
-    try:
+    if args.replay is not None:
+        from ..collectors.replay import ReplayCollector
+        from ..data.importers import ImportFormatError, load_trace
+        from ..data.traces import TraceError
+
+        try:
+            tr = load_trace(args.replay)
+        except (TraceError, ImportFormatError) as exc:
+            return _fail(str(exc))
+        if args.host:
+            tr.samples["host"] = args.host
+            if len(tr.devices):
+                tr.devices["host"] = args.host
+        collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
         devices = collector.open()
-    except NvmlUnavailable as exc:
-        return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+    else:
+        collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads,
+                                  pcie_hz=args.pcie_hz)
+        try:
+            devices = collector.open()
+        except NvmlUnavailable as exc:
+            return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
     try:
         store = SampleStore(args.store)
     except StoreError as exc:
@@ -113,6 +129,19 @@ def cmd_collect(args: argparse.Namespace) -> int:
             rss.append((round(t, 2), _rss_mb()))
 
     sample_rss(None)
+    exporter = None
+    if args.prometheus_port is not None:
+        from .exporter import serve as serve_metrics
+
+        try:
+            exporter = serve_metrics(store, args.prometheus_port, args.prometheus_host,
+                                     health=lambda: collector.health, hostname=args.host)
+        except OSError as exc:
+            collector.close()
+            store.close()
+            return _fail(f"--prometheus-port {args.prometheus_port}: {exc.strerror or exc}")
+        port = exporter[0].server_port
+        print(f"serving /metrics on http://{args.prometheus_host}:{port}/metrics", flush=True)
     side = start_server_signals(store, stop, server_log=args.server_log,
                                 from_start=args.server_log_from_start, tz=args.tz,
                                 server_metrics=args.server_metrics,
@@ -122,6 +151,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     stop.set()
     for t in side:
         t.join(timeout=5)
+    if exporter is not None:
+        exporter[0].shutdown()
     cpu_s, elapsed = meter.stop()
     rss.append((round(elapsed, 2), _rss_mb()))
     h = collector.health
@@ -133,7 +164,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
             "elapsed_s": elapsed, "cpu_s": cpu_s,
             "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": rss,
             "health": summary}, default=str))
-    meta = {"collector": "nvml", "hz": args.hz, "driver": collector.driver,
+    meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
+            "driver": getattr(collector, "driver", None),
             "hostname": socket.gethostname(), "tealeaves": _version()}
     for k, v in meta.items():
         store.set_meta(k, str(v))
@@ -663,6 +695,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="read the GPUs of each sweep in parallel threads")
     c.add_argument("--stats-json", type=Path,
                    help="write CPU time, RSS and collector health to this JSON file")
+    c.add_argument("--prometheus-port", type=_port,
+                   help="also serve /metrics on this port: per-GPU window aggregates, the "
+                        "node's phase and imbalance, collector health (labels as "
+                        "dcgm-exporter's)")
+    c.add_argument("--prometheus-host", default="127.0.0.1",
+                   help="address /metrics binds (default 127.0.0.1; 0.0.0.0 for a remote "
+                        "Prometheus)")
+    c.add_argument("--replay", type=Path, metavar="TRACE",
+                   help="collect from this trace played back in real time instead of NVML "
+                        "(demos, tests; any importable file)")
+    c.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1)")
+    c.add_argument("--loop", action="store_true", help="replay: start over at the end")
+    c.add_argument("--host", help="replay: the host name to give the samples (default: the "
+                                  "trace's)")
     c.set_defaults(func=cmd_collect)
 
     im = sub.add_parser("import", help="import nvidia-smi / DCGM / tealeaves files into the store",

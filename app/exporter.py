@@ -1,0 +1,270 @@
+"""Prometheus exporter: a node's phases and imbalance as metrics (``tealeaves collect
+--prometheus-port``).
+
+Each scrape reads the last ``lookback_s`` seconds of samples from the store the collector is
+writing, labels their windows with the classifier, and answers with **window aggregates, not
+raw samples**:
+
+- per GPU, the means over the newest complete window, in base units with a ``tealeaves_``
+  prefix: ``tealeaves_sm_active_ratio`` (0-1) ... ``tealeaves_pcie_tx_bytes_per_second``,
+  ``tealeaves_power_watts``, ``tealeaves_sm_clock_hertz``, ``tealeaves_gpu_load_ratio``;
+- per node, the current phase as a state set (``tealeaves_phase{tealeaves_phase="decode"} 1``),
+  its confidence, ``tealeaves_imbalance_ratio``, ``tealeaves_balancedness``,
+  ``tealeaves_straggler_tax`` (ratio), ``tealeaves_hot_gpu`` (index; NaN when none) and the
+  newest window's end (``tealeaves_window_end_timestamp_seconds``);
+- counters that any scrape interval can be read from: ``tealeaves_phase_seconds_total{phase}``
+  (time labelled in each phase) and ``tealeaves_imbalanced_seconds_total{gpu}``;
+- the collector's health: sweeps, missed deadlines, dropped samples, store errors, GPUs
+  offline, the sweep rate.
+
+Labels reuse dcgm-exporter's keys (``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``)
+so PromQL joins tealeaves' series with ``DCGM_FI_*`` ones.  Missing readings are NaN, never 0.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+
+import pandas as pd
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    StateSetMetricFamily,
+)
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from ..classifier.rules import PHASE_ORDER
+
+#: Sample column -> (metric name, scale to base units, help).
+GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = (
+    ("gpu_util", "tealeaves_gpu_utilization_ratio", 0.01,
+     "Share of time any kernel ran (NVML utilization.gpu), newest window"),
+    ("mem_copy_util", "tealeaves_memory_copy_utilization_ratio", 0.01,
+     "Share of time device memory was read or written (NVML), newest window"),
+    ("sm_active", "tealeaves_sm_active_ratio", 0.01,
+     "SMs with a warp resident, time-averaged (GPM / DCGM_FI_PROF_SM_ACTIVE), newest window"),
+    ("sm_occupancy", "tealeaves_sm_occupancy_ratio", 0.01,
+     "Resident warps over the SM maximum (GPM), newest window"),
+    ("tensor_active", "tealeaves_tensor_active_ratio", 0.01,
+     "Cycles any tensor pipe was busy (GPM / DCGM_FI_PROF_PIPE_TENSOR_ACTIVE), newest window"),
+    ("dram_active", "tealeaves_dram_active_ratio", 0.01,
+     "Device-memory bandwidth used over peak (GPM / DCGM_FI_PROF_DRAM_ACTIVE), newest window"),
+    ("pcie_tx_bytes_per_s", "tealeaves_pcie_tx_bytes_per_second", 1.0,
+     "PCIe bytes sent by the GPU per second, newest window"),
+    ("pcie_rx_bytes_per_s", "tealeaves_pcie_rx_bytes_per_second", 1.0,
+     "PCIe bytes received by the GPU per second, newest window"),
+    ("nvlink_tx_bytes_per_s", "tealeaves_nvlink_tx_bytes_per_second", 1.0,
+     "NVLink bytes sent per second, all links, newest window"),
+    ("nvlink_rx_bytes_per_s", "tealeaves_nvlink_rx_bytes_per_second", 1.0,
+     "NVLink bytes received per second, all links, newest window"),
+    ("power_w", "tealeaves_power_watts", 1.0, "Board power draw, newest window"),
+    ("sm_clock_mhz", "tealeaves_sm_clock_hertz", 1e6, "SM clock, newest window"),
+    ("mem_used_bytes", "tealeaves_memory_used_bytes", 1.0, "Device memory in use, newest window"),
+)
+GPU_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+
+
+def _num(v) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f if math.isfinite(f) else math.nan
+
+
+class TealeavesCollector(Collector):
+    """A ``prometheus_client`` collector answering each scrape from the store.
+
+    Args:
+        store: the ``SampleStore`` the collector writes (read here, from the scrape thread).
+        health: a callable returning the collector's health record (``new_health``) or None.
+        window_s: classifier window, s.
+        lookback_s: seconds of samples classified per scrape (context for the labeller).
+        hostname: the ``Hostname`` label when samples carry none.
+        labeller: phase labeller (default: the shipped model, rules as fallback).
+    """
+
+    def __init__(self, store, health: Callable[[], dict | None] | None = None,
+                 window_s: float = 0.5, lookback_s: float = 6.0,
+                 hostname: str | None = None, labeller=None) -> None:
+        self.store = store
+        self.health = health or (lambda: None)
+        self.window_s = float(window_s)
+        self.lookback_s = float(lookback_s)
+        self.hostname = hostname
+        self.labeller = labeller
+        self._lock = threading.Lock()
+        self._counted_end = -math.inf  # windows ending at or before this are counted
+        self._phase_s: dict[str, float] = dict.fromkeys(PHASE_ORDER, 0.0)
+        self._hot_s: dict[tuple, float] = {}
+        self._started = time.time()
+        self._devices: pd.DataFrame | None = None
+
+    # -- reading -------------------------------------------------------------------------
+    def _windows(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        from ..classifier import classify_samples
+
+        span = self.store.time_span()
+        if span is None:
+            return pd.DataFrame(), pd.DataFrame()
+        samples = self.store.read_range(span[1] - self.lookback_s, None)
+        if samples.empty:
+            return samples, pd.DataFrame()
+        if self._devices is None or self._devices.empty:
+            self._devices = self.store.devices()
+        windows = classify_samples(samples, self._devices if len(self._devices) else None,
+                                   window_s=self.window_s, labeller=self.labeller)
+        newest = float(samples["timestamp"].max())
+        complete = windows[windows["end"] <= newest + 1e-9] if len(windows) else windows
+        return samples, complete
+
+    def _labels(self, samples: pd.DataFrame) -> dict[int, list[str]]:
+        dev = self._devices if self._devices is not None else pd.DataFrame()
+        names = {}
+        if len(dev) and "gpu" in dev:
+            for r in dev.dropna(subset=["gpu"]).itertuples():
+                names[int(r.gpu)] = (str(getattr(r, "uuid", "") or ""),
+                                     str(getattr(r, "name", "") or ""))
+        out = {}
+        for g, grp in samples.groupby("gpu"):
+            g = int(g)
+            host = self.hostname or str(grp["host"].iloc[-1] or "")
+            uuid, name = names.get(g, (str(grp["uuid"].iloc[-1] or ""), ""))
+            out[g] = [str(g), uuid, f"nvidia{g}", name, host]
+        return out
+
+    def _node_host(self, samples: pd.DataFrame) -> str:
+        if self.hostname:
+            return self.hostname
+        if len(samples) and "host" in samples:
+            return str(samples["host"].iloc[-1] or "")
+        return ""
+
+    # -- the scrape ----------------------------------------------------------------------
+    def collect(self):
+        """Metric families for one scrape (see the module docstring)."""
+        with self._lock:
+            yield from self._collect()
+
+    def _collect(self):
+        try:
+            samples, windows = self._windows()
+        except Exception:  # noqa: BLE001 - a store hiccup must not break the scrape
+            samples, windows = pd.DataFrame(), pd.DataFrame()
+        yield from self._health_families()
+        host = self._node_host(samples)
+        if len(windows) == 0:
+            return
+        last = windows.iloc[-1]
+        t0, t1 = float(last["start"]), float(last["end"])
+        in_win = samples[(samples["timestamp"] >= t0) & (samples["timestamp"] < t1)]
+        labels = self._labels(samples)
+        for col, name, scale, doc in GPU_GAUGES:
+            fam = GaugeMetricFamily(name, doc, labels=list(GPU_LABELS))
+            means = in_win.groupby("gpu")[col].mean() if col in in_win else pd.Series(dtype=float)
+            for g, lab in sorted(labels.items()):
+                fam.add_metric(lab, _num(means.get(g, math.nan)) * scale)
+            yield fam
+        load = GaugeMetricFamily("tealeaves_gpu_load_ratio",
+                                 "The classifier's load of the GPU (SM active, else utilization), "
+                                 "newest window", labels=list(GPU_LABELS))
+        for g, lab in sorted(labels.items()):
+            load.add_metric(lab, _num(last.get(f"load_g{g}", math.nan)) / 100.0)
+        yield load
+        node = ["Hostname"]
+        phase = str(last["phase"])
+        yield _state_set(host, phase)
+        for name, col, doc, scale in (
+                ("tealeaves_phase_confidence", "confidence", "Labeller's confidence in it", 1),
+                ("tealeaves_imbalance_ratio", "imbalance_ratio",
+                 "Max / mean GPU load, newest window (NaN when idle or one GPU)", 1),
+                ("tealeaves_balancedness", "balancedness",
+                 "Mean / max GPU load, newest window (1 = even)", 1),
+                ("tealeaves_straggler_tax", "straggler_tax",
+                 ("1 - mean/max of the GPUs' busy time: share of GPU-time waiting for the slowest "
+                 "rank, newest window"), 1),
+                ("tealeaves_hot_gpu", "hot_gpu",
+                 "Index of the GPU flagged hot in the newest window (NaN when none)", 1),
+                ("tealeaves_window_end_timestamp_seconds", "end",
+                 "End of the newest complete window (UTC epoch s)", 1)):
+            fam = GaugeMetricFamily(name, doc, labels=node)
+            fam.add_metric([host], _num(last.get(col, math.nan)) * scale)
+            yield fam
+        self._count(windows, host)
+        ph = CounterMetricFamily("tealeaves_phase_seconds", "Seconds labelled in each phase "
+                                 "since the exporter started", labels=["Hostname", "phase"])
+        for p, v in self._phase_s.items():
+            ph.add_metric([host, p], v)
+        yield ph
+        hot = CounterMetricFamily("tealeaves_imbalanced_seconds", "Seconds each GPU was flagged "
+                                  "hot in an imbalanced decode window", labels=list(GPU_LABELS))
+        for g, lab in sorted(labels.items()):
+            hot.add_metric(lab, self._hot_s.get((host, g), 0.0))
+        yield hot
+
+    def _count(self, windows: pd.DataFrame, host: str) -> None:
+        """Add the windows completed since the last scrape to the counters (the first
+        scrape counts the newest window only; windows that scrolled out of ``lookback_s``
+        between two scrapes are lost, so scrape at least every ``lookback_s``)."""
+        new = windows[windows["end"] > self._counted_end + 1e-9]
+        if math.isinf(self._counted_end):
+            new = new.tail(1)
+        for w in new.itertuples():
+            p = str(w.phase)
+            self._phase_s[p] = self._phase_s.get(p, 0.0) + self.window_s
+            h = _num(w.hot_gpu)
+            if math.isfinite(h):
+                key = (host, int(h))
+                self._hot_s[key] = self._hot_s.get(key, 0.0) + self.window_s
+        if len(new):
+            self._counted_end = float(new["end"].max())
+
+    def _health_families(self):
+        h = self.health() or {}
+        for name, key, doc in (
+                ("tealeaves_collector_sweeps", "sweeps", "NVML sweeps made"),
+                ("tealeaves_collector_missed_deadlines", "missed_deadlines",
+                 "Sweeps that started after their deadline"),
+                ("tealeaves_collector_dropped_samples", "dropped_samples",
+                 "Samples dropped while the store could not be written"),
+                ("tealeaves_collector_store_errors", "store_errors", "Failed store writes")):
+            fam = CounterMetricFamily(name, doc)
+            fam.add_metric([], float(h.get(key, 0) or 0))
+            yield fam
+        elapsed = max(time.time() - self._started, 1e-9)
+        rate = GaugeMetricFamily("tealeaves_collector_sweeps_per_second",
+                                 "Mean sweep rate since the exporter started")
+        rate.add_metric([], float(h.get("sweeps", 0) or 0) / elapsed if h else math.nan)
+        yield rate
+        off = GaugeMetricFamily("tealeaves_collector_gpus_offline", "GPUs not answering NVML")
+        off.add_metric([], float(len(h.get("offline", ()) or ())) if h else math.nan)
+        yield off
+
+
+def _state_set(host: str, phase: str) -> StateSetMetricFamily:
+    fam = StateSetMetricFamily("tealeaves_phase", "Phase of the newest complete window "
+                               "(idle, prefill, decode)", labels=["Hostname"])
+    fam.add_metric([host], {p: p == phase for p in PHASE_ORDER})
+    return fam
+
+
+def serve(store, port: int, host: str = "127.0.0.1", health=None, window_s: float = 0.5,
+          hostname: str | None = None):
+    """Serve ``/metrics`` for ``store`` on ``host:port`` from a daemon thread (its own
+    registry: no process metrics).  Returns ``(server, thread)`` (``server.shutdown()``
+    stops it).
+
+    Raises:
+        OSError: the port cannot be bound.
+    """
+    from prometheus_client import start_http_server
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(TealeavesCollector(store, health, window_s=window_s, hostname=hostname))
+    return start_http_server(port, addr=host, registry=registry)
+
+
+__all__ = ["GPU_GAUGES", "GPU_LABELS", "TealeavesCollector", "serve"]

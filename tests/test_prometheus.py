@@ -1,0 +1,120 @@
+"""Two tealeaves collectors replaying real traces as two hosts on loopback, scraped by a real
+Prometheus server (Debian's ``prometheus`` package, started here with a generated config):
+both hosts' phases, per-GPU gauges and counters come back through Prometheus' HTTP API with
+dcgm-exporter's label keys."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tealeaves.data import bundled_trace_path
+
+PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
+TRACES = Path(bundled_trace_path()).parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
+
+
+def _query(base: str, q: str) -> list:
+    doc = json.loads(_get(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": q})))
+    assert doc["status"] == "success", doc
+    return doc["data"]["result"]
+
+
+@pytest.fixture()
+def cluster(tmp_path):
+    if not Path(PROMETHEUS).exists():
+        pytest.skip("the prometheus server is missing (Debian's prometheus package; "
+                    "`apt-get install prometheus`)")
+    procs = []
+    targets = []
+    hosts = {"h200-node-a": TRACES / "h200x2_bursts.parquet",
+             "h200-node-b": TRACES / "h200x2_skew_rotation.parquet"}
+    try:
+        for host, trace in hosts.items():
+            port = _free_port()
+            targets.append(f"127.0.0.1:{port}")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tealeaves.app.cli", "collect", "--replay", trace,
+                 "--loop", "--host", host, "--store", tmp_path / f"{host}.db",
+                 "--prometheus-port", str(port)],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        web = _free_port()
+        cfg = tmp_path / "prometheus.yml"
+        cfg.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                       "scrape_configs:\n  - job_name: tealeaves\n    static_configs:\n"
+                       f"      - targets: {json.dumps(targets)}\n")
+        procs.append(subprocess.Popen(
+            [PROMETHEUS, f"--config.file={cfg}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+             f"--web.listen-address=127.0.0.1:{web}"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        yield f"http://127.0.0.1:{web}", hosts, targets
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_two_collectors_scraped_by_a_real_prometheus(cluster):
+    base, hosts, targets = cluster
+    deadline = time.time() + 60
+    seen: set = set()
+    while time.time() < deadline:
+        try:
+            seen = {r["metric"]["Hostname"] for r in _query(base, "tealeaves_phase == 1")}
+        except OSError:
+            seen = set()
+        if seen == set(hosts) and _query(base, "tealeaves_phase_seconds_total > 0"):
+            break
+        time.sleep(1)
+    assert seen == set(hosts), seen
+    up = {r["metric"]["instance"]: r["value"][1] for r in _query(base, "up")}
+    assert up == dict.fromkeys(targets, "1")
+    # one phase on per host, of the three
+    on = _query(base, "sum by (Hostname) (tealeaves_phase)")
+    assert {r["metric"]["Hostname"]: r["value"][1] for r in on} == dict.fromkeys(hosts, "1")
+    states = {r["metric"]["tealeaves_phase"] for r in _query(base, "tealeaves_phase")}
+    assert states == {"idle", "prefill", "decode"}
+    # per-GPU gauges in base units, with dcgm-exporter's label keys
+    sm = _query(base, "tealeaves_sm_active_ratio")
+    assert len(sm) == 4  # two GPUs on each of two hosts
+    for r in sm:
+        assert {"gpu", "UUID", "device", "modelName", "Hostname"} <= set(r["metric"])
+        assert r["metric"]["modelName"] == "NVIDIA H200"
+        v = float(r["value"][1])
+        assert math.isnan(v) or 0.0 <= v <= 1.0  # NaN (no reading) or a ratio
+    watts = [float(r["value"][1]) for r in _query(base, "tealeaves_power_watts")]
+    assert all(50 < w < 800 for w in watts), watts
+    # counters: time in phases grows, and a join on the DCGM keys works
+    time.sleep(4)
+    grew = _query(base, "sum by (Hostname) (increase(tealeaves_phase_seconds_total[10s]))")
+    assert {r["metric"]["Hostname"] for r in grew if float(r["value"][1]) > 0} == set(hosts)
+    joined = _query(base, "tealeaves_sm_active_ratio * on (Hostname, gpu) "
+                          "group_left tealeaves_gpu_load_ratio")
+    assert len(joined) == 4
+    health = _query(base, "tealeaves_collector_sweeps_total")
+    assert len(health) == 2 and all(float(r["value"][1]) > 0 for r in health)
