@@ -630,7 +630,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
         return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,
                      store_path=args.store, hz=args.hz, force_replay=args.replay,
                      server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics,
-                     collect=not args.no_collect)
+                     collect=not args.no_collect, prometheus=args.prometheus,
+                     prometheus_step=args.prometheus_step)
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
 
@@ -666,6 +667,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "(offset estimated from the data) and replayed with it")
     d.add_argument("--tz", default="UTC",
                    help="time zone of the server log's timestamps (default UTC)")
+    d.add_argument("--prometheus", metavar="URL",
+                   help="read a cluster from this Prometheus server: tealeaves' exporters' and "
+                        "dcgm-exporter's series, every host, with a cluster overview")
+    d.add_argument("--prometheus-step", type=_positive, default=1.0,
+                   help="resolution asked of Prometheus, s (default 1: its scrape interval "
+                        "is the useful floor)")
     d.add_argument("--server-metrics", metavar="URL",
                    help="scrape this SGLang/vLLM /metrics endpoint")
     d.set_defaults(func=cmd_dashboard)

@@ -56,7 +56,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from ..data.screenshots import ScreenshotError, zone_name
-from ..data.store import SampleStore, StoreError
+from ..data.store import HostView, SampleStore, StoreError
 from . import ids
 from .explain import explain_window
 from .figures import (
@@ -238,13 +238,56 @@ class LiveView:
     def __init__(self, store: SampleStore, config: DashboardConfig,
                  history: History | None = None) -> None:
         self.store = store
+        self.base_store = store
         self.config = config
-        self.history = history or History(store, bin_s=config.bin_s,
-                                          window_s=config.window_s, hold_s=config.hold_s,
-                                          server_lag_s=config.server_lag_s)
+        self.history = history or self._new_history(store)
+        self.host: str | None = None  # the node shown when the store holds several
+        self._views: dict[str, tuple] = {}
+        self._hosts: list[str] = []
+        self._hosts_at = -math.inf
         self._rev = 0
         self._shots: pd.DataFrame | None = None
         self._shots_at = -math.inf
+
+    # -- hosts ---------------------------------------------------------------------------
+    def _new_history(self, store) -> History:
+        c = self.config
+        return History(store, bin_s=c.bin_s, window_s=c.window_s, hold_s=c.hold_s,
+                       server_lag_s=c.server_lag_s)
+
+    def hosts(self) -> list[str]:
+        """The hosts in the store (read at most every 2 s)."""
+        now = time.monotonic()
+        if now - self._hosts_at > 2.0:
+            try:
+                self._hosts = list(self.base_store.hosts())
+            except (sqlite3.Error, StoreError):
+                pass
+            self._hosts_at = now
+        return self._hosts
+
+    def host_history(self, host: str) -> History:
+        """The history of one host of a cluster's store (made on first use)."""
+        if host not in self._views:
+            view = HostView(self.base_store, host)
+            self._views[host] = (view, self._new_history(view))
+        return self._views[host][1]
+
+    def select_host(self, host: str | None) -> None:
+        """Show node ``host`` (a store with several hosts: their GPU indices repeat, so the
+        lanes show one node at a time); None or an unknown host: keep the current one."""
+        if host is None or host == self.host or host not in self.hosts():
+            return
+        self.host_history(host)
+        self.store, self.history = self._views[host]
+        self.host = host
+
+    def _auto_host(self) -> None:
+        """With several hosts in the store and none chosen yet, show the first."""
+        if self.host is None:
+            hosts = self.hosts()
+            if len(hosts) > 1:
+                self.select_host(hosts[0])
 
     # -- helpers -------------------------------------------------------------------------
     def shots(self) -> pd.DataFrame:
@@ -299,6 +342,7 @@ class LiveView:
         """A whole new figure following the live edge: the last ``span`` seconds (default
         ``config.view_s``) and a fresh cursor; ``tz`` is the page's time zone (IANA name,
         default UTC), named on the time axis."""
+        self._auto_host()
         c, h = self.config, self.history
         h.update()
         span = float(span or c.view_s)
@@ -308,7 +352,7 @@ class LiveView:
         rev = f"follow-{self._rev}"
         tz = page_zone(tz).key
         base = {"mode": "follow", "follow": True, "span": span, "preset": span, "factor": f,
-                "gpus": gpus, "tz": tz,
+                "gpus": gpus, "tz": tz, "host": self.host,
                 "order_by": order_by, "gen": h.generation, "range": None, "rev": rev}
         if h.k_next is None:
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
@@ -366,9 +410,12 @@ class LiveView:
         ``figure`` when a rebuild is due, a ``patch`` when following the whole session, or
         just a new ``state``.
         """
+        self._auto_host()
         c, h = self.config, self.history
         if not state:
             return self.snapshot()
+        if state.get("host") != self.host:  # another node was chosen: draw it
+            return self.redraw({**state, "host": self.host})
         h.update()
         if state.get("k") is None and state.get("mode") == "follow":
             if h.k_next is None:
@@ -463,7 +510,7 @@ class LiveView:
         v = self.range_view(t0, t1, px, order_by, selected)
         gpus = self._gpus()
         server = h.has_server
-        new_state = {**state, "mode": "range", "follow": follow,
+        new_state = {**state, "mode": "range", "follow": follow, "host": self.host,
                      "preset": "all" if follow else None,
                      "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
                      "px": px, "order": v.order, "gpus": gpus, "server": server,
@@ -524,6 +571,8 @@ class LiveView:
         parts: list = [html.Span(c.source, className="tl-source")]
         gpus = (state or {}).get("gpus") or []
         parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+        if self.host is not None:
+            parts.append(f" on {self.host} ({len(self.hosts())} hosts)")
         parts.append(f" · {h.cursor:,} samples stored")
         sp = h.span()
         if sp is not None:
@@ -1033,7 +1082,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
                 html.Div(header_cells(step.summary), id=ids.HEADER, className="tl-cells"),
                 legend(state.get("gpus")),
             ]),
-            html.Div(id=ids.LIVE_PAGE, children=[toolbar(state, config),
+            html.Div(id=ids.LIVE_PAGE, children=[cluster_panel(), toolbar(state, config),
                                                  html.Div(className="tl-main", children=[
                 dcc.Graph(id=ids.GRAPH, figure=step.figure, className="tl-graph",
                           clear_on_unhover=False,
@@ -1072,6 +1121,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             dcc.Store(id=ids.SHOT_SELECTED, data=None),
             dcc.Store(id=ids.SHOT_BATCH, data=None),
             dcc.Store(id=ids.PAGE_TZ, data=None),
+            dcc.Interval(id=ids.CLUSTER_TICK, interval=3000, n_intervals=0),
         ])
 
     app.layout = layout
@@ -1237,6 +1287,27 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
 
     register_screenshots(app, live)
 
+    @app.callback(Output(ids.CLUSTER_PANEL, "style"), Output(ids.CLUSTER_GRAPH, "figure"),
+                  Output(ids.HOST, "options"), Output(ids.HOST, "value"),
+                  Input(ids.CLUSTER_TICK, "n_intervals"), Input(ids.HOST, "value"),
+                  Input(ids.CLUSTER_GRAPH, "clickData"))
+    def _cluster(_n, host, click):
+        from .cluster import overview_figure
+
+        nu = dash.no_update
+        hosts = live.hosts()
+        if len(hosts) <= 1:
+            return {"display": "none"}, nu, nu, nu
+        trig = dash.ctx.triggered_id
+        if trig == ids.HOST and host:
+            live.select_host(host)
+        elif trig == ids.CLUSTER_GRAPH and click and click.get("points"):
+            label = re.sub(r"</?b>", "", str(click["points"][0].get("y", "")))
+            live.select_host(label.split(" · ")[0])
+        live._auto_host()
+        fig = overview_figure({h: live.host_history(h) for h in hosts}, selected=live.host)
+        return {}, fig, [{"label": h, "value": h} for h in hosts], live.host
+
     @app.callback(Output(ids.REPORT_DOWNLOAD, "data"), Output(ids.REPORT_MSG, "children"),
                   Input(ids.REPORT_GO, "n_clicks"), State(ids.REPORT_FORMAT, "value"),
                   State(ids.CURSOR, "data"), prevent_initial_call=True)
@@ -1365,6 +1436,21 @@ def follow_note(state: dict, c: DashboardConfig) -> str:
     f = int(state.get("factor", 1))
     return (f"last {_fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
             f"{c.bin_s * f:g}-s bins (mean) · ribbon: one bar per {c.window_s:g}-s window")
+
+
+def cluster_panel() -> html.Div:
+    """The cluster overview (shown when the store holds several hosts): the node picker and
+    every host's phase and GPUs' load over the last 10 minutes (``app.cluster``)."""
+    return html.Div(id=ids.CLUSTER_PANEL, className="tl-panel", style={"display": "none"},
+                    children=[
+        html.Div([html.Span("Cluster: each host's phase and each GPU's load, last 10 min · "
+                            "the lanes below show node ", className="tl-panel-title"),
+                  dcc.Dropdown(id=ids.HOST, clearable=False, searchable=True,
+                               className="tl-host-pick"),
+                  html.Span(" (pick one, or click its row)", className="tl-muted")],
+                 className="tl-cluster-head"),
+        dcc.Graph(id=ids.CLUSTER_GRAPH, config={"displaylogo": False, "displayModeBar": False}),
+    ])
 
 
 def toolbar(state: dict, config: DashboardConfig) -> html.Div:

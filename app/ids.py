@@ -101,3 +101,8 @@ REPORT_FORMAT = "tl-report-format"
 REPORT_GO = "tl-report-go"
 REPORT_DOWNLOAD = "tl-report-download"
 REPORT_MSG = "tl-report-msg"
+#: Cluster overview (several hosts in the store): panel, node picker, figure, its refresh.
+CLUSTER_PANEL = "tl-cluster-panel"
+HOST = "tl-host"
+CLUSTER_GRAPH = "tl-cluster-graph"
+CLUSTER_TICK = "tl-cluster-tick"

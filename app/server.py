@@ -208,6 +208,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
+          prometheus: str | None = None, prometheus_step: float = 1.0,
           **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
@@ -222,6 +223,9 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         server_metrics: URL of the server's ``/metrics`` endpoint, scraped every second.
         collect: False: collect nothing, serve what ``store_path`` holds (and whatever another
             process, e.g. ``tealeaves collect``, keeps writing to it).
+        prometheus: read a cluster from this Prometheus server instead (its tealeaves and
+            dcgm-exporter series, ``collectors.prometheus``), every host in the store and the
+            cluster overview on the page; ``prometheus_step`` is the resolution asked, s.
         **config: overrides of ``app.dashboard.DashboardConfig`` fields (``view_s``,
             ``interval_ms`` ...).
 
@@ -249,6 +253,18 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             raise ValueError(str(exc)) from None
         source = Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)",
                         "store")
+    elif prometheus:
+        from ..collectors.prometheus import PrometheusCollector, PrometheusError
+
+        if trace is not None or server_log is not None:
+            raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
+                             "--server-log")
+        try:
+            pc = PrometheusCollector(prometheus, step_s=prometheus_step)
+            devices = pc.open()
+        except PrometheusError as exc:
+            raise ValueError(str(exc)) from None
+        source = Source(pc, f"Prometheus {prometheus}", "prometheus", devices)
     else:
         source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
     notes: list[str] = []
@@ -359,7 +375,8 @@ def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
 def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
-          server_metrics: str | None = None, collect: bool = True) -> int:
+          server_metrics: str | None = None, collect: bool = True,
+          prometheus: str | None = None, prometheus_step: float = 1.0) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
     Arguments as for ``start``.  Prints one line: the URL and the source (and a second one
@@ -374,7 +391,8 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     """
     running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
                     hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
-                    server_metrics=server_metrics, collect=collect)
+                    server_metrics=server_metrics, collect=collect, prometheus=prometheus,
+                    prometheus_step=prometheus_step)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
     if running.server_note:

@@ -431,14 +431,19 @@ class SampleStore:
         return int(self._conn().execute("SELECT count(*) FROM samples").fetchone()[0])
 
     @_guarded
-    def read_since(self, cursor: int = 0, limit: int | None = None) -> tuple[pd.DataFrame, int]:
-        """Samples stored after ``cursor``, oldest first.
+    def read_since(self, cursor: int = 0, limit: int | None = None,
+                   host: str | None = None) -> tuple[pd.DataFrame, int]:
+        """Samples stored after ``cursor``, oldest first (of ``host`` only when given).
 
         Returns:
             ``(frame, new_cursor)``; ``new_cursor`` equals ``cursor`` when nothing is new.
         """
-        sql = f"SELECT id, {', '.join(COLUMNS)} FROM samples WHERE id > ? ORDER BY id"
+        sql = f"SELECT id, {', '.join(COLUMNS)} FROM samples WHERE id > ?"
         params: tuple = (int(cursor),)
+        if host is not None:
+            sql += " AND host = ?"
+            params += (host,)
+        sql += " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             params += (int(limit),)
@@ -449,24 +454,43 @@ class SampleStore:
         return self._typed(df.drop(columns="id")), new_cursor
 
     @_guarded
-    def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
-        """Samples with ``start <= timestamp <= end`` (either bound may be None)."""
+    def read_range(self, start: float | None = None, end: float | None = None,
+                   host: str | None = None) -> pd.DataFrame:
+        """Samples with ``start <= timestamp <= end`` (either bound may be None), of ``host``
+        only when given."""
         where, params = _time_range(start, end)
+        if host is not None:
+            where = (where + " AND" if where else " WHERE") + " host = ?"
+            params = [*params, host]
         sql = f"SELECT {', '.join(COLUMNS)} FROM samples{where} ORDER BY timestamp, gpu"
         df = pd.read_sql_query(sql, self._conn(), params=params)
         return self._typed(df) if not df.empty else empty_frame()
 
     @_guarded
-    def time_span(self) -> tuple[float, float] | None:
-        """(first, last) timestamp stored, or None when empty."""
-        lo, hi = self._conn().execute("SELECT min(timestamp), max(timestamp) FROM samples").fetchone()
+    def time_span(self, host: str | None = None) -> tuple[float, float] | None:
+        """(first, last) timestamp stored (of ``host`` when given), or None when empty."""
+        sql = "SELECT min(timestamp), max(timestamp) FROM samples"
+        args: tuple = ()
+        if host is not None:
+            sql, args = sql + " WHERE host = ?", (host,)
+        lo, hi = self._conn().execute(sql, args).fetchone()
         return None if lo is None else (float(lo), float(hi))
 
     @_guarded
-    def devices(self) -> pd.DataFrame:
-        """The per-GPU device rows (one per host and GPU index)."""
+    def devices(self, host: str | None = None) -> pd.DataFrame:
+        """The per-GPU device rows (one per host and GPU index; of ``host`` when given)."""
+        if host is not None:
+            return pd.read_sql_query(
+                f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices WHERE host = ? "
+                f"ORDER BY gpu", self._conn(), params=(host,))
         return pd.read_sql_query(
             f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices ORDER BY host, gpu", self._conn())
+
+    @_guarded
+    def hosts(self) -> list[str]:
+        """The hosts the samples come from, sorted."""
+        return [str(r[0]) for r in self._conn().execute(
+            "SELECT DISTINCT host FROM samples ORDER BY host").fetchall()]
 
     @_guarded
     def meta(self) -> dict[str, str]:
@@ -478,3 +502,33 @@ class SampleStore:
         for col in METRIC_NAMES:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
         return df
+
+
+class HostView:
+    """One host's part of a ``SampleStore`` (a cluster's store holds several hosts, whose GPU
+    indices repeat): the sample readers answer for ``host`` only; everything else (server
+    signals, screenshots, meta, writes) is the store's.  Readers built for one machine
+    (``app.history.History``, the dashboard) work on it unchanged."""
+
+    def __init__(self, store: SampleStore, host: str) -> None:
+        self._store = store
+        self.host = host
+
+    def read_since(self, cursor: int = 0, limit: int | None = None) -> tuple[pd.DataFrame, int]:
+        """``SampleStore.read_since`` of this host."""
+        return self._store.read_since(cursor, limit, host=self.host)
+
+    def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
+        """``SampleStore.read_range`` of this host."""
+        return self._store.read_range(start, end, host=self.host)
+
+    def time_span(self) -> tuple[float, float] | None:
+        """``SampleStore.time_span`` of this host."""
+        return self._store.time_span(host=self.host)
+
+    def devices(self) -> pd.DataFrame:
+        """``SampleStore.devices`` of this host."""
+        return self._store.devices(host=self.host)
+
+    def __getattr__(self, name: str):
+        return getattr(self._store, name)

@@ -41,6 +41,31 @@ def _query(base: str, q: str) -> list:
     return doc["data"]["result"]
 
 
+DCGM_CASE = (Path(__file__).resolve().parents[2] / "shared" / "cases" / "public"
+             / "dcgm_exporter_prom_4gpu_v100_01.txt")
+
+
+def _serve_text(path: Path) -> tuple[int, object]:
+    """Serve a dcgm-exporter text file at /metrics on loopback (a scrape target)."""
+    import http.server
+    import threading
+
+    body = path.read_bytes()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv.server_address[1], srv
+
+
 @pytest.fixture()
 def cluster(tmp_path):
     if not Path(PROMETHEUS).exists():
@@ -48,6 +73,7 @@ def cluster(tmp_path):
                     "`apt-get install prometheus`)")
     procs = []
     targets = []
+    dcgm_srv = None
     hosts = {"h200-node-a": TRACES / "h200x2_bursts.parquet",
              "h200-node-b": TRACES / "h200x2_skew_rotation.parquet"}
     try:
@@ -59,6 +85,10 @@ def cluster(tmp_path):
                  "--loop", "--host", host, "--store", tmp_path / f"{host}.db",
                  "--prometheus-port", str(port)],
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        dcgm_srv = None
+        if DCGM_CASE.exists():  # a real dcgm-exporter output, served as a third target
+            port, dcgm_srv = _serve_text(DCGM_CASE)
+            targets.append(f"127.0.0.1:{port}")
         web = _free_port()
         cfg = tmp_path / "prometheus.yml"
         cfg.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -70,6 +100,8 @@ def cluster(tmp_path):
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         yield f"http://127.0.0.1:{web}", hosts, targets
     finally:
+        if dcgm_srv is not None:
+            dcgm_srv.shutdown()
         for p in procs:
             p.terminate()
         for p in procs:
@@ -93,6 +125,7 @@ def test_two_collectors_scraped_by_a_real_prometheus(cluster):
         time.sleep(1)
     assert seen == set(hosts), seen
     up = {r["metric"]["instance"]: r["value"][1] for r in _query(base, "up")}
+    # (the dcgm-exporter target is up too, when the shared cases are there)
     assert up == dict.fromkeys(targets, "1")
     # one phase on per host, of the three
     on = _query(base, "sum by (Hostname) (tealeaves_phase)")
@@ -118,3 +151,61 @@ def test_two_collectors_scraped_by_a_real_prometheus(cluster):
     assert len(joined) == 4
     health = _query(base, "tealeaves_collector_sweeps_total")
     assert len(health) == 2 and all(float(r["value"][1]) > 0 for r in health)
+
+
+def test_the_dashboard_reads_the_cluster_back_from_prometheus(cluster):
+    """Both tealeaves hosts with their phases, and the host only dcgm-exporter reports, mapped
+    onto the sample schema, in the dashboard's cluster overview; picking a node shows its
+    lanes."""
+    from playwright.sync_api import sync_playwright
+
+    from tealeaves.app import ids
+    from tealeaves.app.server import start_in_thread
+
+    chromium = "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip(f"{chromium} is missing (Debian's chromium package)")
+    base, hosts, _ = cluster
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            if len(_query(base, "tealeaves_phase == 1")) == len(hosts):
+                break
+        except OSError:
+            pass
+        time.sleep(1)
+    time.sleep(6)  # some history to read back
+    want = set(hosts) | ({"node01"} if DCGM_CASE.exists() else set())
+    url, stop = start_in_thread(prometheus=base)
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=chromium,
+                                  args=["--no-sandbox", "--headless", "--disable-gpu"])
+            page = b.new_page(viewport={"width": 1500, "height": 1100})
+            page.goto(url)
+            gd = f"document.querySelector('#{ids.CLUSTER_GRAPH} .js-plotly-plot')"
+            page.wait_for_function(
+                f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 1 && "
+                f"{gd}._fullData[0].y && "
+                f"{gd}._fullData[0].y.length === {len(want)}", timeout=60_000)
+            rows = page.evaluate(f"() => Array.from({gd}._fullData[0].y).map("
+                                 f"s => s.replace(/<\\/?b>/g, ''))")
+            phases = page.evaluate(f"() => {gd}._fullData[0].z.map(r => r.filter("
+                                   f"v => v !== null && !Number.isNaN(v)).length)")
+            gpu_rows = page.evaluate(f"() => Array.from({gd}._fullData[1].y).map("
+                                     f"s => s.replace(/<\\/?b>/g, ''))")
+            assert set(rows) == want, rows
+            seen = dict(zip(rows, phases, strict=True))
+            assert all(seen[h] > 0 for h in hosts), seen  # phases on both tealeaves hosts
+            assert {r.split(" · ")[0] for r in gpu_rows} == want, gpu_rows
+            assert sum(r.startswith("h200-node-a") for r in gpu_rows) == 2
+            if DCGM_CASE.exists():
+                assert seen["node01"] > 0  # classified from DCGM's fields alone
+            # pick node b: the status line and the lanes follow
+            page.click(f"#{ids.HOST}")
+            page.get_by_role("option", name="h200-node-b").click()
+            page.wait_for_function(f"() => document.querySelector('#{ids.STATUS}').innerText"
+                                   f".includes('on h200-node-b')", timeout=30_000)
+            b.close()
+    finally:
+        stop()

@@ -1,0 +1,215 @@
+"""Prometheus as a sample source: a cluster's GPUs read back through the HTTP API
+(``/api/v1/query_range``), tealeaves' own series and, where present, dcgm-exporter's
+``DCGM_FI_PROF_*`` / ``DCGM_FI_DEV_*`` ones, mapped onto the sample schema.
+
+For each host and GPU the tealeaves exporter's series are used where it runs
+(``app.exporter``: ``tealeaves_sm_active_ratio`` ... in base units), else dcgm-exporter's (the
+mapping of ``data.importers.DCGM_METRICS``: profiling ratios x 100, ``FB_USED`` MiB x 2**20),
+so a site with DCGM already deployed gets phases without running tealeaves' collector.  Series
+are identified by dcgm-exporter's labels (``Hostname``, ``gpu``, ``UUID``, ``modelName``).
+
+``PrometheusCollector`` polls the server every ``poll_s`` and yields the new samples like the
+NVML and replay collectors do, so ``collectors.run_to_store`` and the dashboard take it as is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+
+import pandas as pd
+
+from ..data.importers import DCGM_METRICS
+from ..data.schema import DEVICE_COLUMNS, conform, empty_frame
+from .nvml import new_health
+
+#: tealeaves exporter metric -> (schema column, factor to the schema's unit).
+TEALEAVES_METRICS: dict[str, tuple[str, float]] = {
+    "tealeaves_gpu_utilization_ratio": ("gpu_util", 100.0),
+    "tealeaves_memory_copy_utilization_ratio": ("mem_copy_util", 100.0),
+    "tealeaves_sm_active_ratio": ("sm_active", 100.0),
+    "tealeaves_sm_occupancy_ratio": ("sm_occupancy", 100.0),
+    "tealeaves_tensor_active_ratio": ("tensor_active", 100.0),
+    "tealeaves_dram_active_ratio": ("dram_active", 100.0),
+    "tealeaves_pcie_tx_bytes_per_second": ("pcie_tx_bytes_per_s", 1.0),
+    "tealeaves_pcie_rx_bytes_per_second": ("pcie_rx_bytes_per_s", 1.0),
+    "tealeaves_nvlink_tx_bytes_per_second": ("nvlink_tx_bytes_per_s", 1.0),
+    "tealeaves_nvlink_rx_bytes_per_second": ("nvlink_rx_bytes_per_s", 1.0),
+    "tealeaves_power_watts": ("power_w", 1.0),
+    "tealeaves_sm_clock_hertz": ("sm_clock_mhz", 1e-6),
+    "tealeaves_memory_used_bytes": ("mem_used_bytes", 1.0),
+}
+#: Most points one ``query_range`` may return per series (Prometheus refuses over 11,000).
+MAX_POINTS = 10_000
+
+
+class PrometheusError(RuntimeError):
+    """The Prometheus server cannot be reached or refused a query (the message names the URL
+    and Prometheus' own error)."""
+
+
+class PrometheusReader:
+    """Reads GPU series from a Prometheus server's HTTP API.
+
+    Args:
+        url: the server's base URL, e.g. ``http://127.0.0.1:9090``.
+        timeout: seconds per HTTP request.
+    """
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise PrometheusError(f"{url}: not an http(s) URL")
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+
+    def _get(self, path: str, params: list[tuple[str, str]]) -> dict:
+        full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        try:
+            with urllib.request.urlopen(full, timeout=self.timeout) as r:
+                doc = json.loads(r.read().decode())
+        except urllib.error.HTTPError as exc:
+            try:
+                why = json.loads(exc.read().decode()).get("error", exc.reason)
+            except (ValueError, OSError):
+                why = exc.reason
+            raise PrometheusError(f"{self.url}: {path} answered {exc.code}: {why}") from None
+        except (urllib.error.URLError, OSError, ValueError) as exc:
+            raise PrometheusError(f"{self.url}: cannot read {path}: "
+                                  f"{getattr(exc, 'reason', exc)}") from None
+        if doc.get("status") != "success":
+            raise PrometheusError(f"{self.url}: {path}: {doc.get('error', doc)}")
+        return doc["data"]
+
+    def hosts(self) -> list[str]:
+        """Values of ``Hostname`` on tealeaves' and DCGM's GPU series, sorted."""
+        data = self._get("/api/v1/label/Hostname/values",
+                         [("match[]", '{__name__=~"tealeaves_.+|DCGM_FI_.+"}')])
+        return sorted(str(h) for h in data if h)
+
+    def _range(self, metric: str, start: float, end: float, step: float) -> list[dict]:
+        return self._get("/api/v1/query_range", [
+            ("query", metric), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
+            ("step", f"{step:g}")])["result"]
+
+    def samples(self, start: float, end: float, step: float = 1.0) -> tuple[pd.DataFrame,
+                                                                           pd.DataFrame]:
+        """Every host's GPU series over ``[start, end]`` at ``step`` seconds, as samples.
+
+        Returns:
+            ``(samples, devices)``: a frame in the sample schema (``timestamp`` = Prometheus'
+            evaluation times; ``monotonic`` NaN) and device rows (host, gpu, uuid, name).
+
+        Raises:
+            PrometheusError: unreachable or refused.
+        """
+        if end <= start:
+            return empty_frame(), pd.DataFrame(columns=list(DEVICE_COLUMNS))
+        step = max(step, (end - start) / MAX_POINTS)
+        rows: dict[tuple, dict] = {}
+        seen_tl: set[tuple] = set()  # (host, gpu) served by tealeaves' exporter
+        devices: dict[tuple, dict] = {}
+        for source, table in (("tealeaves", TEALEAVES_METRICS), ("dcgm", DCGM_METRICS)):
+            for metric, (col, factor) in table.items():
+                for series in self._range(metric, start, end, step):
+                    m = series.get("metric", {})
+                    try:
+                        gpu = int(m.get("gpu"))
+                    except (TypeError, ValueError):
+                        continue
+                    host = str(m.get("Hostname") or m.get("instance") or "")
+                    key = (host, gpu)
+                    if source == "tealeaves":
+                        seen_tl.add(key)
+                    elif key in seen_tl:
+                        continue  # tealeaves' own reading of this GPU wins
+                    devices.setdefault(key, {"host": host, "gpu": gpu,
+                                             "uuid": m.get("UUID", ""),
+                                             "name": m.get("modelName", "")})
+                    for ts, val in series.get("values", ()):
+                        try:
+                            v = float(val) * factor
+                        except (TypeError, ValueError):
+                            v = math.nan
+                        r = rows.setdefault((float(ts), host, gpu), {
+                            "timestamp": float(ts), "monotonic": math.nan, "host": host,
+                            "gpu": gpu, "uuid": m.get("UUID", "")})
+                        r[col] = v if math.isfinite(v) else math.nan
+        frame = pd.DataFrame(list(rows.values()))
+        if not len(frame):
+            return empty_frame(), pd.DataFrame(columns=["host", "gpu", "uuid", "name"])
+        samples = conform(frame, source=self.url).sort_values(["timestamp", "host", "gpu"],
+                                                              ignore_index=True)
+        dev = pd.DataFrame(list(devices.values()), columns=["host", "gpu", "uuid", "name"])
+        return samples, dev
+
+
+class PrometheusCollector:
+    """Polls a Prometheus server and yields new samples (the collector interface of
+    ``collectors.nvml.NvmlCollector``).
+
+    Args:
+        url: the server's base URL.
+        step_s: resolution asked of ``query_range`` (the scrape interval is the useful floor).
+        poll_s: seconds between polls.
+        backfill_s: history read at ``open`` (the dashboard starts with it).
+        lag_s: how far behind now the newest point asked is (the last scrape may be pending).
+    """
+
+    def __init__(self, url: str, step_s: float = 1.0, poll_s: float = 2.0,
+                 backfill_s: float = 600.0, lag_s: float = 2.0) -> None:
+        self.reader = PrometheusReader(url)
+        self.step_s, self.poll_s = float(step_s), float(poll_s)
+        self.backfill_s, self.lag_s = float(backfill_s), float(lag_s)
+        self.health: dict = new_health()
+        self.driver = None
+        self._next: float | None = None
+        self._devices = pd.DataFrame()
+
+    def open(self) -> pd.DataFrame:
+        """Check the server answers and return the device rows seen in the backfill range.
+
+        Raises:
+            PrometheusError: the server cannot be reached.
+        """
+        now = time.time() - self.lag_s
+        _, self._devices = self.reader.samples(now - 60.0, now, self.step_s)
+        self._next = now - self.backfill_s
+        return self._devices
+
+    def close(self) -> None:
+        """Nothing held."""
+
+    def stream(self, stop: threading.Event | None = None, duration: float | None = None,
+               batch_s: float = 0.25) -> Iterator[pd.DataFrame]:
+        """Yield the samples newer than the last poll, every ``poll_s``, until ``stop`` is
+        set or ``duration`` passes.  A failed poll is counted in ``health['store_errors']``
+        and retried."""
+        stop = stop or threading.Event()
+        t_end = None if duration is None else time.time() + duration
+        while not stop.is_set() and (t_end is None or time.time() < t_end):
+            now = time.time() - self.lag_s
+            start = self._next if self._next is not None else now - self.backfill_s
+            if now - start >= self.step_s:
+                end = start + math.floor((now - start) / self.step_s) * self.step_s
+                try:
+                    samples, dev = self.reader.samples(start, end, self.step_s)
+                except PrometheusError:
+                    self.health["store_errors"] += 1
+                else:
+                    self.health["sweeps"] += 1
+                    self._next = end + self.step_s
+                    if len(dev):
+                        self._devices = dev
+                    if len(samples):
+                        yield samples
+            stop.wait(self.poll_s)
+
+
+__all__ = ["MAX_POINTS", "TEALEAVES_METRICS", "PrometheusCollector", "PrometheusError",
+           "PrometheusReader"]
