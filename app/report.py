@@ -24,6 +24,7 @@ import io
 import itertools
 import json
 import math
+import os
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -169,7 +170,12 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     end = span[1] if end is None else float(end)
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
         raise ReportError(f"--from/--to: the range must end after it starts "
-                          f"({start!r} .. {end!r})")
+                          f"({_utc(start) if math.isfinite(start) else start} .. "
+                          f"{_utc(end) if math.isfinite(end) else end} UTC)")
+    if end < span[0] or start > span[1]:
+        raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
+                          f"(it holds {_utc(span[0])} to {_utc(span[1])})")
+    start, end = max(start, span[0]), min(end, span[1] + 1e-6)  # only what is stored
     edges = np.arange(start, end, READ_CHUNK_S).tolist() + [end]
     show = progress if progress is not None else (end - start > PROGRESS_AFTER_S)
     parts = []
@@ -273,6 +279,16 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
     t0, t1 = float(s["timestamp"].min()), float(s["timestamp"].max())
     show = progress if progress is not None else (t1 - t0 > PROGRESS_AFTER_S)
     steps = 3 + (labels is not None) + (experts is not None)
+    lab = None
+    if labels is not None:  # bad inputs are refused before the long part
+        try:
+            lab = read_labels(labels)
+        except TraceError as exc:
+            raise ReportError(str(exc)) from None
+    expert_part, expert_arrays = None, None
+    if experts is not None:
+        n = int(n_gpus or max(1, s["gpu"].nunique()))
+        expert_part, expert_arrays = _experts(experts, n, ep_size)
     with _progress(steps, "report", show) as bar:
         bar.set_postfix_str("classifying")
         windows = classify_samples(s, inp.devices if len(inp.devices) else None,
@@ -284,12 +300,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         top = top_imbalanced(windows, top_n)
         bar.update(1)
         label_part = None
-        if labels is not None:
+        if lab is not None:
             bar.set_postfix_str("labels")
-            try:
-                lab = read_labels(labels)
-            except TraceError as exc:
-                raise ReportError(str(exc)) from None
             sc = score_against_labels(windows, lab)
             if sc["labelled_windows"] == 0:
                 raise ReportError(f"{labels}: no label interval overlaps the range "
@@ -302,12 +314,12 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
                           "skewed_windows": int(sc["skewed_windows"]),
                           "false_flag_rate": _num(sc["false_flag_rate"])}
             bar.update(1)
-        expert_part, expert_arrays = None, None
         if experts is not None:
-            bar.set_postfix_str("experts")
-            n = int(n_gpus or max(1, s["gpu"].nunique()))
-            expert_part, expert_arrays = _experts(experts, n, ep_size)
             bar.update(1)
+        if inp.server_events is not None and len(inp.server_events):
+            ev = inp.server_events
+            ts = pd.to_numeric(ev["timestamp"], errors="coerce")
+            inp.server_events = ev[(ts >= t0) & (ts <= t1)]  # the range's events only
         data = _document(inp, windows, window_s, t0, t1, phases, imb, table, top,
                          label_part, expert_part, labels, experts)
         bar.update(1)
@@ -323,9 +335,12 @@ def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
             count, name = check_logical_count(experts, "logical_count"), "(array)"
         else:
             count, name = load_expert_dump(experts), str(experts)
-        summ = expert_summary(count, n_gpus, ep_size)
     except (ExpertDumpError, ValueError) as exc:
         raise ReportError(str(exc)) from None
+    try:
+        summ = expert_summary(count, n_gpus, ep_size)
+    except ValueError as exc:
+        raise ReportError(f"--tp {n_gpus} / --ep {ep_size}: {exc}") from None
     gpu_load = np.asarray(summ["gpu_load"], dtype=float)
     share = np.asarray(summ["gpu_load_total"], dtype=float)
     part = {
@@ -590,6 +605,13 @@ def write_report(report: Report, fmt: str, out: str | Path) -> Path:
         ReportError: as ``report_bytes``; OSError: ``out`` cannot be written.
     """
     out = Path(out)
+    if out.is_symlink():
+        out = out.resolve()  # write the file the link names, keep the link
+    if out.exists() and not out.is_file():
+        raise ReportError(f"--out {out}: not a regular file (a device, pipe or folder); "
+                          f"give a file name")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ReportError(f"--out {out}: the file is read-only")
     data = report_bytes(report, fmt)
     tmp = out.with_name(f".{out.name}.tmp")
     tmp.write_bytes(data)

@@ -142,7 +142,7 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     busy = (util >= BUSY_UTIL).where(util.notna())
     out.insert(0, "busy_share", busy.groupby(s["gpu"]).mean())
     span = float(s["timestamp"].max() - s["timestamp"].min()) if len(s) > 1 else math.nan
-    out["energy_j"] = out["power_w"] * span
+    out["energy_j"] = out["power_w"] * (span if span > 0 else math.nan)  # unknown, not 0
     hot = (windows.loc[windows["imbalanced"].astype(bool), "hot_gpu"].dropna().astype(int)
            .value_counts() if len(windows) else pd.Series(dtype=int))
     out["load_mean"] = [_mean(windows[f"load_g{int(gpu)}"]) if f"load_g{int(gpu)}" in windows

@@ -115,6 +115,10 @@ def _to_numpy(value, torch):
     return value
 
 
+#: Largest dump read, bytes (counts only: [passes, layers, experts] integers).
+MAX_DUMP_BYTES = 1 << 30
+
+
 def load_expert_dump(path) -> np.ndarray:
     """Read an SGLang expert-distribution dump and return its ``logical_count``.
 
@@ -141,12 +145,19 @@ def load_expert_dump(path) -> np.ndarray:
         ) from exc
     if not path.is_file():
         raise ExpertDumpError(f"{path}: no such file")
+    size = path.stat().st_size
+    if size > MAX_DUMP_BYTES:
+        raise ExpertDumpError(f"{path}: {size / 2**20:,.0f} MB is over the "
+                              f"{MAX_DUMP_BYTES >> 20:,} MB a dump of counts needs (Kimi's "
+                              f"[1000, 61, 384] int64 is 187 MB)")
     try:
         obj = torch.load(path, map_location="cpu", weights_only=True)
     except _LOAD_ERRORS as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        # torch's own message may advise weights_only=False, which would run code from the
+        # file: not passed on
         raise ExpertDumpError(
-            f"{path}: not a readable torch.save file ({type(exc).__name__}: {first})"
+            f"{path}: not a torch.save file of tensors (what /dump_expert_distribution_record "
+            f"writes); torch.load(weights_only=True) refused it ({type(exc).__name__})"
         ) from exc
     if isinstance(obj, dict):
         if "logical_count" not in obj:

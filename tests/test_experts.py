@@ -307,7 +307,7 @@ def test_load_refuses_dump_without_logical_count(torch, tmp_path):
 def test_load_refuses_text_file(torch, tmp_path):
     path = tmp_path / "dump.pt"
     path.write_text("[2026-01-01 00:00:00 TP0] Decode batch. #running-req: 1\n")
-    with pytest.raises(ExpertDumpError, match="not a readable torch.save file") as info:
+    with pytest.raises(ExpertDumpError, match="not a torch.save file of tensors") as info:
         load_expert_dump(path)
     assert str(path) in str(info.value)
 
@@ -315,7 +315,7 @@ def test_load_refuses_text_file(torch, tmp_path):
 def test_load_refuses_objects_weights_only_rejects(torch, tmp_path):
     path = tmp_path / "dump.pt"
     torch.save({"logical_count": torch.ones(1, 2, 4), "extra": _NotATensor()}, path)
-    with pytest.raises(ExpertDumpError, match="not a readable torch.save file") as info:
+    with pytest.raises(ExpertDumpError, match="not a torch.save file of tensors") as info:
         load_expert_dump(path)
     assert str(path) in str(info.value)
 

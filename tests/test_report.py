@@ -10,6 +10,7 @@ import io
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -349,3 +350,46 @@ def test_store_without_the_range_says_what_it_holds(tmp_path):
     with pytest.raises(ReportError, match="must end after it starts"):
         from_store(db, 2.0e9, 1.0e9)
     assert isinstance(from_store(db).samples, pd.DataFrame)
+
+
+def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path):
+    from tealeaves.collectors.server_log import parse_file
+
+    tr = read_trace(bundled_trace_path())
+    db = tmp_path / "s.db"
+    with SampleStore(db) as store:
+        store.put_devices(tr.devices)
+        store.append(tr.samples)
+        first, last = store.time_span()
+    t = time.monotonic()
+    inp = from_store(db, first - 3600, 4.0e9)  # years past the end: read only what is stored
+    assert time.monotonic() - t < 20 and len(inp.samples) == len(tr.samples)
+    log = Path(bundled_trace_path()).parent / "h200x2_bursts.sglang.log"
+    events = pd.DataFrame({"timestamp": [first + 1, first + 2, last + 500], "kind": "prefill",
+                           "new_token": [100.0, 200.0, 5000.0]})
+    inp.server_events = events
+    rep = build_report(inp)
+    assert rep.data["server"]["events"] == 2 and rep.data["server"]["prefill_tokens"] == 300
+    assert log.exists() and parse_file(log)  # the bundled log the CLI test aligns
+
+
+def test_out_must_be_a_regular_writable_file(tmp_path, report):
+    from tealeaves.app.report import write_report
+
+    with pytest.raises(ReportError, match="not a regular file"):
+        write_report(report, "json", "/dev/null")
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    write_report(report, "json", link)
+    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == 1
+    ro = tmp_path / "ro.json"
+    ro.write_text("keep")
+    ro.chmod(0o444)
+    import os
+
+    if os.geteuid() != 0:  # root writes anything: the check is for users
+        with pytest.raises(ReportError, match="read-only"):
+            write_report(report, "json", ro)
+        assert ro.read_text() == "keep"
