@@ -250,6 +250,16 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 # -- bench ---------------------------------------------------------------------------------
+def cmd_bench_prometheus(args: argparse.Namespace) -> int:
+    from .prom_bench import main as prom_main
+
+    try:
+        prom_main(args.targets, args.interval, args.seconds, args.json)
+    except FileNotFoundError as exc:
+        return _fail(str(exc))
+    return 0
+
+
 def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
     try:
         from ..kernels_bench.verify_bench import main as verify_main
@@ -906,6 +916,21 @@ def build_parser() -> argparse.ArgumentParser:
     bc.add_argument("--out", type=Path, default=Path("bench-out"),
                     help="folder for collector_bench.csv/json (default bench-out)")
     bc.set_defaults(func=cmd_bench_collector)
+
+    bp = bsub.add_parser("prometheus",
+                         help="what the exporter costs a real Prometheus; a fleet's load",
+                         description="Measure an 8-GPU node's /metrics (series, bytes, scrape "
+                                     "time), run Debian's prometheus scraping --targets such "
+                                     "nodes, and work out 1000 nodes x 8 GPUs at 1 s and 10 s "
+                                     "(docs/scale.md).")
+    bp.add_argument("--targets", type=_positive_int, default=50,
+                    help="simulated nodes scraped (default 50)")
+    bp.add_argument("--interval", type=_positive, default=1.0,
+                    help="scrape interval, s (default 1)")
+    bp.add_argument("--seconds", type=_positive, default=60.0,
+                    help="seconds measured (default 60)")
+    bp.add_argument("--json", type=Path, help="also write the figures to this JSON file")
+    bp.set_defaults(func=cmd_bench_prometheus)
 
     bv = bsub.add_parser("verify-attention",
                          help="DDTree verify attention kernels: NSPLIT x page x context sweep",
