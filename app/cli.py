@@ -618,6 +618,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         report = build_report(inp, window_s=args.window, labels=args.labels,
                               experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
                               top_n=args.top)
+        if args.server_log is not None and report.data["server"] is None:
+            r = report.data["range"]
+            print(f"server log {args.server_log}: none of its events falls in "
+                  f"{r['start_utc']}-{r['end_utc']} UTC: the report has no server section "
+                  f"(a log of another run?)", file=sys.stderr)
         write_report(report, fmt, args.out)
     except (ReportError, ServerLogError, ValueError) as exc:
         return _fail(str(exc))

@@ -187,9 +187,10 @@ def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> 
                                  hovertemplate="%{y} %{x}<br>load %{z:.0f} %<extra></extra>"),
                       row=2, col=1)
     fig.update_layout(barmode="overlay", bargap=0, showlegend=True, template="plotly_white",
-                      height=170 + 26 * max(1, len(gpus)),
-                      margin={"l": 60, "r": 10, "t": 10, "b": 30},
-                      legend={"orientation": "h", "y": 1.12, "x": 0},
+                      height=200 + 26 * max(1, len(gpus)),
+                      margin={"l": 60, "r": 10, "t": 10, "b": 70},
+                      # below the axis: over the ribbon it hid the imbalance marks
+                      legend={"orientation": "h", "y": -0.32, "x": 0, "yanchor": "top"},
                       font={"size": 11})
     fig.update_yaxes(range=[0, 1.35], showticklabels=False, row=1, col=1)
     fig.update_yaxes(autorange="reversed", row=2, col=1)

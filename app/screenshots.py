@@ -313,7 +313,7 @@ def detail_skeleton() -> html.Div:
             html.Button("clear regions", id=ids.SHOT_CLEAR, n_clicks=0, className="tl-btn"),
         ]),
         html.Div([html.Span("verdict over ± ", className="tl-group-label"),
-                  dcc.Input(id=ids.SHOT_SPAN, type="number", min=0.5, max=600, step=0.5,
+                  dcc.Input(id=ids.SHOT_SPAN, type="number", step="any",
                             value=SPAN_S, debounce=True, className="tl-num-input"),
                   html.Span(" s around each moment", className="tl-group-label")],
                  className="tl-span-row"),
@@ -617,7 +617,11 @@ def register(app: dash.Dash, live) -> None:
         row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
         if row.empty:
             return ({"display": "none"}, *[dash.no_update] * 8)
-        return ({}, *detail(live, row.iloc[0], _span(span), page_tz))
+        out = list(detail(live, row.iloc[0], _span(span), page_tz))
+        note = span_note(span)
+        if note:
+            out[2] = [html.Div(note, className="tl-stale"), *out[2]]
+        return ({}, *out)
 
     @app.callback(
         Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
@@ -770,6 +774,19 @@ def fixed_shapes(state: dict) -> list[dict]:
     return base_shapes(skeleton, gpus, rows(server))
 
 
+def span_note(value) -> str | None:
+    """Why the verdict span typed is not the one used (None when it is)."""
+    if value is None or value == "":
+        return f"verdict span: using {SPAN_S:g} s"
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return f"verdict span {value!r} is not a number of seconds: using {SPAN_S:g} s"
+    if not math.isfinite(v) or not 0.5 <= v <= 600.0:
+        return f"verdict span {value!r} is outside 0.5-600 s: using {_span(value):g} s"
+    return None
+
+
 def _span(value) -> float:
     try:
         v = float(value)
@@ -810,9 +827,10 @@ def detail(live, r, span: float, page_tz: str | None = None) -> tuple:
     offsets = [html.Span([html.Span(f"region {i + 1} ({reg['name']}) offset",
                                     className="tl-group-label",
                                     style={"color": region_color(i)}),
+                          # step "any" and no min/max: a browser turns a value its checks
+                          # refuse into None, which would read as 0; the server checks it
                           dcc.Input(id={"type": ids.REGION_OFFSET, "i": i}, type="number",
-                                    value=float(reg.get("offset_s", 0.0)), step=0.5,
-                                    min=-MAX_REGION_OFFSET_S, max=MAX_REGION_OFFSET_S,
+                                    value=float(reg.get("offset_s", 0.0)), step="any",
                                     className="tl-num-input"),
                           html.Span("s", className="tl-group-label")],
                          className="tl-offset-group")

@@ -366,3 +366,13 @@ def test_verdict_names_a_hot_gpu_only_for_decode(windows):
     assert idle.text() == "idle (1.00)"
     dec = Verdict(0.0, 1.0, 4, "decode", {"decode": 1.0}, 0.99, 1.8, 0.1, 3, 1.0)
     assert dec.text() == "decode (0.99), GPU 3 hot, ratio 1.80"
+
+
+def test_a_verdict_span_out_of_bounds_says_which_span_is_used():
+    from tealeaves.app.screenshots import region_offset, span_note
+
+    assert span_note(5) is None and span_note("12.5") is None
+    assert "outside 0.5-600 s: using 600 s" in span_note(100000)
+    assert "outside 0.5-600 s: using 0.5 s" in span_note(0)
+    assert "not a number" in span_note("soon")
+    assert region_offset(2.25) == 2.25  # not a multiple of the old 0.5-s input step
