@@ -685,9 +685,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--prometheus", metavar="URL",
                    help="read a cluster from this Prometheus server: tealeaves' exporters' and "
                         "dcgm-exporter's series, every host, with a cluster overview")
-    d.add_argument("--prometheus-step", type=_positive, default=1.0,
-                   help="resolution asked of Prometheus, s (default 1: its scrape interval "
-                        "is the useful floor)")
+    d.add_argument("--prometheus-step", type=_positive, default=0.5,
+                   help="resolution asked of Prometheus, s (default 0.5, the classifier's "
+                        "window; each point is the newest scrape at that time)")
     d.add_argument("--server-metrics", metavar="URL",
                    help="scrape this SGLang/vLLM /metrics endpoint")
     d.set_defaults(func=cmd_dashboard)

@@ -45,8 +45,12 @@ def overview(histories: dict, t_end: float | None = None, span_s: float = OVERVI
         h.update()
         frames[host] = h.windows()
     ends = [float(w["end"].max()) for w in frames.values() if w is not None and len(w)]
+    starts = [float(w["start"].min()) for w in frames.values() if w is not None and len(w)]
     if t_end is None:
         t_end = max(ends) if ends else 0.0
+    if starts and t_end - min(starts) < span_s:  # a young session: its whole span, finer
+        span_s = max(t_end - min(starts), 1.0)
+        bucket_s = max(0.5, span_s / 120.0)
     n = max(1, math.ceil(span_s / bucket_s))
     t0 = t_end - n * bucket_s
     centres = t0 + (np.arange(n) + 0.5) * bucket_s

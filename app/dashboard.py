@@ -1443,8 +1443,8 @@ def cluster_panel() -> html.Div:
     every host's phase and GPUs' load over the last 10 minutes (``app.cluster``)."""
     return html.Div(id=ids.CLUSTER_PANEL, className="tl-panel", style={"display": "none"},
                     children=[
-        html.Div([html.Span("Cluster: each host's phase and each GPU's load, last 10 min · "
-                            "the lanes below show node ", className="tl-panel-title"),
+        html.Div([html.Span("Cluster: each host's phase and each GPU's load, up to the last "
+                            "10 min · the lanes below show node ", className="tl-panel-title"),
                   dcc.Dropdown(id=ids.HOST, clearable=False, searchable=True,
                                className="tl-host-pick"),
                   html.Span(" (pick one, or click its row)", className="tl-muted")],

@@ -208,7 +208,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
-          prometheus: str | None = None, prometheus_step: float = 1.0,
+          prometheus: str | None = None, prometheus_step: float = 0.5,
           **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
@@ -265,6 +265,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         except PrometheusError as exc:
             raise ValueError(str(exc)) from None
         source = Source(pc, f"Prometheus {prometheus}", "prometheus", devices)
+        # a reading stands until the next step (lanes hold it, not gaps between points)
+        config.setdefault("hold_s", max(0.3, 1.5 * prometheus_step))
     else:
         source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
     notes: list[str] = []
@@ -376,7 +378,7 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
-          prometheus: str | None = None, prometheus_step: float = 1.0) -> int:
+          prometheus: str | None = None, prometheus_step: float = 0.5) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
     Arguments as for ``start``.  Prints one line: the URL and the source (and a second one

@@ -1,0 +1,80 @@
+"""Make ``docs/dashboard_cluster.png`` (not a test; needs Debian's prometheus and chromium).
+
+    python docs/make_cluster_screenshot.py
+
+Two tealeaves collectors replay real two-GPU H200 traces as hosts ``h200-node-a`` and
+``h200-node-b`` and publish to Prometheus; a published dcgm-exporter output (``node01``, from
+../shared/cases/public) is a third target; the dashboard reads the cluster back from Prometheus.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.sync_api import sync_playwright
+
+from tealeaves.app import ids
+from tealeaves.app.server import start_in_thread
+
+HERE = Path(__file__).resolve().parent
+TRACES = HERE.parent / "data" / "traces"
+sys.path.insert(0, str(HERE.parent / "tests"))
+from test_prometheus import DCGM_CASE, _serve_text
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main() -> None:
+    tmp = Path(tempfile.mkdtemp())
+    procs, targets = [], []
+    for host, trace in (("h200-node-a", "h200x2_bursts"), ("h200-node-b", "h200x2_skew_rotation")):
+        p = _port()
+        targets.append(f"127.0.0.1:{p}")
+        procs.append(subprocess.Popen(
+            [sys.executable, "-m", "tealeaves.app.cli", "collect", "--replay",
+             TRACES / f"{trace}.parquet", "--loop", "--host", host, "--store",
+             tmp / f"{host}.db", "--prometheus-port", str(p)], stdout=subprocess.DEVNULL))
+    port, srv = _serve_text(DCGM_CASE)
+    targets.append(f"127.0.0.1:{port}")
+    web = _port()
+    (tmp / "p.yml").write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: t\n"
+                               f"    static_configs:\n      - targets: {json.dumps(targets)}\n")
+    procs.append(subprocess.Popen(["prometheus", f"--config.file={tmp / 'p.yml'}",
+                                   f"--storage.tsdb.path={tmp / 'db'}",
+                                   f"--web.listen-address=127.0.0.1:{web}"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    try:
+        time.sleep(75)  # a minute of history
+        url, stop = start_in_thread(prometheus=f"http://127.0.0.1:{web}")
+        try:
+            with sync_playwright() as pw:
+                b = pw.chromium.launch(executable_path="/usr/bin/chromium",
+                                       args=["--no-sandbox", "--headless", "--disable-gpu"])
+                page = b.new_page(viewport={"width": 1500, "height": 1150})
+                page.goto(url)
+                gd = f"document.querySelector('#{ids.CLUSTER_GRAPH} .js-plotly-plot')"
+                page.wait_for_function(f"() => {gd} && {gd}._fullData && "
+                                       f"{gd}._fullData.length > 1", timeout=60_000)
+                page.wait_for_timeout(4000)
+                page.screenshot(path=str(HERE / "dashboard_cluster.png"))
+                b.close()
+        finally:
+            stop()
+    finally:
+        srv.shutdown()
+        for p in procs:
+            p.terminate()
+
+
+if __name__ == "__main__":
+    main()
