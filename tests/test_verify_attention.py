@@ -12,7 +12,10 @@ import subprocess
 import sys
 
 import pytest
-import torch
+
+torch = pytest.importorskip(
+    "torch", reason="the verify-attention reference is written in torch: pip install -e "
+                    "'.[bench]' (CPU torch is enough for these tests)")
 
 from tealeaves.kernels_bench.verify_ref import (
     D_V,
