@@ -100,6 +100,11 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         # with them; the rules have an NVML-only path.
         why = "no profiling counters (sm_active, tensor_active, dram_active) in the source"
         labeller = RulePhaseLabeller()
+    fcols = [c for c in feats.columns if c.startswith("f_")]
+    if fcols and not feats.empty:
+        # a window whose samples hold no reading at all (a sweep of N/A fields) has no phase:
+        # it is left out, not labelled from NaN
+        feats = feats[feats[fcols].notna().any(axis=1)]
     if feats.empty:
         out = pd.DataFrame(columns=list(WINDOW_COLUMNS))
         out.attrs.update(labeller=labeller_name(labeller), fallback=why)

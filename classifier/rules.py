@@ -87,15 +87,18 @@ class RulePhaseLabeller:
             (NaN unless flagged) and ``imbalanced`` (bool: decode, enough load, ratio over
             the threshold).  The ratios are NaN where the mean load is under ``min_load``.
         """
-        # Ratios of near-zero loads are noise: NaN (unknown), not a number to read.
-        ratio = features["imbalance_ratio"].where(features["load_mean"] >= self.min_load)
-        flagged = ((phase == "decode") & (features["load_mean"] >= self.min_load)
-                   & (ratio > self.imbalance_threshold)).fillna(False)
+        from .imbalance import imbalance_terms
+
+        # The same terms as the trained model's detector (``imbalance.imbalance_terms``): NaN
+        # (unknown) with one GPU or under ``min_load``, the straggler tax from busy time.
+        terms = imbalance_terms(features, self.min_load)
+        ratio = terms["imbalance_ratio"]
+        flagged = ((phase == "decode") & (ratio > self.imbalance_threshold)).fillna(False)
         return pd.DataFrame({
             "imbalance_ratio": ratio,
-            "balancedness": 1.0 / ratio,
-            "straggler_tax": 1.0 - 1.0 / ratio,
-            "hot_gpu": features["hot_gpu"].where(flagged),
+            "balancedness": terms["balancedness"],
+            "straggler_tax": terms["straggler_tax"],
+            "hot_gpu": terms["top_gpu"].where(flagged),
             "imbalanced": flagged.astype(bool),
         }, index=features.index)
 

@@ -68,3 +68,26 @@ def test_empty_samples_give_no_windows():
     from tealeaves.data.schema import empty_frame
 
     assert classify_samples(empty_frame()).empty
+
+
+def test_rules_leave_imbalance_unknown_with_one_gpu_and_skip_windows_without_readings():
+    """The rules' imbalance is the trained detector's (NaN with one GPU, straggler tax from
+    busy time), and a window whose samples hold no reading gets no label."""
+    from tealeaves.data import bundled_trace_path
+
+    traces = TRACES_DIR
+    one = classify_trace(read_trace(traces / "h200x1_bursts.parquet"), window_s=1.0)
+    assert one.attrs["labeller"] == "rules" and len(one) > 50
+    assert one["straggler_tax"].isna().all() and one["imbalance_ratio"].isna().all()
+    assert not one["imbalanced"].any()
+    two = classify_trace(read_trace(traces / "h200x2_bursts.parquet"), window_s=1.0)
+    assert two["straggler_tax"].notna().sum() > 20 and two["imbalanced"].any()
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples.copy()
+    cut = float(s["timestamp"].min()) + 10.0
+    blank = (s["timestamp"] >= cut) & (s["timestamp"] < cut + 1.0)
+    metrics = [c for c in s.columns if c not in ("timestamp", "monotonic", "host", "gpu", "uuid")]
+    s.loc[blank, metrics] = float("nan")  # a second of sweeps that read nothing
+    w = classify_samples(s, tr.devices)
+    inside = (w["start"] >= cut) & (w["end"] <= cut + 1.0)
+    assert not inside.any() and len(w) > 150
