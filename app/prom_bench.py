@@ -28,6 +28,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -69,6 +70,26 @@ def exporter_figures(n_gpus: int = 8, scrapes: int = 20) -> dict:
             "scrape_ms_median": statistics.median(times) * 1e3, "text": text}
 
 
+def serve_text(body: Callable[[], bytes], host: str = "127.0.0.1",
+               port: int = 0) -> http.server.ThreadingHTTPServer:
+    """Serve ``body()`` as Prometheus text exposition on every GET, from a daemon thread (a
+    simulated scrape target); ``.server_address[1]`` is the port, ``.shutdown()`` stops it."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = body()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+    srv = http.server.ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
 class _Targets:
     """``n`` scrape targets on loopback, each a node serving the exporter's series with
     values that random-walk at every scrape."""
@@ -87,22 +108,12 @@ class _Targets:
     def _serve(names: list[str], values: list[float]):
         lock = threading.Lock()
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                with lock:
-                    for k in range(len(values)):
-                        values[k] = min(1.0, max(0.0, values[k] + random.gauss(0, 0.05)))
-                    body = "".join(f"{n} {v:.6g}\n" for n, v in zip(names, values)).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-        srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        threading.Thread(target=srv.serve_forever, daemon=True).start()
-        return srv
+        def body() -> bytes:  # every scrape: each value takes a random-walk step
+            with lock:
+                for k in range(len(values)):
+                    values[k] = min(1.0, max(0.0, values[k] + random.gauss(0, 0.05)))
+                return "".join(f"{n} {v:.6g}\n" for n, v in zip(names, values)).encode()
+        return serve_text(body)
 
     def ports(self) -> list[int]:
         return [s.server_address[1] for s in self.servers]
@@ -155,7 +166,13 @@ def prometheus_figures(text: str, targets: int = 50, interval: float = 1.0,
                 time.sleep(0.5)
         if base is None:
             raise RuntimeError("prometheus did not start")
-        time.sleep(min(10.0, seconds / 4))  # every target scraped a few times
+        end_warm = time.time() + 30
+        while time.time() < end_warm:  # until every target's series are in the head
+            m0 = _prom_metrics(port)
+            if m0.get("prometheus_tsdb_head_series", 0) >= targets * len(tg.names):
+                break
+            time.sleep(1)
+        time.sleep(2 * interval)
         m0, t0 = _prom_metrics(port), time.time()
         time.sleep(seconds)
         m1, t1 = _prom_metrics(port), time.time()
@@ -166,9 +183,9 @@ def prometheus_figures(text: str, targets: int = 50, interval: float = 1.0,
         tg.close()
         shutil.rmtree(tmp, ignore_errors=True)
     dt = t1 - t0
-    appended = (m1["prometheus_tsdb_head_samples_appended_total"]
-                - m0["prometheus_tsdb_head_samples_appended_total"])
-    total_appended = m1["prometheus_tsdb_head_samples_appended_total"]
+    key = "prometheus_tsdb_head_samples_appended_total"
+    appended = m1.get(key, 0.0) - m0.get(key, 0.0)
+    total_appended = m1.get(key, 0.0)
     return {"targets": targets, "interval_s": interval, "seconds": round(dt, 1),
             "head_series": m1["prometheus_tsdb_head_series"],
             "samples_per_s": appended / dt,
@@ -227,7 +244,7 @@ def main(targets: int = 50, interval: float = 1.0, seconds: float = 60.0,
     return result
 
 
-__all__ = ["exporter_figures", "fleet", "main", "prometheus_figures"]
+__all__ = ["exporter_figures", "fleet", "main", "prometheus_figures", "serve_text"]
 
 if __name__ == "__main__":  # pragma: no cover
     main()

@@ -20,12 +20,12 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from tealeaves.app import ids
+from tealeaves.app.prom_bench import serve_text
 from tealeaves.app.server import start_in_thread
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "data" / "traces"
-sys.path.insert(0, str(HERE.parent / "tests"))
-from test_prometheus import DCGM_CASE, _serve_text
+DCGM_CASE = HERE.parent.parent / "shared" / "cases" / "public" / "dcgm_exporter_prom_4gpu_v100_01.txt"
 
 
 def _port() -> int:
@@ -44,7 +44,9 @@ def main() -> None:
             [sys.executable, "-m", "tealeaves.app.cli", "collect", "--replay",
              TRACES / f"{trace}.parquet", "--loop", "--host", host, "--store",
              tmp / f"{host}.db", "--prometheus-port", str(p)], stdout=subprocess.DEVNULL))
-    port, srv = _serve_text(DCGM_CASE)
+    body = DCGM_CASE.read_bytes()
+    srv = serve_text(lambda: body)
+    port = srv.server_address[1]
     targets.append(f"127.0.0.1:{port}")
     web = _port()
     (tmp / "p.yml").write_text("global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: t\n"

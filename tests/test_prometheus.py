@@ -45,24 +45,12 @@ DCGM_CASE = (Path(__file__).resolve().parents[2] / "shared" / "cases" / "public"
              / "dcgm_exporter_prom_4gpu_v100_01.txt")
 
 
-def _serve_text(path: Path) -> tuple[int, object]:
+def _serve_text(path: Path):
     """Serve a dcgm-exporter text file at /metrics on loopback (a scrape target)."""
-    import http.server
-    import threading
+    from tealeaves.app.prom_bench import serve_text
 
     body = path.read_bytes()
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = serve_text(lambda: body)
     return srv.server_address[1], srv
 
 
