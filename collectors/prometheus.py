@@ -86,12 +86,6 @@ class PrometheusReader:
             raise PrometheusError(f"{self.url}: {path}: {doc.get('error', doc)}")
         return doc["data"]
 
-    def hosts(self) -> list[str]:
-        """Values of ``Hostname`` on tealeaves' and DCGM's GPU series, sorted."""
-        data = self._get("/api/v1/label/Hostname/values",
-                         [("match[]", '{__name__=~"tealeaves_.+|DCGM_FI_.+"}')])
-        return sorted(str(h) for h in data if h)
-
     def _range(self, metric: str, start: float, end: float, step: float) -> list[dict]:
         return self._get("/api/v1/query_range", [
             ("query", metric), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
