@@ -245,6 +245,7 @@ class LiveView:
         self._views: dict[str, tuple] = {}
         self._hosts: list[str] = []
         self._hosts_at = -math.inf
+        self._hosts_cursor = 0
         self._rev = 0
         self._shots: pd.DataFrame | None = None
         self._shots_at = -math.inf
@@ -256,11 +257,15 @@ class LiveView:
                        server_lag_s=c.server_lag_s)
 
     def hosts(self) -> list[str]:
-        """The hosts in the store (read at most every 2 s)."""
+        """The hosts in the store, sorted (new rows looked at most every 2 s: only the rows
+        stored since the last look are read)."""
         now = time.monotonic()
         if now - self._hosts_at > 2.0:
             try:
-                self._hosts = list(self.base_store.hosts())
+                cursor = self.base_store.cursor()
+                new = self.base_store.hosts(since=self._hosts_cursor)
+                self._hosts = sorted(set(self._hosts) | set(new))
+                self._hosts_cursor = cursor
             except (sqlite3.Error, StoreError):
                 pass
             self._hosts_at = now

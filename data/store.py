@@ -440,17 +440,20 @@ class SampleStore:
         """
         sql = f"SELECT id, {', '.join(COLUMNS)} FROM samples WHERE id > ?"
         params: tuple = (int(cursor),)
-        if host is not None:
-            sql += " AND host = ?"
-            params += (host,)
+        top = None
+        if host is not None:  # other hosts' rows up to ``top`` are passed over for good
+            top = int(self._conn().execute("SELECT max(id) FROM samples").fetchone()[0] or 0)
+            sql += " AND id <= ? AND host = ?"
+            params += (top, host)
         sql += " ORDER BY id"
         if limit is not None:
             sql += " LIMIT ?"
             params += (int(limit),)
         df = pd.read_sql_query(sql, self._conn(), params=params)
+        full = limit is not None and len(df) >= int(limit)
         if df.empty:
-            return empty_frame(), int(cursor)
-        new_cursor = int(df["id"].iloc[-1])
+            return empty_frame(), max(int(cursor), top or 0)
+        new_cursor = int(df["id"].iloc[-1]) if full or top is None else max(top, int(cursor))
         return self._typed(df.drop(columns="id")), new_cursor
 
     @_guarded
@@ -487,10 +490,11 @@ class SampleStore:
             f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices ORDER BY host, gpu", self._conn())
 
     @_guarded
-    def hosts(self) -> list[str]:
-        """The hosts the samples come from, sorted."""
+    def hosts(self, since: int = 0) -> list[str]:
+        """The hosts of the samples stored after row ``since`` (all: 0), sorted."""
         return [str(r[0]) for r in self._conn().execute(
-            "SELECT DISTINCT host FROM samples ORDER BY host").fetchall()]
+            "SELECT DISTINCT host FROM samples WHERE id > ? ORDER BY host",
+            (int(since),)).fetchall()]
 
     @_guarded
     def meta(self) -> dict[str, str]:

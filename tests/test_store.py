@@ -150,3 +150,32 @@ def test_connections_of_ended_threads_are_closed(tmp_path):
         assert len(list(fd_dir.iterdir())) <= fds_before + 6
     assert len(store.read_range()) == 6  # 3 rows x 2 GPUs, still readable here
     store.close()
+
+
+def test_host_view_reads_one_host_of_a_cluster_store(tmp_path):
+    """A store holding two hosts (their GPU indices repeat): HostView answers for one."""
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.store import HostView
+    from tealeaves.data.traces import read_trace
+
+    tr = read_trace(bundled_trace_path())
+    with SampleStore(tmp_path / "c.db") as store:
+        for host in ("node-a", "node-b"):
+            store.put_devices(tr.devices.assign(host=host))
+            store.append(tr.samples.assign(host=host))
+        c0 = store.cursor()
+        store.append(tr.samples.head(4).assign(host="node-c"))
+        assert store.hosts() == ["node-a", "node-b", "node-c"]
+        assert store.hosts(since=c0) == ["node-c"]
+        a = HostView(store, "node-a")
+        rows, cursor = a.read_since(0)
+        assert len(rows) == len(tr.samples) and set(rows["host"]) == {"node-a"}
+        assert cursor == store.cursor()  # node-b's and node-c's rows passed over for good
+        assert a.read_since(cursor)[0].empty
+        part, c2 = a.read_since(0, limit=100)
+        assert len(part) == 100 and c2 == 100 and set(part["host"]) == {"node-a"}
+        first, last = a.time_span()
+        assert len(a.read_range(first, first + 5.0)) > 0
+        assert set(a.read_range(first, last)["host"]) == {"node-a"}
+        assert set(a.devices()["host"]) == {"node-a"} and len(a.devices()) == 2
+        assert a.count() == store.count()  # the rest is the store's
