@@ -646,7 +646,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                      store_path=args.store, hz=args.hz, force_replay=args.replay,
                      server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics,
                      collect=not args.no_collect, prometheus=args.prometheus,
-                     prometheus_step=args.prometheus_step)
+                     prometheus_step=args.prometheus_step,
+                     prometheus_lookback=args.prometheus_lookback)
     except (ValueError, RuntimeError) as exc:
         return _fail(str(exc))
 
@@ -688,6 +689,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--prometheus-step", type=_positive, default=0.5,
                    help="resolution asked of Prometheus, s (default 0.5, the classifier's "
                         "window; each point is the newest scrape at that time)")
+    d.add_argument("--prometheus-lookback", type=_positive, default=5.0,
+                   help="a reading older than this (s) counts as missing, not repeated "
+                        "(default 5; set above the scrape interval)")
     d.add_argument("--server-metrics", metavar="URL",
                    help="scrape this SGLang/vLLM /metrics endpoint")
     d.set_defaults(func=cmd_dashboard)

@@ -110,6 +110,8 @@ def overview_figure(histories: dict, t_end: float | None = None, span_s: float =
         hovertemplate="%{y} %{x}: %{z:.0f} %<extra></extra>"), row=2, col=1)
     fig.update_yaxes(autorange="reversed", fixedrange=True)
     fig.update_xaxes(type="date", fixedrange=True)
+    fig.update_xaxes(title={"text": "time (UTC)", "font": {"size": 10}, "standoff": 2},
+                     row=2, col=1)
     fig.update_layout(height=110 + 16 * (len(hosts) + len(rows)), template="plotly_white",
                       margin={"l": 150, "r": 20, "t": 8, "b": 24}, font={"size": 10},
                       uirevision="cluster")

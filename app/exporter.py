@@ -12,8 +12,11 @@ raw samples**:
   its confidence, ``tealeaves_imbalance_ratio``, ``tealeaves_balancedness``,
   ``tealeaves_straggler_tax`` (ratio), ``tealeaves_hot_gpu`` (index; NaN when none) and the
   newest window's end (``tealeaves_window_end_timestamp_seconds``);
-- counters that any scrape interval can be read from: ``tealeaves_phase_seconds_total{phase}``
-  (time labelled in each phase) and ``tealeaves_imbalanced_seconds_total{gpu}``;
+- counters that any scrape interval up to ``MAX_LOOKBACK_S`` can be read from (each scrape
+  labels everything since the previous one): ``tealeaves_phase_seconds_total{phase}`` (time
+  labelled in each phase) and ``tealeaves_imbalanced_seconds_total{gpu}``; when the newest
+  sample is older than ``STALE_S`` (a stalled collector) the current-value gauges are left out,
+  so Prometheus marks them stale instead of repeating the last window;
 - the collector's health: sweeps, missed deadlines, dropped samples, store errors, GPUs
   offline, the sweep rate.
 
@@ -38,6 +41,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..classifier.rules import PHASE_ORDER
 
+#: Longest stretch classified per scrape (s): counters lose nothing at scrape intervals up to
+#: this long.
+MAX_LOOKBACK_S = 300.0
+#: Newest sample older than this (s): the current-value gauges are left out of the scrape.
+STALE_S = 10.0
 #: Sample column -> (metric name, scale to base units, help).
 GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = (
     ("gpu_util", "tealeaves_gpu_utilization_ratio", 0.01,
@@ -101,6 +109,7 @@ class TealeavesCollector(Collector):
         self._phase_s: dict[str, float] = dict.fromkeys(PHASE_ORDER, 0.0)
         self._hot_s: dict[tuple, float] = {}
         self._started = time.time()
+        self._last_scrape: float | None = None
         self._devices: pd.DataFrame | None = None
 
     # -- reading -------------------------------------------------------------------------
@@ -110,7 +119,13 @@ class TealeavesCollector(Collector):
         span = self.store.time_span()
         if span is None:
             return pd.DataFrame(), pd.DataFrame()
-        samples = self.store.read_range(span[1] - self.lookback_s, None)
+        # back to the previous scrape (counters miss no window), at least lookback_s of
+        # context, at most MAX_LOOKBACK_S
+        now = time.time()
+        since = self.lookback_s if self._last_scrape is None else now - self._last_scrape + 2.0
+        self._last_scrape = now
+        samples = self.store.read_range(
+            span[1] - min(MAX_LOOKBACK_S, max(self.lookback_s, since)), None)
         if samples.empty:
             return samples, pd.DataFrame()
         if self._devices is None or self._devices.empty:
@@ -158,6 +173,10 @@ class TealeavesCollector(Collector):
         host = self._node_host(samples)
         if len(windows) == 0:
             return
+        self._count(windows, host)
+        yield from self._counter_families(host, self._labels(samples))
+        if time.time() - float(samples["timestamp"].max()) > STALE_S:
+            return  # a stalled collector: no current values (Prometheus marks them stale)
         last = windows.iloc[-1]
         t0, t1 = float(last["start"]), float(last["end"])
         in_win = samples[(samples["timestamp"] >= t0) & (samples["timestamp"] < t1)]
@@ -193,7 +212,8 @@ class TealeavesCollector(Collector):
             fam = GaugeMetricFamily(name, doc, labels=node)
             fam.add_metric([host], _num(last.get(col, math.nan)) * scale)
             yield fam
-        self._count(windows, host)
+
+    def _counter_families(self, host: str, labels: dict):
         ph = CounterMetricFamily("tealeaves_phase_seconds", "Seconds labelled in each phase "
                                  "since the exporter started", labels=["Hostname", "phase"])
         for p, v in self._phase_s.items():
@@ -207,8 +227,8 @@ class TealeavesCollector(Collector):
 
     def _count(self, windows: pd.DataFrame, host: str) -> None:
         """Add the windows completed since the last scrape to the counters (the first
-        scrape counts the newest window only; windows that scrolled out of ``lookback_s``
-        between two scrapes are lost, so scrape at least every ``lookback_s``)."""
+        scrape counts the newest window only; each scrape reads back to the previous one, so
+        nothing is lost at scrape intervals up to ``MAX_LOOKBACK_S``)."""
         new = windows[windows["end"] > self._counted_end + 1e-9]
         if math.isinf(self._counted_end):
             new = new.tail(1)

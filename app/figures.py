@@ -513,8 +513,10 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
     for lane in LANES:
         for g in gpus:
             for col in lane.columns:
-                vals = (bins[(col, g)].to_numpy(dtype=float) * lane.scale if len(bins)
-                        else np.array([]))
+                if len(bins) and (col, g) in bins.columns:
+                    vals = bins[(col, g)].to_numpy(dtype=float) * lane.scale
+                else:  # no reading of this lane (a source without it): a gap, not an error
+                    vals = np.full(len(bx), np.nan)
                 out[("lane", col, g)] = (bx, _values(vals), [])
     n = len(windows)
     if n:

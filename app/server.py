@@ -209,7 +209,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
           prometheus: str | None = None, prometheus_step: float = 0.5,
-          **config) -> RunningDashboard:
+          prometheus_lookback: float = 5.0, **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
     Args:
@@ -225,7 +225,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             process, e.g. ``tealeaves collect``, keeps writing to it).
         prometheus: read a cluster from this Prometheus server instead (its tealeaves and
             dcgm-exporter series, ``collectors.prometheus``), every host in the store and the
-            cluster overview on the page; ``prometheus_step`` is the resolution asked, s.
+            cluster overview on the page; ``prometheus_step`` is the resolution asked, s;
+            ``prometheus_lookback`` how old a reading may be before it counts as missing, s.
         **config: overrides of ``app.dashboard.DashboardConfig`` fields (``view_s``,
             ``interval_ms`` ...).
 
@@ -260,7 +261,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
                              "--server-log")
         try:
-            pc = PrometheusCollector(prometheus, step_s=prometheus_step)
+            pc = PrometheusCollector(prometheus, step_s=prometheus_step,
+                                     lookback_s=prometheus_lookback)
             devices = pc.open()
         except PrometheusError as exc:
             raise ValueError(str(exc)) from None
@@ -378,7 +380,8 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
-          prometheus: str | None = None, prometheus_step: float = 0.5) -> int:
+          prometheus: str | None = None, prometheus_step: float = 0.5,
+          prometheus_lookback: float = 5.0) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
     Arguments as for ``start``.  Prints one line: the URL and the source (and a second one
@@ -394,7 +397,7 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
                     hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
                     server_metrics=server_metrics, collect=collect, prometheus=prometheus,
-                    prometheus_step=prometheus_step)
+                    prometheus_step=prometheus_step, prometheus_lookback=prometheus_lookback)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
     if running.server_note:

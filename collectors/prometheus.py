@@ -60,13 +60,17 @@ class PrometheusReader:
     Args:
         url: the server's base URL, e.g. ``http://127.0.0.1:9090``.
         timeout: seconds per HTTP request.
+        lookback_s: a reading older than this at a query point counts as missing (Prometheus
+            itself would repeat the last one for 5 minutes, drawing a flat line over an
+            outage); set it above the scrape interval.
     """
 
-    def __init__(self, url: str, timeout: float = 10.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, lookback_s: float = 5.0) -> None:
         if not url.startswith(("http://", "https://")):
             raise PrometheusError(f"{url}: not an http(s) URL")
         self.url = url.rstrip("/")
         self.timeout = timeout
+        self.lookback_s = float(lookback_s)
 
     def _get(self, path: str, params: list[tuple[str, str]]) -> dict:
         full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
@@ -87,8 +91,9 @@ class PrometheusReader:
         return doc["data"]
 
     def _range(self, metric: str, start: float, end: float, step: float) -> list[dict]:
+        query = f"last_over_time({metric}[{max(self.lookback_s, 1.0):g}s])"
         return self._get("/api/v1/query_range", [
-            ("query", metric), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
+            ("query", query), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
             ("step", f"{step:g}")])["result"]
 
     def samples(self, start: float, end: float, step: float = 1.0) -> tuple[pd.DataFrame,
@@ -153,11 +158,13 @@ class PrometheusCollector:
         poll_s: seconds between polls.
         backfill_s: history read at ``open`` (the dashboard starts with it).
         lag_s: how far behind now the newest point asked is (the last scrape may be pending).
+        lookback_s: as for ``PrometheusReader``.
     """
 
     def __init__(self, url: str, step_s: float = 1.0, poll_s: float = 2.0,
-                 backfill_s: float = 600.0, lag_s: float = 2.0) -> None:
-        self.reader = PrometheusReader(url)
+                 backfill_s: float = 600.0, lag_s: float = 2.0,
+                 lookback_s: float = 5.0) -> None:
+        self.reader = PrometheusReader(url, lookback_s=lookback_s)
         self.step_s, self.poll_s = float(step_s), float(poll_s)
         self.backfill_s, self.lag_s = float(backfill_s), float(lag_s)
         self.health: dict = new_health()
