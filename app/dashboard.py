@@ -71,6 +71,7 @@ from .figures import (
     certainty,
     extend_data,
     extend_point_count,
+    fmt_span,
     gpu_color,
     header_summary,
     range_update,
@@ -581,7 +582,7 @@ class LiveView:
         parts.append(f" · {h.cursor:,} samples stored")
         sp = h.span()
         if sp is not None:
-            parts.append(f" · history {_fmt_span(sp[1] - sp[0])}")
+            parts.append(f" · history {fmt_span(sp[1] - sp[0])}")
         parts.append(f" · phases: {_labeller_label()}")
         if c.server:
             parts.append(html.Span(f" · {c.server}", className="tl-server", id=ids.SERVER))
@@ -642,7 +643,7 @@ def axis_names(server: bool) -> dict:
 def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
     """One line saying what the range view draws (dates in the page's zone ``tz``, span,
     resolution of lanes and ribbon), or that the range holds no data."""
-    span = _fmt_span(v.t1 - v.t0)
+    span = fmt_span(v.t1 - v.t0)
     zone = page_zone(tz)
     d0 = datetime.fromtimestamp(v.t0, tz=zone)
     d1 = datetime.fromtimestamp(v.t1, tz=zone)
@@ -656,16 +657,6 @@ def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
     ribbon = ("one bar per window" if v.factor == 1 else
               f"{v.factor} windows per bar (phase shares stacked)")
     return f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
-
-
-def _fmt_span(s: float) -> str:
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 120:
-        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
 
 
 # -- panels ----------------------------------------------------------------------------------
@@ -1439,7 +1430,7 @@ def _follow_button(state: dict) -> tuple[str, str]:
 def follow_note(state: dict, c: DashboardConfig) -> str:
     """One line saying what the follow view draws."""
     f = int(state.get("factor", 1))
-    return (f"last {_fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
+    return (f"last {fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
             f"{c.bin_s * f:g}-s bins (mean) · ribbon: one bar per {c.window_s:g}-s window")
 
 

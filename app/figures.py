@@ -921,6 +921,17 @@ def shots_between(shots: pd.DataFrame | None, t0: float, t1: float) -> pd.DataFr
     return shots[(ts >= t0) & (ts <= t1)]
 
 
+def fmt_span(s: float) -> str:
+    """A duration for people: "850 ms", "4.2 s", "35 s", "12.5 min", "3.0 h"."""
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    return f"{s / 3600:.1f} h"
+
+
 def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:
     """x (epoch ms), y, text (file name and time source) and customdata (hash) of the
     screenshot markers: one per screenshot with a known capture time."""

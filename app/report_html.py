@@ -14,7 +14,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from .figures import HOT_COLOR, PHASE_COLORS, gpu_color
+from .figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color
 from .report import Report
 
 #: Most columns of the timeline (windows are grouped beyond that).
@@ -131,14 +131,6 @@ def _f(v, spec: str = ".2f", unit: str = "") -> str:
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     return f"{format(v, spec)}{unit}"
-
-
-def _span(s: float) -> str:
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    return f"{s / 3600:.2f} h"
 
 
 def _figure_html(fig: go.Figure, print_layout: bool) -> Markup:
@@ -270,7 +262,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     cards = [
         ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
                                                 ("idle", "prefill", "decode")),
-         " / ".join(_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
+         " / ".join(fmt_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
         ("decode balancedness", _f(s["decode_balancedness"]), "mean/max GPU load, 1 = even"),
         ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU load"),
         ("straggler tax", _f(s["straggler_tax"], ".1%"), "decode GPU-time lost waiting"),
@@ -370,7 +362,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     env = Environment(autoescape=True)
     return env.from_string(_TEMPLATE).render(
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
-        span=_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]), cards=cards,
+        span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]), cards=cards,
         verdict=verdict, gpu_rows=gpu_rows, top_rows=top_rows, server_rows=server_rows,
         label_rows=label_rows, expert_cards=expert_cards, fig_experts=fig_experts,
         fig_expert_layers=fig_layers, tokens=tokens, prov_rows=prov_rows, expert_map=expert_map,

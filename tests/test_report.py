@@ -44,6 +44,15 @@ def tealeaves(*args):
                           capture_output=True, text=True, timeout=300, check=False)
 
 
+def _stored(path: Path) -> tuple[Path, tuple[float, float]]:
+    """A store holding the bundled real trace; its path and time span."""
+    tr = read_trace(bundled_trace_path())
+    with SampleStore(path) as store:
+        store.put_devices(tr.devices)
+        store.append(tr.samples)
+        return path, store.time_span()
+
+
 @pytest.fixture(scope="module")
 def report():
     return build_report(from_trace(bundled_trace_path()), labels=bundled_labels_path())
@@ -297,11 +306,7 @@ def test_dashboard_export_button_downloads_the_shown_range(tmp_path):
     from tealeaves.app import ids
     from tealeaves.app.server import start_in_thread
 
-    tr = read_trace(bundled_trace_path())
-    db = tmp_path / "dash.db"
-    with SampleStore(db) as store:
-        store.put_devices(tr.devices)
-        store.append(tr.samples)
+    db, _ = _stored(tmp_path / "dash.db")
     url, stop = start_in_thread(store_path=db, collect=False)
     try:
         with sync_playwright() as p:
@@ -340,11 +345,7 @@ def test_dashboard_export_button_downloads_the_shown_range(tmp_path):
 
 
 def test_store_without_the_range_says_what_it_holds(tmp_path):
-    db = tmp_path / "s.db"
-    tr = read_trace(bundled_trace_path())
-    with SampleStore(db) as store:
-        store.put_devices(tr.devices)
-        store.append(tr.samples)
+    db, _ = _stored(tmp_path / "s.db")
     with pytest.raises(ReportError, match="it holds 20"):
         from_store(db, 1.0e9, 1.0e9 + 60)
     with pytest.raises(ReportError, match="must end after it starts"):
@@ -356,11 +357,7 @@ def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path
     from tealeaves.collectors.server_log import parse_file
 
     tr = read_trace(bundled_trace_path())
-    db = tmp_path / "s.db"
-    with SampleStore(db) as store:
-        store.put_devices(tr.devices)
-        store.append(tr.samples)
-        first, last = store.time_span()
+    db, (first, last) = _stored(tmp_path / "s.db")
     t = time.monotonic()
     inp = from_store(db, first - 3600, 4.0e9)  # years past the end: read only what is stored
     assert time.monotonic() - t < 20 and len(inp.samples) == len(tr.samples)
