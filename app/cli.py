@@ -269,7 +269,10 @@ def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
     argv = ["--out", str(args.out)] + (["--quick"] if args.quick else []) + (
         ["--validate"] if args.validate else []) + (
         ["--no-baseline"] if args.no_baseline else []) + (
-        ["--sustain", str(args.sustain)] if args.sustain else [])
+        ["--sustain", str(args.sustain)] if args.sustain else []) + (
+        ["--kernels", args.kernels] if args.kernels else []) + (
+        ["--contexts", args.contexts] if args.contexts else []) + (
+        ["--point", args.point] if args.point else [])
     return verify_main(argv)
 
 
@@ -943,7 +946,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bv = bsub.add_parser("verify-attention",
                          help="DDTree verify attention kernels: NSPLIT x page x context sweep",
-                         description="Check the unsplit and split-KV Triton kernels of MLA "
+                         description="Check the unsplit and split-KV kernels (Gluon on Hopper, "
+                                     "Triton anywhere) of MLA "
                                      "verify attention against the reference and time them "
                                      "over NSPLIT, page size, context, heads and tree size, "
                                      "next to the copy bandwidth measured in the same run "
@@ -954,9 +958,15 @@ def build_parser() -> argparse.ArgumentParser:
     bv.add_argument("--validate", action="store_true",
                     help="shapes outside the sweep, to check the NSPLIT chooser")
     bv.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
+    bv.add_argument("--kernels", help="split kernels, comma-separated, the first swept over "
+                                      "every NSPLIT (default: gluon,triton on Hopper, else triton)")
+    bv.add_argument("--contexts", help="only the sweep points of these contexts "
+                                       "(comma-separated tokens, e.g. 65536,200000)")
     bv.add_argument("--sustain", type=_positive,
                     help="instead run one decode-sized verify for this many seconds between "
                          "idle stretches (a workload for `tealeaves collect`)")
+    bv.add_argument("--point", help="the shape --sustain runs: batch,context,tree,heads,page "
+                                    "(default 8,65536,4,8,1)")
     bv.set_defaults(func=cmd_bench_verify_attention)
     return p
 

@@ -11,9 +11,11 @@ arithmetic floor (two matrix products per cache row and query row at the bf16 ma
 measured too).  Writes ``verify_attention.csv``, ``verify_attention.png`` and
 ``verify_attention.json`` (machine, driver, date, ceilings) to ``--out``.
 
-``--sustain S`` instead runs one decode-sized verify (64k context, 8 heads, the chooser's
-split) back to back for S seconds between idle stretches: the workload ``tealeaves collect``
-records for the classifier.
+Split kernels: ``gluon`` (``verify_gluon``, Hopper) and ``triton`` (``verify_triton``,
+portable); ``--kernels`` picks them, the first swept over every NSPLIT, the others near their
+chooser's pick.  ``--sustain S`` instead runs one decode-sized verify (``SUSTAIN_POINT``, the
+chooser's split) back to back for S seconds between idle stretches: the workload
+``tealeaves collect`` records for the classifier.
 """
 
 from __future__ import annotations
@@ -34,11 +36,11 @@ import torch
 from .verify_ref import (
     D_K,
     D_V,
-    block_rows,
     choose_nsplit,
     kv_bytes,
     make_inputs,
     relative_error,
+    split_blocks,
     verify_reference,
 )
 
@@ -62,14 +64,6 @@ class Point:
     heads: int
     page_size: int
     scattered: bool = True
-
-
-def split_blocks(rows: int) -> dict:
-    """Tile settings of the split kernel for ``rows`` = tree nodes x heads: ``block_m``,
-    ``block_n``, ``num_warps``, ``num_stages`` (chosen on the H200 run, docs/verify-attention.md).
-    """
-    bm = block_rows(rows)
-    return {"block_m": bm, "block_n": 64, "num_warps": 4 if bm == 16 else 8, "num_stages": 3}
 
 
 def copy_bandwidth(nbytes: int = 4 * 2**30, reps: int = 20) -> float:
@@ -162,10 +156,13 @@ def _flops(inp) -> float:
     return 2.0 * T * H * rows * (D_K + D_V)
 
 
-def run_point(pt: Point, bw: float, mm: float, sms: int, nsplits=NSPLITS,
-              baseline: bool = True, check=(1, "chosen", 256), seed: int = 0,
+def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "triton"),
+              nsplits=NSPLITS, baseline: bool = True, check=(1, "chosen", 256), seed: int = 0,
               log=print) -> list[dict]:
-    """Check and time every kernel at one point; one row per (kernel, nsplit)."""
+    """Check and time every kernel at one point; one row per (kernel, nsplit).
+
+    The first kernel of ``kernels`` is timed at every NSPLIT of ``nsplits``, the others at
+    the powers of two from a quarter to four times their chooser's pick (time)."""
     from .verify_triton import SplitPlan, verify_unsplit
 
     first = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
@@ -178,15 +175,13 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, nsplits=NSPLITS,
     floor_mem = nbytes / bw
     floor_mm = _flops(first) / mm
     rows_m = pt.tree * pt.heads
-    blocks = split_blocks(rows_m)
-    chosen = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, blocks["block_m"])
     out = []
     base = {**asdict(pt), "kv_bytes": nbytes, "floor_mem_us": floor_mem * 1e6,
-            "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9, "chosen_nsplit": chosen}
+            "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9}
 
-    def row(kernel, nsplit, t, err, cfg):
-        return {**base, "kernel": kernel, "nsplit": nsplit, **cfg, "time_us": t * 1e6,
-                "gbps": nbytes / t / 1e9, "copy_share": nbytes / t / bw,
+    def row(kernel, nsplit, chosen, t, err, cfg):
+        return {**base, "chosen_nsplit": chosen, "kernel": kernel, "nsplit": nsplit, **cfg,
+                "time_us": t * 1e6, "gbps": nbytes / t / 1e9, "copy_share": nbytes / t / bw,
                 "roofline_share": max(floor_mem, floor_mm) / t, "rel_err": err}
 
     if baseline and pt.page_size == 1:  # the case the baseline stands for
@@ -194,38 +189,52 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, nsplits=NSPLITS,
         o = verify_unsplit(first, **cfg)
         err = relative_error(o, ref)
         t = time_calls([lambda i=i: verify_unsplit(i, **cfg) for i in copies])
-        out.append(row("unsplit", 1, t, err, cfg))
-        log(f"  unsplit            {t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s err {err:.1e}")
-    for ns in nsplits:
-        partial = pt.batch * ns * rows_m * D_V * 4
-        if partial > MAX_PARTIAL_BYTES or ns > max(1, (pt.context + pt.tree) // 64):
-            continue
-        plans = [SplitPlan(i, ns, **blocks) for i in copies]
-        err = float("nan")
-        if ns in check or (ns == chosen and "chosen" in check):
-            plans[0].out.fill_(float("nan"))  # every element must be written
-            err = relative_error(plans[0](), ref)
-        t = time_calls([p.__call__ for p in plans])
-        out.append(row("split", ns, t, err, blocks))
-        log(f"  split nsplit={ns:<4d}{'*' if ns == chosen else ' '} {t * 1e6:10.1f} us "
-            f"{nbytes / t / 1e9:8.1f} GB/s {nbytes / t / bw:6.1%} of copy"
-            + (f" err {err:.1e}" if not math.isnan(err) else ""))
-        del plans
+        out.append(row("unsplit", 1, 1, t, err, cfg))
+        log(f"  unsplit                   {t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s "
+            f"err {err:.1e}")
+    most = max(1, (pt.context + pt.tree) // 64)
+    for ki, kernel in enumerate(kernels):
+        blocks = split_blocks(rows_m, kernel)
+        chosen = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, blocks["block_m"])
+        for ns in nsplits:
+            partial = pt.batch * ns * rows_m * D_V * 4
+            if partial > MAX_PARTIAL_BYTES or ns > most:
+                continue
+            if ki > 0 and not chosen / 4 <= ns <= chosen * 4:
+                continue
+            plans = [SplitPlan(i, ns, kernel=kernel) for i in copies]
+            err = float("nan")
+            if ns in check or (ns == chosen and "chosen" in check):
+                plans[0].out.fill_(float("nan"))  # every element must be written
+                err = relative_error(plans[0](), ref)
+            t = time_calls([p.__call__ for p in plans])
+            out.append(row(f"split_{kernel}", ns, chosen, t, err, plans[0].settings))
+            log(f"  split_{kernel:6s} nsplit={ns:<4d}{'*' if ns == chosen else ' '} "
+                f"{t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s {nbytes / t / bw:6.1%} of copy"
+                + (f" err {err:.1e}" if not math.isnan(err) else ""))
+            del plans
     del copies, first, ref
     torch.cuda.empty_cache()
     return out
 
 
-#: Shapes the sweep did not hold, for checking the chooser fitted to it (``--validate``).
+#: Shapes the sweep did not hold, for checking the NSPLIT chooser (``--validate``): the first
+#: eight were run on 2026-11-30 and 2026-12-01 before the chooser's wave model was written
+#: (two of them were its misses), the last eight after it, as a held-out check.
 VALIDATION_POINTS = (Point(2, 32768, 8, 8, 1), Point(4, 131072, 32, 8, 1),
                      Point(2, 100000, 4, 16, 16), Point(1, 131072, 8, 8, 64),
                      Point(3, 65536, 16, 8, 1), Point(1, 262144, 2, 8, 1),
-                     Point(6, 81920, 4, 8, 32), Point(1, 16384, 128, 8, 1))
+                     Point(6, 81920, 4, 8, 32), Point(1, 16384, 128, 8, 1),
+                     Point(5, 100000, 4, 8, 1), Point(3, 150000, 8, 8, 16),
+                     Point(2, 65536, 16, 8, 64), Point(7, 70000, 2, 16, 1),
+                     Point(12, 32768, 4, 8, 1), Point(4, 50000, 16, 16, 1),
+                     Point(1, 98304, 1, 8, 1), Point(10, 20000, 3, 8, 4))
 
 
 def sweep_points(quick: bool = False, validate: bool = False) -> list[Point]:
     """The sweep: contexts 4k/64k/200k, heads 8/16, trees of 4/16/64 nodes, batch 1/8, pages
-    of 1/16/64 (scattered), plus contiguous pages at 64k; ``quick``: a handful;
+    of 1/64 (scattered), pages of 16 at 64k+ for 4-node trees and 8 heads, plus contiguous
+    pages at 64k; ``quick``: a handful;
     ``validate``: ``VALIDATION_POINTS``."""
     if validate:
         return list(VALIDATION_POINTS)
@@ -234,45 +243,49 @@ def sweep_points(quick: bool = False, validate: bool = False) -> list[Point]:
                 Point(1, 200000, 16, 16, 16), Point(8, 4096, 64, 8, 1)]
     # the points the done-when reads first (a cut run keeps them)
     pts = [Point(b, c, t, h, p) for c, h, t, b, p in itertools.product(
-        (65536, 200000, 4096), (8, 16), (4, 16, 64), (1, 8), (1, 64, 16))]
+        (65536, 200000, 4096), (8, 16), (4, 16, 64), (1, 8), (1, 64))]
+    pts += [Point(b, c, 4, 8, 16) for c in (65536, 200000) for b in (1, 8)]
     pts += [Point(1, 65536, t, 8, p, scattered=False) for t in (4, 16) for p in (1, 64)]
     return pts
 
 
 def plot(rows: list[dict], path: Path) -> None:
-    """Achieved share of copy bandwidth against NSPLIT at 64k+ context, 8 heads, batch 1
-    (one line per tree size and page size), the unsplit baseline as dots at NSPLIT 1."""
+    """Achieved share of copy bandwidth against NSPLIT at 64k+ context, 8 heads, page 1
+    (scattered): one panel per batch (1, 8) and context, one line per split kernel and tree
+    size, the unsplit baseline as crosses at NSPLIT 1, the 70 % mark dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, ctx in zip(axes, (65536, 200000)):
-        sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8 and r["batch"] == 1
-               and r["scattered"]]
-        for (tree, page), style in zip(itertools.product((4, 16, 64), (1, 64)),
-                                       itertools.cycle(["-", "--"])):
+    fig, axes = plt.subplots(2, 2, figsize=(11, 8), sharey=True)
+    colours = {4: "#1f77b4", 16: "#ff7f0e", 64: "#2ca02c"}
+    for (bi, batch), (ci, ctx) in itertools.product(enumerate((1, 8)),
+                                                    enumerate((65536, 200000))):
+        ax = axes[bi][ci]
+        sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8
+               and r["batch"] == batch and r["page_size"] == 1 and r["scattered"]]
+        for tree, (kernel, style) in itertools.product(
+                (4, 16, 64), (("split_gluon", "-"), ("split_triton", "--"))):
             pts = sorted((r["nsplit"], r["copy_share"]) for r in sel
-                         if r["kernel"] == "split" and r["tree"] == tree
-                         and r["page_size"] == page)
+                         if r["kernel"] == kernel and r["tree"] == tree)
             if pts:
-                line, = ax.plot(*zip(*pts), style, marker="o", ms=3,
-                                label=f"split, T={tree}, page {page}")
-                base = [r for r in sel if r["kernel"] == "unsplit" and r["tree"] == tree
-                        and r["page_size"] == page]
-                if base:
-                    ax.plot([1], [base[0]["copy_share"]], "x", color=line.get_color(), ms=8)
+                ax.plot(*zip(*pts), style, marker="o", ms=3, color=colours[tree],
+                        label=f"{kernel.split('_')[1]}, T={tree}")
+            base = [r for r in sel if r["kernel"] == "unsplit" and r["tree"] == tree]
+            if base and kernel == "split_gluon":
+                ax.plot([1], [base[0]["copy_share"]], "x", color=colours[tree], ms=8)
         ax.set_xscale("log", base=2)
         label = f"{ctx // 1024}k" if ctx % 1024 == 0 else f"{ctx / 1000:.0f}k"
-        ax.set_title(f"{label} context, 8 heads, batch 1 (x: unsplit baseline)")
+        ax.set_title(f"batch {batch}, {label} context, 8 heads, page 1 (x: unsplit)", fontsize=9)
         ax.set_xlabel("NSPLIT")
         ax.axhline(0.7, color="#999", lw=0.8, ls=":")
         ax.grid(alpha=0.3)
-    axes[0].set_ylabel("cache bytes / time, share of copy bandwidth")
-    axes[1].legend(fontsize=7, loc="lower right")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("cache bytes / time, share of copy bandwidth")
+    axes[0][1].legend(fontsize=7, loc="upper right", ncol=2)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=110)
 
 
 def machine() -> dict:
@@ -293,16 +306,24 @@ def machine() -> dict:
             "cuda": torch.version.cuda, "date_utc": datetime.now(UTC).isoformat(timespec="seconds")}
 
 
-def sustain(seconds: float, idle: float = 8.0, log=print) -> dict:
-    """Idle ``idle`` s, then one decode-shaped verify (batch 4, 64k context, 16-node tree,
-    8 heads, page 1, the chooser's split) back to back for ``seconds``, then idle again; the
-    times (epoch s) of each stretch."""
+#: The verify the sustained loop runs: batch 8, 64k context, 4-node trees, 8 heads, page 1
+#: (a bandwidth-bound decode step: 32 query rows per cache row, 60 FLOP per byte).
+SUSTAIN_POINT = Point(8, 65536, 4, 8, 1)
+
+
+def sustain(seconds: float, kernel: str, pt: Point = SUSTAIN_POINT, idle: float = 8.0,
+            log=print) -> dict:
+    """Idle ``idle`` s, then the verify of ``pt`` with ``kernel`` at the chooser's split
+    back to back for ``seconds``, then idle again; the times (epoch s) of each stretch, the
+    calls made and the shape."""
     from .verify_triton import SplitPlan
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    inp = make_inputs(4, 65536, 16, 8, 1, device="cuda", seed=7)
-    blocks = split_blocks(16 * 8)
-    plan = SplitPlan(inp, choose_nsplit(4, 8, 16, 65536, sms, blocks["block_m"]), **blocks)
+    inp = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size, device="cuda",
+                      seed=7)
+    bm = split_blocks(pt.tree * pt.heads, kernel)["block_m"]
+    ns = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, bm)
+    plan = SplitPlan(inp, ns, kernel=kernel)
     plan()
     torch.cuda.synchronize()
     marks = {"idle_start": time.time()}
@@ -317,8 +338,9 @@ def sustain(seconds: float, idle: float = 8.0, log=print) -> dict:
     marks["decode_end"] = time.time()
     time.sleep(idle)
     marks["idle_end"] = time.time()
-    marks["calls"] = n
-    log(f"sustained {n} verify calls in {seconds:.0f} s")
+    marks.update(calls=n, kernel=kernel, nsplit=ns, **asdict(pt),
+                 gbps=kv_bytes(inp) * n / (marks["decode_end"] - marks["decode_start"]) / 1e9)
+    log(f"sustained {n} verify calls in {seconds:.0f} s ({marks['gbps']:.0f} GB/s)")
     return marks
 
 
@@ -330,32 +352,66 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--validate", action="store_true",
                     help="shapes outside the sweep, to check the NSPLIT chooser")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--kernels", default=None,
+                    help="split kernels, comma-separated, the first swept fully "
+                         "(default: gluon,triton on Hopper, else triton)")
+    ap.add_argument("--contexts", default=None,
+                    help="only the sweep points of these contexts (comma-separated tokens)")
     ap.add_argument("--sustain", type=float, help="run one config for S seconds instead")
+    ap.add_argument("--point", default=None,
+                    help="the shape --sustain runs: batch,context,tree,heads,page "
+                         "(default 8,65536,4,8,1)")
     args = ap.parse_args(argv)
     if not torch.cuda.is_available():
         print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
         return 3
+    from .verify_triton import gluon_ready
+
+    why = gluon_ready()
+    kernels = (args.kernels or ("triton" if why else "gluon,triton")).split(",")
+    bad = [k for k in kernels if k not in ("gluon", "triton")]
+    if bad:
+        print(f"--kernels: unknown kernel {bad[0]!r} (gluon, triton)", file=sys.stderr)
+        return 2
+    if "gluon" in kernels and why:
+        print(f"--kernels gluon: {why}", file=sys.stderr)
+        return 2
+    try:
+        contexts = ({int(c) for c in args.contexts.split(",")} if args.contexts else None)
+    except ValueError:
+        print(f"--contexts: expected token counts, got {args.contexts!r}", file=sys.stderr)
+        return 2
+    try:
+        point = Point(*(int(x) for x in args.point.split(","))) if args.point else SUSTAIN_POINT
+    except (TypeError, ValueError):
+        print(f"--point: expected batch,context,tree,heads,page, got {args.point!r}",
+              file=sys.stderr)
+        return 2
     args.out.mkdir(parents=True, exist_ok=True)
     if args.sustain:
-        marks = sustain(args.sustain)
+        marks = sustain(args.sustain, kernels[0], point)
         (args.out / "sustain.json").write_text(json.dumps(marks, indent=1))
         return 0
     info = machine()
     bw = copy_bandwidth()
     mm = matmul_rate()
-    info.update(copy_gbps=bw / 1e9, matmul_tflops=mm / 1e12)
+    info.update(copy_gbps=bw / 1e9, matmul_tflops=mm / 1e12, kernels=kernels)
     print(f"{info['gpu']} ({info['sms']} SMs), driver {info['driver']}: copy {bw / 1e9:.0f} GB/s"
-          f" (read + write), bf16 matmul {mm / 1e12:.0f} TFLOP/s", flush=True)
+          f" (read + write), bf16 matmul {mm / 1e12:.0f} TFLOP/s; kernels {', '.join(kernels)}",
+          flush=True)
     import csv
 
     rows: list[dict] = []
     t0 = time.time()
     (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
+    points = [p for p in sweep_points(args.quick, args.validate)
+              if contexts is None or p.context in contexts]
     with open(args.out / "verify_attention.csv", "w", newline="") as f:
         w = None
-        for pt in sweep_points(args.quick, args.validate):  # a cut run keeps its rows
+        for pt in points:  # a cut run keeps its rows
             print(f"{pt}", flush=True)
-            new = run_point(pt, bw, mm, info["sms"], baseline=not args.no_baseline)
+            new = run_point(pt, bw, mm, info["sms"], kernels=kernels,
+                            baseline=not args.no_baseline)
             if w is None:
                 w = csv.DictWriter(f, fieldnames=list(new[0]))
                 w.writeheader()

@@ -192,32 +192,66 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
 
 
-#: The chooser's rules, fitted to the H200 sweep in docs/verify-attention.md (within 4 % of the
-#: best NSPLIT at all 112 points there; 7 of 8 shapes outside it within 10 %): aim for this
-#: many waves of programs (one program per SM at a time, two for 16-row tiles, whose smaller
-#: registers and shared memory let two share an SM), ...
-WAVES = 1.0
-#: ... but give no split fewer than this many cache rows (a split's fixed cost: loading its
-#: queries, writing a partial output row block and its log-sum-exp).
+#: The split kernels: ``"gluon"`` (``verify_gluon``, Hopper) and ``"triton"``
+#: (``verify_triton._split_kernel``, portable).
+KERNELS = ("gluon", "triton")
+
+#: The chooser's cost model, from the H200 runs in docs/verify-attention.md.  Every setting of
+#: ``split_blocks`` holds one program per SM (their shared memory, 131-192 KB, leaves no room
+#: for a second), so programs run in waves of ``sms``; a split costs its cache rows (rounded
+#: up to whole 64-row tiles) plus this many rows' worth of fixed cost (loading its queries,
+#: the first tile's latency, writing a partial output and its log-sum-exp, merging it): 384,
+#: from batch 1, 64k context, 4-node trees, where NSPLIT 64 took 52.1 us and 128 took
+#: 33.1 us in one wave each, (1024 + c) / (512 + c) = 1.574.
+SPLIT_COST_ROWS = 384
+#: No split shorter than this many cache rows (one Gluon tile).
 MIN_SPLIT_ROWS = 64
 #: Largest split count tried.
 MAX_NSPLIT = 256
 
 
-def block_rows(rows: int) -> int:
-    """Row tile of the split kernel for ``rows`` = tree nodes x heads: 16, 32 or 64 (the
-    settings that ran fastest on the H200, docs/verify-attention.md)."""
+def block_rows(rows: int, kernel: str = "gluon") -> int:
+    """Row tile of the split kernel for ``rows`` = tree nodes x heads.
+
+    Gluon: 16 or 32 (its output accumulator, 512 x rows in float32, must fit one warpgroup's
+    registers; more rows take several tiles).  Triton: 16, 32 or 64.  The settings that ran
+    fastest on the H200 (docs/verify-attention.md)."""
+    if kernel == "gluon":
+        return 16 if rows <= 16 else 32
     return 16 if rows <= 16 else 32 if rows <= 32 else 64
+
+
+def split_blocks(rows: int, kernel: str = "gluon") -> dict:
+    """Tile settings of a split kernel for ``rows`` = tree nodes x heads: ``block_m``,
+    ``block_n``, ``num_warps``, ``num_stages`` (the fastest that compile without spilling in
+    the main loop and fit 227 KB of shared memory on the H200, sm_90, Triton 3.6;
+    docs/verify-attention.md).
+
+    Raises:
+        VerifyShapeError: an unknown kernel.
+    """
+    if kernel not in KERNELS:
+        raise VerifyShapeError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
+    bm = block_rows(rows, kernel)
+    if kernel == "gluon":  # one warpgroup, 64-row cache tiles double-buffered by hand
+        return {"block_m": bm, "block_n": 64, "num_warps": 4, "num_stages": 1}
+    if bm == 16:
+        return {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 4}
+    if bm == 32:
+        return {"block_m": 32, "block_n": 64, "num_warps": 8, "num_stages": 3}
+    return {"block_m": 64, "block_n": 32, "num_warps": 8, "num_stages": 3}
 
 
 def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
                   block_m: int | None = None) -> int:
-    """The number of KV splits for the split-KV kernel.
+    """The number of KV splits for the split-KV kernels.
 
     The grid is ``batch x ceil(tree * heads / block_m) x NSPLIT`` programs (``block_m``: the
-    row tile, by default ``block_rows(tree * heads)``); NSPLIT is raised until that is about
-    ``WAVES`` waves of programs (one per SM, two for 16-row tiles), without splits shorter than
-    ``MIN_SPLIT_ROWS`` rows, rounded to a power of two, in ``[1, MAX_NSPLIT]``.
+    row tile, by default the Gluon kernel's ``block_rows``), one per SM at a time.  Among the
+    powers of two in ``[1, MAX_NSPLIT]`` with splits of at least ``MIN_SPLIT_ROWS`` rows, the
+    pick minimises ``waves x (rows per split, in whole 64-row tiles, + SPLIT_COST_ROWS)``,
+    ``waves = ceil(programs / sms)``: the estimated time of the last wave to finish; ties go
+    to fewer splits.
 
     Raises:
         VerifyShapeError: a size below 1.
@@ -228,13 +262,19 @@ def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
         if v < 1:
             raise VerifyShapeError(f"{name} must be at least 1, got {v}")
     tiles = batch * math.ceil(tree * heads / block_m)
-    per_sm = 2 if block_m <= 16 else 1
-    want = max(1.0, WAVES * per_sm * sms / tiles)
-    most = max(1, (context + tree) // MIN_SPLIT_ROWS)
-    n = min(want, most, MAX_NSPLIT)
-    return 1 << max(0, round(math.log2(n)))
+    rows = context + tree
+    best, pick = math.inf, 1
+    ns = 1
+    while ns <= MAX_NSPLIT and (ns == 1 or rows / ns >= MIN_SPLIT_ROWS):
+        waves = math.ceil(tiles * ns / sms)
+        cost = waves * (math.ceil(rows / ns / 64) * 64 + SPLIT_COST_ROWS)
+        if cost < best:
+            best, pick = cost, ns
+        ns *= 2
+    return pick
 
 
-__all__ = ["D_K", "D_ROPE", "D_V", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE", "WAVES",
-           "VerifyInputs", "VerifyShapeError", "block_rows", "choose_nsplit", "gather_kv", "kv_bytes",
-           "make_inputs", "random_tree", "relative_error", "tree_mask", "verify_reference"]
+__all__ = ["D_K", "D_ROPE", "D_V", "KERNELS", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE",
+           "SPLIT_COST_ROWS", "VerifyInputs", "VerifyShapeError", "block_rows", "choose_nsplit",
+           "gather_kv", "kv_bytes", "make_inputs", "random_tree", "relative_error",
+           "split_blocks", "tree_mask", "verify_reference"]

@@ -10,7 +10,8 @@ its reference: ``verify_ref``).
   attends its rows to one piece and writes a partial output and its log-sum-exp, and a second
   kernel merges the pieces (out = sum_s exp(lse_s - lse) * o_s).  The same kernel takes any
   page size from 1 (a gather per row) to 64 (``PAGE`` is a compile-time constant, so the
-  page arithmetic is shifts).
+  page arithmetic is shifts).  ``SplitPlan(kernel="gluon")`` runs ``verify_gluon``'s Hopper
+  kernel instead, with the same partial outputs and merge.
 
 Both keep the softmax online (Milakov & Gimelshein 2018; FlashAttention), in base 2 with the
 scale folded into log2(e).  Needs a CUDA GPU and Triton, imported lazily by the callers; runs
@@ -25,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .verify_ref import D_K, D_ROPE, D_V, VerifyInputs
+from .verify_ref import D_K, D_ROPE, D_V, KERNELS, VerifyInputs, VerifyShapeError, split_blocks
 
 _LOG2E = 1.4426950408889634
 
@@ -39,13 +40,20 @@ def _attend(acc, m_i, l_i, q_nope, q_rope, node, row_ok, KV, PT, MASK, b, T, L, 
     (``>= L``), kept where ``MASK[b, node, pos - L]``; else cached tokens, all kept."""
     dv = tl.arange(0, D_V)
     dr = tl.arange(0, D_R)
+    # page ids one tile ahead, carried by the loop: a cache load whose address comes from a
+    # load in the same iteration is not multi-buffered by Triton 3.6's pipeliner (the copies
+    # of a tile are all awaited before its products: no overlap); one whose address is
+    # carried in is (one tile in flight with num_stages=3)
+    nxt = n_lo + tl.arange(0, BLOCK_N)
+    page = tl.load(PT + b * pt_stride + nxt // PAGE, mask=nxt < n_hi, other=0)
     for start in range(n_lo, n_hi, BLOCK_N):
         pos = start + tl.arange(0, BLOCK_N)
         ok = pos < n_hi
-        page = tl.load(PT + b * pt_stride + pos // PAGE, mask=ok, other=0)
         base = KV + (page.to(tl.int64) * PAGE + pos % PAGE) * D_K
         k_nope = tl.load(base[:, None] + dv[None, :], mask=ok[:, None], other=0.0)
         k_rope = tl.load(base[:, None] + D_V + dr[None, :], mask=ok[:, None], other=0.0)
+        nxt = pos + BLOCK_N
+        page = tl.load(PT + b * pt_stride + nxt // PAGE, mask=nxt < n_hi, other=0)
         s = tl.dot(q_nope, tl.trans(k_nope))
         s = tl.dot(q_rope, tl.trans(k_rope), s) * qk_scale
         if MASKED:
@@ -181,24 +189,55 @@ def verify_unsplit(inp: VerifyInputs, block_m: int = 16, block_n: int = 32,
 
 
 class SplitPlan:
-    """Buffers and launch settings of ``verify_split`` for one input shape (reused across
-    timed launches and CUDA-graph replays): ``nsplit``, ``block_m``, ``block_n``, warps,
-    stages and the partial-output dtype."""
+    """Buffers and launch settings of one split-KV verify for one input shape, reused across
+    timed launches and CUDA-graph replays.
 
-    def __init__(self, inp: VerifyInputs, nsplit: int, block_m: int = 64, block_n: int = 64,
-                 num_warps: int = 8, num_stages: int = 2,
+    Args:
+        inp: the problem (``verify_ref.make_inputs``).
+        nsplit: pieces the cache range of each sequence is cut into (``choose_nsplit``).
+        kernel: ``"gluon"`` (``verify_gluon``, Hopper only) or ``"triton"`` (this module's
+            ``_split_kernel``, any CUDA GPU and Triton's CPU interpreter).
+        block_m, block_n, num_warps, num_stages: tile settings; ``None`` takes
+            ``verify_ref.split_blocks`` (the settings timed best on the H200).
+        partial_dtype: dtype of the partial outputs merged by the second kernel.
+
+    Raises:
+        ValueError: rows not 576 wide, or non-contiguous ``q``/``kv_cache``.
+        VerifyShapeError: an unknown kernel, or Gluon tiles it does not take.
+    """
+
+    def __init__(self, inp: VerifyInputs, nsplit: int, kernel: str = "triton",
+                 block_m: int | None = None, block_n: int | None = None,
+                 num_warps: int | None = None, num_stages: int | None = None,
                  partial_dtype: torch.dtype = torch.float32) -> None:
         _check(inp)
         B, T, H = inp.shape
-        self.inp, self.nsplit = inp, int(nsplit)
-        self.block_m, self.block_n = block_m, block_n
-        self.num_warps, self.num_stages = num_warps, num_stages
+        if kernel not in KERNELS:
+            raise VerifyShapeError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
+        cfg = split_blocks(T * H, kernel)
+        for k, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps),
+                     ("num_stages", num_stages)):
+            if v is not None:
+                cfg[k] = v
+        if kernel == "gluon" and (cfg["block_n"] != 64 or cfg["num_warps"] != 4
+                                  or cfg["block_m"] not in (16, 32)):
+            raise VerifyShapeError("the Gluon kernel takes tiles of 64 cache rows, 16 or 32 "
+                                   "query rows and 4 warps (one warpgroup)")
+        self.inp, self.nsplit, self.kernel = inp, int(nsplit), kernel
+        self.block_m, self.block_n = cfg["block_m"], cfg["block_n"]
+        self.num_warps, self.num_stages = cfg["num_warps"], cfg["num_stages"]
         self.M = T * H
         dev = inp.q.device
         self.mask = inp.mask.to(torch.uint8) if inp.mask.dtype == torch.bool else inp.mask
         self.o_part = torch.empty(B, self.nsplit, self.M, D_V, dtype=partial_dtype, device=dev)
         self.lse_part = torch.empty(B, self.nsplit, self.M, dtype=torch.float32, device=dev)
         self.out = torch.empty(B, T, H, D_V, dtype=inp.q.dtype, device=dev)
+
+    @property
+    def settings(self) -> dict:
+        """The tile settings in use (for result rows)."""
+        return {"block_m": self.block_m, "block_n": self.block_n,
+                "num_warps": self.num_warps, "num_stages": self.num_stages}
 
     @property
     def grid(self) -> tuple[int, int, int]:
@@ -211,6 +250,7 @@ class SplitPlan:
         self._split()
 
     def __call__(self) -> torch.Tensor:
+        """Both launches (split, merge); returns ``out[B, T, H, 512]`` (reused buffer)."""
         self._split()
         inp = self.inp
         B = inp.q.shape[0]
@@ -224,17 +264,40 @@ class SplitPlan:
     def _split(self) -> None:
         inp = self.inp
         _B, T, H = inp.shape
-        self.compiled = _split_kernel[self.grid](
-            inp.q, inp.kv_cache, inp.page_table, inp.ctx_lens, self.mask, self.o_part,
-            self.lse_part, inp.sm_scale * _LOG2E, T, self.M, self.nsplit,
-            inp.page_table.stride(0), H=H, PAGE=inp.page_size, BLOCK_M=self.block_m,
-            BLOCK_N=self.block_n, D_V=D_V, D_R=D_ROPE, D_K=D_K, num_warps=self.num_warps,
-            num_stages=self.num_stages)
+        args = (inp.q, inp.kv_cache, inp.page_table, inp.ctx_lens, self.mask, self.o_part,
+                self.lse_part, inp.sm_scale * _LOG2E, T, self.M, self.nsplit,
+                inp.page_table.stride(0))
+        shape = {"H": H, "PAGE": inp.page_size, "BLOCK_M": self.block_m,
+                 "BLOCK_N": self.block_n, "D_V": D_V, "D_R": D_ROPE, "D_K": D_K}
+        if self.kernel == "gluon":
+            from .verify_gluon import _split_kernel_g, shared_layouts
+
+            self.compiled = _split_kernel_g[self.grid](
+                *args, **shape, **shared_layouts(self.block_m, self.block_n, D_V, D_ROPE),
+                num_warps=self.num_warps)
+        else:
+            self.compiled = _split_kernel[self.grid](*args, **shape, num_warps=self.num_warps,
+                                                     num_stages=self.num_stages)
 
 
 def verify_split(inp: VerifyInputs, nsplit: int, **kw) -> torch.Tensor:
-    """Split-KV verify attention: ``out[B, T, H, 512]`` (``SplitPlan`` settings in ``kw``)."""
+    """Split-KV verify attention: ``out[B, T, H, 512]`` (``SplitPlan`` arguments in ``kw``)."""
     return SplitPlan(inp, nsplit, **kw)()
 
 
-__all__ = ["SplitPlan", "verify_split", "verify_unsplit"]
+def gluon_ready() -> str | None:
+    """``None`` when the Gluon kernel can run here (a Hopper GPU, Triton with Gluon), else
+    why not, in one line."""
+    if not torch.cuda.is_available():
+        return "no CUDA GPU"
+    major, minor = torch.cuda.get_device_capability()
+    if major != 9:
+        return f"the Gluon kernel is written for Hopper (sm_90); this GPU is sm_{major}{minor}"
+    try:
+        import triton.experimental.gluon
+    except ImportError:
+        return f"Triton {triton.__version__} has no Gluon (triton.experimental.gluon)"
+    return None
+
+
+__all__ = ["SplitPlan", "gluon_ready", "verify_split", "verify_unsplit"]
