@@ -544,16 +544,22 @@ def _write_validation(result: dict, n_traces: int, cmd: str) -> Path:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from ..classifier.evaluate import load_corpus, torch_available, train
+    from ..classifier.evaluate import KIND_OF, load_corpus, torch_available, train
     from ..classifier.model import MODEL_DIR, MODEL_STEM
     from ..data.traces import TraceError
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return _fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
-    kind = args.kind
-    if kind is None:  # the kind validation chose and the package ships
+    kind, smooth = args.kind, None
+    if kind is None:  # the model validation chose (evaluate --corpus), else the one shipped
+        chosen = MODEL_DIR / f"{MODEL_STEM}.validation.json"
         shipped = MODEL_DIR / f"{MODEL_STEM}.json"
-        kind = json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists() else "hgb"
+        pick = json.loads(chosen.read_text()).get("chosen") if chosen.exists() else None
+        if pick in KIND_OF:
+            kind, smooth = KIND_OF[pick], pick != "hgb"
+        else:
+            kind = (json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists()
+                    else "hgb")
     if kind == "tcn" and not torch_available():
         return _fail("the tcn model trains with torch: pip install -e '.[bench]' "
                      "(or --kind hgb)")
@@ -565,9 +571,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
     print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
     model = train(corpus, seed=args.seed, meta=meta, kind=kind)
+    if smooth is not None and kind == "hgb":
+        model.smooth = smooth  # "hgb" alone or with the Viterbi pass ("hgb_viterbi")
     out = args.out or MODEL_DIR
     path = model.save(out)
-    print(f"trained the {kind} model on {len(corpus)} traces, {meta['windows']} labelled "
+    how = "" if kind != "hgb" else " with Viterbi smoothing" if model.smooth else " (no smoothing)"
+    print(f"trained the {kind} model{how} on {len(corpus)} traces, {meta['windows']} labelled "
           f"windows; imbalance "
           f"threshold {model.imbalance.threshold:.2f} x, min {model.imbalance.min_windows} "
           f"window(s); wrote {path} and "

@@ -41,6 +41,7 @@ def _feature_columns() -> tuple[str, ...]:
         cols += [f"f_{m}_{k}" for k in ("mean", "max", "min", "std", "slope")]
     for m in DISPERSION_METRICS:
         cols += [f"f_{m}_maxmean", f"f_{m}_cv"]
+    cols.append("f_compute_share")
     return tuple(cols)
 
 
@@ -77,7 +78,8 @@ class WindowFeatures:
         bytes over ``PCIE_PEAK_BPS`` / ``NVLINK_PEAK_BPS``), the across-GPU ``mean``, ``max``
         and ``min`` of the per-GPU window means, the within-window standard deviation
         (``std``, mean over GPUs) and the change from the previous window (``slope``, NaN
-        after a gap); and for ``DISPERSION_METRICS`` the across-GPU ``maxmean`` (max/mean)
+        after a gap); ``f_compute_share`` (mean tensor activity over mean tensor + DRAM
+        activity); and for ``DISPERSION_METRICS`` the across-GPU ``maxmean`` (max/mean)
         and ``cv`` (std/mean).  A metric the source lacks leaves its features NaN.
     """
 
@@ -189,6 +191,13 @@ class WindowFeatures:
                 pos = np.where(mu > 0.02, mu, np.nan)  # ratios of near-zero readings are noise
                 cols[f"f_{m}_maxmean"] = cols[f"f_{m}_max"] / pos
                 cols[f"f_{m}_cv"] = sd[m].to_numpy(dtype=float) / pos
+        # Which of the two roofline ceilings the window leans on (Williams, Waterman &
+        # Patterson 2009): tensor-pipe activity over tensor + DRAM activity, NaN when both are
+        # under 2 % together.  Prefill's GEMMs sit near 0.8, decode's GEMVs near 0.05; a
+        # split-KV verify kernel near 0.25 (docs/verify-attention.md).
+        busy = cols["f_tensor_active_mean"] + cols["f_dram_active_mean"]
+        cols["f_compute_share"] = cols["f_tensor_active_mean"] / np.where(busy > 0.02, busy,
+                                                                          np.nan)
         return pd.DataFrame(cols, index=index)[list(FEATURE_COLUMNS)]
 
     def fit_transform(self, samples: pd.DataFrame, y=None) -> pd.DataFrame:

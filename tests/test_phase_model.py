@@ -37,7 +37,7 @@ def test_the_shipped_model_is_what_classify_and_the_dashboard_use():
 def test_train_rebuilds_the_shipped_model(tmp_path):
     r = tealeaves("train", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "trained the hgb model on 18 traces" in r.stdout
+    assert "trained the hgb model with Viterbi smoothing on 20 traces" in r.stdout
     rebuilt, shipped = PhaseModel.load(tmp_path), PhaseModel.load()
     trace = read_trace(TRACES_DIR / "h200x2_random_s11.parquet")
     f = WindowFeatures(0.5, trace.devices).fit_transform(trace.samples)
