@@ -194,7 +194,7 @@ class WindowFeatures:
         # Which of the two roofline ceilings the window leans on (Williams, Waterman &
         # Patterson 2009): tensor-pipe activity over tensor + DRAM activity, NaN when both are
         # under 2 % together.  Prefill's GEMMs sit near 0.8, decode's GEMVs near 0.05; a
-        # split-KV verify kernel near 0.25 (docs/verify-attention.md).
+        # split-KV verify kernel near 0.23 (docs/verify-attention.md).
         busy = cols["f_tensor_active_mean"] + cols["f_dram_active_mean"]
         cols["f_compute_share"] = cols["f_tensor_active_mean"] / np.where(busy > 0.02, busy,
                                                                           np.nan)
