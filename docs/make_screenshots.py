@@ -63,26 +63,37 @@ def _hover_lane(page, frac: float, row: int) -> dict:
     return {"x": bb["x"] + bb["width"] * frac, "y": bb["y"] + bb["height"] / 2}
 
 
+def _trace_store(trace: Path, store: Path) -> Path:
+    """A fresh SQLite store holding ``trace``'s samples and device rows."""
+    if store.exists():
+        store.unlink()
+    tr = load_trace(trace)
+    with SampleStore(store) as s:
+        s.put_devices(tr.devices)
+        s.append(tr.samples)
+    return store
+
+
+def _open(browser, url: str, width: int = 1720, height: int = 1000):
+    """A page on the dashboard at ``url``, once its timeline has drawn."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(url, timeout=120_000)
+    page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+    return page
+
+
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path("/tmp/tealeaves-shots")
     tmp.mkdir(exist_ok=True)
     hour = tmp / "hour.db"
     build_store(hour, 3600.0, 8)
-    verify = tmp / "verify.db"
-    if verify.exists():
-        verify.unlink()
-    tr = load_trace(ROOT / "data/traces/h200x2_verify_trees.parquet")
-    with SampleStore(verify) as s:
-        s.put_devices(tr.devices)
-        s.append(tr.samples)
+    verify = _trace_store(ROOT / "data/traces/h200x2_verify_trees.parquet", tmp / "verify.db")
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         url, stop = start_in_thread(store_path=hour, collect=False)
         try:
-            page = b.new_page(viewport={"width": 1720, "height": 1000})
-            page.goto(url, timeout=120_000)
-            page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+            page = _open(b, url)
             page.check(f"#{ids.ORDER} input[value='load']")
             page.wait_for_timeout(1500)
             page.click(f"#{ids.PRESET_ALL}")
@@ -97,18 +108,14 @@ def main(out: Path) -> None:
             page.mouse.move(pt["x"], pt["y"])
             page.wait_for_timeout(1200)
             page.screenshot(path=str(out / "dashboard_hover.png"), full_page=True)
-            lap = b.new_page(viewport={"width": 1366, "height": 768})
-            lap.goto(url, timeout=120_000)
-            lap.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+            lap = _open(b, url, 1366, 768)
             lap.wait_for_timeout(2000)
             lap.screenshot(path=str(out / "dashboard_laptop.png"), full_page=True)
         finally:
             stop()
         url, stop = start_in_thread(store_path=verify, collect=False)
         try:
-            page = b.new_page(viewport={"width": 1720, "height": 1000})
-            page.goto(url, timeout=120_000)
-            page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+            page = _open(b, url)
             # the first verify run that starts from idle: its onset, 0.5 s before to 1 s after
             lab = pd.read_csv(ROOT / "data/traces/h200x2_verify_trees.labels.csv")
             after_idle = lab["phase"].shift(1).eq("idle") & lab["workload"].str.startswith("verify")
@@ -132,9 +139,7 @@ def main(out: Path) -> None:
                     "server_log": ROOT / "data/traces/h200x2_bursts.sglang.log", "tz": "UTC"})):
             url, stop = start_in_thread(**kwargs)
             try:
-                page = b.new_page(viewport={"width": 1720, "height": 1000})
-                page.goto(url, timeout=120_000)
-                page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+                page = _open(b, url)
                 page.wait_for_timeout(20_000)
                 page.mouse.move(3, 3)
                 page.screenshot(path=str(out / name), full_page=True)

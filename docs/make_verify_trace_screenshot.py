@@ -16,11 +16,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from tealeaves.app.server import start_in_thread
-from tealeaves.data.importers import load_trace
-from tealeaves.data.store import SampleStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_screenshots import ARGS, GD, _hover_lane, _show
+from make_screenshots import ARGS, _hover_lane, _open, _show, _trace_store
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACE = ROOT / "docs/bench/verify_attention_trace.parquet"
@@ -29,22 +27,14 @@ MARKS = ROOT / "docs/bench/verify_attention_trace.marks.json"
 
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
-    store = Path("/tmp/tealeaves-shots/verify_attention.db")
-    store.parent.mkdir(exist_ok=True)
-    if store.exists():
-        store.unlink()
-    tr = load_trace(TRACE)
-    with SampleStore(store) as s:
-        s.put_devices(tr.devices)
-        s.append(tr.samples)
+    Path("/tmp/tealeaves-shots").mkdir(exist_ok=True)
+    store = _trace_store(TRACE, Path("/tmp/tealeaves-shots/verify_attention.db"))
     marks = json.loads(MARKS.read_text())
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
         url, stop = start_in_thread(store_path=store, collect=False)
         try:
-            page = b.new_page(viewport={"width": 1720, "height": 1000})
-            page.goto(url, timeout=120_000)
-            page.wait_for_function(f"() => {GD} && {GD}._fullData", timeout=120_000)
+            page = _open(b, url)
             _show(page, marks["idle_start"] - 2, marks["idle_end"] + 2)
             span = marks["idle_end"] + 2 - (marks["idle_start"] - 2)
             mid = (marks["decode_start"] + marks["decode_end"]) / 2

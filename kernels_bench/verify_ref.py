@@ -267,7 +267,8 @@ def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
     ns = 1
     while ns <= MAX_NSPLIT and (ns == 1 or rows / ns >= MIN_SPLIT_ROWS):
         waves = math.ceil(tiles * ns / sms)
-        cost = waves * (math.ceil(rows / ns / 64) * 64 + SPLIT_COST_ROWS)
+        tile_rows = math.ceil(rows / ns / MIN_SPLIT_ROWS) * MIN_SPLIT_ROWS
+        cost = waves * (tile_rows + SPLIT_COST_ROWS)
         if cost < best:
             best, pick = cost, ns
         ns *= 2
