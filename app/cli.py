@@ -270,9 +270,9 @@ def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
         ["--validate"] if args.validate else []) + (
         ["--no-baseline"] if args.no_baseline else []) + (
         ["--sustain", str(args.sustain)] if args.sustain else []) + (
-        ["--kernels", args.kernels] if args.kernels else []) + (
-        ["--contexts", args.contexts] if args.contexts else []) + (
-        ["--point", args.point] if args.point else [])
+        ["--kernels", ",".join(args.kernels)] if args.kernels else []) + (
+        ["--contexts", ",".join(map(str, sorted(args.contexts)))] if args.contexts else []) + (
+        ["--point", ",".join(map(str, args.point))] if args.point else [])
     return verify_main(argv)
 
 
@@ -379,7 +379,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
             out.update(score)
         if server is not None:
             out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
-        print(json.dumps(out))
+        print(json.dumps(_nan_to_none(out)))  # a score with no hot GPU labelled is NaN: null
         return 0
     if args.csv:
         windows.to_csv(sys.stdout, index=False, float_format="%.4f")
@@ -550,16 +550,18 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return _fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
-    kind, smooth = args.kind, None
-    if kind is None:  # the model validation chose (evaluate --corpus), else the one shipped
+    pick, smooth = args.kind, None
+    if pick is None:  # the model validation chose (evaluate --corpus), else the one shipped
         chosen = MODEL_DIR / f"{MODEL_STEM}.validation.json"
         shipped = MODEL_DIR / f"{MODEL_STEM}.json"
         pick = json.loads(chosen.read_text()).get("chosen") if chosen.exists() else None
-        if pick in KIND_OF:
-            kind, smooth = KIND_OF[pick], pick != "hgb"
-        else:
-            kind = (json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists()
+        if pick not in KIND_OF:
+            pick = (json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists()
                     else "hgb")
+            smooth = None if pick == "tcn" else True  # what the shipped kind always did
+    kind = KIND_OF[pick]
+    if smooth is None and kind == "hgb":
+        smooth = pick != "hgb"
     if kind == "tcn" and not torch_available():
         return _fail("the tcn model trains with torch: pip install -e '.[bench]' "
                      "(or --kind hgb)")
@@ -574,7 +576,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     if smooth is not None and kind == "hgb":
         model.smooth = smooth  # "hgb" alone or with the Viterbi pass ("hgb_viterbi")
     out = args.out or MODEL_DIR
-    path = model.save(out)
+    try:
+        path = model.save(out)
+    except OSError as exc:
+        return _fail(f"{out}: cannot write the model ({exc.strerror or exc})")
     how = "" if kind != "hgb" else " with Viterbi smoothing" if model.smooth else " (no smoothing)"
     print(f"trained the {kind} model{how} on {len(corpus)} traces, {meta['windows']} labelled "
           f"windows; imbalance "
@@ -666,6 +671,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 # -- parser --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
+    from ..kernels_bench.verify_args import parse_contexts, parse_kernels, parse_point
     from ..kernels_bench.workload import SCENARIOS
 
     p = argparse.ArgumentParser(
@@ -828,9 +834,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder to write phase_model.skops/.json (default: the package's "
                         "classifier/model, which the dashboard and classify load: this "
                         "replaces the shipped model)")
-    t.add_argument("--kind", choices=["tcn", "hgb"],
-                   help="model kind (default: the shipped one, chosen by `evaluate --corpus`; "
-                        "tcn trains with torch)")
+    t.add_argument("--kind", choices=["hgb_viterbi", "hgb", "tcn"],
+                   help="model, as `evaluate --corpus` names them (default: the one it chose; "
+                        "hgb is gradient boosting without the Viterbi pass; tcn trains with "
+                        "torch)")
     t.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
     t.set_defaults(func=cmd_train)
 
@@ -965,17 +972,21 @@ def build_parser() -> argparse.ArgumentParser:
                     help="folder for verify_attention.csv/png/json (default verify-attention)")
     bv.add_argument("--quick", action="store_true", help="five points instead of the sweep")
     bv.add_argument("--validate", action="store_true",
-                    help="shapes outside the sweep, to check the NSPLIT chooser")
+                    help="shapes outside the sweep, to check the NSPLIT chooser (written as "
+                         "verify_attention_validate.*)")
     bv.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
-    bv.add_argument("--kernels", help="split kernels, comma-separated, the first swept over "
-                                      "every NSPLIT (default: gluon,triton on Hopper, else triton)")
-    bv.add_argument("--contexts", help="only the sweep points of these contexts "
-                                       "(comma-separated tokens, e.g. 65536,200000)")
+    bv.add_argument("--kernels", type=parse_kernels,
+                    help="split kernels, comma-separated, the first swept over every NSPLIT "
+                         "(default: gluon,triton on Hopper, else triton)")
+    bv.add_argument("--contexts", type=parse_contexts,
+                    help="only the sweep points of these contexts (comma-separated tokens, "
+                         "e.g. 65536,200000)")
     bv.add_argument("--sustain", type=_positive,
                     help="instead run one decode-sized verify for this many seconds between "
                          "idle stretches (a workload for `tealeaves collect`)")
-    bv.add_argument("--point", help="the shape --sustain runs: batch,context,tree,heads,page "
-                                    "(default 8,65536,4,8,1)")
+    bv.add_argument("--point", type=parse_point,
+                    help="the shape --sustain runs: batch,context,tree,heads,page "
+                         "(default 8,65536,4,8,1)")
     bv.set_defaults(func=cmd_bench_verify_attention)
     return p
 

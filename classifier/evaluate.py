@@ -157,7 +157,7 @@ def read_manifest(directory: Path) -> pd.DataFrame:
     """``directory/MANIFEST.csv``, one row per trace in order (``name``, ``scenario``, ...).
 
     Raises:
-        TraceError: the manifest is missing or has no ``name`` column.
+        TraceError: the manifest is missing, has no ``name`` column or lists no trace.
     """
     path = Path(directory) / "MANIFEST.csv"
     if not path.exists():
@@ -165,6 +165,8 @@ def read_manifest(directory: Path) -> pd.DataFrame:
     manifest = pd.read_csv(path, dtype={"name": str})
     if "name" not in manifest:
         raise TraceError(f"{path}: line 1: header lacks name")
+    if manifest.empty:
+        raise TraceError(f"{path}: lists no trace")
     return manifest
 
 

@@ -9,7 +9,8 @@ the cache bytes the problem must read (``verify_ref.kv_bytes``) over the time, n
 device-to-device copy bandwidth measured in the same run (bytes read + written) and the
 arithmetic floor (two matrix products per cache row and query row at the bf16 matrix rate,
 measured too).  Writes ``verify_attention.csv``, ``verify_attention.png`` and
-``verify_attention.json`` (machine, driver, date, ceilings) to ``--out``.
+``verify_attention.json`` (machine, driver, date, ceilings) to ``--out``
+(``verify_attention_validate.*`` with ``--validate``).
 
 Split kernels: ``gluon`` (``verify_gluon``, Hopper) and ``triton`` (``verify_triton``,
 portable); ``--kernels`` picks them, the first swept over every NSPLIT, the others near their
@@ -33,6 +34,7 @@ from pathlib import Path
 
 import torch
 
+from .verify_args import parse_contexts, parse_kernels, parse_point
 from .verify_ref import (
     D_K,
     D_V,
@@ -350,43 +352,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("verify-attention"))
     ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
     ap.add_argument("--validate", action="store_true",
-                    help="shapes outside the sweep, to check the NSPLIT chooser")
+                    help="shapes outside the sweep, to check the NSPLIT chooser (written as "
+                         "verify_attention_validate.*)")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--kernels", default=None,
+    ap.add_argument("--kernels", type=parse_kernels, default=None,
                     help="split kernels, comma-separated, the first swept fully "
                          "(default: gluon,triton on Hopper, else triton)")
-    ap.add_argument("--contexts", default=None,
+    ap.add_argument("--contexts", type=parse_contexts, default=None,
                     help="only the sweep points of these contexts (comma-separated tokens)")
     ap.add_argument("--sustain", type=float, help="run one config for S seconds instead")
-    ap.add_argument("--point", default=None,
+    ap.add_argument("--point", type=parse_point, default=None,
                     help="the shape --sustain runs: batch,context,tree,heads,page "
                          "(default 8,65536,4,8,1)")
     args = ap.parse_args(argv)
+    if args.point and not args.sustain:
+        ap.error("--point goes with --sustain")
+    if args.quick and args.validate:
+        ap.error("--quick and --validate choose different shapes: give one")
+    points = [p for p in sweep_points(args.quick, args.validate)
+              if args.contexts is None or p.context in args.contexts]
+    if not points and not args.sustain:
+        ap.error(f"--contexts: no sweep point has these contexts (the sweep's: "
+                 f"{', '.join(str(c) for c in sorted({p.context for p in sweep_points()}))})")
     if not torch.cuda.is_available():
         print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
         return 3
     from .verify_triton import gluon_ready
 
     why = gluon_ready()
-    kernels = (args.kernels or ("triton" if why else "gluon,triton")).split(",")
-    bad = [k for k in kernels if k not in ("gluon", "triton")]
-    if bad:
-        print(f"--kernels: unknown kernel {bad[0]!r} (gluon, triton)", file=sys.stderr)
-        return 2
+    kernels = args.kernels or (["triton"] if why else ["gluon", "triton"])
     if "gluon" in kernels and why:
         print(f"--kernels gluon: {why}", file=sys.stderr)
         return 2
-    try:
-        contexts = ({int(c) for c in args.contexts.split(",")} if args.contexts else None)
-    except ValueError:
-        print(f"--contexts: expected token counts, got {args.contexts!r}", file=sys.stderr)
-        return 2
-    try:
-        point = Point(*(int(x) for x in args.point.split(","))) if args.point else SUSTAIN_POINT
-    except (TypeError, ValueError):
-        print(f"--point: expected batch,context,tree,heads,page, got {args.point!r}",
-              file=sys.stderr)
-        return 2
+    point = Point(*args.point) if args.point else SUSTAIN_POINT
     args.out.mkdir(parents=True, exist_ok=True)
     if args.sustain:
         marks = sustain(args.sustain, kernels[0], point)
@@ -403,10 +401,9 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[dict] = []
     t0 = time.time()
-    (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
-    points = [p for p in sweep_points(args.quick, args.validate)
-              if contexts is None or p.context in contexts]
-    with open(args.out / "verify_attention.csv", "w", newline="") as f:
+    stem = "verify_attention_validate" if args.validate else "verify_attention"
+    (args.out / f"{stem}.json").write_text(json.dumps(info, indent=1))
+    with open(args.out / f"{stem}.csv", "w", newline="") as f:
         w = None
         for pt in points:  # a cut run keeps its rows
             print(f"{pt}", flush=True)
@@ -419,8 +416,8 @@ def main(argv: list[str] | None = None) -> int:
             f.flush()
             rows += new
     info["sweep_s"] = time.time() - t0
-    (args.out / "verify_attention.json").write_text(json.dumps(info, indent=1))
-    plot(rows, args.out / "verify_attention.png")
+    (args.out / f"{stem}.json").write_text(json.dumps(info, indent=1))
+    plot(rows, args.out / f"{stem}.png")
     bad = [r for r in rows if not (r["rel_err"] != r["rel_err"] or r["rel_err"] < BF16_TOL)]
     print(f"{len(rows)} rows, {sum(r['rel_err'] == r['rel_err'] for r in rows)} checked, "
           f"{len(bad)} over {BF16_TOL:g}; sweep {info['sweep_s']:.0f} s")

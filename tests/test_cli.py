@@ -197,3 +197,19 @@ def test_bench_dashboard_does_not_overwrite_a_file_it_did_not_make(tmp_path):
                   "--no-resampler")
     assert r.returncode == 2 and "not a store" in r.stderr
     assert precious.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--kernels", "cuda"], "expected kernels from gluon, triton"),
+    (["--kernels", "gluon,gluon"], "each once"),
+    (["--point", "8,65536,4"], "five whole numbers"),
+    (["--point", "8,65536,4,8,3"], "power of two up to 64"),
+    (["--point", "0,65536,4,8,1"], "five whole numbers from 1"),
+    (["--contexts", "64k"], "expected token counts"),
+])
+def test_bench_verify_attention_refuses_bad_arguments_before_needing_a_gpu(args, message):
+    # argparse checks them on any machine (CI has neither torch nor a GPU): one line, exit 2
+    r = tealeaves("bench", "verify-attention", *args)
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and message in lines[-1], r.stderr
+    assert "Traceback" not in r.stderr
