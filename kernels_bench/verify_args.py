@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-#: The split kernels the bench knows (``verify_ref.KERNELS``, repeated here without torch).
+#: The split kernels (``verify_ref.KERNELS`` is this tuple).
 KERNEL_NAMES = ("gluon", "triton")
 
 

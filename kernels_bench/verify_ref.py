@@ -29,6 +29,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .verify_args import KERNEL_NAMES
+
 D_K = 576
 D_V = 512
 D_ROPE = D_K - D_V
@@ -193,8 +195,8 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
 
 
 #: The split kernels: ``"gluon"`` (``verify_gluon``, Hopper) and ``"triton"``
-#: (``verify_triton._split_kernel``, portable).
-KERNELS = ("gluon", "triton")
+#: (``verify_triton._split_kernel``, portable); named in ``verify_args``, which needs no torch.
+KERNELS = KERNEL_NAMES
 
 #: The chooser's cost model, from the H200 runs in docs/verify-attention.md.  Every setting of
 #: ``split_blocks`` holds one program per SM (their shared memory, 131-192 KB, leaves no room
