@@ -262,18 +262,15 @@ def cmd_bench_prometheus(args: argparse.Namespace) -> int:
 
 def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
     try:
-        from ..kernels_bench.verify_bench import main as verify_main
+        from ..kernels_bench.verify_bench import run
     except ImportError as exc:
         return _fail(f"bench verify-attention needs torch and Triton ({exc}): "
                      f"pip install -e '.[bench]' on a machine with a CUDA GPU", EXIT_NO_GPU)
-    argv = ["--out", str(args.out)] + (["--quick"] if args.quick else []) + (
-        ["--validate"] if args.validate else []) + (
-        ["--no-baseline"] if args.no_baseline else []) + (
-        ["--sustain", str(args.sustain)] if args.sustain else []) + (
-        ["--kernels", ",".join(args.kernels)] if args.kernels else []) + (
-        ["--contexts", ",".join(map(str, sorted(args.contexts)))] if args.contexts else []) + (
-        ["--point", ",".join(map(str, args.point))] if args.point else [])
-    return verify_main(argv)
+
+    def refuse(msg: str):
+        raise SystemExit(_fail(msg))
+
+    return run(args, refuse)
 
 
 def cmd_bench_collector(args: argparse.Namespace) -> int:
@@ -671,7 +668,7 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
 
 # -- parser --------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
-    from ..kernels_bench.verify_args import parse_contexts, parse_kernels, parse_point
+    from ..kernels_bench.verify_args import add_arguments as add_verify_arguments
     from ..kernels_bench.workload import SCENARIOS
 
     p = argparse.ArgumentParser(
@@ -968,25 +965,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "over NSPLIT, page size, context, heads and tree size, "
                                      "next to the copy bandwidth measured in the same run "
                                      "(needs torch, Triton and a CUDA GPU; docs/verify-attention.md).")
-    bv.add_argument("--out", type=Path, default=Path("verify-attention"),
-                    help="folder for verify_attention.csv/png/json (default verify-attention)")
-    bv.add_argument("--quick", action="store_true", help="five points instead of the sweep")
-    bv.add_argument("--validate", action="store_true",
-                    help="shapes outside the sweep, to check the NSPLIT chooser (written as "
-                         "verify_attention_validate.*)")
-    bv.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
-    bv.add_argument("--kernels", type=parse_kernels,
-                    help="split kernels, comma-separated, the first swept over every NSPLIT "
-                         "(default: gluon,triton on Hopper, else triton)")
-    bv.add_argument("--contexts", type=parse_contexts,
-                    help="only the sweep points of these contexts (comma-separated tokens, "
-                         "e.g. 65536,200000)")
-    bv.add_argument("--sustain", type=_positive,
-                    help="instead run one decode-sized verify for this many seconds between "
-                         "idle stretches (a workload for `tealeaves collect`)")
-    bv.add_argument("--point", type=parse_point,
-                    help="the shape --sustain runs: batch,context,tree,heads,page "
-                         "(default 8,65536,4,8,1)")
+    add_verify_arguments(bv)
     bv.set_defaults(func=cmd_bench_verify_attention)
     return p
 

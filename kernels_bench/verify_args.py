@@ -4,6 +4,8 @@ importable without torch so the CLI refuses bad arguments before it needs a GPU.
 from __future__ import annotations
 
 import argparse
+import math
+from pathlib import Path
 
 #: The split kernels (``verify_ref.KERNELS`` is this tuple).
 KERNEL_NAMES = ("gluon", "triton")
@@ -47,4 +49,41 @@ def parse_point(text: str) -> tuple[int, int, int, int, int]:
     return values  # type: ignore[return-value]
 
 
-__all__ = ["KERNEL_NAMES", "parse_contexts", "parse_kernels", "parse_point"]
+def parse_seconds(text: str) -> float:
+    """A finite number of seconds above 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = math.nan
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"expected a finite number of seconds above 0, "
+                                         f"got {text!r}")
+    return v
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``tealeaves bench verify-attention`` (one declaration for the
+    ``tealeaves`` CLI and ``python -m tealeaves.kernels_bench.verify_bench``)."""
+    ap.add_argument("--out", type=Path, default=Path("verify-attention"),
+                    help="folder for verify_attention.csv/png/json (default verify-attention)")
+    ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
+    ap.add_argument("--validate", action="store_true",
+                    help="shapes outside the sweep, to check the NSPLIT chooser (written as "
+                         "verify_attention_validate.*)")
+    ap.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
+    ap.add_argument("--kernels", type=parse_kernels,
+                    help="split kernels, comma-separated, the first swept over every NSPLIT "
+                         "(default: gluon,triton on Hopper, else triton)")
+    ap.add_argument("--contexts", type=parse_contexts,
+                    help="only the sweep points of these contexts (comma-separated tokens, "
+                         "e.g. 65536,200000)")
+    ap.add_argument("--sustain", type=parse_seconds,
+                    help="instead run one decode-sized verify for this many seconds between "
+                         "idle stretches (a workload for `tealeaves collect`)")
+    ap.add_argument("--point", type=parse_point,
+                    help="the shape --sustain runs: batch,context,tree,heads,page "
+                         "(default 8,65536,4,8,1)")
+
+
+__all__ = ["KERNEL_NAMES", "add_arguments", "parse_contexts", "parse_kernels", "parse_point",
+           "parse_seconds"]

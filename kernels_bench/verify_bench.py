@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .verify_args import parse_contexts, parse_kernels, parse_point
+from .verify_args import add_arguments
 from .verify_ref import (
     D_K,
     D_V,
@@ -347,32 +347,23 @@ def sustain(seconds: float, kernel: str, pt: Point = SUSTAIN_POINT, idle: float 
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of ``tealeaves bench verify-attention``."""
+    """Entry point of ``python -m tealeaves.kernels_bench.verify_bench``."""
     ap = argparse.ArgumentParser(prog="tealeaves bench verify-attention")
-    ap.add_argument("--out", type=Path, default=Path("verify-attention"))
-    ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
-    ap.add_argument("--validate", action="store_true",
-                    help="shapes outside the sweep, to check the NSPLIT chooser (written as "
-                         "verify_attention_validate.*)")
-    ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--kernels", type=parse_kernels, default=None,
-                    help="split kernels, comma-separated, the first swept fully "
-                         "(default: gluon,triton on Hopper, else triton)")
-    ap.add_argument("--contexts", type=parse_contexts, default=None,
-                    help="only the sweep points of these contexts (comma-separated tokens)")
-    ap.add_argument("--sustain", type=float, help="run one config for S seconds instead")
-    ap.add_argument("--point", type=parse_point, default=None,
-                    help="the shape --sustain runs: batch,context,tree,heads,page "
-                         "(default 8,65536,4,8,1)")
-    args = ap.parse_args(argv)
+    add_arguments(ap)
+    return run(ap.parse_args(argv), ap.error)
+
+
+def run(args: argparse.Namespace, error) -> int:
+    """``tealeaves bench verify-attention`` with parsed options (``verify_args``);
+    ``error(message)`` refuses a bad combination of them (it must not return)."""
     if args.point and not args.sustain:
-        ap.error("--point goes with --sustain")
+        error("--point goes with --sustain")
     if args.quick and args.validate:
-        ap.error("--quick and --validate choose different shapes: give one")
+        error("--quick and --validate choose different shapes: give one")
     points = [p for p in sweep_points(args.quick, args.validate)
               if args.contexts is None or p.context in args.contexts]
     if not points and not args.sustain:
-        ap.error(f"--contexts: no sweep point has these contexts (the sweep's: "
+        error(f"--contexts: no sweep point has these contexts (the sweep's: "
                  f"{', '.join(str(c) for c in sorted({p.context for p in sweep_points()}))})")
     if not torch.cuda.is_available():
         print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
