@@ -4,7 +4,9 @@
 #   kernels_bench/record_trace.sh OUTDIR NAME [HZ] [workload args...]
 # Workload args go to `tealeaves bench workload` (e.g. --scenario bursts --seed 1), or, when the
 # first is --hf-moe, the rest go to `python -m tealeaves.kernels_bench.hf_moe` (a transformers
-# MoE model serving generate() requests, labelled by forward hooks).
+# MoE model serving generate() requests, labelled by forward hooks), or, when it is
+# --hf-serving, to `python -m tealeaves.kernels_bench.hf_serving` (transformers' continuous
+# batching or assisted generation, labelled by the engine's own forwards).
 # Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log (pass
 # --sglang-log OUTDIR/NAME.sglang.log among the workload args for a server log of the run).
 set -euo pipefail
@@ -20,6 +22,10 @@ if [[ "${1:-}" == --hf-moe ]]; then
     shift
     python3 -m tealeaves.kernels_bench.hf_moe --labels "$out/$name.labels.csv" "$@" 2>&1 \
         | tee "$out/$name.log"
+elif [[ "${1:-}" == --hf-serving ]]; then
+    shift
+    python3 -m tealeaves.kernels_bench.hf_serving --labels "$out/$name.labels.csv" "$@" 2>&1 \
+        | grep -v "will be dropped" | tee "$out/$name.log"
 else
     tealeaves bench workload --labels "$out/$name.labels.csv" "$@" 2>&1 | tee "$out/$name.log"
 fi
