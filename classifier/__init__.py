@@ -3,6 +3,7 @@
 Public surface:
     ``classify_samples(samples, devices, window_s, labeller)`` -> windows frame
     ``classify_trace(trace, window_s)`` -> windows frame
+    ``classify_with_segments(samples, devices, window_s)`` -> windows and 0.1-s segments
     ``default_labeller()`` -> the shipped trained ``PhaseModel``, else the rules
     ``score_against_labels(windows, labels)`` -> dict of accuracies (``evaluate.score`` has
     the full set: macro-F1, confusion, boundary delay, imbalance precision/recall)
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 
 import numpy as np
 import pandas as pd
@@ -29,13 +31,15 @@ __all__ = [
     "classify_features",
     "classify_samples",
     "classify_trace",
+    "classify_with_segments",
     "default_labeller",
     "score_against_labels",
 ]
 
 #: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
-                  "straggler_tax", "hot_gpu", "imbalanced", "persistence", "load_mean",
+                  "straggler_tax", "hot_gpu", "hot_set", "hot_share", "cold_share",
+                  "imbalanced", "persistence", "load_mean",
                   "load_max", "tensor_active_mean", "dram_active_mean", "power_frac_mean",
                   "n_gpus", "p_idle", "p_prefill", "p_decode")
 
@@ -74,7 +78,10 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
         GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the chosen
-        phase's score in [0, 1]; ``p_idle`` / ``p_prefill`` / ``p_decode`` are the
+        phase's score in [0, 1]; ``hot_set`` lists every hot GPU (``"1,3,5,7"``, empty
+        unless flagged) and ``hot_share`` / ``cold_share`` the mean share (%) of the summed
+        work a hot / another GPU holds (``imbalance.py``); ``p_idle`` / ``p_prefill`` /
+        ``p_decode`` are the
         labeller's per-window scores before any sequence smoothing (so a Viterbi-smoothed
         phase can differ from their arg-max); ``hot_gpu`` is NaN unless the window is flagged;
         ``attrs["labeller"]`` says which labeller ran ("trained" or "rules").
@@ -113,7 +120,6 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     if isinstance(labeller, RulePhaseLabeller):
         phase = proba.idxmax(axis=1)
         imb = labeller.imbalance(feats, phase)
-        imb["persistence"] = ""
     else:
         phase = labeller.predict(feats, proba)
         imb = labeller.imbalance.detect(feats, phase)
@@ -125,8 +131,8 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         "phase": phase.to_numpy(),
         "confidence": conf,
     })
-    for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "imbalanced",
-                "persistence"):
+    for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "hot_set",
+                "hot_share", "cold_share", "imbalanced", "persistence"):
         out[col] = imb[col].to_numpy()
     for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
                 "power_frac_mean", "n_gpus"):
@@ -145,6 +151,93 @@ def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S,
                    labeller=None) -> pd.DataFrame:
     """``classify_samples`` on a trace's samples and device rows."""
     return classify_samples(trace.samples, trace.devices, window_s, labeller)
+
+
+#: Above this many sample rows ``classify_with_segments`` cuts the shifted grids one pass at a
+#: time (``segments.hop_features``) instead of in one pass over five copies of the samples.
+ONE_PASS_ROWS = 50_000
+
+
+def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
+                           window_s: float = DEFAULT_WINDOW_S, labeller=None,
+                           complete_until: float | None = None
+                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``classify_samples`` and the 0.1-s phase segments of the same samples
+    (``segments.classify_segments`` over ``segments.hop_features``).
+
+    For a short frame (the live path) the five window grids are cut in one feature pass: the
+    shifted copies of the samples are laid end to end, each far enough from the last that no
+    window or slope spans two, so the pass costs about what one grid does (its fixed cost
+    dominates at a few hundred rows).  A gradient-boosting model (row by row) scores the
+    rows of all five grids in one call, read back by the windows and the segments.  The
+    features, scores and so the windows are those of ``classify_samples`` and
+    ``hop_features``.
+
+    Args:
+        labeller: as for ``classify_samples``; the segments use the rules when the windows
+            fell back to them (``attrs["labeller"] == "rules"``).
+        complete_until: epoch s; shifted windows ending after it (samples still to come)
+            are left out of the segments.
+
+    Returns:
+        ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
+        ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
+    """
+    from .segments import DEFAULT_HOP_S, SEGMENT_COLUMNS, classify_segments, hop_features
+
+    hop = DEFAULT_HOP_S
+    per = round(window_s / hop)
+    if samples.empty or per < 1 or abs(window_s / hop - per) > 1e-6:
+        return (classify_samples(samples, devices, window_s, labeller),
+                pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
+    if len(samples) > ONE_PASS_ROWS:
+        base = WindowFeatures(window_s, devices).fit_transform(samples)
+        feats = hop_features(samples, devices, window_s, hop, base=base)
+    else:
+        ts = samples["timestamp"].to_numpy(dtype=float)
+        t_min = float(ts.min())
+        block = (math.ceil((float(ts.max()) - t_min) / window_s) + 4) * window_s
+        grids = pd.concat([samples.assign(timestamp=ts - i * hop + i * block)
+                           for i in range(per)], ignore_index=True)
+        feats = WindowFeatures(window_s, devices).fit_transform(grids)
+        if not feats.empty:
+            start = feats.index.to_numpy(dtype=float)
+            grid = np.clip(np.floor((start - t_min + 2 * window_s) / block), 0, per - 1)
+            feats.index = pd.Index(np.round(start - grid * block + grid * hop, 6), name="start")
+            base = feats[grid == 0]
+            feats = feats.sort_index()
+        else:
+            base = feats
+    labeller = default_labeller() if labeller is None else labeller
+    if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
+        labeller = _ScoredOnce(labeller, feats)
+    windows = classify_features(base, window_s, labeller)
+    if complete_until is not None and not feats.empty:
+        feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
+    seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"
+                    else labeller)
+    return windows, classify_segments(feats, seg_labeller, window_s)
+
+
+class _ScoredOnce:
+    """A row-by-row ``PhaseModel`` whose ``predict_proba`` scores every row of ``feats`` on
+    its first call and reads the asked rows back after (one model call, one thread-pool
+    set-up, for the windows and the segments); everything else is the model's."""
+
+    def __init__(self, model, feats: pd.DataFrame) -> None:
+        self._model, self._feats, self._proba = model, feats, None
+
+    def predict_proba(self, features: pd.DataFrame) -> pd.DataFrame:
+        if self._proba is None:
+            fcols = [c for c in self._feats.columns if c.startswith("f_")]
+            f = self._feats
+            self._proba = self._model.predict_proba(f[f[fcols].notna().any(axis=1)])
+        if not features.index.isin(self._proba.index).all():
+            return self._model.predict_proba(features)
+        return self._proba.loc[features.index]
+
+    def __getattr__(self, name: str):
+        return getattr(self._model, name)
 
 
 def score_against_labels(windows: pd.DataFrame, labels: pd.DataFrame) -> dict:

@@ -45,8 +45,20 @@ def _feature_columns() -> tuple[str, ...]:
     return tuple(cols)
 
 
-#: Columns of the model's feature matrix, in order (``WindowFeatures`` output).
+#: Every model-ready feature ``WindowFeatures`` computes, in order (its output ends with them).
 FEATURE_COLUMNS: tuple[str, ...] = _feature_columns()
+#: The pipes that do work, and whether the GPU ran kernels: the metrics the phase model reads.
+#: PCIe, NVLink and NVML's memory-copy share depend on the host, the topology and how a server
+#: stages its data more than on the phase, and the SM clock and the power's spread on the
+#: board; held out by family (``tealeaves evaluate --corpus``, 2026-12-01) the model without
+#: them called a verify-attention kernel it never saw decode (macro-F1 0.82 for that family,
+#: 0.49 with them) and scored 0.933 pooled against 0.927.
+MODEL_PIPES = ("sm_active", "sm_occupancy", "tensor_active", "dram_active", "gpu_util")
+#: Columns of the model's feature matrix, in order.
+MODEL_COLUMNS: tuple[str, ...] = tuple(
+    c for c in FEATURE_COLUMNS
+    if any(c.startswith(f"f_{m}_") for m in MODEL_PIPES) or c == "f_compute_share"
+) + ("f_power_mean", "f_power_std", "f_power_slope")
 
 
 def gpu_load(per_gpu: pd.DataFrame) -> pd.Series:
@@ -73,6 +85,8 @@ class WindowFeatures:
         (coefficient of variation); ``imbalance_ratio`` (max/mean load, 1.0 = balanced);
         ``hot_gpu`` (index of the max load; NaN when no load is known); ``n_gpus``;
         ``busy_g<i>`` (``gpu_util`` of GPU i, the share of time a kernel ran);
+        ``tensor_g<i>``, ``dram_g<i>``, ``pcie_g<i>``, ``nvlink_g<i>``, ``sm_g<i>`` (GPU i's
+        pipe activity as a fraction of its limit: what ``imbalance`` weighs and explains);
         then the model's ``FEATURE_COLUMNS``: for each of ``MODEL_METRICS`` as a fraction of
         its limit (percent / 100; power / power limit; SM clock / max clock; PCIe and NVLink
         bytes over ``PCIE_PEAK_BPS`` / ``NVLINK_PEAK_BPS``), the across-GPU ``mean``, ``max``
@@ -147,8 +161,27 @@ class WindowFeatures:
         B = busy.to_numpy(dtype=float)
         for n, g in enumerate(busy.columns):
             cols[f"busy_g{int(g)}"] = B[:, n]
+        cols.update(self._pipes(index, per_gpu))
         out = pd.DataFrame(cols, index=index)
         return pd.concat([out, model], axis=1)
+
+    @staticmethod
+    def _pipes(index: pd.Index, per_gpu: pd.DataFrame) -> dict[str, np.ndarray]:
+        """Per-GPU pipe activity, each a fraction of its limit (0-1): ``tensor_g<i>``,
+        ``dram_g<i>``, ``pcie_g<i>`` (the busier direction over ``PCIE_PEAK_BPS``),
+        ``nvlink_g<i>`` (over ``NVLINK_PEAK_BPS``), ``sm_g<i>`` (``sm_active``)."""
+        frame = pd.DataFrame({
+            "tensor": per_gpu["tensor_active"] / 100.0,
+            "dram": per_gpu["dram_active"] / 100.0,
+            "pcie": np.fmax(per_gpu["pcie_tx_bytes_per_s"],
+                            per_gpu["pcie_rx_bytes_per_s"]) / PCIE_PEAK_BPS,
+            "nvlink": np.fmax(per_gpu["nvlink_tx_bytes_per_s"],
+                              per_gpu["nvlink_rx_bytes_per_s"]) / NVLINK_PEAK_BPS,
+            "sm": per_gpu["sm_active"] / 100.0,
+        }, index=per_gpu.index)
+        wide = frame.unstack("gpu").reindex(index)
+        return {f"{pipe}_g{int(g)}": wide[(pipe, g)].to_numpy(dtype=float)
+                for pipe, g in wide.columns}
 
     def _model_features(self, index: pd.Index, per_gpu: pd.DataFrame,
                         power_lim: pd.Series, clock_max: pd.Series) -> pd.DataFrame:

@@ -1,20 +1,31 @@
-"""MoE expert imbalance across GPUs, per decode window.
+"""MoE expert imbalance across GPUs, per decode window: every hot GPU, at any load.
 
 Terms (SGLang's and vLLM's EPLB use ``balancedness`` = mean/max load over ranks):
 
-- ``balancedness`` = mean / max of the GPUs' load (``features.gpu_load``: ``sm_active``, else
-  ``gpu_util``); 1.0 = perfectly balanced.
-- ``imbalance_ratio`` = max / mean load = 1 / balancedness.
+- **work** of a GPU in a window: the activity of the pipes that do work, tensor + DRAM
+  (GPM ``tensor_active`` + ``dram_active``, %), when every GPU of the window reads both; else
+  ``sm_active``; else NVML's ``gpu_util``.  ``sm_active`` alone misleads: a rank that waits
+  in an NCCL collective keeps its SMs "active" while it does no work.
+- ``balancedness`` = mean / max of the GPUs' work; 1.0 = perfectly balanced.
+- ``imbalance_ratio`` = max / mean work = 1 / balancedness.
 - ``straggler_tax`` = 1 - mean / max of the GPUs' busy time (``gpu_util``): the share of
   GPU-time spent waiting for the slowest rank at the per-step barrier.
-- ``hot_gpu``: the GPU holding the max load; ``persistence``: ``persistent`` when the previous
-  flagged window (at most ``2 x min_windows`` windows back) had the same hot GPU, ``rotating``
-  when it had another, ``new`` otherwise.
+- the **hot set**: every GPU whose work exceeds the fair share (the mean) by more than
+  ``threshold`` (relative) *and* ``floor`` percentage points (absolute) *and* ``noise_k`` x
+  sqrt(mean) points (low loads are noisier, relatively, than high ones).  The absolute part
+  is the noise of balanced windows: with no gate on the load itself, a decode stretch at 6 %
+  mean activity with one GPU doing 12x the other's work is flagged, while two idle-ish GPUs
+  reading 0.3 % and 0.1 % are not.  ``hot_share`` / ``cold_share``: the mean share of the
+  summed work held by a hot GPU / by the others (e.g. 18 % each vs 7 %).
+- ``hot_gpu``: the hot GPU with the most work (kept for one-GPU views and old readers);
+  ``persistence``: ``persistent`` when the previous flagged window (at most
+  ``2 x min_windows`` windows back) had the same hot set, ``rotating`` when another, ``new``
+  otherwise.  ``hot_persistence`` in ``persistence_by_gpu`` counts it per GPU.
 
-A decode window is flagged ``imbalanced`` when its ``imbalance_ratio`` exceeds ``threshold``
-and it sits in a run of at least ``min_windows`` such consecutive windows; both are chosen on
-the training split (``ImbalanceDetector.fit``).  With one GPU, or a mean load under
-``min_load`` %, the ratios are NaN and nothing is flagged.
+A decode window is flagged ``imbalanced`` when its hot set is not empty and it sits in a run of
+at least ``min_windows`` such consecutive windows.  ``threshold``, ``floor`` and
+``min_windows`` are chosen on the training split (``ImbalanceDetector.fit``) from labelled
+balanced and skewed decode windows, so the floor is the noise measured on balanced stretches.
 """
 
 from __future__ import annotations
@@ -24,40 +35,127 @@ import warnings
 import numpy as np
 import pandas as pd
 
+#: Balanced decode windows under this mean work (%) measure the noise floor.
+NOISE_LOAD = 10.0
+#: Quantile of the balanced windows' spread taken as the noise (robust to the few windows
+#: at a change that a stretch label calls balanced).
+NOISE_QUANTILE = 0.9
+#: The floor never goes under this (percentage points), nor defaults to other than this.
+MIN_FLOOR = 0.25
+DEFAULT_FLOOR = 1.0
+#: The relative threshold stays within this range; the default without balanced windows.
+THRESHOLD_RANGE = (1.04, 1.40)
+DEFAULT_THRESHOLD = 1.15
+#: Balanced decode windows between these mean works (%) measure ``noise_k``: real work, low
+#: load.  The default (0.3) is what the low-load composite's balanced stretches measure.
+NOISE_K_LOADS = (0.5, NOISE_LOAD)
+DEFAULT_NOISE_K = 0.3
+#: The pipes a hot GPU can lean on, in the order ``ceilings`` reports them.
+PIPES = ("tensor", "dram", "pcie", "nvlink")
+#: A window's busiest pipe under this fraction of its limit while kernels ran most of the
+#: time: the GPU is launch-bound (kernels too small to fill any pipe).
+LAUNCH_BOUND_PIPE = 0.10
+
 
 def _gpu_columns(features: pd.DataFrame, prefix: str) -> list[str]:
     return [c for c in features.columns if c.startswith(prefix) and c[len(prefix):].isdigit()]
 
 
-def imbalance_terms(features: pd.DataFrame, min_load: float = 10.0) -> pd.DataFrame:
-    """``imbalance_ratio``, ``balancedness``, ``straggler_tax`` and ``top_gpu`` per window.
+def _matrix(features: pd.DataFrame, prefix: str, gpus: list[int]) -> np.ndarray:
+    cols = [f"{prefix}{g}" for g in gpus]
+    return features.reindex(columns=cols).to_numpy(dtype=float)
+
+
+def gpu_work(features: pd.DataFrame) -> tuple[np.ndarray, list[int]]:
+    """Work of each GPU in each window (%, see the module docstring) and the GPU ids.
 
     Args:
-        features: ``WindowFeatures`` rows (``load_g<i>`` and ``busy_g<i>`` columns, %).
-        min_load: mean load (%) under which the ratios are NaN (ratios of idle GPUs are noise).
+        features: ``WindowFeatures`` rows.
+
+    Returns:
+        ``(work, gpus)``: work has shape (n_windows, n_gpus), NaN where the GPU has no
+        reading; the measure is chosen per window, the same for every GPU of the window.
     """
-    load = features[_gpu_columns(features, "load_g")].to_numpy(dtype=float)
-    busy_cols = _gpu_columns(features, "busy_g")
-    busy = features[busy_cols].to_numpy(dtype=float) if busy_cols else np.full_like(load, np.nan)
-    n = np.sum(np.isfinite(load), axis=1)
+    gpus = [int(c[len("load_g"):]) for c in _gpu_columns(features, "load_g")]
+    load = _matrix(features, "load_g", gpus)
+    have = np.isfinite(load)
+    pipes = (_matrix(features, "tensor_g", gpus) + _matrix(features, "dram_g", gpus)) * 100.0
+    sm = _matrix(features, "sm_g", gpus) * 100.0
+    busy = _matrix(features, "busy_g", gpus)
+
+    def every(m: np.ndarray) -> np.ndarray:  # every GPU with a load reads this measure
+        return (np.isfinite(m) | ~have).all(axis=1, keepdims=True) & have.any(axis=1,
+                                                                             keepdims=True)
+
+    work = np.where(every(pipes), pipes, np.where(every(sm), sm, np.where(every(busy), busy,
+                                                                          load)))
+    return np.where(have, work, np.nan), gpus
+
+
+def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
+                    floor: float = DEFAULT_FLOOR,
+                    noise_k: float = DEFAULT_NOISE_K) -> pd.DataFrame:
+    """Imbalance terms per window, before any phase or run-length rule.
+
+    Args:
+        features: ``WindowFeatures`` rows (``load_g<i>``, ``busy_g<i>`` and pipe columns).
+        threshold: relative excess over the fair share (mean work) that makes a GPU hot.
+        floor: absolute excess (percentage points of work) that makes a GPU hot.
+        noise_k: the excess must also pass ``noise_k`` x sqrt(mean work) (points).
+
+    Returns:
+        Frame on the features' index: ``imbalance_ratio``, ``balancedness``,
+        ``straggler_tax`` (NaN with one GPU or no work at all), ``top_gpu`` (the most
+        loaded GPU), ``hot_set`` (tuple of GPU ids, empty when none is hot), ``hot_share``
+        and ``cold_share`` (mean share, %, of the summed work held by a hot / another GPU;
+        NaN without a hot set), ``work_mean`` (%).
+    """
+    work, gpus = gpu_work(features)
+    busy = _matrix(features, "busy_g", gpus)
+    n = np.sum(np.isfinite(work), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
-        lmean = np.nanmean(load, axis=1)
-        lmax = np.nanmax(load, axis=1)
+        wmean = np.nanmean(work, axis=1)
+        wmax = np.nanmax(work, axis=1)
+        wsum = np.nansum(work, axis=1)
         bmean = np.nanmean(busy, axis=1)
         bmax = np.nanmax(busy, axis=1)
-        ok = (n >= 2) & (lmean >= min_load)
-        ratio = np.where(ok, lmax / lmean, np.nan)
-        tax = np.where(ok & (bmax > 0), 1.0 - bmean / bmax, np.nan)
-    top = np.full(len(load), np.nan)
-    has = np.isfinite(load).any(axis=1)
-    if has.any():
-        top[has] = np.nanargmax(np.where(np.isfinite(load[has]), load[has], -np.inf), axis=1)
-    gpu_ids = np.array([int(c[len("load_g"):]) for c in _gpu_columns(features, "load_g")])
-    top_ids = np.where(np.isfinite(top), gpu_ids[np.nan_to_num(top).astype(int)]
-                       if len(gpu_ids) else np.nan, np.nan)
+        ok = (n >= 2) & (wmean > 0)
+        ratio = np.where(ok, wmax / wmean, np.nan)
+        tax = np.where((n >= 2) & (bmax > 0), 1.0 - bmean / bmax, np.nan)
+        hot = _hot(work, threshold, floor, noise_k)
+        share = work / wsum[:, None] * 100.0
+        nh = hot.sum(axis=1)
+        cold = np.isfinite(work) & ~hot
+        hot_share = np.where(nh > 0, np.nansum(np.where(hot, share, 0), axis=1) / nh, np.nan)
+        cold_share = np.where((nh > 0) & (cold.sum(axis=1) > 0),
+                              np.nansum(np.where(cold, share, 0), axis=1)
+                              / cold.sum(axis=1), np.nan)
+    top = np.full(len(work), np.nan)
+    has = np.isfinite(work).any(axis=1)
+    ids = np.asarray(gpus, dtype=float)
+    if has.any() and len(ids):
+        top[has] = ids[np.nanargmax(np.where(np.isfinite(work[has]), work[has], -np.inf),
+                                    axis=1)]
+    hot_set = [tuple(int(g) for g in np.asarray(gpus)[row]) for row in hot]
     return pd.DataFrame({"imbalance_ratio": ratio, "balancedness": 1.0 / ratio,
-                         "straggler_tax": tax, "top_gpu": top_ids}, index=features.index)
+                         "straggler_tax": tax, "top_gpu": top, "hot_set": hot_set,
+                         "hot_share": hot_share, "cold_share": cold_share,
+                         "work_mean": wmean}, index=features.index)
+
+
+def _hot(work: np.ndarray, threshold: float, floor: float,
+         noise_k: float = DEFAULT_NOISE_K) -> np.ndarray:
+    """(n_windows, n_gpus) bool: the GPU's work exceeds the window's mean by ``threshold``
+    (relative), ``floor`` (points) and ``noise_k`` x sqrt(mean) (the noise of low loads,
+    which grows slower than the load), in windows of two or more GPUs with some work."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        n = np.sum(np.isfinite(work), axis=1, keepdims=True)
+        mean = np.nanmean(work, axis=1, keepdims=True)
+        excess = work - mean
+        return (n >= 2) & (mean > 0) & (work > mean * threshold) & (excess > floor) & \
+            (excess > noise_k * np.sqrt(np.maximum(mean, 0)))
 
 
 def _runs_at_least(flag: np.ndarray, min_len: int) -> np.ndarray:
@@ -79,68 +177,186 @@ def _runs_at_least(flag: np.ndarray, min_len: int) -> np.ndarray:
     return out
 
 
+def format_hot_set(hot_set, hot_share: float = np.nan, cold_share: float = np.nan) -> str:
+    """``"1, 3, 5, 7 — 18 % each vs 7 %"`` (``""`` for an empty set; the shares only when
+    known; "18 % vs 7 %" for one GPU)."""
+    gpus = [int(g) for g in (hot_set or ())]
+    if not gpus:
+        return ""
+    text = ", ".join(str(g) for g in gpus)
+    if np.isfinite(hot_share) and np.isfinite(cold_share):
+        each = " each" if len(gpus) > 1 else ""
+        text += f" — {hot_share:.0f} %{each} vs {cold_share:.0f} %"
+    return text
+
+
 class ImbalanceDetector:
-    """Flags imbalanced decode windows and names the hot GPU.
+    """Flags imbalanced decode windows and names every hot GPU.
 
     Args:
-        threshold: ``imbalance_ratio`` above which a decode window is a candidate.
+        threshold: relative excess over the fair share that makes a GPU hot (1.15 = 15 %
+            more work than the mean).
+        floor: absolute excess over the fair share (percentage points of work) that makes a
+            GPU hot: the noise of balanced windows.
         min_windows: shortest run of candidate windows that is flagged.
-        min_load: mean load (%) under which nothing is flagged.
     """
 
-    THRESHOLDS = tuple(np.round(np.arange(1.04, 1.41, 0.02), 2))
     MIN_WINDOWS = (1, 2, 3)
 
-    def __init__(self, threshold: float = 1.15, min_windows: int = 1,
-                 min_load: float = 10.0) -> None:
+    def __init__(self, threshold: float = DEFAULT_THRESHOLD, min_windows: int = 1,
+                 floor: float = DEFAULT_FLOOR, noise_k: float = DEFAULT_NOISE_K) -> None:
         self.threshold = threshold
         self.min_windows = min_windows
-        self.min_load = min_load
+        self.floor = floor
+        self.noise_k = noise_k
 
     def detect(self, features: pd.DataFrame, phase: pd.Series | np.ndarray) -> pd.DataFrame:
-        """Imbalance columns per window: the ``imbalance_terms``, ``imbalanced`` (bool),
-        ``hot_gpu`` (NaN unless flagged) and ``persistence``."""
-        terms = imbalance_terms(features, self.min_load)
+        """Imbalance columns per window: the ``imbalance_terms`` (less ``top_gpu`` and
+        ``work_mean``), ``imbalanced`` (bool), ``hot_gpu`` (the busiest hot GPU, NaN unless
+        flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), and ``persistence``."""
+        terms = imbalance_terms(features, self.threshold, self.floor, self.noise_k)
         decode = np.asarray(phase) == "decode"
-        cand = decode & (terms["imbalance_ratio"].to_numpy() > self.threshold)
+        cand = decode & (terms["hot_set"].map(len).to_numpy() > 0)
         flag = _runs_at_least(cand, self.min_windows)
+        sets = [s if f else () for s, f in zip(terms["hot_set"], flag, strict=True)]
         hot = np.where(flag, terms["top_gpu"].to_numpy(), np.nan)
         persistence = np.full(len(flag), "", dtype=object)
-        last_i, last_hot = -(10**9), np.nan
+        last_i, last = -(10**9), ()
         for i in np.flatnonzero(flag):
             if i - last_i <= 2 * self.min_windows:
-                persistence[i] = "persistent" if hot[i] == last_hot else "rotating"
+                persistence[i] = "persistent" if sets[i] == last else "rotating"
             else:
                 persistence[i] = "new"
-            last_i, last_hot = i, hot[i]
-        out = terms.drop(columns="top_gpu")
+            last_i, last = i, sets[i]
+        out = terms.drop(columns=["top_gpu", "work_mean", "hot_set"])
+        out["hot_share"] = np.where(flag, out["hot_share"], np.nan)
+        out["cold_share"] = np.where(flag, out["cold_share"], np.nan)
         out["hot_gpu"] = hot
+        out["hot_set"] = [",".join(str(g) for g in s) for s in sets]
         out["imbalanced"] = flag
         out["persistence"] = persistence
         return out
 
     def fit(self, features: pd.DataFrame, true_phase: np.ndarray, true_hot: np.ndarray,
             groups: np.ndarray | None = None) -> ImbalanceDetector:
-        """Choose ``threshold`` and ``min_windows`` maximising the imbalance F1 on labelled
-        windows (true decode with a finite ``true_hot`` = imbalanced), using the true phase so
-        the choice does not depend on the phase model.  ``groups`` (one id per trace) keeps
-        runs from spanning two traces."""
-        terms = imbalance_terms(features, self.min_load)
-        ratio = terms["imbalance_ratio"].to_numpy()
+        """Fit on labelled windows from the noise of balanced decode (true decode, no hot GPU:
+        the true phase, so the choice does not depend on the phase model).
+
+        - ``floor``: the ``NOISE_QUANTILE`` of max - mean work over balanced decode windows
+          at low load (mean work under ``NOISE_LOAD`` %), at least ``MIN_FLOOR``;
+        - ``noise_k``: the ``NOISE_QUANTILE`` of (max - mean) / sqrt(mean) over balanced
+          decode windows of real but low work (``NOISE_K_LOADS``);
+        - ``threshold``: the ``NOISE_QUANTILE`` of max / mean work over balanced decode
+          windows at higher load, within ``THRESHOLD_RANGE``;
+
+        (each the default with fewer than 20 such windows), so no skewed example is needed
+        and a workload family never seen still gets a detector measured on balanced noise.
+        ``min_windows`` then maximises the imbalance F1 where skewed windows are labelled
+        (ties to the shorter run; 1 without any).  ``groups`` (one id per trace) keeps runs
+        from spanning two traces."""
         decode = np.asarray(true_phase) == "decode"
         truth = decode & np.isfinite(np.asarray(true_hot, dtype=float))
-        groups = np.zeros(len(ratio)) if groups is None else np.asarray(groups)
-        best = (-1.0, self.threshold, self.min_windows)
-        for thr in self.THRESHOLDS:
-            cand = decode & (ratio > thr)
-            for mw in self.MIN_WINDOWS:
-                flag = np.zeros_like(cand)
-                for g in np.unique(groups):
-                    m = groups == g
-                    flag[m] = _runs_at_least(cand[m], mw)
-                tp = np.sum(flag & truth)
-                f1 = 2 * tp / max(np.sum(flag) + np.sum(truth), 1)
-                if f1 > best[0] + 1e-12:
-                    best = (f1, float(thr), int(mw))
-        _, self.threshold, self.min_windows = best
+        groups = np.zeros(len(features)) if groups is None else np.asarray(groups)
+        work, _ = gpu_work(features)
+        with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            wmean = np.nanmean(work, axis=1)
+            wmax = np.nanmax(work, axis=1)
+        balanced = decode & ~truth & (np.sum(np.isfinite(work), axis=1) >= 2) & \
+            np.isfinite(wmax) & (wmean > 0)
+        quiet = balanced & (wmean < NOISE_LOAD)
+        busy = balanced & (wmean >= NOISE_LOAD)
+        self.floor = (max(MIN_FLOOR, float(np.quantile((wmax - wmean)[quiet],
+                                                       NOISE_QUANTILE)))
+                      if quiet.sum() >= 20 else DEFAULT_FLOOR)
+        real = balanced & (wmean >= NOISE_K_LOADS[0]) & (wmean < NOISE_K_LOADS[1])
+        self.noise_k = (float(np.quantile(((wmax - wmean) / np.sqrt(wmean))[real],
+                                          NOISE_QUANTILE))
+                        if real.sum() >= 20 else DEFAULT_NOISE_K)
+        lo, hi = THRESHOLD_RANGE
+        self.threshold = (float(np.clip(np.quantile((wmax / wmean)[busy], NOISE_QUANTILE),
+                                        lo, hi)) if busy.sum() >= 20 else DEFAULT_THRESHOLD)
+        best = None
+        cand = decode & _hot(work, self.threshold, self.floor, self.noise_k).any(axis=1)
+        for mw in self.MIN_WINDOWS if truth.any() else (1,):
+            flag = np.zeros_like(cand)
+            for g in np.unique(groups):
+                m = groups == g
+                flag[m] = _runs_at_least(cand[m], mw)
+            f1 = 2 * np.sum(flag & truth) / max(np.sum(flag) + np.sum(truth), 1)
+            key = (round(float(f1), 9), -mw)
+            best = key if best is None or key > best else best
+        self.min_windows = -best[1]
         return self
+
+
+def ceilings(features: pd.DataFrame, hot_set: list[int] | tuple[int, ...]) -> dict:
+    """Which ceiling each hot GPU leans on, next to the other GPUs, over some windows.
+
+    Args:
+        features: ``WindowFeatures`` rows of the windows to explain (one or many).
+        hot_set: the GPUs to explain.
+
+    Returns:
+        ``{gpu: {"pipe": "tensor"|"dram"|"pcie"|"nvlink"|"launch-bound"|"unknown",
+        "level": fraction of that pipe's limit (0-1), "others": the mean of the GPUs outside
+        the hot set on that pipe, "pipes": {pipe: level}}}``.  The pipe is the one this GPU uses most above
+        the others (its level minus theirs, each a fraction of its limit); ``launch-bound``
+        when every pipe is under ``LAUNCH_BOUND_PIPE`` while its kernels ran over half the
+        time (``gpu_util``); ``unknown`` without pipe readings.
+    """
+    gpus = [int(c[len("load_g"):]) for c in _gpu_columns(features, "load_g")]
+    out: dict[int, dict] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        level = {p: np.nanmean(_matrix(features, f"{p}_g", gpus), axis=0) for p in PIPES}
+        busy = np.nanmean(_matrix(features, "busy_g", gpus), axis=0) / 100.0
+    for g in hot_set:
+        if g not in gpus:
+            continue
+        i = gpus.index(g)
+        # compared with the GPUs outside the set (the rest of the set leans the same way)
+        others = [j for j, h in enumerate(gpus) if h not in hot_set] or \
+            [j for j in range(len(gpus)) if j != i]
+        mine = {p: float(level[p][i]) for p in PIPES}
+        theirs = {p: float(np.nanmean(level[p][others])) if others and
+                  np.isfinite(level[p][others]).any() else np.nan for p in PIPES}
+        known = {p: v for p, v in mine.items() if np.isfinite(v)}
+        if not known:
+            out[g] = {"pipe": "unknown", "level": np.nan, "others": np.nan, "pipes": mine}
+            continue
+        if max(known.values()) < LAUNCH_BOUND_PIPE and np.isfinite(busy[i]) and busy[i] > 0.5:
+            out[g] = {"pipe": "launch-bound", "level": float(busy[i]),
+                      "others": float(np.nanmean(busy[others])) if others else np.nan,
+                      "pipes": mine}
+            continue
+        excess = {p: v - (theirs[p] if np.isfinite(theirs[p]) else 0.0)
+                  for p, v in known.items()}
+        pipe = max(excess, key=lambda p: (excess[p], known[p]))
+        out[g] = {"pipe": pipe, "level": known[pipe], "others": theirs[pipe], "pipes": mine}
+    return out
+
+
+def describe_ceiling(gpu: int, c: dict) -> str:
+    """One line for a ``ceilings`` entry: ``"GPU 1: DRAM 62 % of its limit (others 21 %)"``."""
+    names = {"tensor": "tensor pipes", "dram": "DRAM bandwidth", "pcie": "PCIe",
+             "nvlink": "NVLink"}
+    if c["pipe"] == "unknown":
+        return f"GPU {gpu}: no pipe readings"
+    others = f"others {c['others'] * 100:.0f} %" if np.isfinite(c["others"]) else "others n/a"
+    if c["pipe"] == "launch-bound":
+        return (f"GPU {gpu}: launch-bound (kernels ran {c['level'] * 100:.0f} % of the time, "
+                f"every pipe under {LAUNCH_BOUND_PIPE:.0%}; {others})")
+    return f"GPU {gpu}: {names[c['pipe']]} {c['level'] * 100:.0f} % of its limit ({others})"
+
+
+def persistence_by_gpu(windows: pd.DataFrame) -> dict[int, int]:
+    """Flagged windows in which each GPU was hot (from ``hot_set``), most first."""
+    counts: dict[int, int] = {}
+    if "hot_set" not in windows or not len(windows):
+        return counts
+    for s in windows.loc[windows["imbalanced"].astype(bool), "hot_set"]:
+        for g in str(s).split(","):
+            if g.strip():
+                counts[int(g)] = counts.get(int(g), 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -7,7 +7,7 @@ trained with torch, shipped as plain arrays (``.npz``) and run in numpy.
 ``hgb``: gradient boosting over window features, smoothed by Viterbi:
 
 - Per-window probabilities come from scikit-learn's ``HistGradientBoostingClassifier`` over
-  ``features.FEATURE_COLUMNS`` (missing readings stay NaN: the trees route them).
+  ``features.MODEL_COLUMNS`` (missing readings stay NaN: the trees route them).
 - A hidden Markov pass (Viterbi) over the window sequence then picks the most likely phase
   path: emissions are the classifier's posteriors taken as scaled likelihoods (the hybrid
   HMM of Bourlard & Morgan 1994 divides posteriors by the class priors; the classifier is
@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .features import FEATURE_COLUMNS
+from .features import MODEL_COLUMNS
 from .imbalance import ImbalanceDetector
 from .rules import PHASE_ORDER
 
@@ -162,7 +162,7 @@ class PhaseModel:
         X, y, hot, groups = [], [], [], []
         for i, (f, t) in enumerate(zip(features, truths, strict=True)):
             m = t["phase"].notna().to_numpy()
-            X.append(f[list(FEATURE_COLUMNS)].to_numpy(dtype=float)[m])
+            X.append(f[list(MODEL_COLUMNS)].to_numpy(dtype=float)[m])
             y.append(t["phase"].to_numpy()[m])
             hot.append(t["hot_gpu"].to_numpy(dtype=float)[m])
             groups.append(np.full(int(m.sum()), i))
@@ -172,7 +172,12 @@ class PhaseModel:
 
             est = TemporalConvModel(seed=seed).fit(features, truths).export()
         else:
-            est = hgb_estimator(seed).fit(Xa, ya)
+            from threadpoolctl import threadpool_limits
+
+            # One OpenMP thread: on a busy two-core machine the pool's spinning workers made
+            # one fit take 240 s instead of 3 s (measured 2026-12-01); the result is the same.
+            with threadpool_limits(1, user_api="openmp"):
+                est = hgb_estimator(seed).fit(Xa, ya)
         # balanced class weights: the posteriors carry uniform priors (see the module doc)
         priors = np.full(len(PHASE_ORDER), 1.0 / len(PHASE_ORDER))
         trans = transition_matrix([t["phase"].to_numpy() for t in truths])
@@ -196,7 +201,7 @@ class PhaseModel:
         else:
             from threadpoolctl import threadpool_limits
 
-            X = features.reindex(columns=list(FEATURE_COLUMNS)).to_numpy(dtype=float)
+            X = features.reindex(columns=list(MODEL_COLUMNS)).to_numpy(dtype=float)
             # One thread: OpenMP workers spinning after each call starve the collector and
             # the web server on small machines, and a few hundred windows need no more.
             with threadpool_limits(1, user_api="openmp"):
@@ -247,12 +252,13 @@ class PhaseModel:
             "format": 1,
             "kind": self.kind,
             "classes": list(PHASE_ORDER),
-            "feature_columns": list(FEATURE_COLUMNS),
+            "feature_columns": list(MODEL_COLUMNS),
             "priors": self.priors.tolist(),
             "transition": self.transition.tolist(),
             "imbalance": {"threshold": self.imbalance.threshold,
                           "min_windows": self.imbalance.min_windows,
-                          "min_load": self.imbalance.min_load},
+                          "floor": self.imbalance.floor,
+                          "noise_k": self.imbalance.noise_k},
             "smooth": self.smooth,
             "window_s": self.window_s,
             "idle_gate": self.idle_gate,
@@ -294,12 +300,13 @@ class PhaseModel:
         except (OSError, ValueError, KeyError, ImportError) as exc:
             raise ModelError(f"{directory / stem}: cannot load the phase model ({exc})") \
                 from exc
-        if doc.get("feature_columns") != list(FEATURE_COLUMNS):
+        if doc.get("feature_columns") != list(MODEL_COLUMNS):
             raise ModelError(f"{jpath}: trained on other features; rebuild with "
                              "`tealeaves train`")
         imb = doc["imbalance"]
         meta = {k: v for k, v in doc.items() if k in ("corpus", "trained_utc", "windows")}
         return cls(est, np.asarray(doc["priors"]), np.asarray(doc["transition"]),
-                   ImbalanceDetector(imb["threshold"], imb["min_windows"], imb["min_load"]),
+                   ImbalanceDetector(imb["threshold"], imb["min_windows"], imb.get("floor", 1.0),
+                                     imb.get("noise_k", 0.3)),
                    smooth=bool(doc.get("smooth", True)), window_s=float(doc["window_s"]),
                    idle_gate=doc.get("idle_gate"), kind=kind, meta=meta)

@@ -12,8 +12,9 @@ means they come from):
 
 Imbalance (SGLang / vLLM EPLB terms): ``balancedness`` = mean/max load, ``imbalance_ratio`` =
 max/mean, ``straggler_tax`` = 1 - mean/max (the share of GPU-time spent waiting for the
-slowest rank); a decode window is flagged ``imbalanced`` when ``imbalance_ratio`` exceeds
-``imbalance_threshold`` and the hot GPU is the one holding the max.
+slowest rank); a decode window is flagged ``imbalanced`` when some GPU's work exceeds the fair
+share by ``imbalance_threshold`` and ``imbalance_floor`` (``imbalance.py``: every such GPU is in
+the hot set).
 """
 
 from __future__ import annotations
@@ -32,16 +33,16 @@ class RulePhaseLabeller:
         copy_ratio: without GPM, ``mem_copy_util / gpu_util`` under which a busy window is
             prefill.
         imbalance_threshold: ``imbalance_ratio`` above which a decode window is flagged.
-        min_load: windows whose mean load is under this (%) are never flagged (ratios of
-            near-zero loads are noise).
+        imbalance_floor: a GPU is hot only when its work exceeds the mean by this many
+            percentage points too (``imbalance.ImbalanceDetector``'s ``floor``).
     """
 
     def __init__(self, idle_load: float = 10.0, copy_ratio: float = 0.5,
-                 imbalance_threshold: float = 1.15, min_load: float = 10.0) -> None:
+                 imbalance_threshold: float = 1.15, imbalance_floor: float = 1.0) -> None:
         self.idle_load = idle_load
         self.copy_ratio = copy_ratio
         self.imbalance_threshold = imbalance_threshold
-        self.min_load = min_load
+        self.imbalance_floor = imbalance_floor
 
     def fit(self, features: pd.DataFrame, y=None) -> RulePhaseLabeller:
         """Rules learn nothing; returns self."""
@@ -80,27 +81,13 @@ class RulePhaseLabeller:
         return proba.idxmax(axis=1).rename("phase")
 
     def imbalance(self, features: pd.DataFrame, phase: pd.Series) -> pd.DataFrame:
-        """Imbalance terms per window.
+        """Imbalance columns per window: ``imbalance.ImbalanceDetector.detect`` with this
+        labeller's threshold and floor and no minimum run (the same terms as the trained
+        model's detector: NaN with one GPU, the straggler tax from busy time)."""
+        from .imbalance import ImbalanceDetector
 
-        Returns:
-            Frame with ``imbalance_ratio``, ``balancedness``, ``straggler_tax``, ``hot_gpu``
-            (NaN unless flagged) and ``imbalanced`` (bool: decode, enough load, ratio over
-            the threshold).  The ratios are NaN where the mean load is under ``min_load``.
-        """
-        from .imbalance import imbalance_terms
-
-        # The same terms as the trained model's detector (``imbalance.imbalance_terms``): NaN
-        # (unknown) with one GPU or under ``min_load``, the straggler tax from busy time.
-        terms = imbalance_terms(features, self.min_load)
-        ratio = terms["imbalance_ratio"]
-        flagged = ((phase == "decode") & (ratio > self.imbalance_threshold)).fillna(False)
-        return pd.DataFrame({
-            "imbalance_ratio": ratio,
-            "balancedness": terms["balancedness"],
-            "straggler_tax": terms["straggler_tax"],
-            "hot_gpu": terms["top_gpu"].where(flagged),
-            "imbalanced": flagged.astype(bool),
-        }, index=features.index)
+        det = ImbalanceDetector(self.imbalance_threshold, 1, self.imbalance_floor)
+        return det.detect(features, np.asarray(phase))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

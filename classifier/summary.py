@@ -1,4 +1,4 @@
-"""What a time range adds up to: phase time, decode imbalance, the hot GPU, per-GPU activity
+"""What a time range adds up to: phase time, decode imbalance, the hot set, per-GPU activity
 and the server's own figures, from the classifier's windows and the samples.
 
 Everything here is read from the ``classify_samples`` windows of the range, so a report and the
@@ -10,23 +10,31 @@ dashboard's ribbon agree window for window:
   GPU-time spent waiting for the slowest rank; ``classifier.imbalance``) are the means over the
   decode windows where they are defined.  Windows are of equal length, so the mean straggler tax
   is the share of the decode GPU-time lost to waiting.
-- the hot GPU is the GPU flagged hot in most imbalanced windows; it *stays* when it holds at
-  least ``STAYS_SHARE`` of them, else it *rotates*.
+- the **hot set** of a flagged window is every GPU whose work exceeds the fair share
+  (``classifier.imbalance``: e.g. GPUs 1, 3, 5, 7 at 18 % of the work each vs 7 %); the hot
+  set of the range is the set flagged most often.  It *stays* when it holds at least
+  ``STAYS_SHARE`` of the imbalanced windows, else it *rotates*.  ``hot_gpus`` counts, per GPU,
+  the imbalanced windows it was hot in (``imbalance.persistence_by_gpu``); the hot GPU is the
+  GPU hot most often (lowest index on a tie).
+- why, per hot GPU: ``hot_ceilings`` names the ceiling each GPU of the hot set leans on next to
+  the others (``imbalance.ceilings``: tensor pipes, DRAM, PCIe, NVLink, or launch-bound).
 
 Missing values are NaN (None in the dicts made for JSON), never 0.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 
 import numpy as np
 import pandas as pd
 
+from .imbalance import ceilings, describe_ceiling, persistence_by_gpu
 from .rules import PHASE_ORDER
 
-#: Share of the imbalanced windows one GPU must hold for the hot GPU to "stay".
+#: Share of the imbalanced windows one hot set must hold for it to "stay".
 STAYS_SHARE = 0.8
 
 #: Per-GPU columns of the sample schema averaged over the range, with their units.
@@ -65,54 +73,165 @@ def phase_summary(windows: pd.DataFrame, window_s: float) -> dict:
             "share": {p: (float(counts.get(p, 0)) / n if n else math.nan) for p in phases}}
 
 
+def hot_set_of(value) -> tuple[int, ...]:
+    """The GPUs of one ``hot_set`` cell (``"1,3,5,7"``; ``""``, None or NaN: none), as a
+    tuple of ints in the cell's order."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(int(g) for g in value)
+    if value is None or pd.isna(value):
+        return ()
+    return tuple(int(g) for g in str(value).split(",") if g.strip())
+
+
+def window_hot_sets(windows: pd.DataFrame) -> list[tuple[int, ...]]:
+    """The hot set of each window (empty unless flagged): its ``hot_set`` column, or, for a
+    frame without one, ``hot_gpu`` as a set of one."""
+    if not len(windows):
+        return []
+    flag = (windows["imbalanced"].eq(True).to_numpy() if "imbalanced" in windows
+            else np.ones(len(windows), dtype=bool))
+    if "hot_set" in windows:
+        sets = [hot_set_of(v) for v in windows["hot_set"]]
+    else:
+        hot = windows["hot_gpu"].to_numpy(dtype=float) if "hot_gpu" in windows \
+            else np.full(len(windows), np.nan)
+        sets = [(int(h),) if math.isfinite(h) else () for h in hot]
+    return [s if f else () for s, f in zip(sets, flag, strict=True)]
+
+
+def set_text(hot_set) -> str:
+    """A hot set as its ``hot_set`` cell: ``"1,3,5,7"`` (``""`` for none)."""
+    return ",".join(str(int(g)) for g in (hot_set or ()))
+
+
 def imbalance_summary(windows: pd.DataFrame) -> dict:
     """Decode imbalance over a range, from its windows.
 
     Returns:
         ``decode_windows``; ``imbalance_ratio``, ``balancedness``, ``straggler_tax``: means
-        over the decode windows where defined (NaN when none); ``imbalanced_windows`` (flagged);
-        ``hot_gpus`` ({gpu: flagged windows}, most first); ``hot_gpu`` (most flagged, or None);
-        ``hot_pattern``: ``"stays"`` (one GPU holds >= ``STAYS_SHARE`` of the flagged windows),
-        ``"rotates"``, or ``"none"``; ``hot_changes``: times the flagged GPU changed between
+        over the decode windows where defined (NaN when none); ``imbalanced_windows``
+        (flagged); ``hot_set`` (list of the GPUs of the hot set flagged most often, ``[]``
+        when none; lowest set on a tie), ``hot_set_windows`` (windows flagged with exactly
+        that set), ``hot_share`` / ``cold_share`` (mean share, %, of the summed work held by
+        a GPU of that set / by another GPU, over those windows; NaN when none);
+        ``hot_sets`` ({``"1,3,5,7"``: flagged windows}, most first); ``hot_gpus`` ({gpu:
+        flagged windows it was hot in}, ``persistence_by_gpu``, most first, lowest index on
+        a tie); ``hot_gpu`` (the first of ``hot_gpus``, or None); ``hot_pattern``:
+        ``"stays"`` (the hot set holds >= ``STAYS_SHARE`` of the flagged windows),
+        ``"rotates"``, or ``"none"``; ``hot_changes``: times the hot set changed between
         consecutive flagged windows.
     """
     dec = windows[windows["phase"] == "decode"] if len(windows) else windows
-    flagged = windows[windows["imbalanced"].astype(bool)] if len(windows) else windows
-    hot = flagged["hot_gpu"].dropna().astype(int) if len(flagged) else pd.Series(dtype=int)
-    counts = hot.value_counts()
-    hot_gpus = {int(g): int(n) for g, n in counts.items()}
-    top = int(counts.index[0]) if len(counts) else None
-    if top is None:
+    flagged = windows[windows["imbalanced"].eq(True)] if len(windows) else windows
+    sets = [s for s in window_hot_sets(flagged) if s]
+    if len(flagged) and "hot_set" in flagged:
+        per_gpu = persistence_by_gpu(flagged)
+    else:
+        per_gpu = {}
+        for s in sets:
+            for g in s:
+                per_gpu[g] = per_gpu.get(g, 0) + 1
+    hot_gpus = {int(g): int(n) for g, n in sorted(per_gpu.items(), key=lambda kv: (-kv[1],
+                                                                                 kv[0]))}
+    set_counts: dict[tuple[int, ...], int] = {}
+    for s in sets:
+        set_counts[s] = set_counts.get(s, 0) + 1
+    ranked = sorted(set_counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    top_set = ranked[0][0] if ranked else ()
+    if not ranked:
         pattern = "none"
-    elif counts.iloc[0] / counts.sum() >= STAYS_SHARE:
+    elif ranked[0][1] / len(sets) >= STAYS_SHARE:
         pattern = "stays"
     else:
         pattern = "rotates"
-    seq = hot.to_numpy()
+    hot_share = cold_share = math.nan
+    if top_set and len(flagged):
+        mine = np.array([s == top_set for s in window_hot_sets(flagged)])
+        if "hot_share" in flagged:
+            hot_share = _mean(flagged.loc[mine, "hot_share"])
+        if "cold_share" in flagged:
+            cold_share = _mean(flagged.loc[mine, "cold_share"])
+    changes = sum(1 for a, b in itertools.pairwise(sets) if a != b)
     return {
         "decode_windows": len(dec),
         "imbalance_ratio": _mean(dec["imbalance_ratio"]) if len(dec) else math.nan,
         "balancedness": _mean(dec["balancedness"]) if len(dec) else math.nan,
         "straggler_tax": _mean(dec["straggler_tax"]) if len(dec) else math.nan,
         "imbalanced_windows": len(flagged),
+        "hot_set": list(top_set),
+        "hot_set_windows": ranked[0][1] if ranked else 0,
+        "hot_share": hot_share,
+        "cold_share": cold_share,
+        "hot_sets": {set_text(s): n for s, n in ranked},
         "hot_gpus": hot_gpus,
-        "hot_gpu": top,
+        "hot_gpu": next(iter(hot_gpus), None),
         "hot_pattern": pattern,
-        "hot_changes": int(np.count_nonzero(seq[1:] != seq[:-1])) if seq.size > 1 else 0,
+        "hot_changes": changes,
     }
+
+
+def hot_ceilings(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float,
+                 devices: pd.DataFrame | None = None, gpus=None) -> dict[int, dict]:
+    """Why, per hot GPU: the ceiling each GPU leans on in the imbalanced windows it was hot in.
+
+    Args:
+        samples: the range's samples (sample schema).
+        windows: ``classify_samples`` output for them.
+        window_s: window length, s (the windows').
+        devices: device rows (limits for the features; optional).
+        gpus: the GPUs to explain (default: the range's hot set, ``imbalance_summary``).
+
+    Returns:
+        ``{gpu: imbalance.ceilings entry + "windows" (imbalanced windows it was hot in) and
+        "line" (``describe_ceiling``)}``, in ``gpus`` order; GPUs never hot are left out, and
+        the dict is empty without an imbalanced window or samples.
+    """
+    from .features import WindowFeatures
+    from .windows import window_start
+
+    if gpus is None:
+        gpus = imbalance_summary(windows)["hot_set"] if len(windows) else []
+    sets = window_hot_sets(windows)
+    starts = (np.round(windows["start"].to_numpy(dtype=float), 6) if len(windows)
+              else np.array([]))
+    hot_at = {int(g): {float(t) for t, s in zip(starts, sets, strict=True) if int(g) in s}
+              for g in gpus}
+    wanted = set().union(*hot_at.values()) if hot_at else set()
+    if not wanted or samples is None or samples.empty:
+        return {}
+    ts = np.round(window_start(samples["timestamp"], window_s), 6)
+    part = samples[np.isin(ts, np.fromiter(wanted, dtype=float))]
+    feats = WindowFeatures(window_s, devices).fit_transform(part)
+    if feats.empty:
+        return {}
+    idx = np.round(feats.index.to_numpy(dtype=float), 6)
+    out: dict[int, dict] = {}
+    for g, at in hot_at.items():
+        rows = feats[np.isin(idx, np.fromiter(at, dtype=float))] if at else feats.iloc[:0]
+        if rows.empty:
+            continue
+        entry = ceilings(rows, [g]).get(g)
+        if entry is None:
+            continue
+        out[g] = {**entry, "windows": len(rows), "line": describe_ceiling(g, entry)}
+    return out
 
 
 def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The ``n`` decode windows with the highest imbalance ratio (flagged ones first), with
     ``start``, ``end``, ``imbalance_ratio``, ``straggler_tax``, ``hot_gpu`` (NaN unless
-    flagged), ``top_gpu`` (the most loaded GPU) and ``imbalanced``."""
-    cols = ["start", "end", "imbalance_ratio", "straggler_tax", "hot_gpu", "imbalanced"]
+    flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), ``hot_share`` /
+    ``cold_share`` (%, NaN unless flagged), ``imbalanced`` and ``top_gpu`` (the most loaded
+    GPU)."""
+    cols = ["start", "end", "imbalance_ratio", "straggler_tax", "hot_gpu", "hot_set",
+            "hot_share", "cold_share", "imbalanced"]
     if not len(windows):
         return pd.DataFrame(columns=cols + ["top_gpu"])
     dec = windows[(windows["phase"] == "decode") & np.isfinite(windows["imbalance_ratio"])]
     dec = dec.sort_values(["imbalanced", "imbalance_ratio"], ascending=[False, False]).head(n)
     loads = [c for c in dec.columns if c.startswith("load_g") and c[6:].isdigit()]
-    out = dec[cols].copy()
+    out = dec.reindex(columns=cols).copy()
+    out["hot_set"] = [set_text(s) for s in window_hot_sets(dec)]
     if loads and len(dec):
         arr = dec[loads].to_numpy(dtype=float)
         ids = np.array([int(c[6:]) for c in loads])
@@ -129,7 +248,8 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     """One row per GPU: ``busy_share`` (share of samples with ``gpu_util`` >= ``BUSY_UTIL``,
     0-1), the mean of every ``GPU_COLUMNS`` column over the range (NaN where the source has
     none), ``energy_j`` (mean power x span), ``load_mean`` (mean window load, %) and
-    ``hot_s`` (seconds flagged hot: flagged windows x ``window_s``).  Index: GPU."""
+    ``hot_s`` (seconds flagged hot: flagged windows whose hot set holds the GPU x
+    ``window_s``).  Index: GPU."""
     if samples.empty:
         return pd.DataFrame(columns=["busy_share", *(c for c, _ in GPU_COLUMNS), "hot_s"])
     s = samples.copy()
@@ -143,8 +263,10 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     out.insert(0, "busy_share", busy.groupby(s["gpu"]).mean())
     span = float(s["timestamp"].max() - s["timestamp"].min()) if len(s) > 1 else math.nan
     out["energy_j"] = out["power_w"] * (span if span > 0 else math.nan)  # unknown, not 0
-    hot = (windows.loc[windows["imbalanced"].astype(bool), "hot_gpu"].dropna().astype(int)
-           .value_counts() if len(windows) else pd.Series(dtype=int))
+    hot: dict[int, int] = {}
+    for hs in window_hot_sets(windows):
+        for gpu in hs:
+            hot[gpu] = hot.get(gpu, 0) + 1
     out["load_mean"] = [_mean(windows[f"load_g{int(gpu)}"]) if f"load_g{int(gpu)}" in windows
                         else math.nan for gpu in out.index]
     out["hot_s"] = [float(hot.get(int(gpu), 0)) * window_s for gpu in out.index]
@@ -184,5 +306,6 @@ def server_summary(events: pd.DataFrame | None) -> dict | None:
     }
 
 
-__all__ = ["BUSY_UTIL", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "imbalance_summary",
-           "phase_summary", "server_summary", "top_imbalanced"]
+__all__ = ["BUSY_UTIL", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "hot_ceilings", "hot_set_of",
+           "imbalance_summary", "phase_summary", "server_summary", "set_text", "top_imbalanced",
+           "window_hot_sets"]

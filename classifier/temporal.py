@@ -9,7 +9,7 @@ shipped weights are plain arrays (``.npz``, loaded with ``allow_pickle=False``) 
 
 Model: a 1-D convolutional network over the window sequence of one trace, three layers of
 width 32 with kernel 5 (each window sees two windows either side per layer, +-6 windows in
-all), inputs ``features.FEATURE_COLUMNS`` standardised on the training windows with missing
+all), inputs ``features.MODEL_COLUMNS`` standardised on the training windows with missing
 readings at 0 (the mean), class-balanced cross-entropy, Adam, full sequences per step.
 Deterministic for a seed on the CPU.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .features import FEATURE_COLUMNS
+from .features import MODEL_COLUMNS
 from .rules import PHASE_ORDER
 
 
@@ -44,18 +44,18 @@ class TemporalConvModel:
         self.seed = seed
 
     def _x(self, f: pd.DataFrame):
-        x = (f.reindex(columns=list(FEATURE_COLUMNS)).to_numpy(dtype=float) - self.mu) / self.sd
+        x = (f.reindex(columns=list(MODEL_COLUMNS)).to_numpy(dtype=float) - self.mu) / self.sd
         return self.torch.tensor(np.nan_to_num(x, nan=0.0).T[None], dtype=self.torch.float32)
 
     def fit(self, features: list[pd.DataFrame], truths: list[pd.DataFrame]) -> TemporalConvModel:
         torch = self.torch
         torch.manual_seed(self.seed)
-        allx = np.vstack([f[list(FEATURE_COLUMNS)].to_numpy(dtype=float) for f in features])
+        allx = np.vstack([f[list(MODEL_COLUMNS)].to_numpy(dtype=float) for f in features])
         self.mu = np.nanmean(allx, axis=0)
         self.sd = np.nanstd(allx, axis=0)
         self.mu = np.nan_to_num(self.mu)
         self.sd = np.where(np.isfinite(self.sd) & (self.sd > 1e-9), self.sd, 1.0)
-        k, w = len(FEATURE_COLUMNS), self.width
+        k, w = len(MODEL_COLUMNS), self.width
         self.net = torch.nn.Sequential(
             torch.nn.Conv1d(k, w, 5, padding=2), torch.nn.ReLU(),
             torch.nn.Conv1d(w, w, 5, padding=2), torch.nn.ReLU(),
@@ -109,7 +109,7 @@ class ConvPhaseNet:
     Args:
         weights: per layer (out, in, kernel) float32 arrays; odd kernels, "same" padding.
         biases: per layer (out,) arrays.
-        mu, sd: (n_features,) standardisation of ``FEATURE_COLUMNS``.
+        mu, sd: (n_features,) standardisation of ``MODEL_COLUMNS``.
     """
 
     def __init__(self, weights: list[np.ndarray], biases: list[np.ndarray], mu: np.ndarray,
@@ -130,7 +130,7 @@ class ConvPhaseNet:
 
     def predict_proba(self, features: pd.DataFrame) -> np.ndarray:
         """(n_windows, 3) class probabilities (``PHASE_ORDER``)."""
-        x = (features.reindex(columns=list(FEATURE_COLUMNS)).to_numpy(dtype=float) - self.mu) \
+        x = (features.reindex(columns=list(MODEL_COLUMNS)).to_numpy(dtype=float) - self.mu) \
             / self.sd
         z = self.forward(np.nan_to_num(x, nan=0.0))
         z = z - z.max(axis=1, keepdims=True)

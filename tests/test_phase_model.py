@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from tealeaves.classifier import classify_trace, default_labeller, labeller_name
-from tealeaves.classifier.features import FEATURE_COLUMNS, WindowFeatures
+from tealeaves.classifier.features import FEATURE_COLUMNS, MODEL_COLUMNS, WindowFeatures
 from tealeaves.classifier.imbalance import ImbalanceDetector
 from tealeaves.classifier.model import ModelError, PhaseModel, transition_matrix, viterbi
 from tealeaves.data import TRACES_DIR
@@ -37,7 +37,8 @@ def test_the_shipped_model_is_what_classify_and_the_dashboard_use():
 def test_train_rebuilds_the_shipped_model(tmp_path):
     r = tealeaves("train", "--out", tmp_path)
     assert r.returncode == 0, r.stderr
-    assert "trained the hgb model with Viterbi smoothing on 20 traces" in r.stdout
+    n = len(pd.read_csv(TRACES_DIR / "MANIFEST.csv"))
+    assert f"trained the hgb model with Viterbi smoothing on {n} traces" in r.stdout
     rebuilt, shipped = PhaseModel.load(tmp_path), PhaseModel.load()
     trace = read_trace(TRACES_DIR / "h200x2_random_s11.parquet")
     f = WindowFeatures(0.5, trace.devices).fit_transform(trace.samples)
@@ -80,7 +81,7 @@ def test_weights_holding_pickled_objects_are_refused(tmp_path):
 
     from tealeaves.classifier.temporal import ConvPhaseNet
 
-    k = len(FEATURE_COLUMNS)
+    k = len(MODEL_COLUMNS)
     net = ConvPhaseNet([np.zeros((3, k, 5), np.float32)], [np.zeros(3, np.float32)],
                        np.zeros(k), np.ones(k))
     replace(PhaseModel.load(), estimator=net, kind="tcn", smooth=False).save(tmp_path)
@@ -179,19 +180,29 @@ def test_evaluate_refuses_bad_label_files_with_one_clear_line(tmp_path, rows, me
     assert len(lines) == 1 and str(path) in lines[0] and message in lines[0], r.stderr
 
 
-def test_leave_one_trace_out_meets_the_bar_with_the_hf_traces_held_out(tmp_path):
-    """The whole validation, as `tealeaves evaluate --corpus` runs it (about 2 minutes)."""
+def test_leave_one_family_out_is_the_headline_and_holds_its_measured_level(tmp_path):
+    """The whole validation, as `tealeaves evaluate --corpus` runs it (about 2 minutes): every
+    family held out as a whole, then every trace.  The bars are the levels measured on
+    2026-12-01 (docs/classifier.md) less a small margin, so a change that loses generality
+    fails here; the issue's 0.95 is not met held out by family and the docs say which
+    families fall short."""
     out = tmp_path / "classifier.md"
     r = tealeaves("evaluate", "--corpus", "--out", out, "--json")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout)
-    best = res["pooled"][res["chosen"]]
-    assert best["macro_f1"] >= 0.95
+    assert res["schemes"] == ["family", "trace"] and len(res["families"]) >= 11
+    assert {"hf_cb/deepseek_v3", "hf_spec/qwen3_moe", "composite/low_load"} <= \
+        set(res["families"])
+    lofo, loto = res["family"]["pooled"], res["trace"]["pooled"]
+    best = lofo[res["chosen"]]
+    assert best["macro_f1"] >= 0.91 and best["time_accuracy"] >= 0.90
+    assert best["macro_f1"] > lofo["rules"]["macro_f1"] + 0.2
+    assert lofo["hgb_segments"]["time_accuracy"] >= lofo["hgb_viterbi"]["time_accuracy"]
     assert best["imbalance_precision"] >= 0.9 and best["imbalance_recall"] >= 0.9
-    assert best["hot_gpu_accuracy"] >= 0.95
-    assert best["macro_f1"] > res["pooled"]["rules"]["macro_f1"]
-    hf = [n for n in res["per_trace"] if "_hf_" in n]
-    assert len(hf) == 4 and all(res["per_trace"][n][res["chosen"]]["labelled_windows"] > 80
-                                for n in hf)
+    assert best["imbalance_recall_low_load"] >= 0.9 and best["low_load_skewed_windows"] > 30
+    assert best["hot_set_accuracy"] >= 0.95
+    assert loto[res["chosen"]]["macro_f1"] >= 0.95
+    for fam in ("hf_cb/deepseek_v3", "hf_spec/qwen3_moe", "composite/low_load"):
+        assert res["family"]["per_family"][fam][res["chosen"]]["time_accuracy"] >= 0.93, fam
     text = out.read_text()
-    assert "Leave-one-trace-out" in text and "h200x1_hf_moe_s21" in text
+    assert "Leave-one-family-out" in text and "h200x1_cb_dsv3_poisson" in text
