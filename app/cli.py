@@ -339,8 +339,26 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
 
 
 # -- classify ------------------------------------------------------------------------------
+def hot_set_line(imb: dict) -> str:
+    """One line naming a range's hot set from ``classifier.summary.imbalance_summary``:
+    ``"hot set: 1, 3, 5, 7 — 18 % each vs 7 % in 5 of 5 imbalanced windows (stays); per GPU:
+    1 ×5, 3 ×5, 5 ×5, 7 ×5"``, or ``"hot set: none ..."``."""
+    from ..classifier.imbalance import format_hot_set
+
+    if not imb["hot_set"]:
+        return "hot set: none (no imbalanced decode window)"
+    pattern = ("stays" if imb["hot_pattern"] == "stays"
+               else f"rotates, {imb['hot_changes']} changes")
+    per_gpu = ", ".join(f"{g} ×{n}" for g, n in imb["hot_gpus"].items())
+    return (f"hot set: {format_hot_set(imb['hot_set'], imb['hot_share'], imb['cold_share'])} "
+            f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
+            f"({pattern}); per GPU: {per_gpu}")
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
-    from ..classifier import classify_trace, default_labeller, score_against_labels
+    from ..classifier import classify_with_segments, default_labeller, score_against_labels
+    from ..classifier.evaluate import time_accuracy
+    from ..classifier.summary import imbalance_summary, set_text, window_hot_sets
     from ..collectors.server_log import ServerLogError
     from ..data.importers import ImportFormatError, load_trace
     from ..data.traces import TraceError, read_labels
@@ -356,24 +374,41 @@ def cmd_classify(args: argparse.Namespace) -> int:
         if labels is None:
             labels = server["labels"]
     labeller = default_labeller()
-    windows = classify_trace(trace, window_s=args.window, labeller=labeller)
+    # the windows, and the 0.1-s segments (labels that change where the counters change)
+    windows, segments = classify_with_segments(trace.samples, trace.devices, args.window,
+                                               labeller)
     counts = windows["phase"].value_counts().reindex(
         ["idle", "prefill", "decode"], fill_value=0).to_dict()
     score = score_against_labels(windows, labels) if labels is not None else None
+    timed = None
+    if score is not None:
+        timed = {"windows": time_accuracy(windows, labels)["time_accuracy"],
+                 "segments": time_accuracy(segments, labels)["time_accuracy"]
+                 if len(segments) else float("nan")}
     if score is not None and score["labelled_windows"] == 0:
         return _fail(f"{args.labels}: no label interval overlaps the trace's "
                      f"{windows['start'].min():.1f}-{windows['end'].max():.1f} (epoch s); "
                      f"labels of another trace?")
+    imb = imbalance_summary(windows)
     if args.json:
+        records = json.loads(windows.to_json(orient="records"))
+        for rec, hs in zip(records, window_hot_sets(windows), strict=True):
+            rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
         out = {
             "trace": str(args.trace),
             "window_s": args.window,
             "labeller": windows.attrs.get("labeller"),
             "phase_counts": {k: int(v) for k, v in counts.items()},
-            "windows": json.loads(windows.to_json(orient="records")),
+            "imbalance": {**imb, "hot_gpus": {str(g): n for g, n in imb["hot_gpus"].items()}},
+            "windows": records,
+            "segments": [{"start": round(float(r.start), 6), "end": round(float(r.end), 6),
+                          "phase": str(r.phase),
+                          "confidence": float(r.confidence)}
+                         for r in segments.itertuples(index=False)],
         }
         if score is not None:
             out.update(score)
+            out["time_accuracy"] = timed
         if server is not None:
             out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
         print(json.dumps(_nan_to_none(out)))  # a score with no hot GPU labelled is NaN: null
@@ -381,23 +416,47 @@ def cmd_classify(args: argparse.Namespace) -> int:
     if args.csv:
         windows.to_csv(sys.stdout, index=False, float_format="%.4f")
     else:
-        cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_gpu",
+        cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_set",
                 "imbalanced"]
-        print(windows[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        table = windows.reindex(columns=cols)
+        table["hot_set"] = [set_text(hs) or "-" for hs in window_hot_sets(windows)]
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
           + f"  (labeller: {windows.attrs.get('labeller')}"
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
+    if not args.csv:
+        print(hot_set_line(imb))
+        print(segments_line(segments, float(trace.samples["timestamp"].min())
+                            if len(trace.samples) else 0.0))
     if score is not None:
         print(f"accuracy: {score['accuracy']:.3f} over {score['labelled_windows']} labelled "
               f"windows; hot-GPU accuracy on skewed decode: "
               f"{score['hot_gpu_accuracy']:.3f} over {score['skewed_windows']} windows")
         for ph, acc in score["per_phase_accuracy"].items():
             print(f"  {ph:8s} {acc:.3f}")
+        seg_acc = timed["segments"]
+        print(f"time accuracy (share of labelled time right, 0.1-s ticks): windows "
+              f"{timed['windows']:.3f}, 0.1-s segments "
+              + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
         for st in score["stretches"]:
             print(f"  skewed decode {st['start']:.1f}-{st['end']:.1f} (GPU {st['hot_gpu']} hot): "
                   f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
                   f"{st['hot_gpu']}")
     return 0
+
+
+def segments_line(segments, t0: float, shown: int = 8) -> str:
+    """One line on the 0.1-s segments: how many, and the first ``shown`` phase changes as
+    seconds after ``t0`` (the trace's first sample)."""
+    if segments is None or segments.empty:
+        return "segments (0.1-s): none (the window is not a whole number of 0.1-s hops)"
+    start = segments["start"].to_numpy(dtype=float)
+    phase = segments["phase"].to_numpy()
+    change = start[1:][phase[1:] != phase[:-1]]
+    at = " ".join(f"{t - t0:+.1f}" for t in change[:shown])
+    more = f" … s ({len(change)} in all)" if len(change) > shown else " s"
+    return (f"segments (0.1-s): {len(segments)}, phase changes at {at}{more}"
+            if len(change) else f"segments (0.1-s): {len(segments)}, no phase change")
 
 
 def _server_log_truth(args: argparse.Namespace, trace) -> dict:
@@ -462,6 +521,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _nan(v) -> float:
+    """A JSON number back to a float (null: NaN)."""
+    return math.nan if v is None else float(v)
+
+
 def _nan_to_none(x):
     """JSON has no NaN: unknown figures become null."""
     if isinstance(x, float) and not math.isfinite(x):
@@ -498,33 +562,42 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
                              progress=_progress("features"))
     except TraceError as exc:
         return _fail(str(exc))
-    result = validate_corpus(corpus, progress=_progress("leave-one-trace-out"))
+    from tqdm import tqdm
+
+    result = validate_corpus(corpus, progress=lambda it, desc: tqdm(
+        it, desc=desc, unit="fold", file=sys.stderr, leave=False))
     if args.out is not None:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report_markdown(result, corpus, cmd))
         if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
-            _write_validation(result, len(corpus), cmd)
+            _write_validation(result, corpus, cmd)
     if args.json:
         print(json.dumps(_nan_to_none(result)))
         return 0
-    hf = result["hf_family_out"] or {}
-    print("model        LOTO macro-F1 accuracy boundary-delay imbalance-P imbalance-R hot-GPU "
-          "HF-family-out macro-F1")
+    loto = result.get("trace", {}).get("pooled", {})
+    print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  imb-P  imb-R "
+          "low-P  low-R hot-set")
     for m, sc in result["pooled"].items():
-        hf_f1 = f"{hf[m]['macro_f1']:.3f}" if m in hf else "n/a"
-        print(f"{m:12s} {sc['macro_f1']:13.3f} {sc['accuracy']:8.3f} "
-              f"{sc['boundary_delay_s']:12.2f} s {sc['imbalance_precision']:11.3f} "
-              f"{sc['imbalance_recall']:11.3f} {sc['hot_gpu_accuracy']:7.3f} {hf_f1:>22s}"
+        lt = f"{loto[m]['macro_f1']:.3f}" if m in loto else "  n/a"
+        print(f"{m:14s} {sc['macro_f1']:7.3f} {lt:>7s} {sc['time_accuracy']:8.3f} "
+              f"{sc['macro_f1_interior']:8.3f} {sc['macro_f1_change']:6.3f} "
+              f"{sc['boundary_delay_s']:4.2f} s {sc['imbalance_precision']:6.3f} "
+              f"{sc['imbalance_recall']:6.3f} {sc['imbalance_precision_low_load']:6.3f} "
+              f"{sc['imbalance_recall_low_load']:6.3f} {sc['hot_set_accuracy']:7.3f}"
               + ("  (chosen)" if m == result["chosen"] else ""))
-    print("chosen: the best LOTO macro-F1 among models at least as good as the rules on the "
-          "HF traces held out as a family")
-    print(f"leave-one-trace-out over {len(corpus)} traces"
-          + (f"; tables written to {args.out}" if args.out else ""))
+    print("chosen: the best leave-one-family-out macro-F1 (LOFO); LOTO: leave-one-trace-out")
+    fams = result["family"]["per_family"] if "family" in result else {}
+    ch = result["chosen"]
+    for f, sc in fams.items():
+        print(f"  family {f:24s} macro-F1 {sc[ch]['macro_f1']:.3f}  time acc. "
+              f"{sc[ch]['time_accuracy']:.3f}  ({sc[ch]['labelled_windows']} windows)")
+    print(f"leave-one-family-out over {len(result['families'])} families, "
+          f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
 
 
-def _write_validation(result: dict, n_traces: int, cmd: str) -> Path:
+def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
     """Keep the chosen model's held-out scores next to the shipped model
     (``phase_model.validation.json``), for reports to cite."""
     from datetime import UTC, datetime
@@ -533,8 +606,9 @@ def _write_validation(result: dict, n_traces: int, cmd: str) -> Path:
 
     chosen = result["chosen"]
     out = {"command": cmd, "written_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
-           "scheme": f"leave-one-trace-out over {n_traces} labelled traces, held-out windows "
-                     f"pooled", "chosen": chosen, "held_out": result["pooled"][chosen]}
+           "scheme": f"leave-one-family-out over {len(result['families'])} families "
+                     f"({len(corpus)} labelled traces), held-out windows pooled",
+           "chosen": chosen, "held_out": result["pooled"][chosen]}
     path = MODEL_DIR / f"{MODEL_STEM}.validation.json"
     path.write_text(json.dumps(_nan_to_none(out), indent=1) + "\n")
     return path
@@ -580,7 +654,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     how = "" if kind != "hgb" else " with Viterbi smoothing" if model.smooth else " (no smoothing)"
     print(f"trained the {kind} model{how} on {len(corpus)} traces, {meta['windows']} labelled "
           f"windows; imbalance "
-          f"threshold {model.imbalance.threshold:.2f} x, min {model.imbalance.min_windows} "
+          f"threshold {model.imbalance.threshold:.2f} x and {model.imbalance.floor:.2f} points "
+          f"over the fair share, min {model.imbalance.min_windows} "
           f"window(s); wrote {path} and "
           f"{path.with_suffix('.npz' if kind == 'tcn' else '.skops')}")
     return 0
@@ -642,11 +717,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     except OSError as exc:
         return _fail(f"--out {args.out}: {exc.strerror or exc}")
+    from ..classifier.imbalance import format_hot_set
+
     s = report.data["summary"]
     tax = s["straggler_tax"]
+    hot = (format_hot_set(s["hot_set"], _nan(s["hot_share"]) * 100,  # the report's shares: 0-1
+                          _nan(s["cold_share"]) * 100) if s["hot_set"] else "none")
     print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
-          f"{report.data['range']['span_s']:.1f} s, {s['windows']} windows, hot GPU "
-          f"{'none' if s['hot_gpu'] is None else s['hot_gpu']} ({s['hot_pattern']}), "
+          f"{report.data['range']['span_s']:.1f} s, {s['windows']} windows, hot "
+          f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({s['hot_pattern']}), "
           f"straggler tax {'n/a' if tax is None else f'{tax:.1%}'}")
     return 0
 

@@ -11,13 +11,17 @@ reads from it.  A page is in one of two modes (its cursor ``state["mode"]``):
   ``maxPoints`` (``span`` worth of points), so nothing already on the page is re-sent.  Spans
   longer than ``MAX_LIVE_POINTS`` bins are drawn with coarser live bins (means of
   ``factor`` 0.1-s bins) so a trace never holds more than ``MAX_LIVE_POINTS`` points.
+  While the lanes are 0.1-s bins (``factor`` 1) the ribbon draws the history's 0.1-s phase
+  segments, one bar per 0.1-s slot (``History.slots``; they settle one window behind the
+  windows), else one bar per window.
   A whole new figure is sent on entering follow mode, when the set of GPUs changes, when the
   server lane appears and when the page has fallen more than ``span`` behind.
 - **range** (a zoom or pan with the mouse, the "all" preset or the time-range picker): the
   server answers with a ``dash.Patch`` holding only the traces' new data for that range,
   downsampled to the plot's width (``app.views``: MinMaxLTTB for lines, bucketed phase shares
-  for the ribbon, every raw sample when the range holds few enough).  Following stops; the
-  "follow live" button (or a preset) resumes it.  "all" keeps refreshing while data arrives.
+  for the ribbon, or its 0.1-s phase segments when every window gets a bar, every raw sample
+  when the range holds few enough).  Following stops; the "follow live" button (or a preset)
+  resumes it.  "all" keeps refreshing while data arrives.
 
 Every request from the page goes through one server callback, so a newer request (a zoom)
 supersedes an older one still in flight (a tick): Dash drops the answer of a callback fired
@@ -45,7 +49,7 @@ import re
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -55,10 +59,11 @@ import numpy as np
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
+from ..classifier.summary import window_hot_sets
 from ..data.screenshots import ScreenshotError, zone_name
 from ..data.store import HostView, SampleStore, StoreError
 from . import ids
-from .explain import explain_window
+from .explain import explain_window, row_hot_set, window_ceilings
 from .figures import (
     HOT_COLOR,
     MIN_SHARE_LOAD,
@@ -74,6 +79,8 @@ from .figures import (
     fmt_span,
     gpu_color,
     header_summary,
+    hot_counts,
+    hot_set_text,
     range_update,
     shots_between,
     trace_keys,
@@ -83,6 +90,7 @@ from .screenshots import page as shots_page
 from .screenshots import register as register_screenshots
 from .views import (
     TraceData,
+    bucket_factor,
     lanes_from_bins,
     lanes_from_samples,
     load_order,
@@ -187,6 +195,7 @@ class RangeView:
         n_out: points per line trace asked for.
         factor: windows per ribbon bar.
         empty: neither samples nor windows in the range.
+        segments: the ribbon draws the 0.1-s phase segments (``factor`` 1).
     """
 
     t0: float
@@ -197,6 +206,7 @@ class RangeView:
     n_out: int
     factor: int
     empty: bool = False
+    segments: bool = False
 
 
 def live_factor(span_s: float, bin_s: float) -> int:
@@ -228,7 +238,8 @@ class LiveView:
     ``follow`` (bool: following the live edge), ``span`` (seconds shown while following;
     None: the whole session), ``factor`` (0.1-s bins per live point), ``k`` next bin index
     (in 0.1-s bins, a multiple of ``factor``), ``j`` next window index, ``s`` next server
-    cell (None without a server lane), ``gpus``, ``server`` (bool), ``order`` and
+    cell (None without a server lane), ``m`` next 0.1-s segment slot on the page (None: the
+    ribbon draws windows), ``gpus``, ``server`` (bool), ``order`` and
     ``order_by`` (load bands), ``gen`` (history generation), ``range`` ([t0, t1] in range
     mode), ``edge``/``sent`` (latency stamps, ms), ``ts_last``/``mono_last`` (newest
     sample) and ``hot_tail``.
@@ -317,18 +328,15 @@ class LiveView:
         return on, sorted(on["sha256"]) if on is not None and len(on) else []
 
     def _tail(self, windows: pd.DataFrame, tail: list) -> list:
-        new = [None if not math.isfinite(h) else int(h)
-               for h in windows["hot_gpu"].to_numpy(dtype=float)] if len(windows) else []
-        return (list(tail) + new)[-self.HOT_TAIL:]
+        """The hot sets of the last ``HOT_TAIL`` windows (lists of GPUs, ``[]`` when not
+        flagged: JSON for the page's cursor), ``tail`` then ``windows``."""
+        new = [list(hs) for hs in window_hot_sets(windows)]
+        old = [[h] if isinstance(h, int) else list(h or []) for h in tail]  # older pages: ints
+        return (old + new)[-self.HOT_TAIL:]
 
     def _summary(self, windows: pd.DataFrame, tail: list) -> HeaderSummary:
         s = header_summary(windows)
-        counts: dict[int, int] = {}
-        for h in tail:
-            if h is not None:
-                counts[h] = counts.get(h, 0) + 1
-        return HeaderSummary(s.phase, s.confidence, s.imbalance_ratio, s.straggler_tax,
-                             s.hot_gpu, s.window_end, dict(sorted(counts.items())), len(tail))
+        return replace(s, hot_recent=hot_counts(tail), windows=len(tail))
 
     def _gpus(self) -> list[int]:
         h = self.history
@@ -364,7 +372,7 @@ class LiveView:
             fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
                                window_s=c.window_s, height=c.height, uirevision=rev,
                                time_zone=tz)
-            state = {**base, "k": None, "j": None, "s": None, "server": False,
+            state = {**base, "k": None, "j": None, "m": None, "s": None, "server": False,
                      "order": gpus, "edge": None, "hot_tail": []}
             return Step(state=self._meta(state), figure=fig,
                         summary=header_summary(pd.DataFrame()))
@@ -379,18 +387,33 @@ class LiveView:
         order = load_order(windows, gpus, order_by)
         server = h.cells(j_start, h.s_next) if h.has_server else None
         shots, shots_on = self._follow_shots(k_end * c.bin_s, span)
+        m_end = self._slot_cursor(f)
+        slots = None
+        if m_end is not None:
+            hop = h.hop_s
+            per = round(c.window_s / hop)
+            slots = h.slots(max(j_start * per, m_end - math.ceil(span / hop - 1e-9)), m_end)
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
                            height=c.height, uirevision=rev, server=server, order=order,
-                           shots=shots, time_zone=tz)
+                           shots=shots, time_zone=tz, slots=slots, hop_s=h.hop_s or 0.1)
         if selected is not None:
             sel = selected_trace(selected, c.window_s)
             fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
                 x=np.asarray(sel.x) * 1000.0, y=sel.y)
         tail = self._tail(windows, [])
-        state = {**base, "k": k_end, "j": j_end, "s": h.s_next, "server": h.has_server,
+        state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": h.s_next,
+                 "server": h.has_server,
                  "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail,
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
+
+    def _slot_cursor(self, factor: int) -> int | None:
+        """The history's next segment slot when a followed view with live bins of ``factor``
+        0.1-s bins draws the ribbon from segments (factor 1 and segments made), else None."""
+        h = self.history
+        if factor != 1 or h.hop_s is None or h.m_next is None:
+            return None
+        return int(h.m_next)
 
     def _resnap(self, state: dict) -> Step:
         """A new followed figure for a page whose cursor is ``state`` (same span, band order
@@ -450,10 +473,16 @@ class LiveView:
         if self._follow_shots(max(k, k_end) * c.bin_s, state["span"])[1] != list(
                 state.get("shots_on") or []):  # a screenshot came into view or left it
             return self._resnap(state)
-        if k_end <= k and h.j_next <= j:
+        m = state.get("m")
+        m_now = self._slot_cursor(f)
+        if m is None and m_now is not None:  # the segments began after the page was drawn
+            return self._resnap(state)
+        m_end = None if m is None else max(int(m), m_now if m_now is not None else int(m))
+        if k_end <= k and h.j_next <= j and (m is None or m_end <= int(m)):
             return Step(state=self._meta(state))
         bins = coarse_bins(h.bins(k, k_end, dense=True), f)
         windows = h.windows(j, h.j_next)
+        slots = None if m is None else h.slots(int(m), m_end)
         s = state.get("s")
         cells = None
         if h.has_server:
@@ -461,11 +490,11 @@ class LiveView:
             cells = h.cells(s, h.s_next)
             s = h.s_next
         tail = self._tail(windows, state.get("hot_tail", []))
-        new_state = {**state, "k": max(k, k_end), "j": h.j_next, "s": s, "hot_tail": tail,
-                     "edge": max(k, k_end) * c.bin_s * 1000.0}
+        new_state = {**state, "k": max(k, k_end), "j": h.j_next, "m": m_end, "s": s,
+                     "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
-                              order=state.get("order"))
+                              order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1)
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
@@ -493,10 +522,14 @@ class LiveView:
             bins = h.bins(bin_index(t0, c.bin_s) - 1, bin_index(t1, c.bin_s) + 2)
             traces = lanes_from_bins(bins, gpus, c.bin_s, n_out)
         w = c.window_s
-        windows = h.windows(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
+        j0, j1 = bin_index(t0, w) - 1, bin_index(t1, w) + 2
+        windows = h.windows(j0, j1)
         order = load_order(windows, gpus, order_by)
-        wt = window_traces(windows, gpus, w, n_out, order)
+        # every window gets a bar: the ribbon draws the finer segments (their rows in range)
+        segs = h.segments(j0 * w, j1 * w) if bucket_factor(len(windows), n_out) == 1 else None
+        wt = window_traces(windows, gpus, w, n_out, order, segs)
         factor = int(wt[("phase", "idle")].extra.get("factor", 1))
+        fine = bool(wt[("phase", "idle")].extra.get("segments"))
         traces.update(wt)
         if h.has_server:
             cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
@@ -504,7 +537,7 @@ class LiveView:
         traces[("selected",)] = selected_trace(selected, w)
         empty = windows.empty and not any(
             np.isfinite(td.y).any() for k, td in traces.items() if k[0] == "lane")
-        return RangeView(t0, t1, traces, order, raw, n_out, factor, empty)
+        return RangeView(t0, t1, traces, order, raw, n_out, factor, empty, fine)
 
     def range_step(self, state: dict, t0: float, t1: float, px: float | None,
                    follow: bool = False, selected: float | None = None,
@@ -556,7 +589,8 @@ class LiveView:
     def at(self, t: float) -> dict:
         """What the history knows at epoch time ``t``: ``bin`` ({(column, gpu): value} of
         the 0.1-s bin holding ``t``, or the nearest within ``hold_s``), ``window`` (the
-        labelled window holding ``t`` as a dict, or None) and ``gpus``."""
+        labelled window holding ``t`` as a dict, or None), ``segment`` (the 0.1-s phase
+        segment holding ``t``, or None) and ``gpus``."""
         c, h = self.config, self.history
         k = bin_index(t, c.bin_s)
         reach = max(1, math.floor(c.hold_s / c.bin_s))
@@ -568,7 +602,23 @@ class LiveView:
         j = bin_index(t, c.window_s)
         w = h.windows(j, j + 1)
         return {"t": t, "bin": None if row is None else row.to_dict(),
-                "window": None if w.empty else w.iloc[0].to_dict(), "gpus": self._gpus()}
+                "window": None if w.empty else w.iloc[0].to_dict(),
+                "segment": h.segment_at(t), "gpus": self._gpus()}
+
+    def ceilings(self, row: dict | None) -> dict[int, dict]:
+        """Why, per hot GPU of window ``row``: the ceiling each GPU of its hot set leans on
+        (``explain.window_ceilings`` over the window's stored samples); empty when the window
+        is not flagged or its samples cannot be read."""
+        if row is None or not row_hot_set(row):
+            return {}
+        t0 = float(row["start"])
+        try:
+            samples = self.store.read_range(t0, t0 + self.config.window_s)
+            devices = self.store.devices()
+        except (sqlite3.Error, StoreError):
+            return {}
+        return window_ceilings(row, samples, self.config.window_s,
+                               devices if len(devices) else None)
 
     def status(self, state: dict | None) -> list:
         """The status line: source, GPUs, samples stored, history held, age of the newest
@@ -654,8 +704,8 @@ def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
         return f"{t0}–{t1} {zone.key} ({span}) · no data in this range"
     lanes = ("every sample" if v.raw else
              f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
-    ribbon = ("one bar per window" if v.factor == 1 else
-              f"{v.factor} windows per bar (phase shares stacked)")
+    ribbon = ("0.1-s phase segments" if v.segments else "one bar per window"
+              if v.factor == 1 else f"{v.factor} windows per bar (phase shares stacked)")
     return f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
 
 
@@ -695,18 +745,18 @@ def _phase_pill(row: dict) -> list:
 
 def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> list:
     """The hover panel: time (in the page's zone ``tz``), the window's phase and confidence,
-    and one row per GPU (in the load bands' order) with every lane's value in the 0.1-s bin
-    and the GPU's load share."""
+    the 0.1-s phase segment under the cursor, and one row per GPU (in the load bands' order)
+    with every lane's value in the 0.1-s bin and the GPU's load share."""
     t = info["t"]
     zone = page_zone(tz)
     win = info.get("window")
     gpus = list(order or info.get("gpus") or [])
     head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=zone):%Y-%m-%d} {_clock(t, zone)} "
                            f"{zone.key}", className="tl-panel-time")]
+    hot_set = row_hot_set(win)
     if win is not None:
-        hot = win.get("hot_gpu")
-        hot_s = (f" · hot GPU {int(hot)}" if hot is not None and math.isfinite(float(hot))
-                 else "")
+        hot_s = (" · hot " + hot_set_text(hot_set, win.get("hot_share"), win.get("cold_share"))
+                 if hot_set else "")
         head.append(html.Div([*_phase_pill(win),
                               html.Span(f" · window {_clock(win['start'], zone, 1)}–"
                                         f"{_clock(win['end'], zone, 1)} · max/mean "
@@ -714,6 +764,11 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
                                         f"{hot_s}")], className="tl-panel-phase"))
     else:
         head.append(html.Div("no labelled window here", className="tl-muted"))
+    seg = info.get("segment")
+    if seg is not None:
+        head.append(html.Div(f"0.1-s segment: {seg['phase']} {_clock(seg['start'], zone, 1)}–"
+                             f"{_clock(seg['end'], zone, 1)} ({fmt_span(seg['end'] - seg['start'])}"
+                             f", {float(seg['confidence']):.0%} sure)", className="tl-muted"))
     b = info.get("bin") or {}
     loads = {g: float(win.get(f"load_g{g}", math.nan)) if win else math.nan for g in gpus}
     # shares of near-zero load are noise (figures.MIN_SHARE_LOAD, as in the share strip)
@@ -734,21 +789,21 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
             v = b.get((col, g))
             cells.append(html.Td(_num(None if v is None else v * scale, spec)))
         share = loads[g] / total * 100 if total > 0 and math.isfinite(loads[g]) else None
-        hot = win is not None and win.get("hot_gpu") is not None and \
-            math.isfinite(float(win.get("hot_gpu"))) and int(win["hot_gpu"]) == g
+        hot = g in hot_set
         cells.append(html.Td(_num(share, ".0f"), className="tl-hot" if hot else None))
         body.append(html.Tr(cells))
     return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
 
 
 def window_panel(row: dict | None, gpus: list[int], labeller: str,
-                 tz: str | None = None) -> list:
+                 tz: str | None = None, ceilings: dict[int, dict] | None = None) -> list:
     """The selected window: its time (in the page's zone ``tz``), phase, scores, features
-    and why it got its label."""
+    and why it got its label; with ``ceilings`` (``LiveView.ceilings``), the ceiling each
+    hot GPU leans on."""
     if row is None:
         return [html.Div("Click the figure to select a window: its features and why it got "
                          "its label show here.", className="tl-muted")]
-    ex = explain_window(row, gpus, labeller)
+    ex = explain_window(row, gpus, labeller, ceilings)
     zone = page_zone(tz)
     when = f"{_clock(row['start'], zone, 1)}–{_clock(row['end'], zone, 1)} {zone.key}"
     return [
@@ -827,9 +882,18 @@ def _cell(label: str, value, sub: str, cid: str, style: dict | None = None) -> h
     ])
 
 
+def _recent_text(counts: dict[int, int]) -> str:
+    """``{gpu: windows}`` grouped by count, most first: ``"GPUs 1, 3, 5, 7 ×6, GPU 2 ×1"``."""
+    by: dict[int, list[int]] = {}
+    for g, n in counts.items():
+        by.setdefault(n, []).append(g)
+    return ", ".join(f"GPU{'s' if len(gs) > 1 else ''} {', '.join(map(str, sorted(gs)))} ×{n}"
+                     for n, gs in sorted(by.items(), key=lambda kv: -kv[0]))
+
+
 def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
-    """Header cells (phase, imbalance ratio, hot GPU, straggler tax) for a summary; times in
-    the page's zone ``tz``."""
+    """Header cells (phase, imbalance ratio, the hot set with its shares of the work,
+    straggler tax) for a summary; times in the page's zone ``tz``."""
     if s.phase is None:
         phase_value = html.Span("waiting", className="tl-pill",
                                 style={"background": "#eef0f3", "color": "#6b7280"})
@@ -843,19 +907,24 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
                      f"{end}")
     ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
     tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
-    if s.hot_gpu is not None:
-        hot_value = html.Span(f"GPU {s.hot_gpu}", className="tl-pill",
-                              style={"background": gpu_color(s.hot_gpu), "color": "white",
-                                     "boxShadow": f"0 0 0 2px {HOT_COLOR}"})
+    hot_set = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
+    if hot_set:
+        pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
+        hot_value = [html.Span(f"GPU {g}" if len(hot_set) == 1 else f"{g}", className="tl-pill",
+                               title=f"GPU {g}", style={**pill, "background": gpu_color(g)})
+                     for g in hot_set]
+        shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
+        if shares:
+            hot_value.append(html.Span(f" {shares}", className="tl-hot-share"))
     else:
         hot_value = html.Span("none", className="tl-muted")
-    recent = ", ".join(f"GPU {g} ×{n}" for g, n in s.hot_recent.items())
-    hot_sub = (f"hot in the last {s.windows} windows: {recent}" if recent
-               else f"none hot in the last {s.windows} windows" if s.windows else "")
+    hot_sub = (f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"
+               if s.hot_recent else f"none hot in the last {s.windows} windows" if s.windows
+               else "")
     return [
         _cell("Phase", phase_value, phase_sub, ids.PHASE),
-        _cell("Imbalance", ratio, "max / mean GPU load (1.00 = balanced)", ids.IMBALANCE),
-        _cell("Hot GPU", hot_value, hot_sub, ids.HOT_GPU),
+        _cell("Imbalance", ratio, "max / mean GPU work (1.00 = balanced)", ids.IMBALANCE),
+        _cell("Hot set" if len(hot_set) > 1 else "Hot GPU", hot_value, hot_sub, ids.HOT_GPU),
         _cell("Straggler tax", tax, "GPU time spent waiting for the slowest", ids.STRAGGLER),
     ]
 
@@ -870,7 +939,7 @@ def legend(gpus: list[int] | None = None) -> html.Div:
         ]))
     items.append(html.Span(className="tl-key", children=[
         html.Span(className="tl-swatch tl-swatch-thin", style={"background": HOT_COLOR}),
-        html.B("imbalanced"), html.Span(" decode window with a hot GPU (red in the share strip)",
+        html.B("imbalanced"), html.Span(" decode window with hot GPUs (red in the share strip)",
                                         className="tl-key-help"),
     ]))
     items.append(html.Span(className="tl-key", children=[
@@ -1278,8 +1347,8 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
             patch["data"][i]["x"] = [float(v) * 1000.0 for v in sel.x]
             patch["data"][i]["y"] = [float(v) for v in sel.y]
             patch["data"][i]["width"] = config.window_s * 1000.0
-        return (window_panel(row, info["gpus"], live.history.labeller, st.get("tz")), start,
-                patch)
+        return (window_panel(row, info["gpus"], live.history.labeller, st.get("tz"),
+                             live.ceilings(row)), start, patch)
 
     register_screenshots(app, live)
 
@@ -1430,8 +1499,10 @@ def _follow_button(state: dict) -> tuple[str, str]:
 def follow_note(state: dict, c: DashboardConfig) -> str:
     """One line saying what the follow view draws."""
     f = int(state.get("factor", 1))
+    ribbon = ("0.1-s phase segments" if state.get("m") is not None
+              else f"one bar per {c.window_s:g}-s window")
     return (f"last {fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
-            f"{c.bin_s * f:g}-s bins (mean) · ribbon: one bar per {c.window_s:g}-s window")
+            f"{c.bin_s * f:g}-s bins (mean) · ribbon: {ribbon}")
 
 
 def cluster_panel() -> html.Div:

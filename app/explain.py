@@ -11,7 +11,10 @@ sentences restate what the labeller looked at, in the terms of ``docs/classifier
 - compute- or memory-bound: tensor-pipe activity against DRAM activity (prefill runs the
   tensor pipes, 76 % vs 15 % DRAM on the bundled H200 traces; decode reads weights and KV cache,
   2-5 % tensor vs 29-80 % DRAM: ``docs/classifier_v0_rules.md``);
-- imbalance: the max/mean load ratio against the detector's threshold.
+- imbalance: the max/mean work ratio against the detector's threshold, every GPU of the hot
+  set with its share of the work (``"hot set 1, 3, 5, 7 — 18 % each vs 7 %"``) and, given the
+  window's samples (``window_ceilings``), why, per hot GPU: the ceiling it leans on next to the
+  others (``classifier.imbalance.ceilings``: tensor pipes, DRAM, PCIe, NVLink, launch-bound).
 """
 
 from __future__ import annotations
@@ -19,7 +22,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import pandas as pd
+
+from ..classifier.imbalance import describe_ceiling, format_hot_set
 from ..classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from ..classifier.summary import hot_ceilings, hot_set_of
 
 
 @dataclass(frozen=True)
@@ -61,14 +69,46 @@ def imbalance_threshold(labeller: str) -> float:
     return RulePhaseLabeller().imbalance_threshold
 
 
-def explain_window(row: dict, gpus: list[int], labeller: str) -> Explanation:
+def row_hot_set(row: dict | None) -> tuple[int, ...]:
+    """The hot set of one window row (``classify_samples`` columns as a dict): every hot GPU
+    of a flagged window, empty otherwise (``hot_gpu`` for rows without ``hot_set``)."""
+    flag = None if not row else row.get("imbalanced")
+    if not (isinstance(flag, bool | np.bool_) and flag):
+        return ()
+    if "hot_set" in row:
+        return hot_set_of(row.get("hot_set"))
+    h = _f(row, "hot_gpu")
+    return (int(h),) if math.isfinite(h) else ()
+
+
+def window_ceilings(row: dict, samples: pd.DataFrame, window_s: float,
+                    devices: pd.DataFrame | None = None) -> dict[int, dict]:
+    """Why, per hot GPU of one window: ``classifier.summary.hot_ceilings`` over the window's
+    samples (``{gpu: ceilings entry + "line"}``; empty when the window is not flagged or
+    there are no samples)."""
+    hot_set = row_hot_set(row)
+    if not hot_set or samples is None or samples.empty:
+        return {}
+    t0 = float(row["start"])
+    ts = samples["timestamp"].to_numpy(dtype=float)
+    part = samples[(ts >= t0 - 1e-6) & (ts < t0 + window_s - 1e-6)]
+    one = pd.DataFrame([{"start": t0, "imbalanced": True,
+                         "hot_set": ",".join(map(str, hot_set))}])
+    return hot_ceilings(part, one, window_s, devices, gpus=list(hot_set))
+
+
+def explain_window(row: dict, gpus: list[int], labeller: str,
+                   ceilings: dict[int, dict] | None = None) -> Explanation:
     """Features and reasons for one labelled window.
 
     Args:
         row: one row of ``classify_samples`` output (``phase``, ``confidence``, ``p_*``,
-            ``load_*``, ``tensor_active_mean``, ``dram_active_mean``, ``imbalance_ratio`` ...).
+            ``load_*``, ``tensor_active_mean``, ``dram_active_mean``, ``imbalance_ratio``,
+            ``hot_set``, ``hot_share``, ``cold_share`` ...).
         gpus: GPU indices (for the per-GPU loads).
         labeller: ``"trained"`` or ``"rules"`` (``History.labeller``); "" when unknown.
+        ceilings: ``window_ceilings`` of the window: one reason per hot GPU, the ceiling it
+            leans on (None or empty: none listed).
     """
     phase = str(row.get("phase"))
     name = "v0 rules" if labeller == "rules" else "trained model"
@@ -108,15 +148,23 @@ def explain_window(row: dict, gpus: list[int], labeller: str) -> Explanation:
     ratio = _f(row, "imbalance_ratio")
     thr = imbalance_threshold(labeller)
     hot = _f(row, "hot_gpu")
-    if bool(row.get("imbalanced")) and math.isfinite(hot):
+    hot_set = row_hot_set(row)
+    if hot_set:
         pers = str(row.get("persistence") or "")
-        reasons.append(f"GPU {int(hot)} carries {ratio:.2f}× the mean load (threshold "
-                       f"{thr:.2f}×): flagged imbalanced" + (f", {pers}" if pers else ""))
+        top = f"GPU {int(hot)}" if math.isfinite(hot) else f"GPU {hot_set[0]}"
+        shares = format_hot_set(hot_set, _f(row, "hot_share"), _f(row, "cold_share"))
+        reasons.append(f"hot set {shares} of the work; the busiest, {top}, carries "
+                       f"{ratio:.2f}× the mean (threshold {thr:.2f}×): flagged imbalanced"
+                       + (f", {pers}" if pers else ""))
+        for g in hot_set:
+            c = (ceilings or {}).get(g)
+            if c is not None:
+                reasons.append("why " + (c.get("line") or describe_ceiling(g, c)))
     elif math.isfinite(ratio):
         why = ("not a decode window" if phase != "decode"
                else f"under the {thr:.2f}× threshold" if ratio <= thr
                else "not for enough consecutive windows")
-        reasons.append(f"max/mean load {ratio:.2f}×: not flagged ({why})")
+        reasons.append(f"max/mean work {ratio:.2f}×: not flagged ({why})")
     features = [
         ("phase scores", " / ".join(f"{p[0]} {_f(row, f'p_{p}'):.2f}" for p in PHASE_ORDER)
          if all(math.isfinite(v) for v in scores.values()) else "n/a"),
@@ -125,7 +173,9 @@ def explain_window(row: dict, gpus: list[int], labeller: str) -> Explanation:
         ("tensor active (mean)", _pct(tensor)),
         ("DRAM active (mean)", _pct(dram)),
         ("power / limit (mean)", _pct(_f(row, "power_frac_mean") * 100)),
-        ("max / mean load", f"{ratio:.2f}×" if math.isfinite(ratio) else "n/a"),
+        ("max / mean work", f"{ratio:.2f}×" if math.isfinite(ratio) else "n/a"),
+        ("hot set", format_hot_set(hot_set, _f(row, "hot_share"), _f(row, "cold_share"))
+         or "none"),
         ("balancedness (mean/max)", f"{_f(row, 'balancedness'):.2f}"
          if math.isfinite(_f(row, "balancedness")) else "n/a"),
         ("straggler tax", _pct(_f(row, "straggler_tax") * 100)),

@@ -8,13 +8,21 @@ raw samples**:
 - per GPU, the means over the newest complete window, in base units with a ``tealeaves_``
   prefix: ``tealeaves_sm_active_ratio`` (0-1) ... ``tealeaves_pcie_tx_bytes_per_second``,
   ``tealeaves_power_watts``, ``tealeaves_sm_clock_hertz``, ``tealeaves_gpu_load_ratio``;
+  and ``tealeaves_gpu_hot``: 1 when the GPU is in the newest window's **hot set** (every GPU
+  whose work exceeds the fair share in a flagged decode window: with GPUs 1, 3, 5, 7 at 18 %
+  of the work each against 7 %, all four read 1), else 0; ``sum(tealeaves_gpu_hot)`` counts
+  the hot GPUs, ``tealeaves_gpu_hot == 1`` names them;
 - per node, the current phase as a state set (``tealeaves_phase{tealeaves_phase="decode"} 1``),
   its confidence, ``tealeaves_imbalance_ratio``, ``tealeaves_balancedness``,
-  ``tealeaves_straggler_tax`` (ratio), ``tealeaves_hot_gpu`` (index; NaN when none) and the
-  newest window's end (``tealeaves_window_end_timestamp_seconds``);
+  ``tealeaves_straggler_tax`` (ratio), ``tealeaves_hot_gpu`` (index of the busiest GPU of the
+  hot set; NaN when none), ``tealeaves_hot_gpus`` (size of the hot set, 0 when none),
+  ``tealeaves_hot_share_ratio`` / ``tealeaves_cold_share_ratio`` (mean share of the summed
+  work held by a hot GPU / by another GPU, 0-1; NaN when none) and the newest window's end
+  (``tealeaves_window_end_timestamp_seconds``);
 - counters that any scrape interval up to ``MAX_LOOKBACK_S`` can be read from (each scrape
   labels everything since the previous one): ``tealeaves_phase_seconds_total{phase}`` (time
-  labelled in each phase) and ``tealeaves_imbalanced_seconds_total{gpu}``; when the newest
+  labelled in each phase) and ``tealeaves_imbalanced_seconds_total{gpu}`` (time the GPU was in
+  the hot set of a flagged window); when the newest
   sample is older than ``STALE_S`` (a stalled collector) the current-value gauges are left out,
   so Prometheus marks them stale instead of repeating the last window;
 - the collector's health: sweeps, missed deadlines, dropped samples, store errors, GPUs
@@ -40,6 +48,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..classifier.rules import PHASE_ORDER
+from ..classifier.summary import window_hot_sets
 
 #: Longest stretch classified per scrape (s): counters lose nothing at scrape intervals up to
 #: this long.
@@ -193,6 +202,14 @@ class TealeavesCollector(Collector):
         for g, lab in sorted(labels.items()):
             load.add_metric(lab, _num(last.get(f"load_g{g}", math.nan)) / 100.0)
         yield load
+        hot_set = window_hot_sets(windows.iloc[-1:])[0]
+        hot = GaugeMetricFamily("tealeaves_gpu_hot",
+                                "1 when the GPU is in the hot set of the newest window (its "
+                                "work over the fair share in a flagged decode window), else 0",
+                                labels=list(GPU_LABELS))
+        for g, lab in sorted(labels.items()):
+            hot.add_metric(lab, 1.0 if g in hot_set else 0.0)
+        yield hot
         node = ["Hostname"]
         phase = str(last["phase"])
         yield _state_set(host, phase)
@@ -206,12 +223,23 @@ class TealeavesCollector(Collector):
                  ("1 - mean/max of the GPUs' busy time: share of GPU-time waiting for the slowest "
                  "rank, newest window"), 1),
                 ("tealeaves_hot_gpu", "hot_gpu",
-                 "Index of the GPU flagged hot in the newest window (NaN when none)", 1),
+                 ("Index of the busiest GPU of the newest window's hot set (NaN when none; "
+                  "every hot GPU: tealeaves_gpu_hot)"), 1),
+                ("tealeaves_hot_share_ratio", "hot_share",
+                 ("Mean share of the summed work held by a GPU of the hot set, newest window "
+                  "(NaN when none)"), 0.01),
+                ("tealeaves_cold_share_ratio", "cold_share",
+                 ("Mean share of the summed work held by a GPU outside the hot set, newest "
+                  "window (NaN when none)"), 0.01),
                 ("tealeaves_window_end_timestamp_seconds", "end",
                  "End of the newest complete window (UTC epoch s)", 1)):
             fam = GaugeMetricFamily(name, doc, labels=node)
             fam.add_metric([host], _num(last.get(col, math.nan)) * scale)
             yield fam
+        size = GaugeMetricFamily("tealeaves_hot_gpus", "GPUs in the hot set of the newest "
+                                 "window (0 when none is hot)", labels=node)
+        size.add_metric([host], float(len(hot_set)))
+        yield size
 
     def _counter_families(self, host: str, labels: dict):
         ph = CounterMetricFamily("tealeaves_phase_seconds", "Seconds labelled in each phase "
@@ -232,12 +260,10 @@ class TealeavesCollector(Collector):
         new = windows[windows["end"] > self._counted_end + 1e-9]
         if math.isinf(self._counted_end):
             new = new.tail(1)
-        for w in new.itertuples():
-            p = str(w.phase)
+        for p, hot_set in zip(new["phase"].astype(str), window_hot_sets(new), strict=True):
             self._phase_s[p] = self._phase_s.get(p, 0.0) + self.window_s
-            h = _num(w.hot_gpu)
-            if math.isfinite(h):
-                key = (host, int(h))
+            for g in hot_set:
+                key = (host, int(g))
                 self._hot_s[key] = self._hot_s.get(key, 0.0) + self.window_s
         if len(new):
             self._counted_end = float(new["end"].max())
@@ -271,6 +297,16 @@ def _state_set(host: str, phase: str) -> StateSetMetricFamily:
     return fam
 
 
+def render(collector: Collector) -> str:
+    """One scrape of ``collector`` as Prometheus' text exposition format (what ``/metrics``
+    answers; for tests and a quick look without a server)."""
+    from prometheus_client import generate_latest
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return generate_latest(registry).decode()
+
+
 def serve(store, port: int, host: str = "127.0.0.1", health=None, window_s: float = 0.5,
           hostname: str | None = None):
     """Serve ``/metrics`` for ``store`` on ``host:port`` from a daemon thread (its own
@@ -287,4 +323,4 @@ def serve(store, port: int, host: str = "127.0.0.1", health=None, window_s: floa
     return start_http_server(port, addr=host, registry=registry)
 
 
-__all__ = ["GPU_GAUGES", "GPU_LABELS", "TealeavesCollector", "serve"]
+__all__ = ["GPU_GAUGES", "GPU_LABELS", "TealeavesCollector", "render", "serve"]

@@ -2,12 +2,15 @@
 
 The live figure is ONE plotly figure with shared-x subplots, top to bottom:
 
-1. the **phase ribbon**: one coloured bar per classifier window (idle / prefill / decode), with a
-   thin red bar above windows flagged imbalanced;
+1. the **phase ribbon**: one coloured bar per classifier window (idle / prefill / decode), or
+   per 0.1-s slot of the finer phase segments (``classifier.segments``: labels that change
+   where the counters change) when ``slots`` are given, with a thin red bar above windows
+   flagged imbalanced;
 2. one **lane per metric** (``LANES``: SM, tensor and DRAM activity in %, PCIe tx/rx in MB/s,
    board power in W) with one line per GPU (PCIe: two, tx solid and rx dotted);
 3. the **imbalance strip**: each GPU's share of the summed load per window (%), a fair-share line
-   at ``100 / n_gpus`` and a red highlight on the hot GPU's share in every flagged window.
+   at ``100 / n_gpus`` and a red highlight on the share of every GPU of the window's hot set
+   in every flagged window (its hover names the hot set and its shares of the work).
 
 When the store holds inference-server signals (log events or ``/metrics`` scrapes) a **server
 lane** sits right under the ribbon (``rows(server=True)``): generation tokens/s (and prompt
@@ -213,7 +216,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     ``("selected",)`` the outline of the window the user clicked; ``("shots",)`` a marker per
     uploaded screenshot at its capture time (``customdata`` its hash); ``("band", gpu)`` the GPU's
     load line in its band; ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
-    ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is the hot GPU
+    ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is in the hot set
     (three points per window: a segment and a break).  With ``server``, the server lane's
     traces follow at the end (so the others keep their positions): ``("server", key)`` per
     ``SERVER_LINES`` and ``("prefill", i)`` prefill markers of size class ``i``
@@ -317,6 +320,45 @@ def gpu_shares(windows: pd.DataFrame, gpus: list[int],
     busy = windows.get("load_mean", pd.Series(np.nan, index=windows.index)).astype(float)
     share.loc[~(busy >= min_load).to_numpy()] = np.nan
     return share
+
+
+def hot_members(windows: pd.DataFrame, gpus: list[int]) -> np.ndarray:
+    """``(len(windows), len(gpus))`` bool: GPU ``gpus[i]`` is in the window's hot set (every
+    hot GPU of a flagged window; ``classifier.summary.window_hot_sets``)."""
+    from ..classifier.summary import hot_set_of, window_hot_sets
+
+    if not len(windows):
+        return np.zeros((0, len(gpus)), dtype=bool)
+    if "hot_set" not in windows:
+        sets = window_hot_sets(windows)
+        return np.array([[g in hs for g in gpus] for hs in sets], dtype=bool)
+    # a few distinct sets over many windows: one membership row per distinct cell
+    codes, cells = pd.factorize(windows["hot_set"], use_na_sentinel=True)
+    rows = np.array([[g in hot_set_of(c) for g in gpus] for c in cells] + [[False] * len(gpus)],
+                    dtype=bool).reshape(len(cells) + 1, len(gpus))
+    flag = (windows["imbalanced"].eq(True).to_numpy() if "imbalanced" in windows
+            else np.ones(len(windows), dtype=bool))
+    return rows[codes] & flag[:, None]  # code -1 (NaN): the last, empty row
+
+
+def hot_set_text(hot_set, hot_share: float = math.nan, cold_share: float = math.nan) -> str:
+    """A hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"`` or ``"GPU 1 — 71 % vs
+    29 %"`` (``imbalance.format_hot_set`` after ``GPU``/``GPUs``); ``""`` for none."""
+    from ..classifier.imbalance import format_hot_set
+
+    hs = [int(g) for g in (hot_set or ())]
+    if not hs:
+        return ""
+    share = [_float(hot_share), _float(cold_share)]
+    return f"GPU{'s' if len(hs) > 1 else ''} {format_hot_set(hs, *share)}"
+
+
+def _float(v) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return math.nan
+    return f if math.isfinite(f) else math.nan
 
 
 def _col(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -500,14 +542,17 @@ def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list
 
 def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
             window_s: float, server: pd.DataFrame | None = None,
-            order: list[int] | None = None) -> dict[tuple, tuple[list, list, list]]:
+            order: list[int] | None = None, slots: tuple | None = None,
+            hop_s: float = 0.1) -> dict[tuple, tuple[list, list, list]]:
     """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
     one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
-    load bands' GPU order (top first; default ``gpus``).
+    load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
+    phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
+    point per slot instead of per window.
     """
     from .views import BAND_SCALE, band_slots
 
-    slots = band_slots(list(gpus) if order is None else list(order))
+    band_rows = band_slots(list(gpus) if order is None else list(order))
     out: dict[tuple, tuple[list, list, list]] = {}
     bx = _ms((bins.index.to_numpy(dtype=float) + 0.5) * bin_s) if len(bins) else []
     for lane in LANES:
@@ -524,18 +569,32 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         wx = _ms(starts + window_s / 2.0)
         phase = windows["phase"].astype(str).to_numpy()
         ratio = windows["imbalance_ratio"].to_numpy(dtype=float)
-        hot = windows["hot_gpu"].to_numpy(dtype=float)
-        flagged = windows["imbalanced"].fillna(False).to_numpy(dtype=bool) & np.isfinite(hot)
+        members = hot_members(windows, gpus)
+        flagged = members.any(axis=1)
         tax = windows["straggler_tax"].to_numpy(dtype=float)
+        sets = [tuple(g for g, m in zip(gpus, row) if m) for row in members]
+        nan = pd.Series(np.nan, index=windows.index)
+        hs = windows.get("hot_share", nan).to_numpy(dtype=float)
+        cs = windows.get("cold_share", nan).to_numpy(dtype=float)
+        set_text = [hot_set_text(st, h, c) for st, h, c in zip(sets, hs, cs)]
     else:
         wx, phase, starts = [], np.array([], dtype=str), np.array([], dtype=float)
-        ratio = hot = tax = np.array([], dtype=float)
+        ratio = tax = np.array([], dtype=float)
+        members = np.zeros((0, len(gpus)), dtype=bool)
         flagged = np.array([], dtype=bool)
-    for p in RIBBON_PHASES:
-        m = phase == p
-        out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], [])
-    hot_text = [f"GPU {int(h)} hot: max/mean load {_fmt(r, '.2f')}x, straggler tax "
-                f"{_fmt(t, '.0%')}" if f else "" for f, h, r, t in zip(flagged, hot, ratio, tax)]
+        set_text = []
+    if slots is not None:
+        idx, sphase = slots
+        sx = _ms((np.asarray(idx, dtype=float) + 0.5) * hop_s)
+        sphase = np.asarray(sphase, dtype=object).astype(str)
+        for p in RIBBON_PHASES:
+            out[("phase", p)] = (sx, [1.0 if mi else None for mi in sphase == p], [])
+    else:
+        for p in RIBBON_PHASES:
+            m = phase == p
+            out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], [])
+    why = [f"hot set {st}: max/mean work {_fmt(r, '.2f')}x, straggler tax {_fmt(t, '.0%')}"
+           if f else "" for f, st, r, t in zip(flagged, set_text, ratio, tax)]
     out[("ribbon_hot",)] = (wx, [_RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
     out[("selected",)] = ([], [], [])
     out[("shots",)] = ([], [], [])
@@ -544,13 +603,14 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         col = f"load_g{g}"
         load = (windows[col].to_numpy(dtype=float) if n and col in windows
                 else np.full(n, np.nan))
-        out[("band", g)] = (wx, _values(slots[g] + BAND_SCALE * np.clip(load, 0, 100) / 100, 3),
+        out[("band", g)] = (wx, _values(band_rows[g] + BAND_SCALE * np.clip(load, 0, 100) / 100, 3),
                             [])
         s = shares[g].to_numpy(dtype=float) if n else np.array([])
         out[("share", g)] = (wx, _values(s, 2), [])
-        is_hot = flagged & (hot == g)
+        is_hot = members[:, gpus.index(g)] if n else np.array([], dtype=bool)
         out[("hot", g)] = _segments(starts, window_s, np.where(is_hot, s, np.nan),
-                                    [t if h else "" for t, h in zip(hot_text, is_hot)])
+                                    [f"GPU {g} hot · {t}" if h else ""
+                                     for t, h in zip(why, is_hot)])
     if server is not None:
         out.update(_server_points(server, window_s))
     return out
@@ -565,7 +625,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  server: pd.DataFrame | None = None,
                  order: list[int] | None = None,
                  shots: pd.DataFrame | None = None,
-                 time_zone: str = "UTC") -> go.Figure:
+                 time_zone: str = "UTC", slots: tuple | None = None,
+                 hop_s: float = 0.1) -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -582,6 +643,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         order: GPU order of the load bands, top first (default ``gpus``).
         shots: ``SampleStore.screenshots`` rows to mark on the ribbon (None: none).
         time_zone: IANA name of the zone the browser shows the time axis in (its title).
+        slots: ``(slot indices, phases)`` of the phase segments' ``hop_s`` slots: the
+            ribbon's phase bars are one per slot (``hop_s`` wide) instead of per window.
 
     Returns:
         A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
@@ -600,8 +663,9 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     fig = make_subplots(rows=R.n, cols=1, shared_xaxes=True, vertical_spacing=0.016,
                         row_heights=heights, specs=specs)
     order = list(gpus) if order is None else list(order)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s)
     width_ms = window_s * 1000.0
+    phase_width_ms = (hop_s if slots is not None else window_s) * 1000.0
     marker_axis = None
     if has_server:
         sub = fig.get_subplot(R.server, 1)
@@ -626,7 +690,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         if kind == "phase":
             p = key[1]
             fig.add_trace(go.Bar(
-                x=x, y=y, text=text, base=0.0, width=width_ms, name=p,
+                x=x, y=y, text=text, base=0.0, width=phase_width_ms, name=p,
                 marker={"color": PHASE_COLORS[p], "line": {"width": 0}},
                 textposition="none", hoverinfo="none",
                 showlegend=False, legendgroup="phases"), row=R.ribbon, col=1)
@@ -675,7 +739,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
                 line={"color": gpu_color(g), "width": 1.6}, hoverinfo="none"),
                 row=R.strip, col=1)
-        elif kind == "hot":  # a wide translucent red stroke under the hot GPU's share
+        elif kind == "hot":  # a wide translucent red stroke under a hot GPU's share
             g = key[1]
             fig.add_trace(go.Scatter(
                 x=x, y=y, text=text, mode="lines", name=f"GPU {g} hot",
@@ -803,7 +867,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
     top = share_axis_top(len(gpus))
     fig.update_yaxes(range=[0, top], tickvals=sorted({0, round(fair, 1), round(top, 1)}),
                      row=R.strip, col=1)
-    hot_key = f"<span style='color:{HOT_COLOR}'>red</span>: hot GPU"
+    hot_key = f"<span style='color:{HOT_COLOR}'>red</span>: hot set"
     labels.append((R.strip, "<b>load share</b>", f"% of all load<br>{hot_key}"))
     for shape in base_shapes(fig, gpus, R):
         fig.add_shape(shape)
@@ -823,7 +887,8 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
 
 def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
-                server: pd.DataFrame | None = None, order: list[int] | None = None) -> list:
+                server: pd.DataFrame | None = None, order: list[int] | None = None,
+                slots: tuple | None = None, hop_s: float = 0.1) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -837,6 +902,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         server: new ``server_cells`` (none already on the page) when the figure has a server
             lane (may be empty), else None.
         order: the load bands' GPU order the figure was built with.
+        slots: new segment slots (``(slot indices, phases)``, none already on the page) for a
+            figure built with ``slots``: the phase bars then keep ``view_s / hop_s`` points.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y`` and ``text`` to one list
@@ -844,9 +911,10 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         ``update`` (plotly's per-trace form).
     """
     keys = trace_keys(gpus, server is not None)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s)
     lane_max = math.ceil(view_s / bin_s)
     win_max = math.ceil(view_s / window_s)
+    slot_max = math.ceil(view_s / hop_s - 1e-9)
     update: dict[str, list] = {"x": [], "y": [], "text": []}
     limits: list[int] = []
     for key in keys:
@@ -856,6 +924,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         update["text"].append(text)
         if key[0] == "hot":
             limits.append(3 * win_max)
+        elif key[0] == "phase" and slots is not None:
+            limits.append(slot_max)
         elif key[0] == "shots":  # never appended to: keep every marker
             limits.append(10**7)
         else:
@@ -899,7 +969,11 @@ def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = Tru
         upd: dict = ({"x": typed_array(x, "f8"), "y": typed_array(y, "f4")} if encode
                      else {"x": x, "y": y})
         if td.width is not None:
-            upd["width"] = float(td.width) * 1000.0
+            if np.ndim(td.width):  # one width per bar (the ribbon's phase segments)
+                wd = np.asarray(td.width, dtype=np.float64) * 1000.0
+                upd["width"] = typed_array(wd, "f4") if encode else wd
+            else:
+                upd["width"] = float(td.width) * 1000.0
         if td.base is not None:
             if np.ndim(td.base):
                 b = np.asarray(td.base, dtype=np.float64)
@@ -959,14 +1033,18 @@ class HeaderSummary:
     Attributes:
         phase: ``idle`` / ``prefill`` / ``decode`` (``mixed``), or None before any window.
         confidence: the phase's score in [0, 1] (NaN when unknown).
-        imbalance_ratio: max / mean GPU load (1.0 = balanced; NaN when no load).
-        straggler_tax: 1 - mean/max load, the share of GPU time spent waiting (NaN when no
-            load).
-        hot_gpu: index of the flagged hot GPU, or None when the window is not flagged.
+        imbalance_ratio: max / mean GPU work (1.0 = balanced; NaN when no load).
+        straggler_tax: 1 - mean/max busy time, the share of GPU time spent waiting (NaN when
+            no load).
+        hot_gpu: the busiest GPU of the hot set, or None when the window is not flagged.
         window_end: end of the window, epoch seconds (NaN before any window).
-        hot_recent: ``{gpu: windows}`` flagged hot in the summarised span.
+        hot_recent: ``{gpu: windows}`` flagged hot (in the hot set) in the summarised span.
         windows: number of windows summarised for ``hot_recent``.
         certainty: how sure, in words (``certainty`` of the newest window).
+        hot_set: every hot GPU of the window (empty when not flagged).
+        hot_share: mean share (%) of the summed work a GPU of the hot set holds (NaN when
+            not flagged).
+        cold_share: mean share (%) another GPU holds (NaN when not flagged).
     """
 
     phase: str | None
@@ -978,15 +1056,34 @@ class HeaderSummary:
     hot_recent: dict[int, int]
     windows: int
     certainty: str = ""
+    hot_set: tuple[int, ...] = ()
+    hot_share: float = math.nan
+    cold_share: float = math.nan
+
+    def hot_text(self) -> str:
+        """The hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"``, ``"GPU 1 — 71 %
+        vs 29 %"``, or ``""`` when the window is not flagged."""
+        hs = self.hot_set or ((self.hot_gpu,) if self.hot_gpu is not None else ())
+        return hot_set_text(hs, self.hot_share, self.cold_share)
 
     def text(self) -> str:
-        """One line, e.g. ``decode (97 %) | imbalance 1.42x | hot GPU 1 | straggler tax 30 %``."""
+        """One line, e.g. ``decode (97 %) | imbalance 1.43x | hot GPUs 1, 3, 5, 7 — 18 % each
+        vs 7 % | straggler tax 28 %``."""
         if self.phase is None:
             return "waiting for the first complete window"
-        hot = f"hot GPU {self.hot_gpu}" if self.hot_gpu is not None else "no hot GPU"
+        hot = f"hot {self.hot_text()}" if self.hot_text() else "no hot GPU"
         return (f"{self.phase} ({_fmt(self.confidence * 100, '.0f')} %) | imbalance "
                 f"{_fmt(self.imbalance_ratio, '.2f')}x | {hot} | straggler tax "
                 f"{_fmt(self.straggler_tax * 100, '.0f')} %")
+
+
+def hot_counts(sets) -> dict[int, int]:
+    """``{gpu: windows}``: how many of the hot sets ``sets`` hold each GPU, by GPU."""
+    counts: dict[int, int] = {}
+    for hs in sets:
+        for g in hs or ():
+            counts[int(g)] = counts.get(int(g), 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
@@ -996,23 +1093,29 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         windows: classifier windows; may be empty.
         recent: how many trailing windows ``hot_recent`` counts over.
     """
+    from ..classifier.summary import window_hot_sets
+
     if windows is None or windows.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0)
     last = windows.iloc[-1]
     hot = last.get("hot_gpu")
     hot_i = int(hot) if hot is not None and math.isfinite(float(hot)) else None
     tail = windows.iloc[-recent:]
-    flagged = tail["hot_gpu"].dropna().astype(int)
+    sets = window_hot_sets(tail)
+    hot_set = sets[-1]
     return HeaderSummary(
         phase=str(last["phase"]),
         confidence=float(last["confidence"]),
         imbalance_ratio=float(last["imbalance_ratio"]),
         straggler_tax=float(last["straggler_tax"]),
-        hot_gpu=hot_i,
+        hot_gpu=hot_i if hot_set else None,
         window_end=float(last["end"]),
-        hot_recent={int(g): int(c) for g, c in flagged.value_counts().sort_index().items()},
+        hot_recent=hot_counts(sets),
         windows=len(tail),
         certainty=certainty(last.to_dict()),
+        hot_set=hot_set,
+        hot_share=_float(last.get("hot_share")) if hot_set else math.nan,
+        cold_share=_float(last.get("cold_share")) if hot_set else math.nan,
     )
 
 

@@ -2,9 +2,11 @@
 
 ``build_report`` reads a range (a trace file, or a store between two times), labels its windows
 with the classifier, and gathers what a colleague needs: the summary (time per phase, decode
-balancedness, imbalance ratio, straggler tax, the hot GPU and whether it stays or rotates, the
-server's throughput and accept length when its signals are there), a per-GPU table, a timeline
-figure (phase ribbon over a per-GPU load heatmap), the most imbalanced windows, an expert
+balancedness, imbalance ratio, straggler tax, the hot set with its shares of the work and
+whether it stays or rotates, the server's throughput and accept length when its signals are
+there), why, per hot GPU (the ceiling it leans on: ``classifier.imbalance.ceilings``), a per-GPU
+table, a timeline figure (phase ribbon over a per-GPU load heatmap), the most imbalanced windows
+with their hot sets, an expert
 section from an SGLang expert-distribution dump, and provenance.  The numbers come from
 ``classifier.summary`` over ``classify_samples`` windows, the same windows ``tealeaves
 classify`` prints.
@@ -37,14 +39,17 @@ import pandas as pd
 from ..classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
+    hot_ceilings,
+    hot_set_of,
     imbalance_summary,
     phase_summary,
     server_summary,
     top_imbalanced,
 )
 
-#: Version of the JSON and CSV layouts (``report_schema.json``).
-SCHEMA_VERSION = 1
+#: Version of the JSON and CSV layouts (``report_schema.json``); 2 added the hot set (every
+#: hot GPU, with its shares of the work) and why, per hot GPU (``hot_ceilings``).
+SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("report_schema.json")
 #: Output formats ``write_report`` knows.
 FORMATS = ("html", "pdf", "png", "csv", "json")
@@ -298,6 +303,9 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         imb = imbalance_summary(windows)
         table = gpu_table(s, windows, window_s)
         top = top_imbalanced(windows, top_n)
+        why = hot_ceilings(s, windows, window_s, inp.devices if len(inp.devices) else None,
+                           gpus=imb["hot_set"] if imb["hot_pattern"] != "rotates"
+                           else sorted(imb["hot_gpus"]))  # rotating: every GPU hot in turn
         bar.update(1)
         label_part = None
         if lab is not None:
@@ -321,7 +329,7 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
             ts = pd.to_numeric(ev["timestamp"], errors="coerce")
             inp.server_events = ev[(ts >= t0) & (ts <= t1)]  # the range's events only
         data = _document(inp, windows, window_s, t0, t1, phases, imb, table, top,
-                         label_part, expert_part, labels, experts)
+                         label_part, expert_part, labels, experts, why)
         bar.update(1)
     return Report(data, windows, expert_arrays)
 
@@ -380,8 +388,14 @@ def _gpu_experts(n_experts: int, n_gpus: int, ep_size: int) -> list[str]:
     return out
 
 
+def _share(v) -> float | None:
+    """A share in % (``classifier`` columns) as a JSON share, 0-1 (None when unknown)."""
+    f = _num(v)
+    return None if f is None else f / 100.0
+
+
 def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_part,
-              expert_part, labels, experts) -> dict:
+              expert_part, labels, experts, why) -> dict:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -409,8 +423,13 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
     tops = [{"rank": i + 1, "start": float(r.start), "end": float(r.end),
              "start_utc": _utc(r.start), "imbalance_ratio": _num(r.imbalance_ratio),
              "straggler_tax": _num(r.straggler_tax), "hot_gpu": _int(r.hot_gpu),
-             "top_gpu": _int(r.top_gpu), "imbalanced": bool(r.imbalanced)}
+             "hot_set": list(hot_set_of(r.hot_set)), "hot_share": _share(r.hot_share),
+             "cold_share": _share(r.cold_share), "top_gpu": _int(r.top_gpu),
+             "imbalanced": bool(r.imbalanced)}
             for i, r in enumerate(top.itertuples())]
+    ceilings = [{"gpu": int(g), "windows": int(c["windows"]), "pipe": str(c["pipe"]),
+                 "level": _num(c["level"]), "others": _num(c["others"]), "line": c["line"]}
+                for g, c in why.items()]
     summary = {
         "window_s": float(window_s), "windows": phases["windows"],
         "phase_time_s": {k: _num(v) for k, v in phases["time_s"].items()},
@@ -420,6 +439,11 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "imbalance_ratio": _num(imb["imbalance_ratio"]),
         "straggler_tax": _num(imb["straggler_tax"]),
         "imbalanced_windows": imb["imbalanced_windows"],
+        "hot_set": [int(g) for g in imb["hot_set"]],
+        "hot_set_windows": int(imb["hot_set_windows"]),
+        "hot_share": _share(imb["hot_share"]),
+        "cold_share": _share(imb["cold_share"]),
+        "hot_sets": {str(k): int(v) for k, v in imb["hot_sets"].items()},
         "hot_gpu": imb["hot_gpu"],
         "hot_gpus": {str(k): v for k, v in imb["hot_gpus"].items()},
         "hot_pattern": imb["hot_pattern"], "hot_changes": imb["hot_changes"],
@@ -446,6 +470,7 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "server": srv,
         "gpus": gpus,
         "top_windows": tops,
+        "hot_ceilings": ceilings,
         "labels": label_part,
         "experts": expert_part,
         "provenance": {
@@ -481,7 +506,8 @@ _UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "window_s": "s",
           "energy_j": "J", "prefill_tokens": "tokens", "gen_throughput_tok_s": "token/s",
           "accept_len": "tokens/step", "running_req": "requests", "tokens": "tokens",
           "balancedness": "mean/max", "balancedness_greedy": "mean/max",
-          "gpu_share": "share", "bytes": "B", **{c: u for c, u in GPU_COLUMNS}}
+          "gpu_share": "share", "bytes": "B", "hot_share": "share", "cold_share": "share",
+          "hot_set_windows": "windows", **{c: u for c, u in GPU_COLUMNS}}
 
 
 def csv_rows(report: Report) -> list[dict]:
@@ -494,6 +520,8 @@ def csv_rows(report: Report) -> list[dict]:
     def add(section: str, item, metric: str, value, unit: str | None = None) -> None:
         if isinstance(value, bool):
             text = "true" if value else "false"
+        elif isinstance(value, list):  # a hot set: "1,3,5,7"
+            text = ",".join(str(v) for v in value)
         elif isinstance(value, float):
             text = repr(value) if math.isfinite(value) else ""
         elif value is None:
@@ -525,6 +553,12 @@ def csv_rows(report: Report) -> list[dict]:
         for k, v in w.items():
             if k != "rank":
                 add("top_window", w["rank"], k, v)
+    for c in d["hot_ceilings"]:
+        for k, v in c.items():
+            if k != "gpu":
+                add("hot_ceiling", c["gpu"], k, v,
+                    "share" if k in ("level", "others") else "windows" if k == "windows"
+                    else "")
     lab = d["labels"]
     if lab:
         for k, v in lab.items():

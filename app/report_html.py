@@ -14,7 +14,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from .figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color
+from .figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
 from .report import Report
 
 #: Most columns of the timeline (windows are grouped beyond that).
@@ -62,6 +62,9 @@ code { font-size: 11px; word-break: break-all; }
 <div class="s">{{ c[2] }}</div></div>{% endfor %}
 </div>
 <p>{{ verdict }}</p>
+{% if why %}<p><b>Why, per hot GPU</b> <span class="muted">(the ceiling each hot GPU leans on
+next to the others, over the imbalanced windows it was hot in)</span>:</p>
+<ul class="why">{% for line in why %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 
 <h2>Timeline</h2>
 <div class="muted">Phase of each {{ d.summary.window_s }}-s window (stacked shares where windows
@@ -81,7 +84,7 @@ are grouped; red: imbalanced decode windows), then each GPU's load (SM active %)
 <h2>Most imbalanced decode windows</h2>
 {% if d.top_windows %}
 <table><thead><tr><th>#</th><th>start (UTC)</th><th>max/mean</th><th>straggler tax</th>
-<th>hot GPU</th><th>most loaded</th></tr></thead><tbody>
+<th>hot set</th><th>most loaded</th></tr></thead><tbody>
 {% for w in top_rows %}<tr><td>{{ w.rank }}</td><td>{{ w.start }}</td><td>{{ w.ratio }}</td>
 <td>{{ w.tax }}</td><td>{{ w.hot }}</td><td>{{ w.top }}</td></tr>{% endfor %}
 </tbody></table>
@@ -119,9 +122,11 @@ GPUs, EP {{ d.experts.ep_size }}{{ ' (pure TP)' if d.experts.pure_tp else '' }}.
 <h2>Provenance</h2>
 <table class="kv"><tbody>{% for k, v in prov_rows %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
 </tbody></table>
-<div class="muted">Definitions: balancedness = mean/max of the GPUs' load, imbalance ratio =
-max/mean, straggler tax = 1 − mean/max of the GPUs' busy time (the share of GPU-time spent
-waiting for the slowest rank); means over the decode windows. Schema version
+<div class="muted">Definitions: balancedness = mean/max of the GPUs' work (tensor + DRAM
+activity where every GPU reads both), imbalance ratio = max/mean, straggler tax = 1 − mean/max
+of the GPUs' busy time (the share of GPU-time spent waiting for the slowest rank); means over the
+decode windows. The hot set: every GPU whose work exceeds the fair share in an imbalanced
+window; its shares are of the summed work. Schema version
 {{ d.schema_version }} (docs/report-schema.md).</div>
 </body></html>
 """
@@ -190,17 +195,31 @@ def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> 
     return fig
 
 
+def _hot_gpus(s: dict) -> list[int]:
+    """The GPUs a report marks hot: its hot set (the GPU of ``hot_gpu`` in a report
+    without one)."""
+    if s.get("hot_set"):
+        return [int(g) for g in s["hot_set"]]
+    return [] if s.get("hot_gpu") is None else [int(s["hot_gpu"])]
+
+
+def _set_words(hot_set: list[int], hot_share, cold_share) -> str:
+    """``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"`` from report shares (0-1, None: unknown)."""
+    return hot_set_text(hot_set, math.nan if hot_share is None else hot_share * 100,
+                        math.nan if cold_share is None else cold_share * 100)
+
+
 def gpu_figure(d: dict) -> go.Figure:
-    """Mean load (%) and busy share per GPU; the hot GPU in red."""
+    """Mean load (%) and busy share per GPU; the GPUs of the hot set in red."""
     gpus = [g["gpu"] for g in d["gpus"]]
-    hot = d["summary"]["hot_gpu"]
-    colors = [HOT_COLOR if g == hot else gpu_color(g) for g in gpus]
+    hot = _hot_gpus(d["summary"])
+    colors = [HOT_COLOR if g in hot else gpu_color(g) for g in gpus]
     fig = go.Figure(go.Bar(x=[f"GPU {g}" for g in gpus],
                            y=[g["load_mean"] for g in d["gpus"]], marker={"color": colors},
                            name="mean load %", hovertemplate="%{x}: %{y:.1f} %<extra></extra>"))
     fig.update_layout(height=170, template="plotly_white", margin={"l": 50, "r": 10, "t": 24,
                                                                     "b": 30},
-                      title={"text": "mean load per GPU (SM active %); red: hot GPU",
+                      title={"text": "mean load per GPU (SM active %); red: hot set",
                              "font": {"size": 12}}, yaxis={"range": [0, 100]},
                       font={"size": 11})
     return fig
@@ -258,39 +277,52 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     s = d["summary"]
     gpus = [g["gpu"] for g in d["gpus"]]
     hot = s["hot_gpu"]
+    hot_set = _hot_gpus(s)
+    set_words = _set_words(hot_set, s.get("hot_share"), s.get("cold_share"))
     pt, share = s["phase_time_s"], s["phase_share"]
     cards = [
         ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
                                                 ("idle", "prefill", "decode")),
          " / ".join(fmt_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
-        ("decode balancedness", _f(s["decode_balancedness"]), "mean/max GPU load, 1 = even"),
-        ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU load"),
+        ("decode balancedness", _f(s["decode_balancedness"]), "mean/max GPU work, 1 = even"),
+        ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU work"),
         ("straggler tax", _f(s["straggler_tax"], ".1%"), "decode GPU-time lost waiting"),
-        ("hot GPU", "none" if hot is None else ", ".join(f"GPU {g}" for g in s["hot_gpus"])
-         if s["hot_pattern"] == "rotates" else f"GPU {hot}",
-         {"stays": "stays", "rotates": f"rotates ({s['hot_changes']} changes)",
-          "none": "no imbalanced window"}[s["hot_pattern"]]
+        ("hot set" if len(hot_set) > 1 else "hot GPU",
+         "none" if not hot_set else ", ".join(f"GPU {g}" for g in s["hot_gpus"])
+         if s["hot_pattern"] == "rotates" else set_words.partition(" — ")[0],
+         (f"{set_words.partition(' — ')[2]} of the work · "
+          if " — " in set_words and s["hot_pattern"] == "stays" else "")
+         + {"stays": "stays", "rotates": f"rotates ({s['hot_changes']} changes)",
+            "none": "no imbalanced window"}[s["hot_pattern"]]
          + f" · {s['imbalanced_windows']} imbalanced windows"),
     ]
     srv = d["server"]
     if srv:
         cards.append(("server", _f(srv["gen_throughput_tok_s"], ",.0f", " tok/s"),
                       f"accept length {_f(srv['accept_len'])}"))
-    if hot is None:
+    if not hot_set:
         verdict = (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
                    f"windows.")
     else:
         counts = ", ".join(f"GPU {g} in {n}" for g, n in s["hot_gpus"].items())
         lost = (f"Decode GPU-time lost waiting for the slowest rank: "
                 f"{_f(s['straggler_tax'], '.1%')}.")
-        if s["hot_pattern"] == "stays":
-            verdict = (f"GPU {hot} is the hot GPU and stays hot: it holds the most load in "
-                       f"{s['hot_gpus'][str(hot)]} of {s['imbalanced_windows']} imbalanced "
-                       f"decode windows ({counts}). {lost}")
+        n_set = s.get("hot_set_windows") or s["hot_gpus"].get(str(hot), 0)
+        shares = set_words.partition(" — ")[2]
+        if s["hot_pattern"] == "stays" and len(hot_set) > 1:
+            verdict = (f"The hot set is {set_words} of the work, and it stays hot: flagged in "
+                       f"{n_set} of {s['imbalanced_windows']} imbalanced decode windows "
+                       f"({counts}). {lost}")
+        elif s["hot_pattern"] == "stays":
+            verdict = (f"GPU {hot_set[0]} is the hot GPU and stays hot: it holds the most work "
+                       f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
+                       f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
         else:
-            verdict = (f"The hot GPU rotates ({s['hot_changes']} changes): {counts} of the "
-                       f"{s['imbalanced_windows']} imbalanced decode windows. {lost}")
-    gpu_rows = [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] == hot,
+            verdict = (f"The hot set rotates ({s['hot_changes']} changes); most often "
+                       f"{set_words} ({n_set} of {s['imbalanced_windows']} imbalanced decode "
+                       f"windows); per GPU: {counts}. {lost}")
+    why = [c["line"] for c in d.get("hot_ceilings") or []]
+    gpu_rows = [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] in hot_set,
                  "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
                  "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
                                                                       " %"),
@@ -304,7 +336,9 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     top_rows = [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
                                                                          ".2f", "×"),
                  "tax": _f(w["straggler_tax"], ".1%"),
-                 "hot": "–" if w["hot_gpu"] is None else f"GPU {w['hot_gpu']}",
+                 "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
+                         if w.get("hot_set") else "–" if w["hot_gpu"] is None
+                         else f"GPU {w['hot_gpu']}"),
                  "top": "–" if w["top_gpu"] is None else f"GPU {w['top_gpu']}"}
                 for w in d["top_windows"]]
     server_rows = [] if not srv else [
@@ -363,7 +397,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     return env.from_string(_TEMPLATE).render(
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
         span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]), cards=cards,
-        verdict=verdict, gpu_rows=gpu_rows, top_rows=top_rows, server_rows=server_rows,
+        verdict=verdict, why=why, gpu_rows=gpu_rows, top_rows=top_rows, server_rows=server_rows,
         label_rows=label_rows, expert_cards=expert_cards, fig_experts=fig_experts,
         fig_expert_layers=fig_layers, tokens=tokens, prov_rows=prov_rows, expert_map=expert_map,
         fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),

@@ -4,7 +4,7 @@ An engineer drops screenshots (nvtop, utilisation graphs) taken mid-investigatio
 checked and timed (``data.screenshots``), kept in the sample store (``SampleStore.put_screenshot``:
 bytes by content hash, so it survives a restart with ``--store``), marked on the live figure's
 phase ribbon, and shown next to the dashboard's view of the same moments with a **verdict**:
-the phase the windows there were labelled, how sure, the imbalance ratio and the hot GPU.
+the phase the windows there were labelled, how sure, the imbalance ratio and the hot set.
 
 - **Regions**: a screenshot of scrolling graphs shows different moments in different places
   (nvtop's history runs right to left).  The picture can be split into top and bottom halves or
@@ -36,6 +36,7 @@ import plotly.graph_objects as go
 from dash import ALL, Input, Output, State, dcc, html
 
 from ..classifier.rules import PHASE_ORDER
+from ..classifier.summary import imbalance_summary
 from ..data.screenshots import (
     FORMATS,
     MAX_BYTES,
@@ -87,6 +88,8 @@ class Verdict:
         hot_gpu: the GPU flagged hot in most flagged windows, or None.
         hot_share: share of the span's windows flagged with ``hot_gpu`` hot.
         loads: ``{gpu: mean load %}`` over the span.
+        hot_set: the hot set flagged in most flagged windows (every hot GPU of it; empty
+            when none).
     """
 
     t0: float
@@ -100,14 +103,18 @@ class Verdict:
     hot_gpu: int | None = None
     hot_share: float = 0.0
     loads: dict = field(default_factory=dict)
+    hot_set: tuple[int, ...] = ()
 
     def text(self) -> str:
-        """One line: ``"prefill (0.97)"`` or ``"decode (0.99), GPU 3 hot, ratio 1.80"``."""
+        """One line: ``"prefill (0.97)"``, ``"decode (0.99), GPU 3 hot, ratio 1.80"`` or
+        ``"decode (0.99), GPUs 1, 3, 5, 7 hot, ratio 1.43"``."""
         if self.phase is None:
             return "no labelled windows here"
         out = f"{self.phase} ({self.confidence:.2f})"
         if self.phase in ("decode", "mixed"):  # hot GPUs are flagged in decode windows
-            if self.hot_gpu is not None:
+            if len(self.hot_set) > 1:
+                out += f", GPUs {', '.join(map(str, self.hot_set))} hot"
+            elif self.hot_gpu is not None:
                 out += f", GPU {self.hot_gpu} hot"
             if math.isfinite(self.imbalance_ratio):
                 out += f", ratio {self.imbalance_ratio:.2f}"
@@ -137,8 +144,10 @@ def verdict(windows: pd.DataFrame, gpus: list[int], t0: float, t1: float) -> Ver
         top = flagged.astype(int).value_counts()
         hot = int(top.index[0])
         hot_share = float(top.iloc[0]) / len(w)
+    hot_set = tuple(imbalance_summary(w)["hot_set"])
     loads = {g: float(w[f"load_g{g}"].mean()) for g in gpus if f"load_g{g}" in w}
-    return Verdict(t0, t1, len(w), phase, shares, conf, ratio, tax, hot, hot_share, loads)
+    return Verdict(t0, t1, len(w), phase, shares, conf, ratio, tax, hot, hot_share, loads,
+                   hot_set)
 
 
 def moment_verdict(history, t: float | None, span: float) -> Verdict:
@@ -153,8 +162,9 @@ def moment_verdict(history, t: float | None, span: float) -> Verdict:
 def compare_table(names: list[str], verdicts: list[Verdict], gpus: list[int]) -> list[list]:
     """Rows ``[quantity, value per screenshot ..., last - first]`` comparing verdicts (the
     moments of two or more screenshots): phase shares (%), imbalance ratio, straggler tax (%),
-    hot GPU, and each GPU's mean load (%).  Unknown values are NaN; the difference is between the first and
-    last screenshots with a value (NaN with fewer than two); the hot GPU row has none."""
+    hot GPU (``"GPUs 1, 3, 5, 7"`` for a hot set of several), and each GPU's mean load (%).
+    Unknown values are NaN; the difference is between the first and last screenshots with a
+    value (NaN with fewer than two); the hot GPU row has none."""
     def pct(v):
         return 100.0 * v if v is not None and math.isfinite(v) else math.nan
 
@@ -171,7 +181,8 @@ def compare_table(names: list[str], verdicts: list[Verdict], gpus: list[int]) ->
         known = [v for v in vals if v is not None and math.isfinite(v)]
         delta = known[-1] - known[0] if len(known) > 1 else math.nan
         rows.append([name, *vals, delta])
-    rows.insert(5, ["hot GPU", *[v.hot_gpu for v in verdicts], None])
+    rows.insert(5, ["hot GPU", *[f"GPUs {', '.join(map(str, v.hot_set))}"
+                                 if len(v.hot_set) > 1 else v.hot_gpu for v in verdicts], None])
     return rows
 
 

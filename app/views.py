@@ -13,7 +13,9 @@ Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them 
   windows than ``n_out``, ``f`` consecutive windows make one bucket (``f`` the smallest whole
   number that fits; buckets aligned to multiples of ``f`` so panning does not reshuffle them)
   and each phase's bar is the share of the bucket's windows it labelled, stacked.  A bucket of
-  one window is the window itself.
+  one window is the window itself; there, when the history has the 0.1-s phase segments
+  (``classifier.segments``), the bars are the segments instead, cut at window edges
+  (``ribbon_pieces``) so a hover over any bar still names its window.
 - **Raw samples**: when a range holds no more samples per GPU than ``n_out``, the lanes show
   the samples themselves instead of 0.1-s bins (``lanes_from_samples``).
 
@@ -29,7 +31,7 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from .figures import LANES, RIBBON_PHASES, gpu_shares
+from .figures import LANES, RIBBON_PHASES, gpu_shares, hot_members
 
 #: Points per line trace for a plot ``px`` pixels wide: one per two pixels, within these bounds.
 MIN_POINTS, MAX_POINTS = 200, 1000
@@ -180,8 +182,51 @@ def load_order(windows: pd.DataFrame, gpus: list[int], by: str = "index") -> lis
     return sorted(gpus, key=lambda g: (-means[g], g))
 
 
+def ribbon_pieces(windows: pd.DataFrame, segments: pd.DataFrame | None, window_s: float
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ribbon's bars for a range drawn one window per bar: the phase segments clipped to
+    the windows' span and cut at window edges, then the windows past the segments' end (the
+    newest, not settled yet) as they are.
+
+    Args:
+        windows: the range's windows (``start``, ``phase``), sorted.
+        segments: the segments overlapping them (``start``, ``end``, ``phase``), sorted and
+            not overlapping; None or empty: the windows alone.
+
+    Returns:
+        ``(start, end, phase)`` arrays, sorted.  Cost follows the windows and segments read.
+    """
+    w_start = windows["start"].to_numpy(dtype=float) if len(windows) else np.zeros(0)
+    w_phase = (windows["phase"].astype(str).to_numpy() if len(windows)
+               else np.zeros(0, dtype=str))
+    if segments is None or segments.empty or not len(windows):
+        return w_start, w_start + window_s, w_phase
+    lo, hi = float(w_start.min()), float(w_start.max()) + window_s
+    a = np.clip(segments["start"].to_numpy(dtype=float), lo, hi)
+    b = np.clip(segments["end"].to_numpy(dtype=float), lo, hi)
+    ph = segments["phase"].astype(str).to_numpy()
+    keep = b > a + 1e-9
+    a, b, ph = a[keep], b[keep], ph[keep]
+    # cut at window edges: a bar's centre then lies in the window it belongs to
+    ja = np.floor(a / window_s + 1e-9).astype(np.int64)
+    jb = np.ceil(b / window_s - 1e-9).astype(np.int64)
+    n = np.maximum(jb - ja, 1)
+    j = np.repeat(ja, n) + (np.arange(int(n.sum())) - np.repeat(np.cumsum(n) - n, n))
+    ps = np.maximum(np.repeat(a, n), j * window_s)
+    pe = np.minimum(np.repeat(b, n), (j + 1) * window_s)
+    pp = np.repeat(ph, n)
+    ok = pe > ps + 1e-9
+    ps, pe, pp = ps[ok], pe[ok], pp[ok]
+    cover = float(b.max()) if len(b) else lo
+    tail = w_start + window_s > cover + 1e-9
+    ts = np.maximum(w_start[tail], cover)
+    return (np.r_[ps, ts], np.r_[pe, w_start[tail] + window_s],
+            np.r_[pp, w_phase[tail]].astype(str))
+
+
 def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out: int,
-                  order: list[int] | None = None) -> dict[tuple, TraceData]:
+                  order: list[int] | None = None, segments: pd.DataFrame | None = None
+                  ) -> dict[tuple, TraceData]:
     """Ribbon, load bands, share strip and hot marks for a range of labelled windows.
 
     Args:
@@ -190,15 +235,20 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
         window_s: window length (s).
         n_out: buckets / points per trace.
         order: GPU order of the load bands (top first); default ``gpus``.
+        segments: the range's 0.1-s phase segments (``History.segments``): drawn instead of
+            the windows' phases when every window gets its own bar (``ribbon_pieces``).
 
     Returns:
         ``{key: TraceData}`` for ``("phase", p)`` (bars: ``y`` the share of the bucket's
         windows labelled ``p``, ``base`` the shares of the phases stacked under it, ``width``
-        the bucket), ``("ribbon_hot",)`` (a bar over buckets holding a flagged window),
-        ``("band", g)`` (load line in the GPU's band: ``slot + BAND_SCALE * load / 100``),
+        the bucket; with ``segments`` and one window per bucket, one bar of height 1 per
+        piece of a segment of phase ``p``, ``width`` an array), ``("ribbon_hot",)`` (a bar
+        over buckets holding a flagged window), ``("band", g)`` (load line in the GPU's band:
+        ``slot + BAND_SCALE * load / 100``),
         ``("share", g)`` (share of the summed load, %) and ``("hot", g)`` (segments over the
-        buckets where ``g`` was flagged, at its mean share there).  ``extra["factor"]`` is
-        the windows per bucket.
+        buckets where ``g`` was in the hot set, at its mean share there).
+        ``extra["factor"]`` is the windows per bucket and ``extra["segments"]`` whether the
+        phase bars are segments.
     """
     order = list(gpus) if order is None else order
     slots = band_slots(order)
@@ -220,20 +270,28 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
     b = j // f
     starts = windows["start"].to_numpy(dtype=float)
     phase = windows["phase"].astype(str).to_numpy()
-    hot = windows["hot_gpu"].to_numpy(dtype=float)
-    flagged = windows["imbalanced"].fillna(False).to_numpy(dtype=bool) & np.isfinite(hot)
+    members = hot_members(windows, gpus)
+    flagged = members.any(axis=1)
     ub, counts = np.unique(b, return_counts=True)
     centre = (ub * f + f / 2.0) * window_s
     base = np.zeros(len(ub))
     bi = np.searchsorted(ub, b)
-    for p in RIBBON_PHASES:
-        share = np.bincount(bi, weights=(phase == p).astype(float),
-                            minlength=len(ub)) / counts
-        y = np.where(share > 0, share, np.nan)
-        out[("phase", p)] = TraceData(centre, y, f * window_s,
-                                      base.copy() if f > 1 else 0.0)
-        base += share
-    out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
+    fine = f == 1 and segments is not None and not segments.empty
+    if fine:
+        ps, pe, pp = ribbon_pieces(windows, segments, window_s)
+        for p in RIBBON_PHASES:
+            m = pp == p
+            out[("phase", p)] = TraceData((ps[m] + pe[m]) / 2.0, np.ones(int(m.sum())),
+                                          pe[m] - ps[m], 0.0)
+    else:
+        for p in RIBBON_PHASES:
+            share = np.bincount(bi, weights=(phase == p).astype(float),
+                                minlength=len(ub)) / counts
+            y = np.where(share > 0, share, np.nan)
+            out[("phase", p)] = TraceData(centre, y, f * window_s,
+                                          base.copy() if f > 1 else 0.0)
+            base += share
+    out[("phase", RIBBON_PHASES[0])].extra.update(factor=f, segments=fine)
     n_flag = np.bincount(bi, weights=flagged.astype(float), minlength=len(ub))
     from .figures import _RIBBON_HOT_HEIGHT
 
@@ -249,7 +307,7 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
         s = shares[g].to_numpy(dtype=float)
         sx, sy = downsample_line(x, s, n_out, 1.5 * window_s)
         out[("share", g)] = TraceData(sx, sy)
-        is_hot = flagged & (hot == g)
+        is_hot = members[:, gpus.index(g)]
         if is_hot.any():
             hs = np.bincount(bi, weights=np.where(is_hot, np.nan_to_num(s), 0.0),
                              minlength=len(ub))

@@ -19,6 +19,7 @@ import pandas as pd
 import pytest
 
 from tealeaves.app.report import (
+    SCHEMA_VERSION,
     ReportError,
     build_report,
     csv_rows,
@@ -92,7 +93,8 @@ def test_json_and_csv_follow_the_schema(report):
     v = _validator()
     doc = json.loads(report_bytes(report, "json"))
     v.validate(doc)
-    assert doc["schema_version"] == 1 and doc["provenance"]["classifier"]["held_out"]
+    assert doc["schema_version"] == SCHEMA_VERSION == 2
+    assert doc["provenance"]["classifier"]["held_out"]
     assert doc["provenance"]["sources"][0]["sha256"] and doc["provenance"]["driver"]
     text = report_bytes(report, "csv").decode()
     rows = list(csv.DictReader(io.StringIO(text)))
@@ -380,7 +382,7 @@ def test_out_must_be_a_regular_writable_file(tmp_path, report):
     link = tmp_path / "link.json"
     link.symlink_to(real)
     write_report(report, "json", link)
-    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == 1
+    assert link.is_symlink() and json.loads(real.read_text())["schema_version"] == SCHEMA_VERSION
     ro = tmp_path / "ro.json"
     ro.write_text("keep")
     ro.chmod(0o444)
