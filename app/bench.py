@@ -135,14 +135,20 @@ class Writer:
         store.close()
 
     def write_now(self, store, seconds: float) -> None:
-        """Append ``seconds`` of sweeps at once (stamps just before now), synchronously."""
+        """Append ``seconds`` of sweeps at once, synchronously: stamped just before now, or
+        right after the previous call's newest stamp when that is later (calls come faster
+        than real time in ``server_figures``: each still adds ``seconds`` of sample time, so
+        windows complete at the live rate)."""
         n = max(1, round(seconds * self.hz))
-        now = time.time()
+        end = time.time()
+        if self.stamps:
+            end = max(end, self.stamps[-1] + n / self.hz)
+        mono = time.monotonic() + (end - time.time())
         parts = []
         for m in range(n):
             sweep = self.sweeps[(len(self.stamps) + m) % len(self.sweeps)].copy()
-            sweep["timestamp"] = now - (n - 1 - m) / self.hz
-            sweep["monotonic"] = time.monotonic() - (n - 1 - m) / self.hz
+            sweep["timestamp"] = end - (n - 1 - m) / self.hz
+            sweep["monotonic"] = mono - (n - 1 - m) / self.hz
             parts.append(sweep)
         store.append(pd.concat(parts, ignore_index=True))
         self.stamps.extend(float(p["timestamp"].iloc[0]) for p in parts)
@@ -169,7 +175,8 @@ def _update_body(app, action, state, pull: int = 1) -> dict:
             "changedPropIds": [changed],
             "state": [{"id": ids.CURSOR, "property": "data", "value": state},
                       {"id": ids.SELECTED, "property": "data", "value": None},
-                      {"id": ids.BUSY, "property": "data", "value": None}]}
+                      {"id": ids.BUSY, "property": "data", "value": None},
+                      {"id": ids.PAGE_TZ, "property": "data", "value": "UTC"}]}
 
 
 def _post(client, body: dict) -> tuple[float, int, dict]:

@@ -14,6 +14,11 @@ chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turne
   reported in the last second has a sample at or after its end);
 - **windows** (``classifier.classify_samples``): the complete ``window_s`` windows, labelled
   with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field);
+- **segments** (``classifier.classify_with_segments``, in the same feature pass as the
+  windows): the 0.1-s phase segments of the slots whose every covering window is complete,
+  so one window behind the windows (a slot is scored by the windows covering it, read
+  ``segments.DEFAULT_LAG_S`` later).  Stored in the pieces each update settles; readers
+  merge a run of one phase cut at update edges (``merge_runs``);
 - **cells** (``figures.server_cells``): the server lane on the window grid, once the store holds
   server events or ``/metrics`` scrapes, ``server_lag_s`` behind the windows.
 
@@ -30,7 +35,8 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..classifier import classify_samples
+from ..classifier import classify_with_segments
+from ..classifier.segments import DEFAULT_HOP_S, DEFAULT_LAG_S, SEGMENT_COLUMNS
 from ..data.schema import gpus_in
 from ..data.store import SampleStore
 from .figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
@@ -88,6 +94,8 @@ class History:
         gpus: GPU indices seen (store device rows and samples), sorted.
         k_next: next bin index not yet in the history (None before any sample).
         j_next: next window index not yet labelled.
+        m_next: next ``hop_s`` slot not yet in the segments (None before the first, and
+            always when ``window_s`` is not a whole number of hops: no segments).
         s_next: next server cell index (None while the store holds no server signal).
         samples_per_s: samples per second per GPU, over the history (for the raw-data zoom).
     """
@@ -109,6 +117,7 @@ class History:
         self.gpus: list[int] = []
         self.k_next: int | None = None
         self.j_next: int | None = None
+        self.m_next: int | None = None
         self.s_next: int | None = None
         self.t_first: float | None = None
         self.t_newest: float | None = None
@@ -117,6 +126,7 @@ class History:
         self._pending = pd.DataFrame()
         self._bins = _Rows()
         self._windows = _Rows()
+        self._segments = _Rows()
         self._cells = _Rows()
         self._last_update = -math.inf
         self.generation = getattr(self, "generation", -1) + 1
@@ -210,14 +220,23 @@ class History:
             self._bins = _Rows()
             self._bins.append(b.reindex(columns=cols))
 
+    @property
+    def hop_s(self) -> float | None:
+        """Slot length of the segments (s); None when ``window_s`` is not a whole number
+        of ``segments.DEFAULT_HOP_S`` hops (no segments are made)."""
+        per = self.window_s / DEFAULT_HOP_S
+        return DEFAULT_HOP_S if round(per) >= 1 and abs(per - round(per)) < 1e-6 else None
+
     def _classify(self, frame: pd.DataFrame, j0: int, j1: int) -> pd.DataFrame:
         w = self.window_s
         ts = frame["timestamp"].to_numpy()
         part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
         if part.empty:
             return pd.DataFrame()
-        windows = classify_samples(part, self.store.devices(), window_s=w)
+        windows, segs = classify_with_segments(part, self.store.devices(), window_s=w,
+                                               complete_until=j1 * w)
         self.labeller = windows.attrs.get("labeller", self.labeller)
+        self._settle(segs, j1)
         if windows.empty:
             return windows
         j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)
@@ -225,6 +244,29 @@ class History:
         out = windows[keep].copy()
         out.index = pd.Index(j[keep], name="j")
         return out
+
+    def _settle(self, segs: pd.DataFrame, j1: int) -> None:
+        """Keep the slots of ``segs`` from ``m_next`` up to the last one every covering
+        window of which ends by window ``j1``'s start."""
+        h = self.hop_s
+        if h is None:
+            return
+        per = round(self.window_s / h)
+        m_end = j1 * per - per - round(DEFAULT_LAG_S / h) + 1
+        m0 = self.m_next
+        if len(segs):
+            a = np.round(segs["start"].to_numpy(dtype=float) / h).astype(np.int64)
+            b = np.round(segs["end"].to_numpy(dtype=float) / h).astype(np.int64)
+            if m0 is not None:
+                a = np.maximum(a, m0)
+            b = np.minimum(b, m_end)
+            keep = b > a
+            if keep.any():
+                self._segments.append(pd.DataFrame({
+                    "start": np.round(a[keep] * h, 6), "end": np.round(b[keep] * h, 6),
+                    "phase": segs["phase"].to_numpy()[keep],
+                    "confidence": segs["confidence"].to_numpy(dtype=float)[keep]}))
+        self.m_next = m_end if m0 is None else max(m0, m_end)
 
     def _server(self, t_done: float) -> bool:
         w = self.window_s
@@ -295,6 +337,34 @@ class History:
         hi = len(idx) if j1 is None else np.searchsorted(idx, j1)
         return w.iloc[lo:hi]
 
+    def segments(self, t0: float | None = None, t1: float | None = None,
+                 merge: bool = True) -> pd.DataFrame:
+        """The 0.1-s segments overlapping ``[t0, t1)`` (epoch s; None: unbounded), not clipped;
+        with ``merge``, runs of one phase cut where two updates met are one row
+        (``merge_runs``).  Columns ``segments.SEGMENT_COLUMNS``."""
+        f = self._segments.frame()
+        if f is None:
+            return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
+        lo = 0 if t0 is None else int(np.searchsorted(f["end"].to_numpy(), t0, side="right"))
+        hi = len(f) if t1 is None else int(np.searchsorted(f["start"].to_numpy(), t1))
+        out = f.iloc[lo:max(lo, hi)]
+        return merge_runs(out) if merge else out
+
+    def slots(self, m0: int, m1: int) -> tuple[np.ndarray, np.ndarray]:
+        """The segments' slots ``m0 <= m < m1`` (``hop_s`` slots, ``floor(t / hop_s)``):
+        ``(slot indices, phases)``, only slots a segment covers."""
+        h = self.hop_s
+        if h is None or m1 <= m0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+        return segment_slots(self.segments(m0 * h, m1 * h, merge=False), h, m0, m1)
+
+    def segment_at(self, t: float, reach_s: float = 60.0) -> dict | None:
+        """The segment holding epoch time ``t`` as a dict (its run of one phase merged
+        within ``reach_s`` either side), or None."""
+        run = self.segments(t - reach_s, t + reach_s)
+        run = run[(run["start"] <= t) & (run["end"] > t)] if len(run) else run
+        return None if run.empty else run.iloc[0].to_dict()
+
     def cells(self, s0: int, s1: int) -> pd.DataFrame | None:
         """Server cells ``s0 <= s < s1``; None while the history has no server lane."""
         if self.s_next is None:
@@ -309,11 +379,53 @@ class History:
     def memory_bytes(self) -> int:
         """Bytes held by the bins, windows, cells and pending tail (pandas' deep count)."""
         total = int(self._pending.memory_usage(deep=True).sum()) if len(self._pending) else 0
-        for rows in (self._bins, self._windows, self._cells):
+        for rows in (self._bins, self._windows, self._segments, self._cells):
             f = rows.frame()
             if f is not None:
                 total += int(f.memory_usage(deep=True).sum())
         return total
+
+
+def merge_runs(segments: pd.DataFrame) -> pd.DataFrame:
+    """Adjacent rows of one phase (one ending where the next starts) made one row; its
+    confidence the duration-weighted mean.  Cost follows the rows."""
+    n = len(segments)
+    if n < 2:
+        return segments.reset_index(drop=True)
+    start = segments["start"].to_numpy(dtype=float)
+    end = segments["end"].to_numpy(dtype=float)
+    phase = segments["phase"].to_numpy()
+    new = np.r_[True, (phase[1:] != phase[:-1]) | (np.abs(start[1:] - end[:-1]) > 1e-6)]
+    if new.all():
+        return segments.reset_index(drop=True)
+    ids = np.cumsum(new) - 1
+    dur = end - start
+    first = np.flatnonzero(new)
+    last = np.r_[first[1:] - 1, n - 1]
+    conf = segments["confidence"].to_numpy(dtype=float)
+    wsum = np.bincount(ids, weights=dur)
+    return pd.DataFrame({"start": start[first], "end": end[last], "phase": phase[first],
+                         "confidence": np.bincount(ids, weights=conf * dur)
+                         / np.where(wsum > 0, wsum, 1.0)})
+
+
+def segment_slots(segments: pd.DataFrame, hop_s: float, m0: int | None = None,
+                  m1: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The ``hop_s`` slots segments cover, as ``(slot indices, phases)`` sorted by slot;
+    only ``m0 <= m < m1`` when given.  Cost follows the slots."""
+    if segments.empty:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
+    a = np.round(segments["start"].to_numpy(dtype=float) / hop_s).astype(np.int64)
+    b = np.round(segments["end"].to_numpy(dtype=float) / hop_s).astype(np.int64)
+    if m0 is not None:
+        a = np.maximum(a, m0)
+    if m1 is not None:
+        b = np.minimum(b, m1)
+    n = np.clip(b - a, 0, None)
+    total = int(n.sum())
+    offs = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
+    return (np.repeat(a, n) + offs,
+            np.repeat(segments["phase"].to_numpy(dtype=object), n))
 
 
 def _complete_until(frame: pd.DataFrame) -> float:

@@ -1,0 +1,119 @@
+"""The ribbon's 0.1-s phase segments in Chromium: a followed page extends one bar per 0.1-s slot,
+a zoom draws the segments as bars of their own widths (typed arrays in a ``Patch``), and a
+hover over the ribbon names the segment and its window.  Skipped without Chromium."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tealeaves.app import figures as F
+from tealeaves.app import ids
+from tealeaves.app.server import start_in_thread
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = ["--no-sandbox", "--disable-gpu", "--headless", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync"]
+GD = "document.querySelector('#tl-graph .js-plotly-plot')"
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+def _page(browser, url: str, keys: list):
+    page = browser.new_page(viewport={"width": 1440, "height": 900})
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    lane = keys.index(("lane", "power_w", 0))
+    page.wait_for_function(f"() => {{ const gd = {GD}; return gd && gd._fullData && "
+                           f"gd._fullData[{lane}]._length > 20 }}", timeout=30_000)
+    return page, errors
+
+
+def _ribbon(page, keys: list) -> list[dict]:
+    idx = [keys.index(("phase", p)) for p in F.RIBBON_PHASES]
+    return page.evaluate(f"""() => {[*idx]}.map(i => {{ const t = {GD}._fullData[i];
+        const w = t.width;
+        return {{x: Array.from(t.x || []), lit: Array.from(t.y || []).filter(
+                    v => v !== null && !Number.isNaN(v)).length,
+                 width: (w !== null && typeof w === 'object') ? Array.from(w) : w}} }})""")
+
+
+def test_followed_ribbon_extends_a_bar_per_slot(browser):
+    keys = F.trace_keys([0, 1])
+    url, shutdown = start_in_thread(force_replay=True, speed=2.0)
+    try:
+        page, errors = _page(browser, url, keys)
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('0.1-s phase segments')", timeout=15_000)
+        first = _ribbon(page, keys)
+        page.wait_for_timeout(3000)
+        later = _ribbon(page, keys)
+        n0, n1 = len(first[0]["x"]), len(later[0]["x"])
+        assert n1 >= n0 + 30  # 3 s at 2x: about 60 new 0.1-s slots, appended
+        for tr in later:
+            assert tr["width"] == pytest.approx(100.0)
+            assert len(tr["x"]) == n1
+        assert sum(tr["lit"] for tr in later) == n1  # one phase per slot
+        gaps = {round(b - a, 1) for a, b in zip(later[0]["x"], later[0]["x"][1:])}
+        assert gaps <= {100.0} or min(gaps) == 100.0
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()
+
+
+def test_zoomed_ribbon_draws_segments_and_the_hover_names_them(browser, tmp_path):
+    from tealeaves.app.bench import build_store
+
+    db = tmp_path / "seg.db"
+    info = build_store(db, seconds=120.0, n_gpus=2, log=lambda *_: None)
+    keys = F.trace_keys([0, 1])
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    try:
+        page, errors = _page(browser, url, keys)
+        a = info["end"] - 60.0
+        lo = datetime.fromtimestamp(a, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        hi = datetime.fromtimestamp(a + 20, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S")
+        page.fill(f"#{ids.RANGE_FROM}", lo)
+        page.fill(f"#{ids.RANGE_TO}", hi)
+        page.click(f"#{ids.RANGE_GO}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".includes('ribbon: 0.1-s phase segments')", timeout=15_000)
+        # the patch's bars, their widths decoded from the typed array (drawn after the note)
+        page.wait_for_function(f"() => {GD}._fullData.slice(0, {len(F.RIBBON_PHASES)}).some("
+                               f"t => t.width && typeof t.width === 'object' && "
+                               f"t.width.length > 0)", timeout=10_000)
+        ribbon = _ribbon(page, keys)
+        widths = [w for tr in ribbon if isinstance(tr["width"], list) for w in tr["width"]]
+        assert len(widths) >= 40 and max(widths) <= 500.0 + 1e-3
+        assert len({round(w) for w in widths}) > 1  # bars of their own widths
+        drawn = page.evaluate("() => document.querySelectorAll("
+                              "'#tl-graph .barlayer .trace.bars .point path').length")
+        assert drawn >= len(widths)
+        # a hover over the power lane: the window's phase and the 0.1-s segment under it
+        power_row = F.FIRST_LANE_ROW + [ln.key for ln in F.LANES].index("power")
+        box = page.locator(f"#tl-graph .draglayer g.x{power_row}y{power_row} rect.nsewdrag")
+        box.scroll_into_view_if_needed()
+        bb = box.bounding_box()
+        page.mouse.move(bb["x"] + bb["width"] * 0.5, bb["y"] + bb["height"] / 2)
+        page.wait_for_function(f"() => document.querySelector('#{ids.HOVER_PANEL}')"
+                               f".innerText.includes('0.1-s segment')", timeout=10_000)
+        assert "window" in page.inner_text(f"#{ids.HOVER_PANEL}")
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()
