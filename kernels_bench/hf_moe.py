@@ -79,6 +79,21 @@ class PhaseRecorder:
         model.register_forward_hook(self.post, with_kwargs=True)
 
 
+def split_layers(model):
+    """Pipeline placement over every visible GPU (accelerate's ``dispatch_model``): equal runs
+    of decoder layers per GPU, embeddings on the first, the final norm and the head on the
+    last.  Returns the dispatched model."""
+    import torch
+    from accelerate import dispatch_model
+
+    n = torch.cuda.device_count()
+    layers = model.config.num_hidden_layers
+    dmap = {f"model.{name}": 0 for name, _ in model.model.named_children() if name != "layers"}
+    dmap.update({f"model.layers.{i}": i * n // layers for i in range(layers)})
+    dmap.update({"model.norm": n - 1, "lm_head": n - 1})
+    return dispatch_model(model, device_map=dmap)
+
+
 def build_model(device: str = "cuda:0", config: dict | None = None, seed: int = 0,
                 arch: str = "mixtral"):
     """The model with random weights (bf16 on CUDA, fp32 on the CPU).  ``device`` "auto"
@@ -91,19 +106,9 @@ def build_model(device: str = "cuda:0", config: dict | None = None, seed: int = 
     cfg = getattr(transformers, cfg_name)(**(config or default))
     dtype = torch.bfloat16 if device != "cpu" else torch.float32
     if device == "auto":
-        from accelerate import dispatch_model
-
         with torch.device("cuda:0"):
             model = getattr(transformers, model_name)(cfg).to(dtype)
-        n = torch.cuda.device_count()
-        layers = cfg.num_hidden_layers
-        # Pipeline placement: equal runs of decoder layers per GPU, embeddings on the first,
-        # the final norm and the head on the last.
-        dmap = {f"model.{name}": 0 for name, _ in model.model.named_children()
-                if name != "layers"}
-        dmap.update({f"model.layers.{i}": i * n // layers for i in range(layers)})
-        dmap.update({"model.norm": n - 1, "lm_head": n - 1})
-        model = dispatch_model(model, device_map=dmap)
+        model = split_layers(model)
     else:
         with torch.device(device):
             model = getattr(transformers, model_name)(cfg).to(dtype)

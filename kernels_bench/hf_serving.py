@@ -85,7 +85,9 @@ TINY = {"vocab_size": 512, "hidden_size": 64, "intermediate_size": 128,
 
 
 def build(spec: tuple[str, str, dict], device: str, seed: int, tiny: bool = False):
-    """A model with random weights from a config (bf16 on CUDA, fp32 on the CPU)."""
+    """A model with random weights from a config (bf16 on CUDA, fp32 on the CPU); ``device``
+    "auto" splits its layers over every visible GPU (``hf_moe.split_layers``: a pipeline, the
+    GPUs take turns)."""
     import torch
     import transformers
 
@@ -103,8 +105,12 @@ def build(spec: tuple[str, str, dict], device: str, seed: int, tiny: bool = Fals
     torch.manual_seed(seed)
     cfg = cfg_cls(**kwargs)
     dtype = torch.float32 if device == "cpu" else torch.bfloat16
-    with torch.device(device):
+    with torch.device("cuda:0" if device == "auto" else device):
         model = getattr(transformers, model_name)(cfg).to(dtype)
+    if device == "auto":
+        from .hf_moe import split_layers
+
+        model = split_layers(model)
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
     return model.eval()
@@ -336,9 +342,16 @@ def run(labels_path: str | Path, arch: str, pattern: str = "poisson", seconds: f
     import torch
 
     rng = random.Random(seed)
-    sync = (lambda: None) if device == "cpu" else torch.cuda.synchronize
+    if device == "cpu":
+        def sync() -> None:
+            return None
+    else:
+        def sync() -> None:  # every GPU: a split model's forward ends on the last one
+            for i in range(torch.cuda.device_count()):
+                torch.cuda.synchronize(i)
     model = build(ARCHS[arch], device, seed, tiny)
     mla_paged_cache()
+    device = "cuda:0" if device == "auto" else device  # inputs go to the first GPU
     draft = build(DRAFT, device, seed + 1, tiny) if spec else None
     fl = ForwardLog(sync)
     what = (f"hf {arch} {'assisted generate' if spec else 'continuous batching ' + pattern}"
@@ -412,7 +425,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="share of requests with 8k-32k-token prompts")
     ap.add_argument("--max-batch-tokens", type=int, default=8192)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--device", default="cuda:0",
+                    help="cuda:N, cpu, or auto (layers split over every visible GPU)")
     ap.add_argument("--tiny", action="store_true", help="tiny configs (CPU smoke run)")
     a = ap.parse_args(argv)
     if not (math.isfinite(a.seconds) and a.seconds > 0):
