@@ -429,14 +429,14 @@ def cmd_classify(args: argparse.Namespace) -> int:
         print(segments_line(segments, float(trace.samples["timestamp"].min())
                             if len(trace.samples) else 0.0))
     if score is not None:
-        print(f"accuracy: {score['accuracy']:.3f} over {score['labelled_windows']} labelled "
+        print(f"accuracy: {_na(score['accuracy'])} over {score['labelled_windows']} labelled "
               f"windows; hot-GPU accuracy on skewed decode: "
-              f"{score['hot_gpu_accuracy']:.3f} over {score['skewed_windows']} windows")
+              f"{_na(score['hot_gpu_accuracy'])} over {score['skewed_windows']} windows")
         for ph, acc in score["per_phase_accuracy"].items():
             print(f"  {ph:8s} {acc:.3f}")
         seg_acc = timed["segments"]
         print(f"time accuracy (share of labelled time right, 0.1-s ticks): windows "
-              f"{timed['windows']:.3f}, 0.1-s segments "
+              f"{_na(timed['windows'])}, 0.1-s segments "
               + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
         for st in score["stretches"]:
             print(f"  skewed decode {st['start']:.1f}-{st['end']:.1f} (GPU {st['hot_gpu']} hot): "
@@ -537,19 +537,30 @@ def _nan_to_none(x):
     return x
 
 
+def _na(x, w: int = 0, nd: int = 3) -> str:
+    """A figure for the terminal: ``n/a`` where it is unknown (never ``nan``)."""
+    ok = isinstance(x, float | int) and math.isfinite(x)
+    return f"{x:{w}.{nd}f}" if ok else f"{'n/a':>{w}s}"
+
+
 def _print_score(r: dict) -> None:
     print(f"labeller: {r['labeller']}; {r['labelled_windows']} labelled windows")
-    print(f"macro-F1: {r['macro_f1']:.3f}  accuracy: {r['accuracy']:.3f}")
+    print(f"macro-F1: {_na(r['macro_f1'])}  accuracy: {_na(r['accuracy'])}  time accuracy "
+          f"(0.1-s ticks): {_na(r.get('time_accuracy', math.nan))}")
+    print(f"macro-F1 of windows holding no change / a change: "
+          f"{_na(r.get('macro_f1_interior', math.nan))} / "
+          f"{_na(r.get('macro_f1_change', math.nan))}")
     print("phase      precision  recall   F1     windows")
     for c, v in r["per_class"].items():
-        print(f"  {c:8s} {v['precision']:8.3f} {v['recall']:8.3f} {v['f1']:6.3f} "
+        print(f"  {c:8s} {_na(v['precision'], 8)} {_na(v['recall'], 8)} {_na(v['f1'], 6)} "
               f"{v['support']:8d}")
     print("confusion (rows true, columns predicted idle/prefill/decode): "
           + "; ".join(" ".join(str(x) for x in row) for row in r["confusion"]))
-    print(f"boundary delay: median {r['boundary_delay_s']:.2f} s, p90 "
-          f"{r['boundary_delay_p90_s']:.2f} s over {r['boundaries']} phase changes")
-    print(f"imbalance precision: {r['imbalance_precision']:.3f}  recall: "
-          f"{r['imbalance_recall']:.3f}  hot-GPU accuracy: {r['hot_gpu_accuracy']:.3f} "
+    print(f"boundary delay: median {_na(r['boundary_delay_s'], 0, 2)} s, p90 "
+          f"{_na(r['boundary_delay_p90_s'], 0, 2)} s over {r['boundaries']} phase changes")
+    print(f"imbalance precision: {_na(r['imbalance_precision'])}  recall: "
+          f"{_na(r['imbalance_recall'])}  hot-GPU accuracy: {_na(r['hot_gpu_accuracy'])}  "
+          f"hot-set accuracy: {_na(r.get('hot_set_accuracy', math.nan))} "
           f"({r['skewed_windows']} skewed windows, {r['flagged_windows']} flagged)")
 
 
@@ -564,8 +575,11 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         return _fail(str(exc))
     from tqdm import tqdm
 
-    result = validate_corpus(corpus, progress=lambda it, desc: tqdm(
-        it, desc=desc, unit="fold", file=sys.stderr, leave=False))
+    try:
+        result = validate_corpus(corpus, progress=lambda it, desc: tqdm(
+            it, desc=desc, unit="fold", file=sys.stderr, leave=False))
+    except TraceError as exc:
+        return _fail(str(exc))
     if args.out is not None:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -578,20 +592,24 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     loto = result.get("trace", {}).get("pooled", {})
     print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  imb-P  imb-R "
           "low-P  low-R hot-set")
+    def f(x, w=6, nd=3):
+        return _na(x, w, nd)
+
     for m, sc in result["pooled"].items():
-        lt = f"{loto[m]['macro_f1']:.3f}" if m in loto else "  n/a"
-        print(f"{m:14s} {sc['macro_f1']:7.3f} {lt:>7s} {sc['time_accuracy']:8.3f} "
-              f"{sc['macro_f1_interior']:8.3f} {sc['macro_f1_change']:6.3f} "
-              f"{sc['boundary_delay_s']:4.2f} s {sc['imbalance_precision']:6.3f} "
-              f"{sc['imbalance_recall']:6.3f} {sc['imbalance_precision_low_load']:6.3f} "
-              f"{sc['imbalance_recall_low_load']:6.3f} {sc['hot_set_accuracy']:7.3f}"
+        lt = f(loto[m]["macro_f1"], 7) if m in loto else f(math.nan, 7)
+        print(f"{m:14s} {f(sc['macro_f1'], 7)} {lt} {f(sc['time_accuracy'], 8)} "
+              f"{f(sc['macro_f1_interior'], 8)} {f(sc['macro_f1_change'])} "
+              f"{f(sc['boundary_delay_s'], 4, 2)} s {f(sc['imbalance_precision'])} "
+              f"{f(sc['imbalance_recall'])} {f(sc['imbalance_precision_low_load'])} "
+              f"{f(sc['imbalance_recall_low_load'])} {f(sc['hot_set_accuracy'], 7)}"
               + ("  (chosen)" if m == result["chosen"] else ""))
-    print("chosen: the best leave-one-family-out macro-F1 (LOFO); LOTO: leave-one-trace-out")
+    print("chosen: the trained model with the best leave-one-family-out macro-F1 (LOFO); "
+          "LOTO: leave-one-trace-out")
     fams = result["family"]["per_family"] if "family" in result else {}
     ch = result["chosen"]
-    for f, sc in fams.items():
-        print(f"  family {f:24s} macro-F1 {sc[ch]['macro_f1']:.3f}  time acc. "
-              f"{sc[ch]['time_accuracy']:.3f}  ({sc[ch]['labelled_windows']} windows)")
+    for fam, sc in fams.items():
+        print(f"  family {fam:24s} macro-F1 {f(sc[ch]['macro_f1'], 5)}  time acc. "
+              f"{f(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
     print(f"leave-one-family-out over {len(result['families'])} families, "
           f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
@@ -886,15 +904,17 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("evaluate", help="score the phase model against labels",
                        description="Score the trained phase model (or --rules) on a trace "
                                    "against a label CSV (start,end,phase[,hot_gpu]); or, with "
-                                   "--corpus, run the leave-one-trace-out validation of the "
-                                   "labelled corpus and write docs/classifier.md.")
+                                   "--corpus, validate on the labelled corpus with each family "
+                                   "(generator x architecture) held out, then each trace, and "
+                                   "write docs/classifier.md.")
     e.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
     e.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     e.add_argument("--format", help="force the trace's format (default: detected)")
     e.add_argument("--rules", action="store_true", help="score the v0 rules instead")
     e.add_argument("--corpus", nargs="?", const="",
-                   help="leave-one-trace-out validation on a corpus folder with MANIFEST.csv "
-                        "(default: the bundled data/traces); --out writes the tables")
+                   help="leave-one-family-out (then leave-one-trace-out) validation on a "
+                        "corpus folder with MANIFEST.csv (default: the bundled data/traces); "
+                        "--out writes the tables")
     e.add_argument("--out", type=Path, default=None,
                    help="with --corpus: write the markdown tables here "
                         "(e.g. docs/classifier.md)")

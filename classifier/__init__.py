@@ -216,7 +216,10 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
     seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"
                     else labeller)
-    return windows, classify_segments(feats, seg_labeller, window_s)
+    times = samples["timestamp"].to_numpy(dtype=float)
+    if complete_until is not None:
+        times = times[times < complete_until]
+    return windows, classify_segments(feats, seg_labeller, window_s, times=times)
 
 
 class _ScoredOnce:

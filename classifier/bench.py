@@ -115,7 +115,7 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, repeat: int = 3, log=print) ->
         t_feat = time.perf_counter() - t
         t = time.perf_counter()
         windows = classify_features(feats, 0.5, model)
-        segs = classify_segments(hop, model, 0.5)
+        segs = classify_segments(hop, model, 0.5, times=samples["timestamp"].to_numpy())
         t_label = time.perf_counter() - t
         best_feat, best_label = min(best_feat, t_feat), min(best_label, t_label)
     figures["trained + 0.1-s segments"] = {

@@ -383,6 +383,9 @@ def validate_corpus(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDO
     model, transitions and the imbalance settings; the held-out windows of all folds are
     pooled.
 
+    Raises:
+        TraceError: fewer than two traces, or than two families for ``family``.
+
     Returns:
         ``{"models": [...], "schemes": [...], "family": {"pooled": {model: score},
         "per_family": {family: {model: score}}, "per_trace": {name: {model: score}}},
@@ -408,6 +411,10 @@ def validate_corpus(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDO
     families: dict[str, list[str]] = {}
     for c in corpus:
         families.setdefault(c.family, []).append(c.name)
+    if len(corpus) < 2 or ("family" in schemes and len(families) < 2):
+        raise TraceError(f"the corpus holds {len(corpus)} trace(s) in {len(families)} "
+                         "family(ies): holding one out needs at least two of each (the "
+                         "manifest's family column)")
     result: dict = {"models": models, "schemes": list(schemes), "families": families}
     for scheme in schemes:
         groups = list(families) if scheme == "family" else [c.name for c in corpus]

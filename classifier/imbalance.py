@@ -303,7 +303,8 @@ def ceilings(features: pd.DataFrame, hot_set: list[int] | tuple[int, ...]) -> di
         the hot set on that pipe, "pipes": {pipe: level}}}``.  The pipe is the one this GPU uses most above
         the others (its level minus theirs, each a fraction of its limit); ``launch-bound``
         when every pipe is under ``LAUNCH_BOUND_PIPE`` while its kernels ran over half the
-        time (``gpu_util``); ``unknown`` without pipe readings.
+        time (``gpu_util``); ``unknown`` without tensor or DRAM readings (no GPM/DCGM
+        profiling fields: PCIe and NVLink alone cannot tell).
     """
     gpus = [int(c[len("load_g"):]) for c in _gpu_columns(features, "load_g")]
     out: dict[int, dict] = {}
@@ -322,7 +323,9 @@ def ceilings(features: pd.DataFrame, hot_set: list[int] | tuple[int, ...]) -> di
         theirs = {p: float(np.nanmean(level[p][others])) if others and
                   np.isfinite(level[p][others]).any() else np.nan for p in PIPES}
         known = {p: v for p, v in mine.items() if np.isfinite(v)}
-        if not known:
+        if not (np.isfinite(mine["tensor"]) or np.isfinite(mine["dram"])):
+            # without the profiling pipes no verdict: PCIe and NVLink alone would call any
+            # busy GPU launch-bound
             out[g] = {"pipe": "unknown", "level": np.nan, "others": np.nan, "pipes": mine}
             continue
         if max(known.values()) < LAUNCH_BOUND_PIPE and np.isfinite(busy[i]) and busy[i] > 0.5:
@@ -342,7 +345,7 @@ def describe_ceiling(gpu: int, c: dict) -> str:
     names = {"tensor": "tensor pipes", "dram": "DRAM bandwidth", "pcie": "PCIe",
              "nvlink": "NVLink"}
     if c["pipe"] == "unknown":
-        return f"GPU {gpu}: no pipe readings"
+        return f"GPU {gpu}: no tensor or DRAM readings (no profiling counters), no verdict"
     others = f"others {c['others'] * 100:.0f} %" if np.isfinite(c["others"]) else "others n/a"
     if c["pipe"] == "launch-bound":
         return (f"GPU {gpu}: launch-bound (kernels ran {c['level'] * 100:.0f} % of the time, "

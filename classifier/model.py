@@ -205,8 +205,13 @@ class PhaseModel:
             # One thread: OpenMP workers spinning after each call starve the collector and
             # the web server on small machines, and a few hundred windows need no more.
             with threadpool_limits(1, user_api="openmp"):
-                p = self.estimator.predict_proba(X)
-            p = p[:, [list(self.estimator.classes_).index(c) for c in PHASE_ORDER]]
+                q = self.estimator.predict_proba(X)
+            # a phase the training windows never held scores 0 (a small corpus, a fold)
+            known = list(self.estimator.classes_)
+            p = np.zeros((len(X), len(PHASE_ORDER)))
+            for j, c in enumerate(PHASE_ORDER):
+                if c in known:
+                    p[:, j] = q[:, known.index(c)]
         if self.idle_gate is None:
             return pd.DataFrame(p, columns=list(PHASE_ORDER), index=features.index)
         busy = np.fmax(features.get("f_gpu_util_max", np.nan),

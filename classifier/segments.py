@@ -51,10 +51,13 @@ def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
         Feature rows indexed by window start (epoch s, rounded to 1 µs), sorted.
 
     Raises:
-        ValueError: ``window_s`` is not a whole multiple of ``hop_s``.
+        ValueError: ``window_s`` or ``hop_s`` is not positive, or ``window_s`` is not a
+            whole multiple of ``hop_s``.
     """
+    if not (hop_s > 0 and window_s > 0):
+        raise ValueError(f"window {window_s:g} s and hop {hop_s:g} s must be positive")
     k = window_s / hop_s
-    if not (hop_s > 0 and abs(k - round(k)) < 1e-6 and round(k) >= 1):
+    if not (abs(k - round(k)) < 1e-6 and round(k) >= 1):
         raise ValueError(f"window {window_s:g} s is not a whole number of {hop_s:g}-s hops")
     parts = [base if base is not None else
              WindowFeatures(window_s, devices).fit_transform(samples)]
@@ -109,13 +112,16 @@ def slot_posteriors(starts: np.ndarray, proba: np.ndarray, window_s: float, hop_
 
 def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFAULT_WINDOW_S,
                       hop_s: float = DEFAULT_HOP_S, lag_s: float = DEFAULT_LAG_S,
-                      transition: np.ndarray | None = None) -> pd.DataFrame:
+                      transition: np.ndarray | None = None,
+                      times: np.ndarray | None = None) -> pd.DataFrame:
     """Phase segments from ``hop_features`` rows.
 
     Args:
         feats: ``hop_features`` output.
         labeller: a ``PhaseModel`` or ``RulePhaseLabeller`` (default: the shipped model).
         transition: window transitions (default: the model's; a sticky matrix for the rules).
+        times: the samples' timestamps (epoch s): when given, a segment covers only slots
+            holding a sample, so no phase is drawn where there is no data (O(samples)).
 
     Returns:
         One row per segment: ``start``, ``end`` (epoch s), ``phase``, ``confidence`` (the
@@ -134,6 +140,13 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
     proba = labeller.predict_proba(feats).reindex(columns=list(PHASE_ORDER)).to_numpy()
     slots, logp = slot_posteriors(feats.index.to_numpy(dtype=float), proba, window_s, hop_s,
                                   lag_s)
+    if times is not None and len(slots):
+        have = np.unique(np.floor(np.asarray(times, dtype=float) / hop_s + 1e-9)
+                         .astype(np.int64))
+        keep = np.isin(np.round(slots / hop_s).astype(np.int64), have)
+        slots, logp = slots[keep], logp[keep]
+        if not len(slots):
+            return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
     if transition is None:
         transition = (getattr(labeller, "transition", None)
                       if not isinstance(labeller, RulePhaseLabeller) else None)

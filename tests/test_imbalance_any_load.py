@@ -139,3 +139,48 @@ def test_the_serving_engine_traces_are_in_the_corpus_with_their_families():
         fw = pd.read_csv(TRACES_DIR / f"{name}.forwards.csv")
         assert len(fw) > 50 and (fw["end"] > fw["start"]).all()
         assert lab["start"].min() <= fw["start"].min() and lab["end"].max() >= fw["end"].max()
+
+
+def test_no_ceiling_verdict_without_the_profiling_pipes():
+    f = pd.DataFrame({"load_g0": [80.0], "load_g1": [20.0], "busy_g0": [90.0],
+                      "busy_g1": [90.0], "tensor_g0": [np.nan], "tensor_g1": [np.nan],
+                      "dram_g0": [np.nan], "dram_g1": [np.nan], "pcie_g0": [0.01],
+                      "pcie_g1": [0.01], "nvlink_g0": [0.0], "nvlink_g1": [0.0]})
+    c = ceilings(f, [0])
+    assert c[0]["pipe"] == "unknown"  # not "launch-bound" from PCIe and NVLink alone
+
+
+def test_corpus_validation_of_one_family_is_refused_with_one_line(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("h200x2_bursts", "h200x2_chunked"):
+        for ext in (".parquet", ".labels.csv"):
+            shutil.copy(TRACES_DIR / f"{name}{ext}", tmp_path / f"{name}{ext}")
+    (tmp_path / "MANIFEST.csv").write_text("name,family\nh200x2_bursts,w\nh200x2_chunked,w\n")
+    r = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "evaluate", "--corpus",
+                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+    errors = [ln for ln in r.stderr.splitlines() if "error" in ln]  # beside the progress bar
+    assert r.returncode == 2 and len(errors) == 1 and "at least two" in errors[0], r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_model_trained_without_some_phase_scores_it_zero():
+    from tealeaves.classifier.evaluate import load_corpus, train
+    from tealeaves.classifier.model import PhaseModel
+
+    c = [x for x in load_corpus(hop=False) if x.name == "h200x2_launch_bound"]
+    no_prefill = [replace_truth(x) for x in c]
+    m = train(no_prefill)
+    assert isinstance(m, PhaseModel)
+    p = m.predict_proba(c[0].features)
+    assert (p["prefill"] == 0).all() and np.allclose(p.sum(axis=1), 1)
+
+
+def replace_truth(trace):
+    from dataclasses import replace
+
+    t = trace.truth.copy()
+    t.loc[t["phase"] == "prefill", "phase"] = None
+    return replace(trace, truth=t)

@@ -70,8 +70,13 @@ def test_one_pass_helper_gives_the_windows_and_the_segments_of_the_separate_pass
     windows, segs = batch
     pd.testing.assert_frame_equal(windows, C.classify_samples(s, trace.devices, W))
     base = C.WindowFeatures(W, trace.devices).fit_transform(s)
-    ref = classify_segments(hop_features(s, trace.devices, W, base=base), None, W)
+    ref = classify_segments(hop_features(s, trace.devices, W, base=base), None, W,
+                            times=s["timestamp"].to_numpy())
     pd.testing.assert_frame_equal(segs, ref)
+    # no segment where there is no sample (the slots are clipped to the data)
+    t = s["timestamp"].to_numpy()
+    assert segs["start"].min() >= np.floor(t.min() / 0.1) * 0.1 - 1e-6
+    assert segs["end"].max() <= np.floor(t.max() / 0.1) * 0.1 + 0.1 + 1e-6
     # the live path: a short frame, the five grids in one feature pass
     part = s[s["timestamp"] < float(s["timestamp"].min()) + 6.0]
     monkeypatch.setattr(C, "ONE_PASS_ROWS", 10**9)
