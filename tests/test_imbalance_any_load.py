@@ -160,7 +160,8 @@ def test_corpus_validation_of_one_family_is_refused_with_one_line(tmp_path):
             shutil.copy(TRACES_DIR / f"{name}{ext}", tmp_path / f"{name}{ext}")
     (tmp_path / "MANIFEST.csv").write_text("name,family\nh200x2_bursts,w\nh200x2_chunked,w\n")
     r = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "evaluate", "--corpus",
-                        str(tmp_path)], capture_output=True, text=True, timeout=300)
+                        str(tmp_path)], capture_output=True, text=True, timeout=300,
+                       check=False)
     errors = [ln for ln in r.stderr.splitlines() if "error" in ln]  # beside the progress bar
     assert r.returncode == 2 and len(errors) == 1 and "at least two" in errors[0], r.stderr
     assert "Traceback" not in r.stderr
