@@ -69,9 +69,12 @@ def check_labels_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> 
                 f"{path}: interval {i + 1} ({r.phase}, {r.start:.3f}-{r.end:.3f}) reaches "
                 f"outside the trace ({t0:.3f}-{t1:.3f}); are these the labels of another "
                 "trace?")
-        if np.isfinite(r.hot_gpu) and int(r.hot_gpu) not in gpus:
-            raise TraceError(f"{path}: interval {i + 1}: hot_gpu {int(r.hot_gpu)} is not a GPU "
-                             f"of the trace ({', '.join(map(str, sorted(gpus)))})")
+        named = [int(g) for g in str(getattr(r, "hot_set", "") or "").split(",") if g] or \
+            ([int(r.hot_gpu)] if np.isfinite(r.hot_gpu) else [])
+        for g in named:
+            if g not in gpus:
+                raise TraceError(f"{path}: interval {i + 1}: hot_gpu {g} is not a GPU of the "
+                                 f"trace ({', '.join(map(str, sorted(gpus)))})")
 
 
 def score(windows: pd.DataFrame, labels: pd.DataFrame,
@@ -220,7 +223,8 @@ def imbalance_scores(windows: pd.DataFrame, truth: pd.DataFrame, scored: np.ndar
     caught = skewed & flag
     sets = windows["hot_set"].astype(str).to_numpy() if "hot_set" in windows else \
         np.array([str(int(h)) if np.isfinite(h) else "" for h in pred_hot])
-    true_sets = np.array([str(int(h)) if np.isfinite(h) else "" for h in true_hot])
+    true_sets = truth["hot_set"].astype(str).to_numpy() if "hot_set" in truth else \
+        np.array([str(int(h)) if np.isfinite(h) else "" for h in true_hot])
     low_mean = windows["load_mean"].to_numpy(dtype=float) < LOW_LOAD \
         if "load_mean" in windows else np.zeros(len(windows), bool)
     low = skewed & low_mean

@@ -6,7 +6,9 @@ key/value metadata, the device rows (``tealeaves.devices``, JSON) and free-form 
 
 Ground-truth labels are a CSV of intervals with header ``start,end,phase[,hot_gpu]``:
 ``start``/``end`` in UTC epoch seconds (``start < end``), ``phase`` one of ``PHASES``,
-``hot_gpu`` the GPU index holding the extra load or empty when balanced.
+``hot_gpu`` the GPU index holding the extra load or empty when balanced; several hot GPUs are
+written ``1;3;5;7`` (``read_labels`` then gives ``hot_gpu`` the lowest and ``hot_set``
+"1,3,5,7").
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import csv
 import itertools
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,7 +102,8 @@ def read_trace(path: str | Path) -> Trace:
 
 
 def write_labels(path: str | Path, intervals: pd.DataFrame) -> Path:
-    """Write label intervals (columns ``LABEL_COLUMNS``) as CSV; ``hot_gpu`` empty when None."""
+    """Write label intervals (columns ``LABEL_COLUMNS``, optionally ``hot_set``) as CSV;
+    ``hot_gpu`` empty when None, ``1;3;5;7`` when ``hot_set`` names several GPUs."""
     path = Path(path)
     with path.open("w", newline="") as fh:
         w = csv.writer(fh)
@@ -107,6 +111,9 @@ def write_labels(path: str | Path, intervals: pd.DataFrame) -> Path:
         for r in intervals.itertuples(index=False):
             hot = getattr(r, "hot_gpu", None)
             hot_s = "" if hot is None or (isinstance(hot, float) and math.isnan(hot)) else int(hot)
+            many = str(getattr(r, "hot_set", "") or "")
+            if "," in many:  # several hot GPUs: "1;3;5;7"
+                hot_s = many.replace(",", ";")
             w.writerow([f"{r.start:.6f}", f"{r.end:.6f}", r.phase, hot_s])
     return path
 
@@ -164,21 +171,28 @@ def _read_labels(path: Path, phases: tuple[str, ...] = PHASES) -> pd.DataFrame:
                 raise TraceError(f"{path}: line {lineno}: end must be after start")
             hot_raw = (rec.get("hot_gpu") or "").strip()
             try:
-                hot = float(int(hot_raw)) if hot_raw else math.nan
+                gpus = sorted({int(g) for g in re.split(r"[\s,;]+", hot_raw) if g})
             except ValueError:
-                raise TraceError(f"{path}: line {lineno}: hot_gpu {hot_raw!r} is not an index") \
-                    from None
-            rows.append((start, end, phase, hot, lineno))
+                raise TraceError(f"{path}: line {lineno}: hot_gpu {hot_raw!r} is not an index "
+                                 "(or indices: \"1;3;5;7\")") from None
+            if any(g < 0 for g in gpus):
+                raise TraceError(f"{path}: line {lineno}: hot_gpu {hot_raw!r} is negative")
+            hot = float(gpus[0]) if gpus else math.nan
+            rows.append((start, end, phase, hot, lineno, ",".join(map(str, gpus))))
     rows.sort(key=lambda r: r[0])
     for a, b in itertools.pairwise(rows):
         if b[0] < a[1] - 1e-6:
             raise TraceError(f"{path}: line {b[4]}: interval {b[0]:.3f}-{b[1]:.3f} ({b[2]}) "
                              f"overlaps line {a[4]} ({a[0]:.3f}-{a[1]:.3f}, {a[2]})")
-    return pd.DataFrame([r[:4] for r in rows], columns=list(LABEL_COLUMNS))
+    out = pd.DataFrame([r[:4] for r in rows], columns=list(LABEL_COLUMNS))
+    out["hot_set"] = [r[5] for r in rows]
+    return out
 
 
 def label_at(labels: pd.DataFrame, times: pd.Series | list[float]) -> pd.DataFrame:
-    """Ground truth at each time: columns ``phase`` (None outside every interval), ``hot_gpu``."""
+    """Ground truth at each time: columns ``phase`` (None outside every interval), ``hot_gpu``
+    (the lowest hot index, NaN when balanced) and ``hot_set`` (``"1,3,5,7"``, ``""`` when
+    balanced; from ``hot_gpu`` when the labels carry no set)."""
     t = np.asarray(times, dtype=float)
     starts = labels["start"].to_numpy()
     ends = labels["end"].to_numpy()
@@ -187,4 +201,10 @@ def label_at(labels: pd.DataFrame, times: pd.Series | list[float]) -> pd.DataFra
     safe = np.clip(idx, 0, max(len(starts) - 1, 0))
     phase = np.where(ok, labels["phase"].to_numpy()[safe] if len(starts) else None, None)
     hot = np.where(ok, labels["hot_gpu"].to_numpy()[safe] if len(starts) else np.nan, np.nan)
-    return pd.DataFrame({"phase": phase, "hot_gpu": hot.astype(float)})
+    if "hot_set" in labels:
+        sets = labels["hot_set"].fillna("").astype(str).to_numpy()
+    else:
+        sets = np.array([str(int(h)) if np.isfinite(h) else ""
+                         for h in labels["hot_gpu"].to_numpy(dtype=float)], dtype=object)
+    hot_set = np.where(ok, sets[safe] if len(starts) else "", "")
+    return pd.DataFrame({"phase": phase, "hot_gpu": hot.astype(float), "hot_set": hot_set})

@@ -15,6 +15,8 @@ import io
 import json
 import math
 import re
+import subprocess
+import sys
 import time
 
 import jsonschema
@@ -265,3 +267,24 @@ def test_exporter_publishes_every_hot_gpu(eight, tmp_path):
         r'^tealeaves_imbalanced_seconds_total\{[^}]*gpu="(\d+)"[^}]*\} (\S+)$', text, re.MULTILINE)}
     assert {g for g, v in secs.items() if v > 0} == set(HOT)
     assert np.isfinite(list(secs.values())).all()
+
+
+def test_a_label_naming_four_hot_gpus_scores_the_set(eight, eight_path, tmp_path):
+    """Labels can name a hot set (``hot_gpu`` ``1;3;5;7``) and `evaluate` scores it exactly."""
+    t = eight.samples["timestamp"]
+    path = tmp_path / "labels.csv"
+    path.write_text(f"start,end,phase,hot_gpu\n{t.min():.6f},{t.max():.6f},decode,1;3;5;7\n")
+    labels = read_labels(path)
+    assert labels.loc[0, "hot_gpu"] == 1 and labels.loc[0, "hot_set"] == "1,3,5,7"
+    r = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "evaluate", "--trace",
+                        str(eight_path), "--labels", str(path), "--json"],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["hot_set_accuracy"] == 1.0 and out["imbalance_recall"] >= 0.9
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"start,end,phase,hot_gpu\n{t.min():.6f},{t.max():.6f},decode,1;9\n")
+    r = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "evaluate", "--trace",
+                        str(eight_path), "--labels", str(bad)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 2 and "hot_gpu 9 is not a GPU" in r.stderr
