@@ -355,6 +355,19 @@ def hot_set_line(imb: dict) -> str:
             f"({pattern}); per GPU: {per_gpu}")
 
 
+#: Units of the window fields ``classify --json`` writes (the windows frame's own: loads and
+#: shares in percent, fractions of a limit 0-1, times in UTC epoch seconds).
+CLASSIFY_UNITS = {
+    "start": "s (UTC epoch)", "end": "s (UTC epoch)", "confidence": "0-1",
+    "p_idle": "0-1", "p_prefill": "0-1", "p_decode": "0-1",
+    "load_mean": "%", "load_max": "%", "load_g<i>": "%", "tensor_active_mean": "%",
+    "dram_active_mean": "%", "power_frac_mean": "0-1 of the power limit",
+    "imbalance_ratio": "max/mean work", "balancedness": "mean/max work (0-1)",
+    "straggler_tax": "0-1", "hot_share": "% of the summed work, per hot GPU",
+    "cold_share": "% of the summed work, per other GPU",
+}
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
     from ..classifier import classify_with_segments, default_labeller, score_against_labels
     from ..classifier.evaluate import time_accuracy
@@ -405,7 +418,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
                           "phase": str(r.phase),
                           "confidence": float(r.confidence)}
                          for r in segments.itertuples(index=False)],
+            "units": CLASSIFY_UNITS,
         }
+        if not len(segments):
+            out["segments_note"] = segments_line(segments, 0.0).split(": ", 1)[-1]
         if score is not None:
             out.update(score)
             out["time_accuracy"] = timed
@@ -449,7 +465,8 @@ def segments_line(segments, t0: float, shown: int = 8) -> str:
     """One line on the 0.1-s segments: how many, and the first ``shown`` phase changes as
     seconds after ``t0`` (the trace's first sample)."""
     if segments is None or segments.empty:
-        return "segments (0.1-s): none (the window is not a whole number of 0.1-s hops)"
+        return ("segments (0.1-s): none (the window is not a whole number of 0.1-s hops, or "
+                "no window holds a reading)")
     start = segments["start"].to_numpy(dtype=float)
     phase = segments["phase"].to_numpy()
     change = start[1:][phase[1:] != phase[:-1]]

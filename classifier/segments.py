@@ -120,8 +120,9 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
         feats: ``hop_features`` output.
         labeller: a ``PhaseModel`` or ``RulePhaseLabeller`` (default: the shipped model).
         transition: window transitions (default: the model's; a sticky matrix for the rules).
-        times: the samples' timestamps (epoch s): when given, a segment covers only slots
-            holding a sample, so no phase is drawn where there is no data (O(samples)).
+        times: the samples' timestamps (epoch s): when given, segments cover only the time
+            from the first to the last sample of each run of samples (a gap longer than a
+            window ends a run), so no phase is drawn where there is no data (O(samples)).
 
     Returns:
         One row per segment: ``start``, ``end`` (epoch s), ``phase``, ``confidence`` (the
@@ -141,9 +142,7 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
     slots, logp = slot_posteriors(feats.index.to_numpy(dtype=float), proba, window_s, hop_s,
                                   lag_s)
     if times is not None and len(slots):
-        have = np.unique(np.floor(np.asarray(times, dtype=float) / hop_s + 1e-9)
-                         .astype(np.int64))
-        keep = np.isin(np.round(slots / hop_s).astype(np.int64), have)
+        keep = _covered(slots, hop_s, np.asarray(times, dtype=float), window_s)
         slots, logp = slots[keep], logp[keep]
         if not len(slots):
             return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
@@ -165,6 +164,21 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
     return pd.DataFrame({"start": slots[first], "end": slots[last] + hop_s,
                          "phase": np.asarray(PHASE_ORDER)[path[first]],
                          "confidence": conf})
+
+
+def _covered(slots: np.ndarray, hop_s: float, times: np.ndarray,
+             max_gap_s: float) -> np.ndarray:
+    """(m,) bool: the slot ``[s, s + hop_s)`` meets a run of samples (runs split where two
+    samples are more than ``max_gap_s`` apart)."""
+    t = np.sort(times[np.isfinite(times)])
+    if not len(t):
+        return np.zeros(len(slots), bool)
+    cut = np.flatnonzero(np.diff(t) > max_gap_s)
+    r0 = np.r_[t[0], t[cut + 1]]
+    r1 = np.r_[t[cut], t[-1]]
+    i = np.searchsorted(r0, slots + hop_s, side="left") - 1  # last run starting before the end
+    ok = i >= 0
+    return ok & (slots <= r1[np.clip(i, 0, None)])
 
 
 def _viterbi_log(emit: np.ndarray, logt: np.ndarray, breaks: np.ndarray) -> np.ndarray:

@@ -303,7 +303,25 @@ def test_classify_json_and_text_carry_the_segments(capsys):
     assert all(a["end"] == pytest.approx(b["start"]) for a, b in itertools.pairwise(segs))
     acc = doc["time_accuracy"]
     assert acc["segments"] >= acc["windows"] > 0.5
+    assert doc["units"]["hot_share"].startswith("%") and "segments_note" not in doc
     assert cli.main(["classify", str(TRACE)]) == 0
     out = capsys.readouterr().out
     line = next(ln for ln in out.splitlines() if ln.startswith("segments (0.1-s): "))
     assert f"segments (0.1-s): {len(segs)}, phase changes at +" in line
+    assert cli.main(["classify", str(TRACE), "--window", "0.25", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["segments"] == [] and "0.1-s hops" in doc["segments_note"]
+
+
+def test_segments_stop_at_a_gap_in_the_samples():
+    trace = read_trace(TRACE)
+    s = trace.samples
+    t0 = float(s["timestamp"].min())
+    late = s["timestamp"] >= t0 + 20
+    gap = pd.concat([s[~late], s[late].assign(timestamp=s.loc[late, "timestamp"] + 3600)])
+    _, segs = C.classify_with_segments(gap, trace.devices, W)  # an hour without samples
+    last = float(s.loc[~late, "timestamp"].max())
+    first = float(s.loc[late, "timestamp"].min()) + 3600
+    inside = segs[(segs["end"] > last + 0.11) & (segs["start"] < first - 0.11)]
+    assert inside.empty, inside
+    assert segs["end"].max() > first and segs["start"].min() < last
