@@ -15,17 +15,11 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
-from playwright.sync_api import sync_playwright
-
 from tealeaves.app import figures as F
 from tealeaves.app import ids
 from tealeaves.app.server import start_in_thread
 from tealeaves.data.store import SampleStore
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--headless", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 # The README's screenshot is refreshed only on request (TEALEAVES_SCREENSHOT=docs/dashboard.png),
 # so a test run leaves the checkout clean.
 SCREENSHOT_ENV = "TEALEAVES_SCREENSHOT"
@@ -34,16 +28,6 @@ KEYS = F.trace_keys(GPUS)
 LANE = KEYS.index(("lane", "power_w", 0))
 N_ROWS = F.N_ROWS  # the bottom x axis; the other lanes' x axes match it
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package)")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _open(browser, url: str):

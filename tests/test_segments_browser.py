@@ -5,7 +5,6 @@ hover over the ribbon names the segment and its window.  Skipped without Chromiu
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -13,22 +12,7 @@ from tealeaves.app import figures as F
 from tealeaves.app import ids
 from tealeaves.app.server import start_in_thread
 
-CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--no-sandbox", "--disable-gpu", "--headless", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (Debian's chromium package)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 def _page(browser, url: str, keys: list):
