@@ -75,12 +75,15 @@ def test_zoomed_ribbon_draws_segments_and_the_hover_names_them(browser, tmp_path
         page.fill(f"#{ids.RANGE_FROM}", lo)
         page.fill(f"#{ids.RANGE_TO}", hi)
         page.click(f"#{ids.RANGE_GO}")
-        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
-                               f".includes('ribbon: 0.1-s phase segments')", timeout=15_000)
-        # the patch's bars, their widths decoded from the typed array (drawn after the note)
+        # the typed range's note (the followed view's says the same of its segments), then
+        # the patch's bars, their widths decoded from the typed array (drawn after the note);
+        # generous limits: a busy two-core CI machine runs the whole suite beside it
+        page.wait_for_function(f"() => {{ const t = document.querySelector('#{ids.VIEW_NOTE}')"
+                               f".innerText; return t.includes('(20 s)') && "
+                               f"t.includes('ribbon: 0.1-s phase segments'); }}", timeout=30_000)
         page.wait_for_function(f"() => {GD}._fullData.slice(0, {len(F.RIBBON_PHASES)}).some("
                                f"t => t.width && typeof t.width === 'object' && "
-                               f"t.width.length > 0)", timeout=10_000)
+                               f"t.width.length > 0)", timeout=30_000)
         ribbon = _ribbon(page, keys)
         widths = [w for tr in ribbon if isinstance(tr["width"], list) for w in tr["width"]]
         assert len(widths) >= 40 and max(widths) <= 500.0 + 1e-3
