@@ -607,8 +607,8 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         print(json.dumps(_nan_to_none(result)))
         return 0
     loto = result.get("trace", {}).get("pooled", {})
-    print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  imb-P  imb-R "
-          "low-P  low-R hot-set")
+    print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  offset  imb-P  "
+          "imb-R  low-P  low-R hot-set")
     def f(x, w=6, nd=3):
         return _na(x, w, nd)
 
@@ -616,7 +616,8 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         lt = f(loto[m]["macro_f1"], 7) if m in loto else f(math.nan, 7)
         print(f"{m:14s} {f(sc['macro_f1'], 7)} {lt} {f(sc['time_accuracy'], 8)} "
               f"{f(sc['macro_f1_interior'], 8)} {f(sc['macro_f1_change'])} "
-              f"{f(sc['boundary_delay_s'], 4, 2)} s {f(sc['imbalance_precision'])} "
+              f"{f(sc['boundary_delay_s'], 4, 2)} s {f(sc['boundary_offset_s'], 4, 2)} s "
+              f"{f(sc['imbalance_precision'])} "
               f"{f(sc['imbalance_recall'])} {f(sc['imbalance_precision_low_load'])} "
               f"{f(sc['imbalance_recall_low_load'])} {f(sc['hot_set_accuracy'], 7)}"
               + ("  (chosen)" if m == result["chosen"] else ""))

@@ -9,6 +9,8 @@ is in no interval are not scored.  Metrics (``score``):
   after it that is predicted as the new phase, minus the change time (median over changes; a
   perfect labeller scores at most half a window); ``boundary_delay_p90_s``; a change whose new
   phase is never predicted before the next change counts as that stretch's length;
+  ``boundary_offset_s``: with segments, the offset to the nearest predicted boundary into the
+  new phase, early or late (``segment_boundary_offsets``);
 - imbalance, over windows of two or more GPUs: truth = a true ``decode`` window with a hot
   GPU; ``imbalance_precision`` / ``imbalance_recall`` of the ``imbalanced`` flag;
   ``hot_gpu_accuracy``: among truly skewed windows that are flagged, the share naming the
@@ -90,7 +92,8 @@ def score(windows: pd.DataFrame, labels: pd.DataFrame,
         ``labelled_windows``, ``macro_f1_interior`` / ``macro_f1_change`` (windows holding no
         / some change of true phase) with ``interior_windows`` / ``change_windows``,
         ``time_accuracy`` (``time_accuracy``), ``boundary_delay_s``,
-        ``boundary_delay_p90_s``, ``boundaries``, ``imbalance_precision``,
+        ``boundary_delay_p90_s``, ``boundaries``, ``boundary_offset_s`` /
+        ``boundary_offset_p90_s`` (with segments: ``segment_boundary_offsets``; else NaN), ``imbalance_precision``,
         ``imbalance_recall``, ``imbalance_recall_low_load`` (skewed windows whose mean load is
         under ``LOW_LOAD`` %), ``hot_gpu_accuracy``, ``hot_set_accuracy``, ``skewed_windows``
         (NaN where a metric has nothing to count).
@@ -132,6 +135,9 @@ def score(windows: pd.DataFrame, labels: pd.DataFrame,
     out["boundaries"] = len(delays)
     out["boundary_delay_s"] = float(np.median(delays)) if delays else float("nan")
     out["boundary_delay_p90_s"] = float(np.percentile(delays, 90)) if delays else float("nan")
+    offs = segment_boundary_offsets(segments, labels, window_s) if segments is not None else []
+    out["boundary_offset_s"] = float(np.median(offs)) if offs else float("nan")
+    out["boundary_offset_p90_s"] = float(np.percentile(offs, 90)) if offs else float("nan")
     out.update(imbalance_scores(windows, truth, scored))
     return out
 
@@ -208,6 +214,29 @@ def boundary_delays(starts: np.ndarray, pred: np.ndarray, labels: pd.DataFrame,
         hit = np.flatnonzero(m & (pred == cur.phase))
         delays.append(float(mids[hit[0]] - cur.start) if len(hit) else float(cur.end - cur.start))
     return delays
+
+
+def segment_boundary_offsets(segments: pd.DataFrame, labels: pd.DataFrame,
+                             window_s: float = DEFAULT_WINDOW_S) -> list[float]:
+    """Seconds between each change of true phase and the nearest predicted boundary into
+    the new phase (a segment of that phase starting within a window before the change, or
+    during the new stretch), early or late alike (absolute); a change with none counts as the
+    stretch's length.  The finer counterpart of ``boundary_delays`` for segments, which are
+    not tied to window midpoints."""
+    rows = list(labels.itertuples(index=False))
+    seg = segments.sort_values("start")
+    st = seg["start"].to_numpy(dtype=float)
+    ph = seg["phase"].to_numpy()
+    # a boundary into a phase: a segment start whose phase differs from the one before it
+    into = np.r_[True, ph[1:] != ph[:-1]] if len(ph) else np.zeros(0, bool)
+    out = []
+    for prev, cur in itertools.pairwise(rows):
+        if prev.phase == cur.phase or cur.start - prev.end > window_s:
+            continue
+        m = into & (ph == cur.phase) & (st >= cur.start - window_s) & (st < cur.end)
+        out.append(float(np.min(np.abs(st[m] - cur.start))) if m.any()
+                   else float(cur.end - cur.start))
+    return out
 
 
 def imbalance_scores(windows: pd.DataFrame, truth: pd.DataFrame, scored: np.ndarray) -> dict:
@@ -356,11 +385,13 @@ def _pool(windows: list[pd.DataFrame], corpus, window_s, segments=None) -> dict:
         ll[["start", "end"]] += off
         frames.append(ww)
         labels.append(ll)
-        segs.append((sg if sg is not None else w[["start", "end", "phase"]]).assign(
-            start=lambda d, o=off: d["start"] + o, end=lambda d, o=off: d["end"] + o))
+        if sg is not None:
+            segs.append(sg.assign(start=lambda d, o=off: d["start"] + o,
+                                  end=lambda d, o=off: d["end"] + o))
         shift = float(ll["end"].max()) + 1000.0
     return score(pd.concat(frames, ignore_index=True), pd.concat(labels, ignore_index=True),
-                 window_s, segments=pd.concat(segs, ignore_index=True))
+                 window_s, segments=pd.concat(segs, ignore_index=True)
+                 if segs and len(segs) == len(frames) else None)
 
 
 MODELS = ("rules", "hgb", "hgb_viterbi", "hgb_segments", "tcn")
@@ -492,6 +523,10 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
         "",
         ("- *time acc.*: the share of labelled time, at 0.1-s ticks, given the right phase "
          "(from the 0.1-s segments for the segments model, else from the windows);"),
+        ("- *boundary delay*: from each change of true phase to the midpoint of the first "
+         "window labelled the new phase (at least a quarter window for any window labeller); "
+         "*segment boundary offset*: to the nearest 0.1-s segment boundary into the new "
+         "phase, early or late;"),
         ("- *interior / change*: window macro-F1 over windows that hold no change of true "
          "phase / hold one;"),
         f"- *low-load*: skewed decode windows whose mean load is under {LOW_LOAD:g} %;",
@@ -501,8 +536,9 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
         "## Models (held out, pooled)",
         "",
         ("| model | LOFO macro-F1 | LOTO macro-F1 | time acc. | interior / change macro-F1 | "
-         "boundary delay median / p90 (s) | imbalance P / R | low-load P / R | hot set |"),
-        "|---|---|---|---|---|---|---|---|---|",
+         "boundary delay median / p90 (s) | segment boundary offset median / p90 (s) | "
+         "imbalance P / R | low-load P / R | hot set |"),
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in models:
         s = pooled[m]
@@ -511,7 +547,8 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
             f"{_f(s['macro_f1'])} | {_f(loto[m]['macro_f1']) if m in loto else 'n/a'} | "
             f"{_f(s['time_accuracy'])} | {_f(s['macro_f1_interior'])} / "
             f"{_f(s['macro_f1_change'])} | {_f(s['boundary_delay_s'], 2)} / "
-            f"{_f(s['boundary_delay_p90_s'], 2)} | {_f(s['imbalance_precision'])} / "
+            f"{_f(s['boundary_delay_p90_s'], 2)} | {_f(s['boundary_offset_s'], 2)} / "
+            f"{_f(s['boundary_offset_p90_s'], 2)} | {_f(s['imbalance_precision'])} / "
             f"{_f(s['imbalance_recall'])} | {_f(s['imbalance_precision_low_load'])} / "
             f"{_f(s['imbalance_recall_low_load'])} | {_f(s['hot_set_accuracy'])} |")
     best = pooled[result["chosen"]]

@@ -185,3 +185,15 @@ def replace_truth(trace):
     t = trace.truth.copy()
     t.loc[t["phase"] == "prefill", "phase"] = None
     return replace(trace, truth=t)
+
+
+def test_segment_boundaries_are_scored_early_or_late_alike():
+    from tealeaves.classifier.evaluate import segment_boundary_offsets
+
+    labels = pd.DataFrame({"start": [0.0, 2.0, 4.0], "end": [2.0, 4.0, 6.0],
+                           "phase": ["idle", "decode", "prefill"], "hot_gpu": np.nan})
+    segs = pd.DataFrame({"start": [0.0, 1.8, 4.3], "end": [1.8, 4.3, 6.0],
+                         "phase": ["idle", "decode", "prefill"]})
+    assert segment_boundary_offsets(segs, labels) == pytest.approx([0.2, 0.3])
+    never = segs.assign(phase=["idle", "decode", "decode"])
+    assert segment_boundary_offsets(never, labels) == pytest.approx([0.2, 2.0])

@@ -199,6 +199,7 @@ def test_leave_one_family_out_is_the_headline_and_holds_its_measured_level(tmp_p
     assert best["macro_f1"] >= 0.91 and best["time_accuracy"] >= 0.90
     assert best["macro_f1"] > lofo["rules"]["macro_f1"] + 0.2
     assert lofo["hgb_segments"]["time_accuracy"] >= lofo["hgb_viterbi"]["time_accuracy"]
+    assert lofo["hgb_segments"]["boundary_offset_s"] <= 0.25
     assert best["imbalance_precision"] >= 0.9 and best["imbalance_recall"] >= 0.9
     assert best["imbalance_recall_low_load"] >= 0.9 and best["low_load_skewed_windows"] > 30
     assert best["hot_set_accuracy"] >= 0.95
