@@ -609,25 +609,22 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     loto = result.get("trace", {}).get("pooled", {})
     print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  offset  imb-P  "
           "imb-R  low-P  low-R hot-set")
-    def f(x, w=6, nd=3):
-        return _na(x, w, nd)
-
     for m, sc in result["pooled"].items():
-        lt = f(loto[m]["macro_f1"], 7) if m in loto else f(math.nan, 7)
-        print(f"{m:14s} {f(sc['macro_f1'], 7)} {lt} {f(sc['time_accuracy'], 8)} "
-              f"{f(sc['macro_f1_interior'], 8)} {f(sc['macro_f1_change'])} "
-              f"{f(sc['boundary_delay_s'], 4, 2)} s {f(sc['boundary_offset_s'], 4, 2)} s "
-              f"{f(sc['imbalance_precision'])} "
-              f"{f(sc['imbalance_recall'])} {f(sc['imbalance_precision_low_load'])} "
-              f"{f(sc['imbalance_recall_low_load'])} {f(sc['hot_set_accuracy'], 7)}"
+        lt = _na(loto[m]["macro_f1"], 7) if m in loto else _na(math.nan, 7)
+        print(f"{m:14s} {_na(sc['macro_f1'], 7)} {lt} {_na(sc['time_accuracy'], 8)} "
+              f"{_na(sc['macro_f1_interior'], 8)} {_na(sc['macro_f1_change'], 6)} "
+              f"{_na(sc['boundary_delay_s'], 4, 2)} s {_na(sc['boundary_offset_s'], 4, 2)} s "
+              f"{_na(sc['imbalance_precision'], 6)} "
+              f"{_na(sc['imbalance_recall'], 6)} {_na(sc['imbalance_precision_low_load'], 6)} "
+              f"{_na(sc['imbalance_recall_low_load'], 6)} {_na(sc['hot_set_accuracy'], 7)}"
               + ("  (chosen)" if m == result["chosen"] else ""))
     print("chosen: the trained model with the best leave-one-family-out macro-F1 (LOFO); "
           "LOTO: leave-one-trace-out")
     fams = result["family"]["per_family"] if "family" in result else {}
     ch = result["chosen"]
     for fam, sc in fams.items():
-        print(f"  family {fam:24s} macro-F1 {f(sc[ch]['macro_f1'], 5)}  time acc. "
-              f"{f(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
+        print(f"  family {fam:24s} macro-F1 {_na(sc[ch]['macro_f1'], 5)}  time acc. "
+              f"{_na(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
     print(f"leave-one-family-out over {len(result['families'])} families, "
           f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
@@ -673,7 +670,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         return _fail("the tcn model trains with torch: pip install -e '.[bench]' "
                      "(or --kind hgb)")
     try:
-        corpus = load_corpus(args.corpus, progress=_progress("features"))
+        corpus = load_corpus(args.corpus, progress=_progress("features"), hop=False)
     except TraceError as exc:
         return _fail(str(exc))
     meta = {"corpus": [c.name for c in corpus],

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..classifier.imbalance import describe_ceiling, format_hot_set
+from ..classifier.imbalance import describe_ceiling, format_hot_set, hot_set_of
 from ..classifier.rules import PHASE_ORDER, RulePhaseLabeller
-from ..classifier.summary import hot_ceilings, hot_set_of
+from ..classifier.summary import hot_ceilings
 
 
 @dataclass(frozen=True)

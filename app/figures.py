@@ -325,7 +325,8 @@ def gpu_shares(windows: pd.DataFrame, gpus: list[int],
 def hot_members(windows: pd.DataFrame, gpus: list[int]) -> np.ndarray:
     """``(len(windows), len(gpus))`` bool: GPU ``gpus[i]`` is in the window's hot set (every
     hot GPU of a flagged window; ``classifier.summary.window_hot_sets``)."""
-    from ..classifier.summary import hot_set_of, window_hot_sets
+    from ..classifier.imbalance import hot_set_of
+    from ..classifier.summary import window_hot_sets
 
     if not len(windows):
         return np.zeros((0, len(gpus)), dtype=bool)

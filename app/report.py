@@ -36,11 +36,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..classifier.imbalance import hot_set_of
 from ..classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
     hot_ceilings,
-    hot_set_of,
     imbalance_summary,
     phase_summary,
     server_summary,

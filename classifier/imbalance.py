@@ -353,13 +353,22 @@ def describe_ceiling(gpu: int, c: dict) -> str:
     return f"GPU {gpu}: {names[c['pipe']]} {c['level'] * 100:.0f} % of its limit ({others})"
 
 
+def hot_set_of(value) -> tuple[int, ...]:
+    """The GPUs of one ``hot_set`` cell (``"1,3,5,7"``; ``""``, None or NaN: none), as a
+    tuple of ints in the cell's order."""
+    if isinstance(value, list | tuple | np.ndarray):
+        return tuple(int(g) for g in value)
+    if value is None or pd.isna(value):
+        return ()
+    return tuple(int(g) for g in str(value).split(",") if g.strip())
+
+
 def persistence_by_gpu(windows: pd.DataFrame) -> dict[int, int]:
     """Flagged windows in which each GPU was hot (from ``hot_set``), most first."""
     counts: dict[int, int] = {}
     if "hot_set" not in windows or not len(windows):
         return counts
     for s in windows.loc[windows["imbalanced"].astype(bool), "hot_set"]:
-        for g in str(s).split(","):
-            if g.strip():
-                counts[int(g)] = counts.get(int(g), 0) + 1
+        for g in hot_set_of(s):
+            counts[g] = counts.get(g, 0) + 1
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))

@@ -92,11 +92,19 @@ def viterbi(proba: np.ndarray, priors: np.ndarray, transition: np.ndarray,
     Returns:
         (n_windows,) state indices.
     """
-    n, k = proba.shape
-    if n == 0:
+    if proba.shape[0] == 0:
         return np.zeros(0, dtype=int)
     emit = np.log(np.clip(proba, 1e-9, 1.0)) - np.log(priors)
-    logt = np.log(transition)
+    return viterbi_log(emit, np.log(transition), breaks)
+
+
+def viterbi_log(emit: np.ndarray, logt: np.ndarray,
+                breaks: np.ndarray | None = None) -> np.ndarray:
+    """Most likely state path from log-emissions ((n, k)) and log-transitions ((k, k));
+    ``breaks`` ((n,) bool) start a new sequence.  Returns (n,) state indices."""
+    n, k = emit.shape
+    if n == 0:
+        return np.zeros(0, dtype=int)
     breaks = np.zeros(n, bool) if breaks is None else breaks
     back = np.zeros((n, k), dtype=int)
     score = emit[0].copy()

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from .features import WindowFeatures
+from .model import viterbi_log
 from .rules import PHASE_ORDER, RulePhaseLabeller
 from .windows import DEFAULT_WINDOW_S
 
@@ -153,7 +154,7 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
         transition = np.full((3, 3), 0.05) + np.eye(3) * 0.85
     trans = slot_transition(transition, round(window_s / hop_s))
     breaks = np.r_[True, np.diff(slots) > 1.5 * hop_s]
-    path = _viterbi_log(logp, np.log(trans), breaks)
+    path = viterbi_log(logp, np.log(trans), breaks)
     post = np.exp(logp - logp.max(axis=1, keepdims=True))
     post /= post.sum(axis=1, keepdims=True)
     change = np.r_[True, (path[1:] != path[:-1]) | breaks[1:]]
@@ -179,28 +180,6 @@ def _covered(slots: np.ndarray, hop_s: float, times: np.ndarray,
     i = np.searchsorted(r0, slots + hop_s, side="left") - 1  # last run starting before the end
     ok = i >= 0
     return ok & (slots <= r1[np.clip(i, 0, None)])
-
-
-def _viterbi_log(emit: np.ndarray, logt: np.ndarray, breaks: np.ndarray) -> np.ndarray:
-    """Most likely path from (n, k) log-emissions and (k, k) log-transitions; ``breaks``
-    start a new sequence."""
-    n, k = emit.shape
-    back = np.zeros((n, k), dtype=np.int8)
-    score = emit[0].copy()
-    for t in range(1, n):
-        if breaks[t]:
-            back[t] = int(np.argmax(score))
-            score = emit[t] + score.max()
-            continue
-        cand = score[:, None] + logt
-        b = np.argmax(cand, axis=0)
-        back[t] = b
-        score = cand[b, np.arange(k)] + emit[t]
-    path = np.zeros(n, dtype=int)
-    path[-1] = int(np.argmax(score))
-    for t in range(n - 1, 0, -1):
-        path[t - 1] = back[t, path[t]]
-    return path
 
 
 def segments_at(segments: pd.DataFrame, times: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from .imbalance import ceilings, describe_ceiling, persistence_by_gpu
+from .imbalance import ceilings, describe_ceiling, hot_set_of, persistence_by_gpu
 from .rules import PHASE_ORDER
 
 #: Share of the imbalanced windows one hot set must hold for it to "stay".
@@ -71,16 +71,6 @@ def phase_summary(windows: pd.DataFrame, window_s: float) -> dict:
     return {"windows": n,
             "time_s": {p: float(counts.get(p, 0)) * window_s for p in phases},
             "share": {p: (float(counts.get(p, 0)) / n if n else math.nan) for p in phases}}
-
-
-def hot_set_of(value) -> tuple[int, ...]:
-    """The GPUs of one ``hot_set`` cell (``"1,3,5,7"``; ``""``, None or NaN: none), as a
-    tuple of ints in the cell's order."""
-    if isinstance(value, list | tuple | np.ndarray):
-        return tuple(int(g) for g in value)
-    if value is None or pd.isna(value):
-        return ()
-    return tuple(int(g) for g in str(value).split(",") if g.strip())
 
 
 def window_hot_sets(windows: pd.DataFrame) -> list[tuple[int, ...]]:

@@ -163,6 +163,11 @@ class ForwardLog:
         with self._lock:
             self.rows.append((t0, t1, prefill, decode, seqs))
 
+    def clear(self) -> None:
+        """Forget every forward logged so far (the warm-up's)."""
+        with self._lock:
+            self.rows.clear()
+
     def wrap_cb(self):
         """Patch transformers' continuous-batching ``ModelRunner.compute_batch`` so every
         packed forward is logged from its ``cu_seq_lens_q``.  Returns an undo callable."""
@@ -373,8 +378,7 @@ def run(labels_path: str | Path, arch: str, pattern: str = "poisson", seconds: f
         for _ in range(2):
             if manager.get_result(timeout=300) is None:
                 raise RuntimeError("the continuous-batching engine answered no warm-up request")
-        with fl._lock:
-            fl.rows.clear()
+        fl.clear()
     sync()
     t_begin = time.time()
     if spec:
