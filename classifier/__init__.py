@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import logging
-import math
 
 import numpy as np
 import pandas as pd
@@ -153,11 +152,6 @@ def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S,
     return classify_samples(trace.samples, trace.devices, window_s, labeller)
 
 
-#: Above this many sample rows ``classify_with_segments`` cuts the shifted grids one pass at a
-#: time (``segments.hop_features``) instead of in one pass over five copies of the samples.
-ONE_PASS_ROWS = 50_000
-
-
 def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                            window_s: float = DEFAULT_WINDOW_S, labeller=None,
                            complete_until: float | None = None
@@ -165,10 +159,8 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     """``classify_samples`` and the 0.1-s phase segments of the same samples
     (``segments.classify_segments`` over ``segments.hop_features``).
 
-    For a short frame (the live path) the five window grids are cut in one feature pass: the
-    shifted copies of the samples are laid end to end, each far enough from the last that no
-    window or slope spans two, so the pass costs about what one grid does (its fixed cost
-    dominates at a few hundred rows).  A gradient-boosting model (row by row) scores the
+    The five window grids come from ``segments.hop_features`` (one feature pass for a short
+    frame), the windows from its offset-0 grid.  A gradient-boosting model (row by row) scores the
     rows of all five grids in one call, read back by the windows and the segments.  The
     features, scores and so the windows are those of ``classify_samples`` and
     ``hop_features``.
@@ -183,31 +175,15 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
         ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
     """
-    from .segments import DEFAULT_HOP_S, SEGMENT_COLUMNS, classify_segments, hop_features
+    from .segments import DEFAULT_HOP_S, SEGMENT_COLUMNS, classify_segments, hop_features, on_grid
 
     hop = DEFAULT_HOP_S
     per = round(window_s / hop)
     if samples.empty or per < 1 or abs(window_s / hop - per) > 1e-6:
         return (classify_samples(samples, devices, window_s, labeller),
                 pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
-    if len(samples) > ONE_PASS_ROWS:
-        base = WindowFeatures(window_s, devices).fit_transform(samples)
-        feats = hop_features(samples, devices, window_s, hop, base=base)
-    else:
-        ts = samples["timestamp"].to_numpy(dtype=float)
-        t_min = float(ts.min())
-        block = (math.ceil((float(ts.max()) - t_min) / window_s) + 4) * window_s
-        grids = pd.concat([samples.assign(timestamp=ts - i * hop + i * block)
-                           for i in range(per)], ignore_index=True)
-        feats = WindowFeatures(window_s, devices).fit_transform(grids)
-        if not feats.empty:
-            start = feats.index.to_numpy(dtype=float)
-            grid = np.clip(np.floor((start - t_min + 2 * window_s) / block), 0, per - 1)
-            feats.index = pd.Index(np.round(start - grid * block + grid * hop, 6), name="start")
-            base = feats[grid == 0]
-            feats = feats.sort_index()
-        else:
-            base = feats
+    feats = hop_features(samples, devices, window_s, hop)
+    base = on_grid(feats, window_s) if not feats.empty else feats
     labeller = default_labeller() if labeller is None else labeller
     if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
         labeller = _ScoredOnce(labeller, feats)

@@ -17,6 +17,8 @@ one slot per ``hop_s`` of covered time (never per second of an empty span).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -25,6 +27,8 @@ from .model import viterbi_log
 from .rules import PHASE_ORDER, RulePhaseLabeller
 from .windows import DEFAULT_WINDOW_S
 
+#: Up to this many sample rows ``hop_features`` cuts its grids in one feature pass.
+ONE_PASS_ROWS = 50_000
 #: Slot length, seconds.
 DEFAULT_HOP_S = 0.1
 #: How much later the counters show a slot's work, seconds.  Chosen by the held-out
@@ -43,6 +47,11 @@ def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                  base: pd.DataFrame | None = None) -> pd.DataFrame:
     """``WindowFeatures`` of ``window_s`` windows starting every ``hop_s`` seconds.
 
+    A short frame (up to ``ONE_PASS_ROWS`` rows, the live path) has its grids cut in one
+    feature pass: the shifted copies of the samples are laid end to end, each far enough
+    from the last that no window or slope spans two, so the pass costs about what one grid
+    does (its fixed cost dominates at a few hundred rows); the rows are the same.
+
     Args:
         samples: sample frame (one host).
         devices: device rows for normalisation.
@@ -60,6 +69,8 @@ def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     k = window_s / hop_s
     if not (abs(k - round(k)) < 1e-6 and round(k) >= 1):
         raise ValueError(f"window {window_s:g} s is not a whole number of {hop_s:g}-s hops")
+    if base is None and 0 < len(samples) <= ONE_PASS_ROWS:
+        return _one_pass(samples, devices, window_s, hop_s, round(k))
     parts = [base if base is not None else
              WindowFeatures(window_s, devices).fit_transform(samples)]
     for i in range(1, round(k)):
@@ -71,6 +82,29 @@ def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     if not parts:
         return pd.DataFrame()
     return pd.concat(parts).sort_index()
+
+
+def on_grid(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S) -> pd.DataFrame:
+    """The rows of ``hop_features`` output on the offset-0 grid (what ``WindowFeatures``
+    alone gives: window starts at whole multiples of ``window_s``)."""
+    q = feats.index.to_numpy(dtype=float) / window_s
+    return feats[np.abs(q - np.round(q)) < 1e-6]
+
+
+def _one_pass(samples: pd.DataFrame, devices, window_s: float, hop_s: float,
+              per: int) -> pd.DataFrame:
+    ts = samples["timestamp"].to_numpy(dtype=float)
+    t_min = float(ts.min())
+    block = (math.ceil((float(ts.max()) - t_min) / window_s) + 4) * window_s
+    grids = pd.concat([samples.assign(timestamp=ts - i * hop_s + i * block)
+                       for i in range(per)], ignore_index=True)
+    feats = WindowFeatures(window_s, devices).fit_transform(grids)
+    if feats.empty:
+        return feats
+    start = feats.index.to_numpy(dtype=float)
+    grid = np.clip(np.floor((start - t_min + 2 * window_s) / block), 0, per - 1)
+    feats.index = pd.Index(np.round(start - grid * block + grid * hop_s, 6), name="start")
+    return feats.sort_index()
 
 
 def slot_transition(window_transition: np.ndarray, slots_per_window: int) -> np.ndarray:

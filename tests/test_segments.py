@@ -18,6 +18,7 @@ from tealeaves.app import figures as F
 from tealeaves.app.dashboard import DashboardConfig, LiveView, follow_note
 from tealeaves.app.history import History, merge_runs, segment_slots
 from tealeaves.app.views import window_traces
+from tealeaves.classifier import segments as segments_mod
 from tealeaves.classifier.evaluate import time_accuracy
 from tealeaves.classifier.segments import classify_segments, hop_features, segments_at
 from tealeaves.data import TRACES_DIR
@@ -79,9 +80,9 @@ def test_one_pass_helper_gives_the_windows_and_the_segments_of_the_separate_pass
     assert segs["end"].max() <= np.floor(t.max() / 0.1) * 0.1 + 0.1 + 1e-6
     # the live path: a short frame, the five grids in one feature pass
     part = s[s["timestamp"] < float(s["timestamp"].min()) + 6.0]
-    monkeypatch.setattr(C, "ONE_PASS_ROWS", 10**9)
+    monkeypatch.setattr(segments_mod, "ONE_PASS_ROWS", 10**9)
     w1, s1 = C.classify_with_segments(part, trace.devices, W)
-    monkeypatch.setattr(C, "ONE_PASS_ROWS", 0)
+    monkeypatch.setattr(segments_mod, "ONE_PASS_ROWS", 0)
     w2, s2 = C.classify_with_segments(part, trace.devices, W)
     pd.testing.assert_frame_equal(w1, w2)
     pd.testing.assert_frame_equal(s1, s2)
