@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from ..classifier import classify_with_segments
-from ..classifier.segments import DEFAULT_HOP_S, DEFAULT_LAG_S, SEGMENT_COLUMNS
+from ..classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
 from ..data.schema import gpus_in
 from ..data.store import SampleStore
 from .figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
@@ -224,8 +224,7 @@ class History:
     def hop_s(self) -> float | None:
         """Slot length of the segments (s); None when ``window_s`` is not a whole number
         of ``segments.DEFAULT_HOP_S`` hops (no segments are made)."""
-        per = self.window_s / DEFAULT_HOP_S
-        return DEFAULT_HOP_S if round(per) >= 1 and abs(per - round(per)) < 1e-6 else None
+        return hop_for(self.window_s)
 
     def _classify(self, frame: pd.DataFrame, j0: int, j1: int) -> pd.DataFrame:
         w = self.window_s

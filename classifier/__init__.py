@@ -175,11 +175,10 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
         ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
     """
-    from .segments import DEFAULT_HOP_S, SEGMENT_COLUMNS, classify_segments, hop_features, on_grid
+    from .segments import SEGMENT_COLUMNS, classify_segments, hop_features, hop_for, on_grid
 
-    hop = DEFAULT_HOP_S
-    per = round(window_s / hop)
-    if samples.empty or per < 1 or abs(window_s / hop - per) > 1e-6:
+    hop = hop_for(window_s)
+    if samples.empty or hop is None:
         return (classify_samples(samples, devices, window_s, labeller),
                 pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
     feats = hop_features(samples, devices, window_s, hop)

@@ -42,6 +42,15 @@ DEFAULT_LAG_S = 0.1
 SEGMENT_COLUMNS = ("start", "end", "phase", "confidence")
 
 
+def hop_for(window_s: float, hop_s: float = DEFAULT_HOP_S) -> float | None:
+    """``hop_s`` when ``window_s`` is a whole number (>= 1) of such hops, else None (no
+    segments can be cut)."""
+    if not (hop_s > 0 and window_s > 0):
+        return None
+    k = window_s / hop_s
+    return hop_s if round(k) >= 1 and abs(k - round(k)) < 1e-6 else None
+
+
 def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                  window_s: float = DEFAULT_WINDOW_S, hop_s: float = DEFAULT_HOP_S,
                  base: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -66,9 +75,9 @@ def hop_features(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     """
     if not (hop_s > 0 and window_s > 0):
         raise ValueError(f"window {window_s:g} s and hop {hop_s:g} s must be positive")
-    k = window_s / hop_s
-    if not (abs(k - round(k)) < 1e-6 and round(k) >= 1):
+    if hop_for(window_s, hop_s) is None:
         raise ValueError(f"window {window_s:g} s is not a whole number of {hop_s:g}-s hops")
+    k = window_s / hop_s
     if base is None and 0 < len(samples) <= ONE_PASS_ROWS:
         return _one_pass(samples, devices, window_s, hop_s, round(k))
     parts = [base if base is not None else
