@@ -23,3 +23,17 @@ def browser():
         b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         yield b
         b.close()
+
+
+def caught_up_store(trace, path: Path):
+    """A store at ``path`` holding the whole of ``trace`` and a ``History`` caught up with
+    it (no server lag); returns ``(store, history)``, the caller closes the store."""
+    from tealeaves.app.history import History
+    from tealeaves.data.store import SampleStore
+
+    store = SampleStore(path)
+    store.put_devices(trace.devices)
+    store.append(trace.samples)
+    h = History(store, server_lag_s=0.0)
+    h.update(force=True)
+    return store, h

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import caught_up_store
 
 from tealeaves import classifier as C
 from tealeaves.app import cli
@@ -46,12 +47,7 @@ def batch(bursts):
 @pytest.fixture(scope="module")
 def filled(bursts, tmp_path_factory):
     """A store holding the whole trace and a history caught up with it."""
-    trace, _ = bursts
-    store = SampleStore(tmp_path_factory.mktemp("segments") / "s.db")
-    store.put_devices(trace.devices)
-    store.append(trace.samples)
-    h = History(store, server_lag_s=0.0)
-    h.update(force=True)
+    store, h = caught_up_store(bursts[0], tmp_path_factory.mktemp("segments") / "s.db")
     yield store, h
     store.close()
 

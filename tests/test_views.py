@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import caught_up_store
 
 from tealeaves.app import figures as F
 from tealeaves.app import views as V
@@ -29,12 +30,7 @@ def trace():
 @pytest.fixture(scope="module")
 def filled(trace, tmp_path_factory):
     """A store holding the whole bundled trace and a history caught up with it."""
-    path = tmp_path_factory.mktemp("views") / "s.db"
-    store = SampleStore(path)
-    store.put_devices(trace.devices)
-    store.append(trace.samples)
-    h = History(store, server_lag_s=0.0)
-    h.update(force=True)
+    store, h = caught_up_store(trace, tmp_path_factory.mktemp("views") / "s.db")
     yield store, h
     store.close()
 
