@@ -67,6 +67,14 @@ METRICS: tuple[Metric, ...] = (
            "device memory in use"),
 )
 
+#: The largest physical reading per unit: 100 %; 5 kW of board power (GB200's superchip draws
+#: about 2.7 kW); 10 GHz; 2 TB/s (NVLink 5 is 1.8 TB/s a GPU, PCIe 6 x16 0.13 TB/s); 10 TB of
+#: device memory.  Anything beyond, or under 0, is no reading: DCGM writes "no value" as
+#: 2147483632+ (32-bit ints), 9223372036854775792+ (64-bit) and 140737488355328.0+ (doubles)
+#: (DESIGN.md), all far above these.
+UNIT_HIGH: dict[str, float] = {"%": 100.0, "W": 5000.0, "MHz": 10000.0, "B/s": 2e12,
+                               "B": 1e13}
+
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 METRIC_BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 
@@ -101,7 +109,9 @@ def empty_frame() -> pd.DataFrame:
 def conform(df: pd.DataFrame, *, source: str = "frame") -> pd.DataFrame:
     """Check and coerce ``df`` to the sample schema.
 
-    Missing metric columns are added as NaN; unknown columns are dropped; rows are sorted by
+    Missing metric columns are added as NaN; a metric value under 0 or above its unit's
+    ``UNIT_HIGH`` (a DCGM/NVML blank code, an impossible reading) becomes NaN; unknown
+    columns are dropped; rows are sorted by
     (timestamp, gpu).  ``monotonic`` is filled from ``timestamp`` when absent, ``host`` with
     "localhost" and ``uuid`` with "" when absent.
 
@@ -139,6 +149,10 @@ def conform(df: pd.DataFrame, *, source: str = "frame") -> pd.DataFrame:
             out[col] = pd.to_numeric(out[col], errors="raise").astype(dtype)
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{source}: column {col!r} is not numeric ({exc})") from exc
+        if col in METRIC_BY_NAME:  # a sentinel or impossible value is no reading: NaN
+            high = UNIT_HIGH[METRIC_BY_NAME[col].unit] * (1 + 1e-9)
+            v = out[col]
+            out[col] = v.where(~((v < 0) | (v > high)))
     if out["timestamp"].isna().any():
         raise SchemaError(f"{source}: column 'timestamp' has missing values")
     return out.sort_values(["timestamp", "gpu"], kind="stable").reset_index(drop=True)

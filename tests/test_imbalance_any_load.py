@@ -197,3 +197,28 @@ def test_segment_boundaries_are_scored_early_or_late_alike():
     assert segment_boundary_offsets(segs, labels) == pytest.approx([0.2, 0.3])
     never = segs.assign(phase=["idle", "decode", "decode"])
     assert segment_boundary_offsets(never, labels) == pytest.approx([0.2, 2.0])
+
+
+def test_dcgm_blank_codes_in_a_trace_are_no_reading_and_name_no_hot_gpu(tmp_path):
+    from tealeaves.data.traces import Trace, write_trace
+
+    trace = read_trace(TRACES_DIR / "h200x2_skew_rotation.parquet")
+    labels = read_labels(TRACES_DIR / "h200x2_skew_rotation.labels.csv")
+    bal = labels[(labels["phase"] == "decode") & labels["hot_gpu"].isna()].iloc[0]
+    s = trace.samples.copy()
+    rows = s.index[(s["gpu"] == 0) & s["timestamp"].between(bal.start, bal.end)
+                   & s["dram_active"].notna()][::5]
+    s.loc[rows, "dram_active"] = 140737488355328.0  # DCGM's blank double
+    s.loc[rows, "power_w"] = 140737488355328.0
+    s.loc[rows, "sm_clock_mhz"] = 9223372036854775794.0  # its blank 64-bit int
+    path = write_trace(tmp_path / "blank.parquet", Trace(s, trace.devices))
+    back = read_trace(path).samples
+    assert back["dram_active"].max() <= 100 and back["power_w"].max() < 5000
+    assert back["sm_clock_mhz"].max() < 10000
+    w = classify_trace(read_trace(path))
+    inside = w[(w["start"] >= bal.start) & (w["end"] <= bal.end)]
+    ref = classify_trace(trace)
+    ref_inside = ref[(ref["start"] >= bal.start) & (ref["end"] <= bal.end)]
+    assert len(inside) > 4
+    assert inside["imbalanced"].sum() <= ref_inside["imbalanced"].sum()
+    assert (inside["phase"] == ref_inside["phase"].to_numpy()).all()
