@@ -379,6 +379,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
     try:
         trace = load_trace(args.trace, format=args.format)
         labels = read_labels(args.labels) if args.labels else None
+        if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
+            from ..classifier.evaluate import check_gpus_in_trace
+
+            check_gpus_in_trace(labels, trace.samples, args.labels)
         server = _server_log_truth(args, trace) if args.server_log else None
     except (TraceError, ServerLogError, ImportFormatError) as exc:
         return _fail(str(exc))
@@ -446,7 +450,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
                             if len(trace.samples) else 0.0))
     if score is not None:
         print(f"accuracy: {_na(score['accuracy'])} over {score['labelled_windows']} labelled "
-              f"windows; hot-GPU accuracy on skewed decode: "
+              f"windows; skewed decode windows flagged with the right hot GPU: "
               f"{_na(score['hot_gpu_accuracy'])} over {score['skewed_windows']} windows")
         for ph, acc in score["per_phase_accuracy"].items():
             print(f"  {ph:8s} {acc:.3f}")

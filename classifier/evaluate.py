@@ -64,15 +64,24 @@ def check_labels_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> 
     if samples.empty:
         return
     t0, t1 = float(samples["timestamp"].min()), float(samples["timestamp"].max())
-    gpus = set(samples["gpu"].astype(int))
     for i, r in enumerate(labels.itertuples(index=False)):
         if r.start < t0 - 1e-6 or r.end > t1 + 1e-6:
             raise TraceError(
                 f"{path}: interval {i + 1} ({r.phase}, {r.start:.3f}-{r.end:.3f}) reaches "
                 f"outside the trace ({t0:.3f}-{t1:.3f}); are these the labels of another "
                 "trace?")
-        named = [int(g) for g in str(getattr(r, "hot_set", "") or "").split(",") if g] or \
-            ([int(r.hot_gpu)] if np.isfinite(r.hot_gpu) else [])
+    check_gpus_in_trace(labels, samples, path)
+
+
+def check_gpus_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> None:
+    """Raise ``TraceError`` naming ``path`` when a label's hot GPU (``hot_set``, else
+    ``hot_gpu``) is not a GPU of the trace."""
+    from .imbalance import hot_set_of
+
+    gpus = set(samples["gpu"].astype(int))
+    for i, r in enumerate(labels.itertuples(index=False)):
+        named = hot_set_of(getattr(r, "hot_set", None)) or \
+            ((int(r.hot_gpu),) if np.isfinite(r.hot_gpu) else ())
         for g in named:
             if g not in gpus:
                 raise TraceError(f"{path}: interval {i + 1}: hot_gpu {g} is not a GPU of the "

@@ -288,3 +288,13 @@ def test_a_label_naming_four_hot_gpus_scores_the_set(eight, eight_path, tmp_path
                         str(eight_path), "--labels", str(bad)],
                        capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 2 and "hot_gpu 9 is not a GPU" in r.stderr
+
+
+def test_classify_refuses_labels_naming_a_gpu_the_trace_lacks(eight_path, eight, tmp_path):
+    t = eight.samples["timestamp"]
+    bad = tmp_path / "bad.csv"
+    bad.write_text(f"start,end,phase,hot_gpu\n{t.min():.6f},{t.max():.6f},decode,1;9\n")
+    r = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "classify", str(eight_path),
+                        "--labels", str(bad)], capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert r.returncode == 2 and "hot_gpu 9 is not a GPU" in r.stderr
