@@ -300,6 +300,15 @@ def cmd_bench_classifier(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench_gaps(args: argparse.Namespace) -> int:
+    from . import gap_bench
+
+    res = gap_bench.run(args.gap_days, args.copies)
+    if args.json:
+        print(json.dumps(res))
+    return 0
+
+
 def cmd_bench_dashboard(args: argparse.Namespace) -> int:
     from ..app import bench as dbench
 
@@ -1022,6 +1031,17 @@ def build_parser() -> argparse.ArgumentParser:
                     help="runs, best kept (default 3)")
     bk.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bk.set_defaults(func=cmd_bench_classifier)
+    bg = bsub.add_parser("gaps", help="does a pause between sessions cost anything?",
+                         description="Two stores with the same samples (copies of the bundled "
+                                     "trace), end to end or with a gap of days: dashboard "
+                                     "start, the \"all\" view and a report of each, side by "
+                                     "side, each in a fresh process (seconds, peak RSS).")
+    bg.add_argument("--gap-days", type=_positive, default=30.0,
+                    help="days between the first session and the rest (default 30)")
+    bg.add_argument("--copies", type=_positive_int, default=2,
+                    help="sessions, each one copy of the bundled trace (default 2)")
+    bg.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    bg.set_defaults(func=cmd_bench_gaps)
     bd = bsub.add_parser("dashboard", help="dashboard server time, payload, latency and memory",
                          description="Fill a store with one hour of eight-GPU telemetry at "
                                      "20 Hz, then measure the dashboard: server time and "

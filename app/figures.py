@@ -258,8 +258,11 @@ def bin_index(t: float | np.ndarray, bin_s: float) -> np.ndarray | int:
 
 
 def bin_lanes(samples: pd.DataFrame, gpus: list[int], k_start: int, k_end: int,
-              bin_s: float = 0.1, hold_s: float = 0.35) -> pd.DataFrame:
-    """Mean of every lane column per bin and GPU, on a complete bin grid.
+              bin_s: float = 0.1, hold_s: float = 0.35, dense: bool = False) -> pd.DataFrame:
+    """Mean of every lane column per bin and GPU.
+
+    Cost follows the samples, never ``k_end - k_start``: only bins holding a reading (and
+    the held bins after them) are made, unless ``dense`` asks for every bin of the range.
 
     Args:
         samples: sample frame (``data.schema``); may start before bin ``k_start`` (those
@@ -271,11 +274,14 @@ def bin_lanes(samples: pd.DataFrame, gpus: list[int], k_start: int, k_end: int,
         bin_s: bin width in seconds (> 0).
         hold_s: an empty bin takes the previous bin's value when that is at most this many
             seconds back; GPM refreshes at 10 Hz leave some 0.1-s bins empty.
+        dense: emit every bin ``k_start .. k_end-1`` (NaN rows where nothing was read);
+            memory then follows the range, so only for ranges known to be short.
 
     Returns:
-        Frame indexed by bin index ``k`` (``k_start .. k_end-1``, every bin present), columns a
-        MultiIndex ``(column, gpu)`` over ``LANE_COLUMNS`` x ``gpus``, values in the column's
-        unit (not scaled), NaN where there is no reading.
+        Frame indexed by bin index ``k`` (increasing, within ``k_start .. k_end-1``; the bins
+        that hold a reading or a held one, or every bin with ``dense``), columns a MultiIndex
+        ``(column, gpu)`` over ``LANE_COLUMNS`` x ``gpus``, values in the column's unit (not
+        scaled), NaN where there is no reading.
 
     Raises:
         ValueError: ``bin_s`` is not positive.
@@ -283,20 +289,35 @@ def bin_lanes(samples: pd.DataFrame, gpus: list[int], k_start: int, k_end: int,
     if not bin_s > 0:
         raise ValueError(f"bin_s must be positive, got {bin_s}")
     cols = pd.MultiIndex.from_product([LANE_COLUMNS, list(gpus)], names=["column", "gpu"])
-    index = pd.RangeIndex(k_start, max(k_end, k_start), name="k")
-    if samples.empty or not len(index) or not gpus:
-        return pd.DataFrame(np.nan, index=index, columns=cols)
+    empty = pd.RangeIndex(k_start, max(k_end, k_start), name="k") if dense else \
+        pd.Index([], dtype=np.int64, name="k")
+    if samples.empty or k_end <= k_start or not gpus:
+        return pd.DataFrame(np.nan, index=empty, columns=cols)
     frame = samples[["gpu", *LANE_COLUMNS]].copy()
     frame["k"] = bin_index(samples["timestamp"].to_numpy(), bin_s)
     frame = frame[(frame["k"] < k_end) & frame["gpu"].isin(gpus)]
     means = frame.groupby(["k", "gpu"])[list(LANE_COLUMNS)].mean().unstack("gpu")
     means.columns = means.columns.set_names(["column", "gpu"])
-    k_lo = int(min(k_start, means.index.min())) if len(means) else k_start
-    full = means.reindex(index=pd.RangeIndex(k_lo, k_end, name="k"), columns=cols)
+    means = means.reindex(columns=cols)
     hold = math.floor(hold_s / bin_s + 1e-9)
-    if hold > 0:
-        full = full.ffill(limit=hold)
-    return full.loc[k_start:k_end - 1]
+    ks = means.index.to_numpy(dtype=np.int64)
+    # the bins to emit: each bin with a reading and the ``hold`` bins after it
+    want = np.unique((ks[:, None] + np.arange(hold + 1)[None, :]).ravel()) if len(ks) else ks
+    if dense:
+        want = np.arange(k_start, k_end, dtype=np.int64)
+    want = want[(want >= k_start) & (want < k_end)]
+    grid = np.union1d(ks, want)
+    full = means.reindex(pd.Index(grid, name="k"))
+    if hold > 0 and len(full):
+        # forward fill by bin distance, not by row: a value holds at most ``hold`` bins
+        vals = full.to_numpy(dtype=np.float64)
+        seen = np.where(np.isfinite(vals), grid[:, None].astype(np.float64), np.nan)
+        last_k = pd.DataFrame(seen).ffill().to_numpy()
+        filled = pd.DataFrame(vals).ffill().to_numpy()
+        ok = np.isfinite(vals) | (grid[:, None] - last_k <= hold)
+        full = pd.DataFrame(np.where(ok, filled, np.nan), index=full.index, columns=cols)
+    full = full.reindex(pd.Index(want, name="k"))
+    return full if dense else full[full.notna().any(axis=1)]
 
 
 def gpu_shares(windows: pd.DataFrame, gpus: list[int],

@@ -28,6 +28,7 @@ without any reading are not kept (a pause in collection costs nothing); readers 
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -48,6 +49,8 @@ STALE_S = 1.0
 CONTEXT_WINDOWS = 8
 #: Rows read from the store per step of a catch-up (bounds the memory of the first load).
 READ_CHUNK = 120_000
+#: A pause in the samples longer than this (s) ends a session: the grids jump over it.
+SESSION_GAP_S = 60.0
 #: Seconds of ``/metrics`` scrapes read before the first new cell (their values stand ~1.5 s).
 METRICS_BACK_S = 5.0
 
@@ -131,6 +134,9 @@ class History:
         self._last_update = -math.inf
         self.generation = getattr(self, "generation", -1) + 1
         self.labeller = ""
+        #: ``[first, last]`` sample time (epoch s) of each session: runs of samples without a
+        #: pause longer than ``SESSION_GAP_S``, oldest first
+        self.sessions: list[list[float]] = []
 
     # -- catching up ---------------------------------------------------------------------
     def update(self, force: bool = False) -> bool:
@@ -183,30 +189,60 @@ class History:
         if "monotonic" in frame:
             mono = frame["monotonic"].max()
             self.mono_newest = float(mono) if pd.notna(mono) else self.mono_newest
-        t_done = _complete_until(pend)
-        if self.k_next is None:
-            t0 = float(pend["timestamp"].min())
-            self.k_next = bin_index(t0, self.bin_s)
-            self.j_next = math.ceil(t0 / self.window_s - 1e-9)
+        # A pause longer than SESSION_GAP_S ends a session: what came before it is finished
+        # with the samples it has, and the grids jump over the pause (cost follows samples,
+        # never the span of a gap).
+        ts = pend["timestamp"].to_numpy(dtype=np.float64)
+        cuts = [0, *(np.flatnonzero(np.diff(ts) > SESSION_GAP_S) + 1).tolist(), len(pend)]
+        grew = False
+        for a, b in itertools.pairwise(cuts):
+            piece = pend.iloc[a:b]
+            last = b == len(pend)
+            t0 = float(ts[a])
+            if self.k_next is None or (a > 0 and self._new_session(t0)):
+                self._start_session(t0)
+            if last:
+                t_done = _complete_until(piece)
+            else:  # the session ends here: its last bin and window are all there will be
+                t_done = (bin_index(float(ts[b - 1]), self.bin_s) + 1) * self.bin_s
+            grew |= self._advance(piece, t_done, final=not last)
+            self.sessions[-1][1] = max(self.sessions[-1][1], float(ts[b - 1]))
+        # keep the tail the next bins (hold) and windows (context) need
+        keep = min(self.k_next * self.bin_s - self.hold_s,
+                   (self.j_next - CONTEXT_WINDOWS) * self.window_s) - 1e-6
+        self._pending = pend[pend["timestamp"] >= keep].reset_index(drop=True)
+        return grew
+
+    def _new_session(self, t0: float) -> bool:
+        return self.k_next is not None and t0 > self.k_next * self.bin_s + SESSION_GAP_S / 2
+
+    def _start_session(self, t0: float) -> None:
+        """Move the grids to a session starting at ``t0`` (the first, or one after a pause)."""
+        self.k_next = bin_index(t0, self.bin_s)
+        self.j_next = math.ceil(t0 / self.window_s - 1e-9)
+        self.sessions.append([t0, t0])
+        if self.m_next is not None and self.hop_s:
+            self.m_next = max(self.m_next, bin_index(t0, self.hop_s))
+        if self.s_next is not None:
+            self.s_next = max(self.s_next, bin_index(t0, self.window_s))
+
+    def _advance(self, pend: pd.DataFrame, t_done: float, final: bool) -> bool:
+        """Bins, windows, segments and server cells of ``pend`` up to ``t_done``."""
         k0, j0 = self.k_next, self.j_next
         k1 = max(k0, bin_index(t_done, self.bin_s))
         j1 = max(j0, bin_index(t_done, self.window_s))
         grew = False
         if k1 > k0:
             bins = bin_lanes(pend, self.gpus, k0, k1, self.bin_s, self.hold_s)
-            self._bins.append(bins[bins.notna().any(axis=1)])
+            self._bins.append(bins)
             self.k_next = k1
             grew = True
         if j1 > j0:
-            windows = self._classify(pend, j0, j1)
+            windows = self._classify(pend, j0, j1, final)
             self._windows.append(windows)
             self.j_next = j1
             grew |= len(windows) > 0
         grew |= self._server(t_done)
-        # keep the tail the next bins (hold) and windows (context) need
-        keep = min(self.k_next * self.bin_s - self.hold_s,
-                   (self.j_next - CONTEXT_WINDOWS) * self.window_s) - 1e-6
-        self._pending = pend[pend["timestamp"] >= keep].reset_index(drop=True)
         return grew
 
     def _device_gpus(self) -> set[int]:
@@ -226,7 +262,8 @@ class History:
         of ``segments.DEFAULT_HOP_S`` hops (no segments are made)."""
         return hop_for(self.window_s)
 
-    def _classify(self, frame: pd.DataFrame, j0: int, j1: int) -> pd.DataFrame:
+    def _classify(self, frame: pd.DataFrame, j0: int, j1: int, final: bool = False
+                  ) -> pd.DataFrame:
         w = self.window_s
         ts = frame["timestamp"].to_numpy()
         part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
@@ -235,7 +272,8 @@ class History:
         windows, segs = classify_with_segments(part, self.store.devices(), window_s=w,
                                                complete_until=j1 * w)
         self.labeller = windows.attrs.get("labeller", self.labeller)
-        self._settle(segs, j1)
+        # a session's end settles every slot it has (no later window will cover them)
+        self._settle(segs, j1 + 2 + math.ceil(DEFAULT_LAG_S / w) if final else j1)
         if windows.empty:
             return windows
         j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import itertools
 import json
 import math
 import os
@@ -53,10 +52,10 @@ SCHEMA_VERSION = 2
 SCHEMA_PATH = Path(__file__).with_name("report_schema.json")
 #: Output formats ``write_report`` knows.
 FORMATS = ("html", "pdf", "png", "csv", "json")
-#: Ranges longer than this (s) show progress on the command line.
-PROGRESS_AFTER_S = 600.0
-#: Store reads of long ranges go in pieces of this many seconds (each a progress step).
-READ_CHUNK_S = 300.0
+#: Reads of more samples than this show progress on the command line.
+PROGRESS_AFTER_ROWS = 500_000
+#: Store reads go in pieces of this many samples (keyset pages; each a progress step).
+READ_CHUNK_ROWS = 200_000
 
 
 class ReportError(ValueError):
@@ -161,8 +160,9 @@ def from_store(path: str | Path, start: float | None = None, end: float | None =
 def read_store(store, start: float | None, end: float | None, progress: bool | None = None,
                path: str | Path | None = None) -> ReportInput:
     """A report's input from an open ``SampleStore`` between ``start`` and ``end`` (epoch s;
-    default: all it holds), read in ``READ_CHUNK_S`` pieces (a progress bar on stderr when
-    the range is longer than ``PROGRESS_AFTER_S`` and ``progress`` is not False).
+    default: all it holds), read in pieces of ``READ_CHUNK_ROWS`` samples (a progress bar on
+    stderr when the range holds more than ``PROGRESS_AFTER_ROWS`` samples and ``progress``
+    is not False): the cost follows the samples, never the span.
 
     Raises:
         ReportError: an empty or reversed range, or no samples in it.
@@ -181,14 +181,15 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
     start, end = max(start, span[0]), min(end, span[1] + 1e-6)  # only what is stored
-    edges = np.arange(start, end, READ_CHUNK_S).tolist() + [end]
-    show = progress if progress is not None else (end - start > PROGRESS_AFTER_S)
+    # read by rows (keyset pages on the time index): the cost follows the samples in the
+    # range, never its span
+    total = store.count_range(start, end)
+    show = progress if progress is not None else total > PROGRESS_AFTER_ROWS
     parts = []
-    with _progress(len(edges) - 1, "report: reading the store", show) as bar:
-        for a, b in itertools.pairwise(edges):
-            part = store.read_range(a, b)
-            parts.append(part[part["timestamp"] < b] if b < end else part)
-            bar.update(1)
+    with _progress(total, "report: reading the store", show) as bar:
+        for part in store.iter_range(start, end, READ_CHUNK_ROWS):
+            parts.append(part)
+            bar.update(len(part))
     samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     if samples.empty:
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
@@ -268,8 +269,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         ep_size: expert-parallel size (1: pure TP); must divide ``n_gpus`` and the experts.
         top_n: how many of the most imbalanced windows to list.
         labeller: phase labeller (default: the shipped model, rules as fallback).
-        progress: show progress on stderr (default: when the range is longer than
-            ``PROGRESS_AFTER_S``).
+        progress: show progress on stderr (default: when the input holds more than
+            ``PROGRESS_AFTER_ROWS`` samples).
 
     Raises:
         ReportError: unreadable labels or dump, a dump of another shape, a layout that does
@@ -282,7 +283,7 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
     if s.empty:
         raise ReportError("no samples to report on")
     t0, t1 = float(s["timestamp"].min()), float(s["timestamp"].max())
-    show = progress if progress is not None else (t1 - t0 > PROGRESS_AFTER_S)
+    show = progress if progress is not None else len(inp.samples) > PROGRESS_AFTER_ROWS
     steps = 3 + (labels is not None) + (experts is not None)
     lab = None
     if labels is not None:  # bad inputs are refused before the long part

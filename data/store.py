@@ -470,6 +470,44 @@ class SampleStore:
         return self._typed(df) if not df.empty else empty_frame()
 
     @_guarded
+    def count_range(self, start: float | None = None, end: float | None = None) -> int:
+        """Number of samples with ``start <= timestamp <= end`` (through the time index)."""
+        where, params = _time_range(start, end)
+        return int(self._conn().execute(f"SELECT count(*) FROM samples{where}",
+                                        params).fetchone()[0])
+
+    def iter_range(self, start: float | None = None, end: float | None = None,
+                   rows: int = 200_000) -> Iterable[pd.DataFrame]:
+        """Samples with ``start <= timestamp <= end`` in pieces of at most ``rows`` rows, in
+        (timestamp, id) order: each piece is read from where the last one ended (keyset
+        paging on the time index), so the work follows the samples in the range, never its
+        span (a month's gap or a row dated 2099 costs nothing).
+
+        Yields:
+            Sample frames (``data.schema.COLUMNS``), none of them empty.
+        """
+        where, params = _time_range(start, end)
+        after: tuple[float, int] | None = None
+        while True:
+            clause, args = where, list(params)
+            if after is not None:
+                clause = (clause + " AND" if clause else " WHERE") + " (timestamp, id) > (?, ?)"
+                args += [after[0], after[1]]
+            df = self._page(clause, args, int(rows))
+            if df.empty:
+                return
+            after = (float(df["timestamp"].iloc[-1]), int(df["id"].iloc[-1]))
+            yield self._typed(df.drop(columns="id"))
+            if len(df) < rows:
+                return
+
+    @_guarded
+    def _page(self, where: str, params: list, rows: int) -> pd.DataFrame:
+        return pd.read_sql_query(
+            f"SELECT id, {', '.join(COLUMNS)} FROM samples{where} ORDER BY timestamp, id "
+            f"LIMIT ?", self._conn(), params=[*params, rows])
+
+    @_guarded
     def time_span(self, host: str | None = None) -> tuple[float, float] | None:
         """(first, last) timestamp stored (of ``host`` when given), or None when empty."""
         sql = "SELECT min(timestamp), max(timestamp) FROM samples"

@@ -264,7 +264,12 @@ def test_expert_dump_through_the_command(tmp_path):
     assert r.returncode == 2 and str(flat) in r.stderr and "got shape (3, 8)" in r.stderr
 
 
-def test_long_ranges_show_progress_and_bad_requests_are_refused(tmp_path, capsys):
+def test_long_ranges_show_progress_and_bad_requests_are_refused(tmp_path, capsys, monkeypatch):
+    from tealeaves.app import report as report_mod
+
+    # pages of 7,001 rows: equal timestamps (one per GPU) straddle the page edges
+    monkeypatch.setattr(report_mod, "READ_CHUNK_ROWS", 7_001)
+    monkeypatch.setattr(report_mod, "PROGRESS_AFTER_ROWS", 10_000)
     tr = read_trace(bundled_trace_path())
     s = tr.samples
     span = float(s["timestamp"].max() - s["timestamp"].min()) + 0.5
@@ -275,7 +280,11 @@ def test_long_ranges_show_progress_and_bad_requests_are_refused(tmp_path, capsys
             store.append(s.assign(timestamp=s["timestamp"] + i * span,
                                   monotonic=s["monotonic"] + i * span))
         first, last = store.time_span()
-    rep = build_report(from_store(db))
+    inp = from_store(db)
+    assert len(inp.samples) == 8 * len(s)  # every row once, across the pages
+    assert not inp.samples.duplicated(["timestamp", "gpu"]).any()
+    assert inp.samples["timestamp"].is_monotonic_increasing
+    rep = build_report(inp)
     err = capsys.readouterr().err
     assert "report: reading the store" in err and "report" in err
     assert rep.data["range"]["span_s"] == pytest.approx(last - first, abs=0.5)

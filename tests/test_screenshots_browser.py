@@ -73,6 +73,7 @@ def _upload(page, files: list[tuple[str, bytes]]) -> None:
 
 
 def test_upload_place_compare_and_refuse(served):
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     url, db = served
@@ -189,7 +190,7 @@ def test_upload_place_compare_and_refuse(served):
         try:
             page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
                                    f".startsWith('{want}')", timeout=30_000)
-        except Exception:  # say what the page showed instead
+        except PlaywrightTimeout:  # say what the page showed instead
             raise AssertionError((want, page.inner_text(f"#{ids.VIEW_NOTE}"),
                                   page.evaluate(f"() => {GD}.layout.xaxis.range"))) from None
         assert page.input_value(f"#{ids.RANGE_FROM}") == "2026-05-31 18:31:00.000"

@@ -1,0 +1,60 @@
+"""A store with a month between its sessions costs what its samples cost (issue 19): the
+history keeps the sessions apart, and ``tealeaves bench gaps`` runs small here so it cannot rot."""
+
+from __future__ import annotations
+
+from tealeaves.app import gap_bench
+from tealeaves.app.history import SESSION_GAP_S, History
+from tealeaves.data.store import SampleStore
+
+
+def _history(db):
+    store = SampleStore(db, readonly=True)
+    h = History(store, server_lag_s=0.0)
+    h.update(force=True)
+    return store, h
+
+
+def test_a_month_gap_makes_two_sessions_and_no_more_bins(tmp_path):
+    flat, gap = tmp_path / "flat.db", tmp_path / "gap.db"
+    n = gap_bench.build(flat, 0.0)
+    assert gap_bench.build(gap, 30 * gap_bench.DAY_S) == n
+    s1, h1 = _history(flat)
+    s2, h2 = _history(gap)
+    try:
+        assert len(h1.sessions) == 1 and len(h2.sessions) == 2
+        (a0, a1), (b0, b1) = h2.sessions
+        assert b0 - a1 > 30 * gap_bench.DAY_S - 1 and a1 - a0 > 90 and b1 - b0 > 90
+        # the same samples: the same bins and windows, give or take the cut at the gap
+        assert abs(len(h2.bins(0, 10**13)) - len(h1.bins(0, 10**13))) <= 10
+        assert abs(len(h2.windows()) - len(h1.windows())) <= 4
+        assert h2.memory_bytes() < 1.2 * h1.memory_bytes()
+        # nothing lands in the gap; the segments of the first session reach its end
+        w = h2.windows()
+        assert not ((w["start"] > a1 + 1) & (w["start"] < b0 - 1)).any()
+        seg = h2.segments(a0, a1 + 1)
+        assert seg["end"].max() > a1 - 1.0
+    finally:
+        s1.close()
+        s2.close()
+
+
+def test_a_pause_shorter_than_the_session_gap_is_one_session(tmp_path):
+    db = tmp_path / "pause.db"
+    gap_bench.build(db, SESSION_GAP_S / 2)
+    s, h = _history(db)
+    try:
+        assert len(h.sessions) == 1
+    finally:
+        s.close()
+
+
+def test_bench_gaps_runs_small_and_the_gap_costs_no_more(tmp_path):
+    res = gap_bench.run(gap_days=30.0, copies=2, log=lambda *_: None)
+    assert res["rows"] > 7000
+    # peak memory and the history's start are the samples' cost, not the month's (before
+    # issue 19: 18x the memory, 13x the start, 670x the report)
+    assert res["ratio"]["rss_mb"] < 1.3, res
+    assert res["ratio"]["dashboard start"] < 2.0, res
+    assert res["gap"]["report"] < 2.0 * res["no gap"]["report"] + 0.5, res
+    assert "| report (s) |" in gap_bench.table(res)
