@@ -500,11 +500,7 @@ def _report(f: dict, pages: int, log) -> None:
 
 def main_json(figures: dict) -> str:
     """The figures as one JSON line (NaN as null)."""
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, float) and not math.isfinite(v):
-            return None
-        return v
-    return json.dumps(clean(figures))
+    from ..data.jsontext import dumps
+
+    return dumps(figures)
 

@@ -17,6 +17,8 @@ import sys
 import threading
 from pathlib import Path
 
+from ..data.jsontext import dumps as json_dumps
+
 EXIT_BAD_INPUT = 2
 EXIT_NO_GPU = 3
 
@@ -37,6 +39,36 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _upto(hi: float, what: str):
+    """argparse type: a finite number above 0 and at most ``hi``."""
+
+    def parse(text: str) -> float:
+        v = _positive(text)
+        if v > hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be at most {hi:.10g}")
+        return v
+
+    return parse
+
+
+def _count(hi: int, what: str, lo: int = 1):
+    """argparse type: a whole number from ``lo`` to ``hi``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be from {lo} to {hi}")
+        return v
+
+    return parse
+
+
+DAY = 86_400.0
+
+
 def _positive(text: str) -> float:
     """argparse type: a finite number > 0."""
     try:
@@ -46,6 +78,28 @@ def _positive(text: str) -> float:
     if not (v > 0 and math.isfinite(v)):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
     return v
+
+
+def _bounded(lo: float, hi: float, what: str):
+    """argparse type: a finite number in ``[lo, hi]`` (checked at parse time)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be a finite number from "
+                                             f"{lo:.10g} to {hi:.10g}")
+        return v
+
+    return parse
+
+
+#: A classifier window: 0.05 s to 60 s.
+_window = _bounded(0.05, 60.0, "the window (s)")
+#: UTC epoch seconds from 2000-01-01 to 2100-01-01.
+_epoch_arg = _bounded(946_684_800.0, 4_102_444_800.0, "a UTC epoch time (2000-2100)")
 
 
 def _port(text: str) -> int:
@@ -81,7 +135,7 @@ def _version() -> str:
 
 # -- collect -------------------------------------------------------------------------------
 def cmd_collect(args: argparse.Namespace) -> int:
-    from ..collectors import run_to_store, start_server_signals
+    from ..collectors import claim_store, run_to_store, start_server_signals
     from ..collectors.bench import CpuMeter, _rss_mb
     from ..collectors.nvml import NvmlCollector, health_summary
     from ..collectors.nvml_shim import NvmlUnavailable
@@ -112,6 +166,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
             return _fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
     try:
         store = SampleStore(args.store)
+        claim_store(store, collector, devices)
     except StoreError as exc:
         collector.close()
         return _fail(str(exc))
@@ -158,12 +213,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
     h = collector.health
     if args.stats_json:
         summary = health_summary(h, elapsed)
-        Path(args.stats_json).write_text(json.dumps({
+        Path(args.stats_json).write_text(json_dumps({
             "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
             "gpus": len(devices), "stored": n,
             "elapsed_s": elapsed, "cpu_s": cpu_s,
             "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": rss,
-            "health": summary}, default=str))
+            "health": summary}))
     meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
             "driver": getattr(collector, "driver", None),
             "hostname": socket.gethostname(), "tealeaves": _version()}
@@ -186,6 +241,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
 
 # -- import --------------------------------------------------------------------------------
 def cmd_import(args: argparse.Namespace) -> int:
+    import sqlite3
+
     from ..data.importers import import_file
     from ..data.store import SampleStore, StoreError
 
@@ -202,27 +259,34 @@ def cmd_import(args: argparse.Namespace) -> int:
         store = SampleStore(args.store)
     except StoreError as exc:
         return _fail(str(exc))
-    report = []
     with store:
-        for path, r in zip(args.files, results, strict=True):
-            store.append(r.samples)
-            report.append({"file": str(path), "format": r.format, "rows_read": r.rows_read,
-                           "samples": len(r.samples), "gpus": r.gpus,
-                           "time_span": list(r.time_span),
-                           "skipped": [{"line": n, "reason": why} for n, why in r.skipped]})
+        try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
+            stored, repeats = store.append_all(r.samples for r in results)
+        except sqlite3.Error as exc:
+            return _fail(f"{args.store}: could not store the samples ({exc}); nothing was "
+                         f"imported, the store is as it was")
+    report = [{"file": str(path), "format": r.format, "rows_read": r.rows_read,
+               "samples": len(r.samples), "gpus": r.gpus,
+               "time_span": list(r.time_span), "blanks": r.blanks,
+               "skipped": [{"line": n, "reason": why} for n, why in r.skipped]}
+              for path, r in zip(args.files, results, strict=True)]
     if args.json:
-        print(json.dumps({"store": str(args.store), "files": report}))
+        print(json_dumps({"store": str(args.store), "stored": stored,
+                          "already_stored": repeats, "files": report}))
         return 0
     for f in report:
         t0, t1 = f["time_span"]
-        span = (f"{t1 - t0:.3f} s from {_utc(t0)}" if not math.isnan(t0) else "no time span")
+        span = f"{t1 - t0:.3f} s from {_utc(t0)}" if math.isfinite(t0) else "no time span"
         print(f"{f['file']}: {f['format']}, {f['rows_read']} rows read, {f['samples']} samples, "
               f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} lines skipped")
+        for col, n in f["blanks"].items():
+            print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
         for s in f["skipped"][:20]:
             print(f"  line {s['line']}: {s['reason']}")
         if len(f["skipped"]) > 20:
             print(f"  ... {len(f['skipped']) - 20} more")
-    print(f"stored in {args.store}")
+    again = f" ({repeats} already stored, passed over)" if repeats else ""
+    print(f"stored {stored} samples in {args.store}{again}")
     return 0
 
 
@@ -241,11 +305,11 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         report = probe(poll_s=args.poll)
     except NvmlUnavailable as exc:
         if args.json:
-            print(json.dumps({"gpus": [], "error": str(exc)}))
+            print(json_dumps({"gpus": [], "error": str(exc)}))
         else:
             print(f"no NVIDIA GPU found: {exc}")
         return 0
-    print(json.dumps(report, default=str) if args.json else format_table(report))
+    print(json_dumps(report) if args.json else format_table(report))
     return 0
 
 
@@ -296,7 +360,7 @@ def cmd_bench_classifier(args: argparse.Namespace) -> int:
 
     res = cbench.run(args.seconds, args.gpus, args.repeat)
     if args.json:
-        print(json.dumps(res))
+        print(json_dumps(res))
     return 0
 
 
@@ -305,7 +369,7 @@ def cmd_bench_gaps(args: argparse.Namespace) -> int:
 
     res = gap_bench.run(args.gap_days, args.copies)
     if args.json:
-        print(json.dumps(res))
+        print(json_dumps(res))
     return 0
 
 
@@ -440,7 +504,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
             out["time_accuracy"] = timed
         if server is not None:
             out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
-        print(json.dumps(_nan_to_none(out)))  # a score with no hot GPU labelled is NaN: null
+        print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
         return 0
     if args.csv:
         windows.to_csv(sys.stdout, index=False, float_format="%.4f")
@@ -545,7 +609,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     result = {"trace": str(args.trace), "labels": str(args.labels),
               "labeller": windows.attrs.get("labeller"), **score(windows, labels)}
     if args.json:
-        print(json.dumps(_nan_to_none(result)))
+        print(json_dumps(result))
         return 0
     _print_score(result)
     return 0
@@ -554,17 +618,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def _nan(v) -> float:
     """A JSON number back to a float (null: NaN)."""
     return math.nan if v is None else float(v)
-
-
-def _nan_to_none(x):
-    """JSON has no NaN: unknown figures become null."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    if isinstance(x, dict):
-        return {k: _nan_to_none(v) for k, v in x.items()}
-    if isinstance(x, list | tuple):
-        return [_nan_to_none(v) for v in x]
-    return x
 
 
 def _na(x, w: int = 0, nd: int = 3) -> str:
@@ -617,7 +670,7 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
             _write_validation(result, corpus, cmd)
     if args.json:
-        print(json.dumps(_nan_to_none(result)))
+        print(json_dumps(result))
         return 0
     loto = result.get("trace", {}).get("pooled", {})
     print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  offset  imb-P  "
@@ -656,7 +709,7 @@ def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
                      f"({len(corpus)} labelled traces), held-out windows pooled",
            "chosen": chosen, "held_out": result["pooled"][chosen]}
     path = MODEL_DIR / f"{MODEL_STEM}.validation.json"
-    path.write_text(json.dumps(_nan_to_none(out), indent=1) + "\n")
+    path.write_text(json_dumps(out, indent=1) + "\n")
     return path
 
 
@@ -812,8 +865,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="replay (the bundled trace unless --trace) even when GPUs are found")
     d.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     d.add_argument("--port", type=_port, default=8050, help="port (default 8050; 0 picks one)")
-    d.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1.0)")
-    d.add_argument("--hz", type=_positive, default=10.0, help="live sweep rate (default 10)")
+    d.add_argument("--speed", type=_upto(1000, "the replay speed"), default=1.0, help="replay speed (default 1.0)")
+    d.add_argument("--hz", type=_upto(1000, "the sweep rate (Hz)"), default=10.0, help="live sweep rate (default 10)")
     d.add_argument("--store", type=Path, help="SQLite store to write/read (default: temporary)")
     d.add_argument("--no-collect", action="store_true",
                    help="collect nothing: browse what --store holds (while `tealeaves collect "
@@ -826,10 +879,10 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--prometheus", metavar="URL",
                    help="read a cluster from this Prometheus server: tealeaves' exporters' and "
                         "dcgm-exporter's series, every host, with a cluster overview")
-    d.add_argument("--prometheus-step", type=_positive, default=0.5,
+    d.add_argument("--prometheus-step", type=_upto(3600, "the step (s)"), default=0.5,
                    help="resolution asked of Prometheus, s (default 0.5, the classifier's "
                         "window; each point is the newest scrape at that time)")
-    d.add_argument("--prometheus-lookback", type=_positive, default=5.0,
+    d.add_argument("--prometheus-lookback", type=_upto(DAY, "the lookback (s)"), default=5.0,
                    help="a reading older than this (s) counts as missing, not repeated "
                         "(default 5; set above the scrape interval)")
     d.add_argument("--server-metrics", metavar="URL",
@@ -840,11 +893,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Sweep every GPU through NVML and store the samples.")
     c.add_argument("--store", type=Path, default=Path("tealeaves.db"),
                    help="SQLite store (default tealeaves.db)")
-    c.add_argument("--hz", type=_positive, default=10.0, help="sweeps per second (default 10)")
-    c.add_argument("--duration", type=_positive, help="seconds to collect (default: until Ctrl-C)")
+    c.add_argument("--hz", type=_upto(1000, "the sweep rate (Hz)"), default=10.0, help="sweeps per second (default 10)")
+    c.add_argument("--duration", type=_upto(366 * DAY, "the duration (s)"), help="seconds to collect (default: until Ctrl-C)")
     c.add_argument("--gpus", type=_indices, help="comma-separated GPU indices (default: all)")
     c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
-    c.add_argument("--pcie-hz", type=_positive, default=10.0,
+    c.add_argument("--pcie-hz", type=_upto(1000, "the PCIe rate (Hz)"), default=10.0,
                    help="PCIe byte-counter reads per second (default 10; each read costs "
                         "~0.7 ms of CPU per GPU)")
     c.add_argument("--server-log", type=Path,
@@ -855,7 +908,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="time zone of the server log's timestamps (default UTC)")
     c.add_argument("--server-metrics",
                    help="scrape this SGLang/vLLM /metrics URL into the store")
-    c.add_argument("--server-metrics-interval", type=_positive, default=1.0,
+    c.add_argument("--server-metrics-interval", type=_upto(3600, "the interval (s)"), default=1.0,
                    help="seconds between scrapes (default 1)")
     c.add_argument("--threads", action="store_true",
                    help="read the GPUs of each sweep in parallel threads")
@@ -871,7 +924,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--replay", type=Path, metavar="TRACE",
                    help="collect from this trace played back in real time instead of NVML "
                         "(demos, tests; any importable file)")
-    c.add_argument("--speed", type=_positive, default=1.0, help="replay speed (default 1)")
+    c.add_argument("--speed", type=_upto(1000, "the replay speed"), default=1.0, help="replay speed (default 1)")
     c.add_argument("--loop", action="store_true", help="replay: start over at the end")
     c.add_argument("--host", help="replay: the host name to give the samples (default: the "
                                   "trace's)")
@@ -888,7 +941,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="SQLite store (default tealeaves.db)")
     im.add_argument("--format", help="force a format (dmon, query, prometheus, dcgmi, csv, "
                                      "parquet or a full name)")
-    im.add_argument("--start-time", type=float,
+    im.add_argument("--start-time", type=_epoch_arg,
                     help="UTC epoch s of the first instant for files without timestamps "
                          "(default: the file's mtime is the last instant)")
     im.add_argument("--tz", help="time zone of the files' wall-clock times (default UTC)")
@@ -903,7 +956,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "NVLink, processes) and the rate each metric group can "
                                     "reach on this machine.")
     dr.add_argument("--json", action="store_true", help="print one JSON object")
-    dr.add_argument("--poll", type=float, default=0.5,
+    dr.add_argument("--poll", type=_upto(60, "the poll (s)"), default=0.5,
                     help="seconds of tight polling to measure refresh rates (default 0.5)")
     dr.set_defaults(func=cmd_doctor)
 
@@ -915,14 +968,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "dcgm-exporter text or dcgmi dmon output")
     k.add_argument("--format", help="force the trace's format (default: detected)")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
-    k.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
+    k.add_argument("--window", type=_window, default=0.5, help="window seconds (default 0.5)")
     k.add_argument("--server-log", type=Path,
                    help="SGLang/vLLM log of the same run: its clock offset is estimated from "
                         "the data and it becomes the ground truth when --labels is absent")
     k.add_argument("--tz", default="UTC",
                    help="time zone of the server log's timestamps (IANA name or +HH:MM; "
                         "default UTC)")
-    k.add_argument("--max-offset", type=_positive, default=60.0,
+    k.add_argument("--max-offset", type=_upto(3600, "the largest clock offset (s)"), default=60.0,
                    help="largest clock offset searched, seconds (default 60)")
     fmt = k.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
@@ -983,15 +1036,15 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--experts", type=Path,
                    help="SGLang expert-distribution dump (torch.save file with logical_count "
                         "[passes, layers, experts]; needs torch)")
-    r.add_argument("--tp", type=_positive_int,
+    r.add_argument("--tp", type=_count(4096, "the TP size"),
                    help="GPUs of the TP group for the expert section (default: the trace's)")
-    r.add_argument("--ep", type=_positive_int, default=1,
+    r.add_argument("--ep", type=_count(4096, "the EP size"), default=1,
                    help="expert-parallel size (default 1: pure TP)")
     r.add_argument("--server-log", type=Path,
                    help="the server's log (SGLang/vLLM), aligned to the trace's clock")
     r.add_argument("--tz", default="UTC", help="time zone of the log's stamps (default UTC)")
-    r.add_argument("--window", type=_positive, default=0.5, help="window seconds (default 0.5)")
-    r.add_argument("--top", type=_positive_int, default=10,
+    r.add_argument("--window", type=_window, default=0.5, help="window seconds (default 0.5)")
+    r.add_argument("--top", type=_count(10_000, "--top"), default=10,
                    help="most imbalanced windows to list (default 10)")
     r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],
                    help="output format (default: from --out's suffix)")
@@ -1007,9 +1060,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ground-truth CSV to write (default labels.csv)")
     w.add_argument("--gpus", type=_indices,
                    help="comma-separated CUDA device indices (default: all)")
-    w.add_argument("--scale", type=_positive, default=1.0,
+    w.add_argument("--scale", type=_upto(100, "the scale"), default=1.0,
                    help="multiply every phase duration (default 1.0, ~95 s on two GPUs)")
-    w.add_argument("--hot-experts", type=int, default=48,
+    w.add_argument("--hot-experts", type=_count(1_000_000, "--hot-experts", lo=0), default=48,
                    help="experts run by the hot GPU per decode step (balanced: 8)")
     w.add_argument("--scenario", default="default", choices=["default", *SCENARIOS],
                    help="which schedule to run (default: the bundled trace's); the others are "
@@ -1024,10 +1077,10 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Time the trained phase model and the v0 rules on one "
                                      "hour of eight-GPU telemetry at 20 Hz (tiled from the "
                                      "bundled real trace), pinned to one CPU core.")
-    bk.add_argument("--seconds", type=_positive, default=3600.0,
+    bk.add_argument("--seconds", type=_upto(7 * DAY, "the length (s)"), default=3600.0,
                     help="telemetry length (default 3600)")
-    bk.add_argument("--gpus", type=_positive_int, default=8, help="GPUs (default 8)")
-    bk.add_argument("--repeat", type=_positive_int, default=3,
+    bk.add_argument("--gpus", type=_count(1024, "the GPU count"), default=8, help="GPUs (default 8)")
+    bk.add_argument("--repeat", type=_count(1000, "--repeat"), default=3,
                     help="runs, best kept (default 3)")
     bk.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bk.set_defaults(func=cmd_bench_classifier)
@@ -1036,9 +1089,9 @@ def build_parser() -> argparse.ArgumentParser:
                                      "trace), end to end or with a gap of days: dashboard "
                                      "start, the \"all\" view and a report of each, side by "
                                      "side, each in a fresh process (seconds, peak RSS).")
-    bg.add_argument("--gap-days", type=_positive, default=30.0,
+    bg.add_argument("--gap-days", type=_upto(3650, "the gap (days)"), default=30.0,
                     help="days between the first session and the rest (default 30)")
-    bg.add_argument("--copies", type=_positive_int, default=2,
+    bg.add_argument("--copies", type=_count(100, "--copies"), default=2,
                     help="sessions, each one copy of the bundled trace (default 2)")
     bg.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bg.set_defaults(func=cmd_bench_gaps)
@@ -1049,15 +1102,15 @@ def build_parser() -> argparse.ArgumentParser:
                                      "live tick; sample-to-screen latency in headless Chromium; "
                                      "server memory with 1 and 5 pages; and the same with "
                                      "plotly-resampler.")
-    bd.add_argument("--seconds", type=_positive, default=3600.0,
+    bd.add_argument("--seconds", type=_upto(7 * DAY, "the length (s)"), default=3600.0,
                     help="telemetry in the store (default 3600)")
-    bd.add_argument("--gpus", type=_positive_int, default=8, help="GPUs (default 8)")
+    bd.add_argument("--gpus", type=_count(1024, "the GPU count"), default=8, help="GPUs (default 8)")
     bd.add_argument("--store", type=Path,
                     help="where to write the store (default: a temporary file); an existing "
                          "file is only overwritten if this benchmark made it")
-    bd.add_argument("--live-seconds", type=_positive, default=30.0,
+    bd.add_argument("--live-seconds", type=_upto(3600, "the live run (s)"), default=30.0,
                     help="seconds of live latency measurement (default 30)")
-    bd.add_argument("--pages", type=_positive_int, default=5,
+    bd.add_argument("--pages", type=_count(100, "--pages"), default=5,
                     help="pages open for the memory figure (default 5)")
     bd.add_argument("--no-browser", action="store_true", help="skip the Chromium part")
     bd.add_argument("--no-resampler", action="store_true", help="skip plotly-resampler")
@@ -1068,12 +1121,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "nvitop's ResourceMetricCollector and nvidia-smi at their "
                                      "fastest on the same GPUs; print rates, CPU % of one core, "
                                      "NVML time per sweep and RSS, and an 8-GPU cost model.")
-    bc.add_argument("--gpus", type=int, help="number of GPUs (default: all)")
-    bc.add_argument("--seconds", type=_positive, default=30.0, help="seconds per tool (default 30)")
-    bc.add_argument("--hz", type=_positive, default=50.0, help="tealeaves sweep rate (default 50)")
-    bc.add_argument("--pcie-hz", type=_positive, default=10.0,
+    bc.add_argument("--gpus", type=_count(1024, "the GPU count"), help="number of GPUs (default: all)")
+    bc.add_argument("--seconds", type=_upto(7 * DAY, "the length (s)"), default=30.0, help="seconds per tool (default 30)")
+    bc.add_argument("--hz", type=_upto(1000, "the sweep rate (Hz)"), default=50.0, help="tealeaves sweep rate (default 50)")
+    bc.add_argument("--pcie-hz", type=_upto(1000, "the PCIe rate (Hz)"), default=10.0,
                     help="tealeaves PCIe counter reads per second (default 10)")
-    bc.add_argument("--soak", type=_positive, help="also run the collector this many seconds, "
+    bc.add_argument("--soak", type=_upto(7 * DAY, "the soak (s)"), help="also run the collector this many seconds, "
                                                "recording RSS (e.g. 600)")
     bc.add_argument("--no-compare", action="store_true", help="skip nvitop and nvidia-smi")
     bc.add_argument("--out", type=Path, default=Path("bench-out"),
@@ -1086,11 +1139,11 @@ def build_parser() -> argparse.ArgumentParser:
                                      "time), run Debian's prometheus scraping --targets such "
                                      "nodes, and work out 1000 nodes x 8 GPUs at 1 s and 10 s "
                                      "(docs/scale.md).")
-    bp.add_argument("--targets", type=_positive_int, default=50,
+    bp.add_argument("--targets", type=_count(100_000, "--targets"), default=50,
                     help="simulated nodes scraped (default 50)")
-    bp.add_argument("--interval", type=_positive, default=1.0,
+    bp.add_argument("--interval", type=_upto(3600, "the interval (s)"), default=1.0,
                     help="scrape interval, s (default 1)")
-    bp.add_argument("--seconds", type=_positive, default=60.0,
+    bp.add_argument("--seconds", type=_upto(7 * DAY, "the length (s)"), default=60.0,
                     help="seconds measured (default 60)")
     bp.add_argument("--json", type=Path, help="also write the figures to this JSON file")
     bp.set_defaults(func=cmd_bench_prometheus)
@@ -1124,6 +1177,12 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except RuntimeError as exc:
+        from ..data.store import StoreError
+
+        if isinstance(exc, StoreError):  # a damaged or foreign store met mid-command
+            return _fail(str(exc))
+        raise
 
 
 if __name__ == "__main__":  # pragma: no cover

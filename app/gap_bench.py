@@ -118,6 +118,7 @@ def table(res: dict) -> str:
 
 if __name__ == "__main__":  # the measuring child: python -m tealeaves.app.gap_bench --measure DB
     if len(sys.argv) == 3 and sys.argv[1] == "--measure":
-        print(json.dumps(measure(Path(sys.argv[2]))))
+        from ..data.jsontext import dumps
+        print(dumps(measure(Path(sys.argv[2]))))
     else:
         sys.exit("usage: python -m tealeaves.app.gap_bench --measure STORE")

@@ -240,7 +240,8 @@ def main(targets: int = 50, interval: float = 1.0, seconds: float = 60.0,
     result = {"exporter": exp, "prometheus": prom, "fleet": rows,
               "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     if out is not None:
-        out.write_text(json.dumps(result, indent=1))
+        from ..data.jsontext import dumps
+        out.write_text(dumps(result, indent=1))
     return result
 
 

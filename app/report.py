@@ -153,7 +153,9 @@ def from_store(path: str | Path, start: float | None = None, end: float | None =
     try:
         with SampleStore(path, readonly=True) as store:
             return read_store(store, start, end, progress, path)
-    except (StoreError, OSError) as exc:
+    except StoreError as exc:  # its message names the file
+        raise ReportError(str(exc)) from None
+    except OSError as exc:
         raise ReportError(f"{path}: {exc}") from None
 
 

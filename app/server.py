@@ -17,6 +17,7 @@ line.  The dashboard draws a server lane once the store holds server events or m
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import socket
@@ -31,7 +32,7 @@ from pathlib import Path
 import pandas as pd
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from ..collectors import run_to_store, start_server_signals
+from ..collectors import claim_store, run_to_store, start_server_signals
 from ..collectors.nvml import health_summary
 from ..data import bundled_trace_path
 from ..data.importers import load_trace
@@ -290,7 +291,12 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         if store_path is None:
             tmpdir = tempfile.mkdtemp(prefix="tealeaves-")
             store_path = Path(tmpdir) / "samples.db"
-        store = SampleStore(store_path)
+        # a store to browse on a read-only mount (or a file we may not write) opens read-only
+        readonly = source.kind == "store" and not (
+            os.access(store_path, os.W_OK) and os.access(Path(store_path).parent, os.W_OK))
+        store = SampleStore(store_path, readonly=readonly)
+        if source.kind != "store":  # a source that writes: one writer per host and store
+            claim_store(store, source.collector, source.devices)
     except BaseException:
         source.collector.close()
         if tmpdir:

@@ -7,6 +7,7 @@ sample frames, ``close()`` and a ``health`` dict; ``run_to_store`` drives any of
 
 from __future__ import annotations
 
+import math
 import sqlite3
 import sys
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..data.schema import FIELD_LIMITS, is_blank, screen_values
 from ..data.store import SampleStore
 
 #: Samples held in memory while the store cannot be written (about 10 min of 8 GPUs at 20 Hz);
@@ -51,6 +53,8 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     if devices is None:
         devices = collector.open()
     health = collector.health
+    health.setdefault("blank_values", {})
+    health.setdefault("out_of_range_values", {})
     backlog: deque[pd.DataFrame | list[dict]] = deque()
     backlog_rows = 0
     stored = 0
@@ -63,6 +67,7 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
                     pending_devices = None
                 except sqlite3.Error:
                     health["store_errors"] += 1
+            screen_batch(batch, health["blank_values"], health["out_of_range_values"])
             backlog.append(batch)
             backlog_rows += len(batch)
             while backlog_rows > max_buffered and len(backlog) > 1:
@@ -90,6 +95,57 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
         return stored
     finally:
         collector.close()
+
+
+#: ``FIELD_LIMITS`` as the hot path reads them (the high end with conform's tolerance).
+_LIMITS = tuple((c, lo, hi * (1 + 1e-9)) for c, (lo, hi) in FIELD_LIMITS.items())
+
+
+def claim_store(store: SampleStore, collector, devices=None) -> None:
+    """Take ``store``'s collector lock for the host ``collector`` writes (its ``host``, or the
+    hosts of its device rows for a replay).
+
+    Raises:
+        data.store.StoreError: another collector writes that host into that store.
+    """
+    host = getattr(collector, "host", None)
+    if not host and devices is not None and len(devices) and "host" in devices:
+        host = "+".join(sorted({str(h) for h in devices["host"]}))
+    store.claim_writer(host or "replay")
+
+
+def screen_batch(batch, blanks: dict[str, int], out_of_range: dict[str, int]) -> None:
+    """Make blank codes and impossible values of a collector batch NaN, in place, counting
+    them per column (``data.schema.FIELD_LIMITS`` and ``SENTINELS``).
+
+    Args:
+        batch: a list of row dicts (the NVML collector's) or a sample frame (a replay's).
+        blanks, out_of_range: ``{column: count}`` to add to.
+    """
+    if isinstance(batch, pd.DataFrame):
+        counts: dict = {}
+        for col in FIELD_LIMITS:
+            if col in batch:
+                clean, n_blank, bad = screen_values(col, batch[col].to_numpy())
+                if n_blank or bad.any():
+                    batch[col] = clean
+                    counts[col] = (n_blank, int(bad.sum()))
+        for col, (nb, nbad) in counts.items():
+            if nb:
+                blanks[col] = blanks.get(col, 0) + nb
+            if nbad:
+                out_of_range[col] = out_of_range.get(col, 0) + nbad
+        return
+    for row in batch:
+        for col, low, high in _LIMITS:
+            v = row.get(col)
+            # NaN compares False both ways: only a number outside the range gets here
+            if v is not None and (v < low or v > high):
+                row[col] = math.nan
+                if is_blank(v):
+                    blanks[col] = blanks.get(col, 0) + 1
+                else:
+                    out_of_range[col] = out_of_range.get(col, 0) + 1
 
 
 def start_server_signals(store: SampleStore, stop: threading.Event, *,

@@ -274,7 +274,8 @@ def run(gpus: int, seconds: float, hz: float, out_dir: Path, compare: bool = Tru
         w.writeheader()
         for r in result["rows"]:
             w.writerow(r)
-    (out_dir / "collector_bench.json").write_text(json.dumps(result, indent=1, default=str))
+    from ..data.jsontext import dumps
+    (out_dir / "collector_bench.json").write_text(dumps(result, indent=1))
     log(format_table(result))
     return result["rows"]
 

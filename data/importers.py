@@ -61,14 +61,27 @@ import re
 import time as _time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
 
-from .schema import COLUMNS, METRIC_NAMES, SchemaError, conform, empty_frame, gpus_in
+from .schema import (
+    COLUMNS,
+    EARLIEST_TS,
+    FIELD_LIMITS,
+    FUTURE_SLACK_S,
+    METRIC_BY_NAME,
+    METRIC_NAMES,
+    SchemaError,
+    conform,
+    empty_frame,
+    gpus_in,
+    is_blank,
+    out_of_range,
+)
 from .traces import Trace, TraceError, read_trace
 
 __all__ = [
@@ -115,8 +128,6 @@ _EXPECTED = ("nvidia-smi dmon output, nvidia-smi --query-gpu CSV, dcgm-exporter 
 MIB = 2**20
 _DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
                      "dcgm_exporter": 30.0}
-_PERCENT_COLUMNS = frozenset({"gpu_util", "mem_copy_util", "sm_active", "sm_occupancy",
-                              "tensor_active", "dram_active"})
 _MAX_GPU_INDEX = 4096
 _SCAN_LINES = 4000
 
@@ -135,10 +146,13 @@ class ImportResult:
         format: the format name used (one of ``FORMATS``).
         rows_read: source data rows accepted (lines for the line formats, metric samples for
             dcgm-exporter, rows for tealeaves files).
-        skipped: ``(line number, reason)`` for every non-blank, non-header line not imported.
+        skipped: ``(line number, reason)`` for every non-blank, non-header line not imported
+            (a row with a value outside ``schema.FIELD_LIMITS`` or an implausible time too).
         source: the file name (or the name given to :func:`import_text`).
         gpus: sorted GPU indices present in ``samples``.
         time_span: ``(first, last)`` timestamp in UTC epoch seconds; ``(nan, nan)`` if empty.
+        blanks: ``{column: n}``, the fields the source left blank (a ``schema.SENTINELS``
+            code or a text marker such as ``[N/A]``), stored as NaN.
     """
 
     samples: pd.DataFrame
@@ -148,6 +162,7 @@ class ImportResult:
     source: str = ""
     gpus: list[int] = field(default_factory=list)
     time_span: tuple[float, float] = (math.nan, math.nan)
+    blanks: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -365,15 +380,27 @@ def _anchor(start: float | None, end: float, n_instants: int, interval: float) -
     return end - max(n_instants - 1, 0) * interval
 
 
+class _Blank(float):
+    """A field the source left blank (a text marker or a ``schema.SENTINELS`` code): NaN that
+    remembers it was a blank, so the import can count it."""
+
+
+#: The one blank value; ``v is BLANK`` tells a blank from a plain missing value.
+BLANK = _Blank("nan")
+#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.
+_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", ""})
+
+
 def _number(tok: str) -> float:
-    """Parse one numeric field; '-', 'N/A' and bracketed notes are NaN.
+    """Parse one numeric field; '-', 'N/A' and bracketed notes ('[N/A]', '[Not Supported]')
+    are ``BLANK``.
 
     Raises:
         ValueError: not a finite, non-negative number.
     """
     t = tok.strip()
-    if t in ("-", "N/A", "n/a", "NA", "") or (t.startswith("[") and t.endswith("]")):
-        return math.nan
+    if t in _BLANK_TEXT or (t.startswith("[") and t.endswith("]")):
+        return BLANK
     if not _RE_NUMBER.match(t):
         raise ValueError(f"not a number: {tok!r}")
     v = float(t)
@@ -385,11 +412,62 @@ def _number(tok: str) -> float:
 
 
 def _scaled(col: str, raw: float, factor: float) -> float:
-    """Apply ``factor``; check percentages land in 0-100."""
+    """``raw`` in ``col``'s unit: a blank (``BLANK`` or a ``schema.SENTINELS`` code) stays
+    ``BLANK``; otherwise ``raw * factor``, checked against ``schema.FIELD_LIMITS``.
+
+    Raises:
+        ValueError: the value lies outside the column's valid range (the row is refused).
+    """
+    if raw is BLANK or (not math.isnan(raw) and is_blank(raw)):
+        return BLANK
     v = raw * factor
-    if col in _PERCENT_COLUMNS and not math.isnan(v) and v > 100.0 + 1e-9:
-        raise ValueError(f"{col} {raw:g} out of range")
+    if not math.isnan(v) and out_of_range(col, v):
+        low, high = FIELD_LIMITS[col]
+        unit = METRIC_BY_NAME[col].unit
+        raise ValueError(f"{col} {v:g} {unit} is outside its valid range {low:g}-{high:g} {unit}")
     return v
+
+
+def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int, str]],
+                                                         dict[str, int]]:
+    """Refuse rows whose time is implausible; count the blanks of the rest.
+
+    A timestamp before ``schema.EARLIEST_TS`` (2000), more than ``FUTURE_SLACK_S`` past
+    ``now``, or more than that past the rest of the file (a handful of rows, at most 1 %,
+    after a jump of over a day) is refused with its line number.
+
+    Returns:
+        ``(kept records, refused [(line, reason)], blanks {column: count})``.
+    """
+    refused: list[tuple[int, str]] = []
+    if not records:
+        return records, refused, {}
+    ts = np.array([r["timestamp"] for r in records], dtype=np.float64)
+    bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
+    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now")
+    order = np.argsort(np.where(bad, -np.inf, ts), kind="stable")
+    good_sorted = order[~bad[order]]
+    if len(good_sorted) > 1:
+        jumps = np.flatnonzero(np.diff(ts[good_sorted]) > FUTURE_SLACK_S)
+        if len(jumps):
+            after = good_sorted[jumps[-1] + 1:]
+            if len(after) <= max(3, len(good_sorted) // 100):
+                bad[after] = True
+                why[after] = "more than a day after the file's other rows"
+    kept: list[dict] = []
+    blanks: dict[str, int] = {}
+    for r, b, w, t in zip(records, bad, why, ts, strict=True):
+        if b:
+            when = (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+                    if math.isfinite(t) and -6e10 < t < 2.5e11 else "out of any calendar")
+            refused.append((int(r.get("_line", 0)),
+                            f"timestamp {t:.17g} ({when}) is {w}: row refused"))
+            continue
+        for k, v in r.items():
+            if v is BLANK:
+                blanks[k] = blanks.get(k, 0) + 1
+        kept.append(r)
+    return kept, refused, blanks
 
 
 def _gpu_index(tok: str) -> int:
@@ -414,11 +492,14 @@ def _frame(records: list[dict], name: str) -> pd.DataFrame:
         raise ImportFormatError(f"{name}: rows do not fit the sample schema ({exc})") from exc
 
 
-def _summary(df: pd.DataFrame, fmt: str, rows_read: int, skipped, name: str) -> ImportResult:
+def _summary(df: pd.DataFrame, fmt: str, rows_read: int, skipped, name: str,
+             blanks: dict[str, int] | None = None) -> ImportResult:
     span = ((float(df["timestamp"].min()), float(df["timestamp"].max())) if len(df)
             else (math.nan, math.nan))
-    return ImportResult(samples=df, format=fmt, rows_read=rows_read, skipped=list(skipped),
-                        source=name, gpus=gpus_in(df) if len(df) else [], time_span=span)
+    return ImportResult(samples=df, format=fmt, rows_read=rows_read,
+                        skipped=sorted(skipped), source=name,
+                        gpus=gpus_in(df) if len(df) else [], time_span=span,
+                        blanks=dict(sorted((blanks or {}).items())))
 
 
 def _lines(text: str) -> Iterable[tuple[int, str]]:
@@ -482,7 +563,7 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
                 why = f"MIG instance row (gi={row.get('gi')}, ci={row.get('ci')})"
                 skipped.append((n, why + " not imported"))
                 continue
-            rec: dict = {"host": host, "gpu": gpu, "uuid": ""}
+            rec: dict = {"host": host, "gpu": gpu, "uuid": "", "_line": n}
             for col, (target, factor) in DMON_COLUMNS.items():
                 if col in row:
                     rec[target] = _scaled(target, _number(row[col]), factor)
@@ -601,7 +682,8 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             continue
         row = dict(zip(header, fields, strict=True))
         try:
-            rec: dict = {"host": host, "uuid": row.get("uuid", row.get("gpu_uuid", ""))}
+            rec: dict = {"host": host, "uuid": row.get("uuid", row.get("gpu_uuid", "")),
+                         "_line": n}
             best: dict[str, int] = {}
             for name, (target, factor, unit, prio) in QUERY_COLUMNS.items():
                 if name in row and prio < best.get(target, 99):
@@ -720,7 +802,8 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
             key = ("scrape", scrape.place((h, gpu, uuid, smp.name)))
         else:
             key = ("ts", ts)
-        row = rows.setdefault((key, h, gpu), {"_key": key, "host": h, "gpu": gpu, "uuid": uuid})
+        row = rows.setdefault((key, h, gpu), {"_key": key, "host": h, "gpu": gpu, "uuid": uuid,
+                                              "_line": n})
         if uuid and not row["uuid"]:
             row["uuid"] = uuid
         if target:
@@ -803,7 +886,7 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             continue
         try:
             gpu = _gpu_index(ident)
-            rec: dict = {"host": host, "gpu": gpu, "uuid": ""}
+            rec: dict = {"host": host, "gpu": gpu, "uuid": "", "_line": n}
             for name, tok in zip(fields, toks, strict=True):
                 if name in DCGMI_FIELDS:
                     target, factor = DCGMI_FIELDS[name]
@@ -849,7 +932,8 @@ def _parse_tealeaves_csv(text: str, *, host: str
             if not _RE_NUMBER.match(row["timestamp"].lstrip("-")):
                 raise ValueError(f"bad timestamp {row['timestamp']!r}")
             rec: dict = {"gpu": _gpu_index(row["gpu"]), "timestamp": float(row["timestamp"]),
-                         "host": row.get("host") or host, "uuid": row.get("uuid", "")}
+                         "host": row.get("host") or host, "uuid": row.get("uuid", ""),
+                         "_line": n}
             if not math.isfinite(rec["timestamp"]):
                 raise ValueError("timestamp not finite")
             if row.get("monotonic"):
@@ -935,7 +1019,9 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     if not records and detect_text(text) != fmt:
         raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                 f"expected {_EXPECTED}")
-    return _summary(_frame(records, name), fmt, nread, skipped, name)
+    records, refused, blanks = _screen(records, _time.time())
+    return _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
+                    name, blanks)
 
 
 def import_file(path: str | Path, format: str | None = None,
@@ -983,14 +1069,25 @@ def import_file(path: str | Path, format: str | None = None,
     if fmt in LOG_FORMATS:
         raise ImportFormatError(f"{name}: is a server log ({fmt}); use the server-log parser")
     if fmt == "tealeaves_parquet":
+        counts: dict = {}
         try:
-            trace = read_trace(path)
+            trace = read_trace(path, counts=counts)
         except TraceError as exc:
             raise ImportFormatError(f"{exc}; expected a tealeaves Parquet trace") from exc
         df = trace.samples
         if host:
             df = df.assign(host=df["host"].where(df["host"] != "localhost", host))
-        return _summary(df, fmt, len(df), [], name)
+        # a Parquet trace has no lines: a refused row is named by its row (1 = first, in
+        # time order); values outside the field limits were read as NaN and are counted
+        recs = [{"timestamp": t, "_line": i + 1} for i, t in enumerate(df["timestamp"])]
+        kept, refused, _ = _screen(recs, _time.time())
+        if refused:
+            df = df.iloc[[r["_line"] - 1 for r in kept]].reset_index(drop=True)
+        blanks = {c: v["blank"] for c, v in counts.items() if v["blank"]}
+        bad = [(0, f"{c}: {v['out_of_range']} values outside the field limits, read as NaN")
+               for c, v in counts.items() if v["out_of_range"]]
+        return _summary(df, fmt, len(df), [*(( n, "row " + why) for n, why in refused), *bad],
+                        name, blanks)
     text = _decode(data, name)
     if fmt == "nvidia_smi_query" and not columns and not any(
             "," in ln and _is_query_header(_csv_fields(ln.strip()))

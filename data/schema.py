@@ -69,14 +69,101 @@ METRICS: tuple[Metric, ...] = (
 
 #: The largest physical reading per unit: 100 %; 5 kW of board power (GB200's superchip draws
 #: about 2.7 kW); 10 GHz; 2 TB/s (NVLink 5 is 1.8 TB/s a GPU, PCIe 6 x16 0.13 TB/s); 10 TB of
-#: device memory.  Anything beyond, or under 0, is no reading: DCGM writes "no value" as
-#: 2147483632+ (32-bit ints), 9223372036854775792+ (64-bit) and 140737488355328.0+ (doubles)
-#: (DESIGN.md), all far above these.
+#: device memory.
 UNIT_HIGH: dict[str, float] = {"%": 100.0, "W": 5000.0, "MHz": 10000.0, "B/s": 2e12,
                                "B": 1e13}
 
+#: The one table of field limits: every metric column's valid range ``(low, high)`` in its
+#: unit, both ends included.  A value outside it is no reading: importers refuse its row (with
+#: the line number), the collector and the Prometheus reader store NaN and count it.
+FIELD_LIMITS: dict[str, tuple[float, float]] = {}  # filled below from METRICS
+
+#: The "no value" codes each source writes where a reading should be, as raw numbers (before
+#: any unit conversion).  A raw value equal to one of them is a *blank*: NaN, counted, never a
+#: reading.
+#:
+#: - DCGM (``dcgm_structs.h``): ``DCGM_INT32_BLANK`` 0x7ffffff0 and the next three codes (not
+#:   found, not supported, no permission); ``DCGM_INT64_BLANK`` 0x7ffffffffffffff0 + 0..3;
+#:   ``DCGM_FP64_BLANK`` 140737488355328.0 (2**47) + 0..3 (DESIGN.md, "Terms").
+#: - NVML (``nvml.h``): ``NVML_VALUE_NOT_AVAILABLE`` is -1 in the unsigned type of the call:
+#:   0xFFFFFFFF (32-bit) and 0xFFFFFFFFFFFFFFFF (64-bit).
+#: - nvidia-smi and dcgmi print text instead (``[N/A]``, ``N/A``, ``-``,
+#:   ``[Not Supported]``, ...): the importers read those tokens as blanks.
+SENTINELS: dict[str, tuple[float, ...]] = {
+    "dcgm_int32": tuple(float(0x7FFFFFF0 + i) for i in range(4)),
+    "dcgm_int64": tuple(float(0x7FFFFFFFFFFFFFF0 + i) for i in range(4)),
+    "dcgm_fp64": tuple(140737488355328.0 + i for i in range(4)),
+    "nvml": (float(0xFFFFFFFF), float(0xFFFFFFFFFFFFFFFF)),
+}
+_BLANK_CODES = np.array(sorted({c for codes in SENTINELS.values() for c in codes}))
+
+#: Unit factors the readers apply to raw values (mW -> W, MiB -> B, MB/s -> B/s, KB/s -> B/s,
+#: MiB/s -> B/s): a blank code that went through one is still a blank.
+RAW_FACTORS: tuple[float, ...] = (1.0, 1e-3, 2.0**20, 1e6, 1e3, 1024.0)
+
+#: Timestamps before this (2000-01-01 UTC) are not readings of a GPU that runs an LLM.
+EARLIEST_TS = 946_684_800.0
+#: How far (s) a timestamp may lie past now, or past the rest of its file, before it is refused.
+FUTURE_SLACK_S = 86_400.0
+
+
+def is_blank(raw) -> np.ndarray | bool:
+    """True where ``raw`` (a number or array, before unit conversion) is one of ``SENTINELS``.
+
+    Raises nothing; NaN is not a blank (it is already no reading).
+    """
+    v = np.asarray(raw, dtype=np.float64)
+    pos = np.clip(np.searchsorted(_BLANK_CODES, v), 0, len(_BLANK_CODES) - 1)
+    near = np.abs(_BLANK_CODES[pos] - v) <= _BLANK_CODES[pos] * 1e-12
+    low = np.clip(pos - 1, 0, len(_BLANK_CODES) - 1)
+    near |= np.abs(_BLANK_CODES[low] - v) <= _BLANK_CODES[low] * 1e-12
+    return bool(near) if near.ndim == 0 else near
+
+
+def is_blank_scaled(value) -> np.ndarray | bool:
+    """``is_blank`` of a value already converted by one of ``RAW_FACTORS`` (a DCGM blank in
+    MiB read back as bytes, say)."""
+    v = np.asarray(value, dtype=np.float64)
+    out = np.zeros(v.shape, dtype=bool)
+    big = v > 1e5  # every code is above 2**31 before scaling; well above this after
+    if big.any():
+        for f in RAW_FACTORS:
+            out |= big & is_blank(v / f)
+    return bool(out) if out.ndim == 0 else out
+
+
+def out_of_range(col: str, values) -> np.ndarray | bool:
+    """True where ``values`` of metric ``col`` lie outside ``FIELD_LIMITS[col]`` (NaN: False).
+
+    Raises:
+        KeyError: ``col`` is not a metric column.
+    """
+    low, high = FIELD_LIMITS[col]
+    v = np.asarray(values, dtype=np.float64)
+    bad = (v < low) | (v > high * (1 + 1e-9))
+    return bool(bad) if bad.ndim == 0 else bad
+
+
+def screen_values(col: str, values: np.ndarray) -> tuple[np.ndarray, int, np.ndarray]:
+    """Blank codes and out-of-range values of metric ``col`` as NaN.
+
+    Args:
+        col: a metric column (``FIELD_LIMITS``).
+        values: shape (n,), in the column's unit.
+
+    Returns:
+        ``(clean, n_blank, bad)``: values with both kinds made NaN, the number of blank codes,
+        and a bool mask (n,) of the out-of-range (not blank) values.
+    """
+    v = np.asarray(values, dtype=np.float64)
+    blank = is_blank_scaled(v)
+    bad = out_of_range(col, v) & ~blank
+    return np.where(blank | bad, np.nan, v), int(blank.sum()), bad
+
+
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 METRIC_BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+FIELD_LIMITS.update({m.name: (0.0, UNIT_HIGH[m.unit]) for m in METRICS})
 
 #: All columns of the sample frame, in order.
 COLUMNS: tuple[str, ...] = ID_COLUMNS + METRIC_NAMES
@@ -106,18 +193,20 @@ def empty_frame() -> pd.DataFrame:
     return conform(pd.DataFrame({c: [] for c in COLUMNS}))
 
 
-def conform(df: pd.DataFrame, *, source: str = "frame") -> pd.DataFrame:
+def conform(df: pd.DataFrame, *, source: str = "frame",
+            counts: dict[str, dict[str, int]] | None = None) -> pd.DataFrame:
     """Check and coerce ``df`` to the sample schema.
 
-    Missing metric columns are added as NaN; a metric value under 0 or above its unit's
-    ``UNIT_HIGH`` (a DCGM/NVML blank code, an impossible reading) becomes NaN; unknown
-    columns are dropped; rows are sorted by
-    (timestamp, gpu).  ``monotonic`` is filled from ``timestamp`` when absent, ``host`` with
-    "localhost" and ``uuid`` with "" when absent.
+    Missing metric columns are added as NaN; a blank code (``SENTINELS``, also after a unit
+    factor) or a value outside ``FIELD_LIMITS`` becomes NaN; unknown columns are dropped; rows
+    are sorted by (timestamp, gpu).  ``monotonic`` is filled from ``timestamp`` when absent,
+    ``host`` with "localhost" and ``uuid`` with "" when absent.
 
     Args:
         df: a frame holding at least ``timestamp`` and ``gpu``.
         source: a name for error messages (a file path, say).
+        counts: when given, filled with ``{column: {"blank": n, "out_of_range": n}}`` for the
+            columns where either happened.
 
     Returns:
         A new frame with exactly ``COLUMNS`` in order.
@@ -149,10 +238,11 @@ def conform(df: pd.DataFrame, *, source: str = "frame") -> pd.DataFrame:
             out[col] = pd.to_numeric(out[col], errors="raise").astype(dtype)
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{source}: column {col!r} is not numeric ({exc})") from exc
-        if col in METRIC_BY_NAME:  # a sentinel or impossible value is no reading: NaN
-            high = UNIT_HIGH[METRIC_BY_NAME[col].unit] * (1 + 1e-9)
-            v = out[col]
-            out[col] = v.where(~((v < 0) | (v > high)))
+        if col in FIELD_LIMITS:  # a blank code or an impossible value is no reading: NaN
+            clean, n_blank, bad = screen_values(col, out[col].to_numpy())
+            out[col] = clean
+            if counts is not None and (n_blank or bad.any()):
+                counts[col] = {"blank": n_blank, "out_of_range": int(bad.sum())}
     if out["timestamp"].isna().any():
         raise SchemaError(f"{source}: column 'timestamp' has missing values")
     return out.sort_values(["timestamp", "gpu"], kind="stable").reset_index(drop=True)

@@ -11,9 +11,12 @@ returned cursor, so a live view asks only for samples newer than what it has.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import json
 import math
+import os
+import re
 import sqlite3
 import threading
 from collections.abc import Iterable
@@ -68,6 +71,29 @@ class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
 
+#: ``PRAGMA application_id`` of a tealeaves store ("teal" in ASCII): what marks a file as ours.
+APPLICATION_ID = 0x7465616C
+#: ``PRAGMA user_version``: the store's layout version (1: samples, devices, meta, processes,
+#: server events and metrics, screenshots).
+STORE_VERSION = 1
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+#: Tables a tealeaves store may hold (a file with any other table belongs to someone else).
+STORE_TABLES = frozenset({"samples", "devices", "meta", "processes", "server_events",
+                          "server_metrics", "screenshots", "screenshot_data"})
+
+
+def damaged(path: Path, exc: BaseException) -> StoreError:
+    """The one-line error for a store SQLite cannot read (a damaged page, a truncated file):
+    names the file and how to save what it holds."""
+    return StoreError(f"{path}: the store is damaged ({exc}); nothing was changed. Save what it "
+                      f"holds with: sqlite3 {path} .recover | sqlite3 recovered.db")
+
+
+def _is_damage(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(
+        exc, sqlite3.OperationalError | sqlite3.IntegrityError | sqlite3.ProgrammingError)
+
+
 def _guarded(method):
     """Count the call as in flight, so ``close`` waits for it instead of closing a connection
     under a query running on another thread (which can crash SQLite)."""
@@ -80,6 +106,10 @@ def _guarded(method):
             self._busy += 1
         try:
             return method(self, *args, **kwargs)
+        except sqlite3.DatabaseError as exc:
+            if _is_damage(exc):
+                raise damaged(self.path, exc) from None
+            raise
         finally:
             with self._cv:
                 self._busy -= 1
@@ -120,12 +150,18 @@ class SampleStore:
         self._closed = False
         if readonly and not self.path.exists():
             raise StoreError(f"{self.path}: no such store")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: is a directory, not a store file")
         try:
+            self._identify()
             if not readonly:
                 self._create()
             self._check()
         except sqlite3.DatabaseError as exc:
-            raise StoreError(f"{self.path}: not a tealeaves store ({exc})") from exc
+            if _is_damage(exc) and not isinstance(exc, sqlite3.OperationalError):
+                raise damaged(self.path, exc) from None
+            raise StoreError(f"{self.path}: cannot be opened as a tealeaves store ({exc})") \
+                from exc
 
     # -- connections -------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
@@ -134,6 +170,14 @@ class SampleStore:
             if self.readonly:
                 conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
                                        check_same_thread=False)
+                try:
+                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+                except sqlite3.OperationalError:
+                    # a WAL store on a read-only mount: SQLite cannot make its shared-memory
+                    # file, so read the file as it is (nobody can be writing it there)
+                    conn.close()
+                    conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
+                                           timeout=self.timeout, check_same_thread=False)
             else:
                 conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -150,6 +194,35 @@ class SampleStore:
                 live.append((threading.current_thread(), conn))
                 self._all = live
         return conn
+
+    def claim_writer(self, host: str) -> None:
+        """Take this store's collector lock for ``host`` until ``close`` (or the process ends,
+        ``kill -9`` included: the lock is an ``flock`` on ``<store>.<host>.lock`` beside it).
+
+        Two collectors writing one host into one store would interleave their samples as one
+        GPU set at twice the rate; a second collector of another host (``--host``) is welcome.
+
+        Raises:
+            StoreError: another live process holds the lock (its pid is named).
+        """
+        safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host)[:100] or "host"
+        lock = self.path.with_name(f"{self.path.name}.{safe}.lock")
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            raise StoreError(f"{self.path}: cannot make the collector lock {lock} ({exc})") \
+                from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pid = os.read(fd, 32).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise StoreError(f"{self.path}: another collector (pid {pid}) is writing host "
+                             f"{host!r} into this store; stop it, or give this one its own "
+                             f"--host NAME or --store FILE") from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self._writer_fd = fd
 
     def open_connections(self) -> int:
         """Connections open now (one per thread that used the store and is still alive,
@@ -170,6 +243,11 @@ class SampleStore:
                 except sqlite3.Error:
                     pass
             self._all.clear()
+        fd = getattr(self, "_writer_fd", None)
+        if fd is not None:
+            self._writer_fd = None
+            with contextlib.suppress(OSError):
+                os.close(fd)  # releases the flock
         self._local = threading.local()
 
     def __enter__(self) -> Self:
@@ -177,6 +255,42 @@ class SampleStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _identify(self) -> None:
+        """Refuse, before anything is written, a file that is not a tealeaves store (a new or
+        empty file, or a store from before the identity, is taken).
+
+        Raises:
+            StoreError: not an SQLite file, or an SQLite file of another application (another
+                ``application_id``, or tables tealeaves does not make).
+        """
+        if not self.path.exists() or self.path.stat().st_size == 0:
+            return
+        with open(self.path, "rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+        if head != _SQLITE_MAGIC:
+            raise StoreError(f"{self.path}: not a tealeaves store (not an SQLite file); "
+                             f"nothing was written to it")
+        # a read-only look of its own: the writer's connection would switch the file to WAL
+        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout)
+        try:
+            app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+            tables = {r[0] for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type='table'")}
+        finally:
+            conn.close()
+        if app_id == APPLICATION_ID:
+            if version > STORE_VERSION:
+                raise StoreError(f"{self.path}: a store of a newer tealeaves (layout {version}, "
+                                 f"this one reads {STORE_VERSION}); upgrade tealeaves")
+            return
+        others = sorted(t for t in tables - STORE_TABLES if not t.startswith("sqlite_"))
+        if app_id != 0 or others:
+            what = f"application id {app_id:#x}" if app_id else f"tables {', '.join(others[:5])}"
+            raise StoreError(f"{self.path}: not a tealeaves store (an SQLite database of another "
+                             f"application: {what}); tealeaves only writes its own stores, "
+                             f"nothing was written")
 
     def _create(self) -> None:
         cols = ", ".join(f"{c} {_SQL_TYPES.get(c, 'REAL')}" for c in COLUMNS)
@@ -209,6 +323,8 @@ class SampleStore:
             conn.execute(f"CREATE TABLE IF NOT EXISTS screenshots ({shot_cols})")
             conn.execute("CREATE TABLE IF NOT EXISTS screenshot_data (sha256 TEXT PRIMARY KEY, "
                          "data BLOB NOT NULL)")
+            conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
     def _check(self) -> None:
         names = {r[0] for r in self._conn().execute(
@@ -256,6 +372,51 @@ class SampleStore:
             del cur
             last = conn.execute("SELECT max(id) FROM samples").fetchone()[0]
         return int(last)
+
+    @_guarded
+    def append_all(self, frames: Iterable[pd.DataFrame]) -> tuple[int, int]:
+        """Store several sample frames (the files of one import) in one transaction: all of
+        them or, on any error (a full disk, Ctrl-C), none.  A row whose (host, gpu,
+        timestamp) is already stored, or comes twice, is stored once.
+
+        Cost: the new rows plus the stored rows inside each frame's time span (the keys read
+        to find repeats), never the span itself.
+
+        Returns:
+            ``(stored, repeats)``: rows written and rows passed over as already stored.
+
+        Raises:
+            StoreError: the store was opened read-only.
+            SchemaError: a frame does not fit the schema (nothing is written).
+            sqlite3.Error: the database cannot be written; nothing is written.
+        """
+        if self.readonly:
+            raise StoreError(f"{self.path}: opened read-only")
+        conformed = [conform(f) for f in frames]
+        placeholders = ", ".join("?" for _ in COLUMNS)
+        conn = self._conn()
+        stored = repeats = 0
+        seen: set[tuple[str, int, float]] = set()
+        with conn:
+            for frame in conformed:
+                if frame.empty:
+                    continue
+                lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
+                have = set(conn.execute(
+                    "SELECT host, gpu, timestamp FROM samples WHERE timestamp >= ? AND "
+                    "timestamp <= ?", (lo, hi)).fetchall())
+                rows = []
+                for row in frame.itertuples(index=False, name=None):
+                    key = (row[2], int(row[3]), float(row[0]))
+                    if key in have or key in seen:
+                        repeats += 1
+                        continue
+                    seen.add(key)
+                    rows.append(tuple(_nullable(v) for v in row))
+                conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
+                                 f"({placeholders})", rows)
+                stored += len(rows)
+        return stored, repeats
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:

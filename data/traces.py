@@ -67,8 +67,13 @@ def write_trace(path: str | Path, trace: Trace) -> Path:
     return path
 
 
-def read_trace(path: str | Path) -> Trace:
+def read_trace(path: str | Path, counts: dict | None = None) -> Trace:
     """Read a Parquet trace.
+
+    Args:
+        path: the file.
+        counts: when given, filled as ``schema.conform`` does: ``{column: {"blank": n,
+            "out_of_range": n}}`` of the values read as NaN.
 
     Raises:
         TraceError: the file is missing, empty, not Parquet, lacks the schema's required
@@ -87,7 +92,7 @@ def read_trace(path: str | Path) -> Trace:
         detail = " ".join(str(exc).split())  # arrow's messages can span lines
         raise TraceError(f"{path}: not a readable Parquet trace ({detail})") from exc
     try:
-        samples = conform(table.to_pandas(), source=str(path))
+        samples = conform(table.to_pandas(), source=str(path), counts=counts)
     except SchemaError as exc:
         raise TraceError(str(exc)) from exc
     if samples.empty:

@@ -139,20 +139,22 @@ def test_dmon_dash_is_nan_and_cycles_are_instants():
     text = ("# gpu    pwr     sm    mem\n# Idx      W      %      %\n"
             "    0     50      -     3\n    1     60     10     4\n"
             "    0     51     11     5\n    1      -     12     6\n")
-    res = import_text(text, "dmon", start_time=100.0)
+    t0 = 1.7e9
+    res = import_text(text, "dmon", start_time=t0)
     df = res.samples
-    assert df["timestamp"].tolist() == [100.0, 100.0, 101.0, 101.0]
+    assert df["timestamp"].tolist() == [t0, t0, t0 + 1, t0 + 1]
     assert math.isnan(df.loc[0, "gpu_util"]) and math.isnan(df.loc[3, "power_w"])
+    assert res.blanks == {"gpu_util": 1, "power_w": 1}  # "-" is a blank, counted
     # without start_time the last instant is the end time (the file's mtime in import_file)
-    res2 = import_text(text, "dmon", end_time=500.0)
-    assert res2.time_span == (499.0, 500.0)
+    res2 = import_text(text, "dmon", end_time=t0 + 500.0)
+    assert res2.time_span == (t0 + 499.0, t0 + 500.0)
 
 
 def test_dmon_repeated_header_blocks_are_instants():
     block = "# gpu     sm\n# Idx      %\n    0     {v}\n"
     res = import_text(block.format(v=1) + block.format(v=2) + block.format(v=3), "dmon",
-                      start_time=10.0, interval=0.5)
-    assert res.samples["timestamp"].tolist() == [10.0, 10.5, 11.0]
+                      start_time=1.7e9 + 10.0, interval=0.5)
+    assert res.samples["timestamp"].tolist() == [1.7e9 + 10.0, 1.7e9 + 10.5, 1.7e9 + 11.0]
     assert res.samples["gpu_util"].tolist() == [1, 2, 3]
 
 

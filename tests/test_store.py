@@ -88,7 +88,7 @@ def test_not_a_store_is_a_clear_error(tmp_path):
         SampleStore(p)
     other = tmp_path / "other.db"
     sqlite3.connect(other).execute("CREATE TABLE x (a)").connection.commit()
-    with pytest.raises(StoreError, match="not a tealeaves store"):
+    with pytest.raises(StoreError, match="not a tealeaves store .an SQLite database of another"):
         SampleStore(other, readonly=True)
 
 
