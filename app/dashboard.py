@@ -846,7 +846,31 @@ def _collector_health(health: dict | None) -> list:
     if bad:
         out.append(html.Span(f" · store: {h['store_errors']} write errors, "
                              f"{h['dropped_samples']} samples dropped", className="tl-stale"))
+    if h.get("source_errors"):  # a Prometheus that stopped answering
+        ok = h.get("source_last_ok")
+        since = f"last good poll {_fmt_age(time.time() - ok)} ago" if ok else "no good poll yet"
+        out.append(html.Span(f" · source: {h['source_errors']} failed polls, {since} "
+                             f"({h.get('source_last_error')})", className="tl-stale",
+                             title=str(h.get("source_last_error"))))
+    for key, what in (("blank_values", "blank"), ("out_of_range_values", "impossible")):
+        counts = h.get(key) or {}
+        if counts:
+            top = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda x: -x[1]))
+            out.append(f" · {sum(counts.values())} {what} values read as no reading ({top})")
+    out.extend(_scrape_health((health or {}).get("server_metrics")))
     return out
+
+
+def _scrape_health(sh) -> list:
+    """Status-line piece for a ``/metrics`` scraper that fails: age of the last good scrape,
+    failures and the last error."""
+    if sh is None or not getattr(sh, "failures", 0):
+        return []
+    ok = sh.last_ok
+    since = f"last good scrape {_fmt_age(time.time() - ok)} ago" if ok else "no good scrape yet"
+    cls = "tl-stale" if sh.consecutive_failures else ""
+    return [html.Span(f" · /metrics: {since}, {sh.failures} of {sh.scrapes} failed "
+                      f"(last: {sh.last_error})", className=cls, title=str(sh.last_error))]
 
 
 def _age_s(ts_last: float | None, mono_last: float | None) -> float | None:

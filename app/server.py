@@ -356,7 +356,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
                               name="tealeaves-collector", daemon=True)
     thread.start()
     side = start_server_signals(store, stop, server_log=None if replay_log else server_log,
-                                tz=tz, server_metrics=server_metrics)
+                                tz=tz, server_metrics=server_metrics, health=health)
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.port}/"
     return RunningDashboard(url=url, source=source, store=store, app=app, server=server,

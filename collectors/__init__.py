@@ -151,7 +151,8 @@ def screen_batch(batch, blanks: dict[str, int], out_of_range: dict[str, int]) ->
 def start_server_signals(store: SampleStore, stop: threading.Event, *,
                          server_log: str | Path | None = None, from_start: bool = False,
                          tz: str = "UTC", server_metrics: str | None = None,
-                         interval_s: float = 1.0) -> list[threading.Thread]:
+                         interval_s: float = 1.0, health: dict | None = None
+                         ) -> list[threading.Thread]:
     """Start daemon threads that follow a server log and scrape a ``/metrics`` URL into the
     store (``put_server_events`` / ``put_server_metrics``) until ``stop`` is set.
 
@@ -163,6 +164,8 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
         tz: time zone of the log's timestamps.
         server_metrics: URL of the server's Prometheus endpoint (None: no scraping).
         interval_s: seconds between scrapes.
+        health: when given, ``health["server_metrics"]`` is set to the scraper's live
+            ``ScrapeHealth`` (the dashboard's status line reads it).
 
     Returns:
         The started threads (join them after setting ``stop``).  A failing log or endpoint
@@ -186,7 +189,11 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
     if server_metrics:
         from .server_metrics import MetricsScraper
 
-        scraper = MetricsScraper(server_metrics, interval_s=interval_s)
+        scraper = MetricsScraper(server_metrics, interval_s=interval_s,
+                                 report=lambda line: print(f"tealeaves: {line}",
+                                                           file=sys.stderr))
+        if health is not None:
+            health["server_metrics"] = scraper.health
 
         def scrape() -> None:
             for frame in scraper.stream(stop):

@@ -125,7 +125,8 @@ def new_health() -> dict:
             "recovered": 0, "nvml_s": dict.fromkeys(GROUPS, 0.0),
             "calls": dict.fromkeys(GROUPS, 0), "gpm_reads": 0, "gpm_empty": 0,
             "buffered_rows": 0, "dropped_samples": 0, "store_errors": 0,
-            "buffered_for_store": 0}
+            "buffered_for_store": 0, "blank_values": {}, "out_of_range_values": {},
+            "source_errors": 0, "source_last_error": None, "source_last_ok": None}
 
 
 def health_summary(health: dict, elapsed_s: float | None = None) -> dict:
@@ -150,6 +151,11 @@ def health_summary(health: dict, elapsed_s: float | None = None) -> dict:
         "buffered_rows": health["buffered_rows"],
         "dropped_samples": health["dropped_samples"],
         "store_errors": health["store_errors"],
+        "blank_values": dict(health.get("blank_values", {})),
+        "out_of_range_values": dict(health.get("out_of_range_values", {})),
+        "source_errors": health.get("source_errors", 0),
+        "source_last_error": health.get("source_last_error"),
+        "source_last_ok": health.get("source_last_ok"),
     }
     if elapsed_s:
         out["sweeps_per_s"] = health["sweeps"] / elapsed_s

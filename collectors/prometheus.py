@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import threading
 import time
 import urllib.error
@@ -142,8 +143,10 @@ class PrometheusReader:
         frame = pd.DataFrame(list(rows.values()))
         if not len(frame):
             return empty_frame(), pd.DataFrame(columns=["host", "gpu", "uuid", "name"])
-        samples = conform(frame, source=self.url).sort_values(["timestamp", "host", "gpu"],
-                                                              ignore_index=True)
+        screened: dict = {}
+        samples = conform(frame, source=self.url, counts=screened).sort_values(
+            ["timestamp", "host", "gpu"], ignore_index=True)
+        samples.attrs["screened"] = screened  # blanks and impossible values read as NaN
         dev = pd.DataFrame(list(devices.values()), columns=["host", "gpu", "uuid", "name"])
         return samples, dev
 
@@ -193,17 +196,36 @@ class PrometheusCollector:
         and retried."""
         stop = stop or threading.Event()
         t_end = None if duration is None else time.time() + duration
+        h = self.health
         while not stop.is_set() and (t_end is None or time.time() < t_end):
             now = time.time() - self.lag_s
             start = self._next if self._next is not None else now - self.backfill_s
+            # after a long outage catch up at most ``backfill_s``: the work of a poll follows
+            # what the dashboard keeps, never the length of the outage
+            start = max(start, now - self.backfill_s)
             if now - start >= self.step_s:
                 end = start + math.floor((now - start) / self.step_s) * self.step_s
                 try:
                     samples, dev = self.reader.samples(start, end, self.step_s)
-                except PrometheusError:
-                    self.health["store_errors"] += 1
+                except PrometheusError as exc:
+                    h["source_errors"] += 1
+                    if h.get("source_last_error") is None or h.get("_ok_since_error"):
+                        print(f"tealeaves: {exc} (retrying every {self.poll_s:g} s)",
+                              file=sys.stderr)
+                    h["source_last_error"] = str(exc)
+                    h["_ok_since_error"] = False
                 else:
-                    self.health["sweeps"] += 1
+                    if h.get("source_last_error") and not h.get("_ok_since_error"):
+                        print(f"tealeaves: {self.reader.url}: answering again", file=sys.stderr)
+                    h["_ok_since_error"] = True
+                    h["source_last_ok"] = time.time()
+                    h["sweeps"] += 1
+                    blanks = samples.attrs.get("screened", {})
+                    for col, c in blanks.items():
+                        for kind, key in (("blank", "blank_values"),
+                                          ("out_of_range", "out_of_range_values")):
+                            if c.get(kind):
+                                h[key][col] = h[key].get(col, 0) + c[kind]
                     self._next = end + self.step_s
                     if len(dev):
                         self._devices = dev

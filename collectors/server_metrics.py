@@ -74,7 +74,12 @@ SUMMARY_FIELDS = ["running_req", "queue_req", "token_usage", "gen_throughput_tok
                   "accept_len", "prefill_tokens_per_s", "decode_tokens_per_s"]
 
 _NAN = float("nan")
-_MAX_BODY_BYTES = 64 << 20
+#: The largest ``/metrics`` body read (bytes) and the most series kept from one scrape: an
+#: SGLang or vLLM server exposes a few hundred series (a few hundred kB); far more is a
+#: misconfigured endpoint that would fill the store (10 MB a second is 36 GB an hour), so the
+#: scrape is refused and counted instead.
+MAX_BODY_BYTES = 8 << 20
+MAX_SERIES = 20_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -314,6 +319,8 @@ class MetricsScraper:
         timeout_s: limit for one scrape (connect, and the whole body read), seconds.
         prefixes: family name prefixes to keep (see :func:`parse_metrics`); ``None`` = all.
         clock: wall clock giving the scrape time, UTC epoch s (``time.time``; tests inject).
+        report: called with one line when scraping starts failing (the reason) and when it
+            recovers, once per outage (``start_server_signals`` prints it on stderr).
 
     Failures (connection refused, timeout, HTTP status other than 2xx, a body that is not
     exposition text or too large) never raise: they are counted in :attr:`health` and
@@ -323,7 +330,8 @@ class MetricsScraper:
 
     def __init__(self, url: str, interval_s: float = 1.0, timeout_s: float = 2.0,
                  prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 report: Callable[[str], None] | None = None) -> None:
         if interval_s <= 0 or timeout_s <= 0:
             raise ValueError("interval_s and timeout_s must be > 0")
         self.url = _metrics_url(url)
@@ -333,6 +341,7 @@ class MetricsScraper:
         self.clock = clock
         self.health = ScrapeHealth()
         self.tracker = RateTracker()
+        self.report = report
         self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def _fetch(self) -> tuple[str, float]:
@@ -348,8 +357,8 @@ class MetricsScraper:
                 if not chunk:
                     break
                 size += len(chunk)
-                if size > _MAX_BODY_BYTES:
-                    raise ValueError(f"body larger than {_MAX_BODY_BYTES} bytes")
+                if size > MAX_BODY_BYTES:
+                    raise ValueError(f"body larger than {MAX_BODY_BYTES} bytes")
                 chunks.append(chunk)
                 if time.monotonic() - start > self.timeout_s:
                     raise TimeoutError(f"body not read within {self.timeout_s} s")
@@ -368,6 +377,9 @@ class MetricsScraper:
         try:
             text, t = self._fetch()
             samples = parse_metrics(text, t, self.prefixes)
+            if len(samples) > MAX_SERIES:
+                raise ValueError(f"{len(samples)} series in one scrape, over the cap of "
+                                 f"{MAX_SERIES}: not stored")
         except urllib.error.HTTPError as e:
             self._fail(e)
             return None
@@ -377,6 +389,9 @@ class MetricsScraper:
         except Exception as e:  # noqa: BLE001 - OSError, HTTPException, ValueError...: never raise
             self._fail(e)
             return None
+        if h.consecutive_failures and self.report is not None:
+            self.report(f"{self.url}: scraping again after {h.consecutive_failures} failed "
+                        f"scrape{'s' if h.consecutive_failures != 1 else ''}")
         h.consecutive_failures = 0
         h.last_ok = t
         return samples
@@ -388,6 +403,9 @@ class MetricsScraper:
         name = type(e).__name__
         h.errors[name] = h.errors.get(name, 0) + 1
         h.last_error = f"{name}: {e}"
+        if h.consecutive_failures == 1 and self.report is not None:
+            self.report(f"{self.url}: scrape failed ({h.last_error}); retrying every "
+                        f"{self.interval_s:g} s, shown in the status line")
 
     def stream(self, stop_event: threading.Event,
                duration: float | None = None) -> Iterator[pd.DataFrame]:

@@ -739,6 +739,8 @@ DCGM_METRICS: dict[str, tuple[str, float]] = {
     "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlink_tx_bytes_per_s", 1.0),
     "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlink_rx_bytes_per_s", 1.0),
 }
+#: dcgm-exporter's Kubernetes labels: a series per pod that uses the GPU.
+_POD_LABELS = ("pod", "namespace", "container")
 _PROM_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})
 _TS_MIN, _TS_MAX = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01
 
@@ -799,7 +801,10 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
         h = labels.get("Hostname") or labels.get("hostname") or host
         uuid = labels.get("UUID") or labels.get("uuid") or ""
         if ts is None:
-            key = ("scrape", scrape.place((h, gpu, uuid, smp.name)))
+            # pods sharing a GPU (MPS, time slicing) each get the GPU's series in one scrape:
+            # the same instant, not one instant per pod
+            who = tuple(labels.get(k, "") for k in _POD_LABELS)
+            key = ("scrape", scrape.place((h, gpu, uuid, smp.name, who)))
         else:
             key = ("ts", ts)
         row = rows.setdefault((key, h, gpu), {"_key": key, "host": h, "gpu": gpu, "uuid": uuid,
