@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data.schema import FIELD_LIMITS, is_blank, screen_values
+from ..data.schema import FIELD_LIMITS, is_blank_scaled, screen_values
 from ..data.store import SampleStore
 
 #: Samples held in memory while the store cannot be written (about 10 min of 8 GPUs at 20 Hz);
@@ -142,7 +142,7 @@ def screen_batch(batch, blanks: dict[str, int], out_of_range: dict[str, int]) ->
             # NaN compares False both ways: only a number outside the range gets here
             if v is not None and (v < low or v > high):
                 row[col] = math.nan
-                if is_blank(v):
+                if is_blank_scaled(v):
                     blanks[col] = blanks.get(col, 0) + 1
                 else:
                     out_of_range[col] = out_of_range.get(col, 0) + 1

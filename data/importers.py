@@ -444,7 +444,7 @@ def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int
         return records, refused, {}
     ts = np.array([r["timestamp"] for r in records], dtype=np.float64)
     bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
-    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now")
+    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now").astype(object)
     order = np.argsort(np.where(bad, -np.inf, ts), kind="stable")
     good_sorted = order[~bad[order]]
     if len(good_sorted) > 1:

@@ -280,6 +280,8 @@ class SampleStore:
                 "SELECT name FROM sqlite_master WHERE type='table'")}
         finally:
             conn.close()
+        self._complete = (app_id == APPLICATION_ID and version == STORE_VERSION
+                          and STORE_TABLES <= tables)
         if app_id == APPLICATION_ID:
             if version > STORE_VERSION:
                 raise StoreError(f"{self.path}: a store of a newer tealeaves (layout {version}, "
@@ -293,6 +295,8 @@ class SampleStore:
                              f"nothing was written")
 
     def _create(self) -> None:
+        if getattr(self, "_complete", False):
+            return  # a store of this layout: opening it writes nothing
         cols = ", ".join(f"{c} {_SQL_TYPES.get(c, 'REAL')}" for c in COLUMNS)
         dev_cols = ", ".join(
             f"{c} {_DEVICE_SQL_TYPES.get(c, 'REAL')}" for c in DEVICE_COLUMNS
