@@ -44,6 +44,7 @@ that explains it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import sqlite3
@@ -554,7 +555,7 @@ class LiveView:
                      "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
                      "px": px, "order": v.order, "gpus": gpus, "server": server,
                      "gen": h.generation, "edge": None,
-                     "view": view_note(v, c, state.get("tz")),
+                     "view": view_note(v, c, state.get("tz"), self.history.sessions),
                      "drawn": _now_ms(),
                      "k": h.k_next, "j": h.j_next, "s": h.s_next}
         summary = None
@@ -690,9 +691,11 @@ def axis_names(server: bool) -> dict:
     return _AXES[server]
 
 
-def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
+def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None,
+              sessions: list | None = None) -> str:
     """One line saying what the range view draws (dates in the page's zone ``tz``, span,
-    resolution of lanes and ribbon), or that the range holds no data."""
+    resolution of lanes and ribbon), or that the range holds no data; when the range holds
+    more than one of ``sessions`` (``History.sessions``), how many and the longest pause."""
     span = fmt_span(v.t1 - v.t0)
     zone = page_zone(tz)
     d0 = datetime.fromtimestamp(v.t0, tz=zone)
@@ -706,7 +709,13 @@ def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None) -> str:
              f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
     ribbon = ("0.1-s phase segments" if v.segments else "one bar per window"
               if v.factor == 1 else f"{v.factor} windows per bar (phase shares stacked)")
-    return f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
+    note = f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
+    inside = [(a, b) for a, b in (sessions or []) if b >= v.t0 and a <= v.t1]
+    if len(inside) > 1:
+        pause = max(b0 - a1 for (_, a1), (b0, _) in itertools.pairwise(inside))
+        note += (f" · {len(inside)} sessions, pauses up to {fmt_span(pause)} drawn as gaps: "
+                 f"pick one under session")
+    return note
 
 
 # -- panels ----------------------------------------------------------------------------------
@@ -989,8 +998,8 @@ def legend(gpus: list[int] | None = None) -> html.Div:
 
 # -- the factory -----------------------------------------------------------------------------
 
-_ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, sto, order, tfrom,
-                          tto, state) {
+_ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, sto, order,
+                          session, tfrom, tto, state) {
     const nu = window.dash_clientside.no_update;
     const ctx = window.dash_clientside.callback_context;
     const trig = ctx.triggered.length ? ctx.triggered[0].prop_id.split('.')[0] : '';
@@ -1021,6 +1030,10 @@ _ACTION_JS = """function(relayout, n10, n60, n600, nall, nfollow, ngo, sfrom, st
         a = {kind: 'go', from: tfrom, to: tto};
     }
     else if (trig === '%(order)s') a = {kind: 'order', by: order};
+    else if (trig === '%(session)s') {
+        if (!session) return [nu, nu];
+        a = {kind: 'session', value: session};
+    }
     else return [nu, nu];
     a.px = px; a.n = Date.now();
     return [a, Date.now()];
@@ -1130,6 +1143,20 @@ def parse_time(text: str | None, tz: str | None = None) -> float:
     return t
 
 
+def session_options(sessions: list, tz: str | None = None) -> list[dict]:
+    """The session picker's options: one per ``History.sessions`` run, oldest first, labelled
+    with its start, end and length in the page's zone; the value is ``"t0,t1"`` (epoch s),
+    the newest session's ``"t0,"`` (open: it may still grow, and follows)."""
+    out = []
+    for i, (t0, t1) in enumerate(sessions):
+        last = i == len(sessions) - 1
+        start = _picker_value(t0, tz)[:19]
+        end = "now" if last else _picker_value(t1, tz)[11:19]
+        out.append({"label": f"{start} – {end} ({fmt_span(max(t1 - t0, 0.0))})",
+                    "value": f"{t0:.3f}," if last else f"{t0:.3f},{t1:.3f}"})
+    return out
+
+
 def _picker_value(t: float, tz: str | None = None) -> str:
     return datetime.fromtimestamp(t, tz=page_zone(tz)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
 
@@ -1230,7 +1257,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         _ACTION_JS % {"graph": ids.GRAPH, "p10": ids.PRESET_10S, "p60": ids.PRESET_1MIN,
                       "p600": ids.PRESET_10MIN, "pall": ids.PRESET_ALL, "follow": ids.FOLLOW,
                       "go": ids.RANGE_GO, "order": ids.ORDER, "from": ids.RANGE_FROM,
-                      "to": ids.RANGE_TO, "local_ms": _LOCAL_MS_JS},
+                      "to": ids.RANGE_TO, "session": ids.SESSION, "local_ms": _LOCAL_MS_JS},
         Output(ids.ACTION, "data"),
         Output(ids.BUSY, "data", allow_duplicate=True),
         Input(ids.GRAPH, "relayoutData"),
@@ -1243,6 +1270,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
         Input(ids.RANGE_FROM, "n_submit"),
         Input(ids.RANGE_TO, "n_submit"),
         Input(ids.ORDER, "value"),
+        Input(ids.SESSION, "value"),
         State(ids.RANGE_FROM, "value"),
         State(ids.RANGE_TO, "value"),
         State(ids.CURSOR, "data"),
@@ -1250,6 +1278,22 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     )
 
     n_presets = len(PRESETS)
+
+    @app.callback(
+        Output(ids.SESSION, "options"),
+        Output(ids.SESSION, "placeholder"),
+        Input(ids.CURSOR, "data"),
+        State(ids.SESSION, "options"),
+        State(ids.PAGE_TZ, "data"),
+        prevent_initial_call=True,
+    )
+    def _sessions(_state, have, page_tz):
+        opts = session_options(live.history.sessions, page_zone(page_tz).key)
+        if len(opts) <= 1:
+            opts = []
+        if opts == (have or []):
+            raise dash.exceptions.PreventUpdate
+        return opts, f"{len(opts)} sessions: pick one" if opts else "one session"
 
     @app.callback(
         Output(ids.GRAPH, "figure"),
@@ -1471,6 +1515,16 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
         if not (math.isfinite(t0) and math.isfinite(t1)) or t1 == t0:
             return Step(state=state), "could not read the zoomed range"
         return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
+    if kind == "session":  # "t0,t1" epoch s; an open end is the newest sample
+        h.update()
+        try:
+            a, _, b = str(action.get("value", "")).partition(",")
+            t0 = float(a)
+            t1 = float(b) if b else (h.span() or (t0, t0 + 1.0))[1]
+        except ValueError:
+            return Step(state=state), "could not read the session"
+        return live.range_step(state, t0, max(t1, t0 + 1.0), px, follow=not b,
+                               selected=selected), nu
     if kind == "go":
         try:
             t0 = parse_time(action.get("from"), state.get("tz"))
@@ -1569,6 +1623,12 @@ def toolbar(state: dict, config: DashboardConfig) -> html.Div:
             html.Span("UTC", id=ids.TZ_LABEL, className="tl-group-label",
                       title="times on this page are in the browser's time zone"),
             html.Button("show range", id=ids.RANGE_GO, n_clicks=0, className="tl-btn"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("session", className="tl-group-label",
+                      title="runs of samples between pauses of over a minute"),
+            dcc.Dropdown(id=ids.SESSION, options=[], clearable=False, searchable=False,
+                         placeholder="one session", className="tl-session"),
         ]),
         html.Div(className="tl-group", children=[
             html.Span("report", className="tl-group-label"),

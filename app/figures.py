@@ -1018,14 +1018,16 @@ def shots_between(shots: pd.DataFrame | None, t0: float, t1: float) -> pd.DataFr
 
 
 def fmt_span(s: float) -> str:
-    """A duration for people: "850 ms", "4.2 s", "35 s", "12.5 min", "3.0 h"."""
+    """A duration for people: "850 ms", "4.2 s", "35 s", "12.5 min", "3.0 h", "30.0 d"."""
     if s < 1:
         return f"{s * 1000:.0f} ms"
     if s < 120:
         return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
     if s < 7200:
         return f"{s / 60:.1f} min"
-    return f"{s / 3600:.1f} h"
+    if s < 172_800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
 
 
 def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:

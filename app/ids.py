@@ -39,6 +39,8 @@ RANGE_FROM = "tl-range-from"
 RANGE_TO = "tl-range-to"
 RANGE_GO = "tl-range-go"
 ORDER = "tl-order"
+#: Session picker: the runs of samples between pauses (``History.sessions``).
+SESSION = "tl-session"
 #: What the view draws (range, resolution) and the measured sample-to-screen latency.
 VIEW_NOTE = "tl-view-note"
 LATENCY = "tl-latency"

@@ -117,6 +117,10 @@ def _dcgmi(short: str, raw: float) -> str:
     return f"#Entity   {short}\nID\nGPU 0     {raw!r}\n"
 
 
+def _csv_of(col: str):
+    return lambda v: csv_text([{"timestamp": T0, "gpu": 0, col: v}])
+
+
 # (format, builder(raw) -> text, schema column, factor from raw to the column's unit)
 SOURCES = [
     ("dmon", lambda v: _dmon("pwr", v), "power_w", 1.0),
@@ -138,8 +142,7 @@ SOURCES = [
     ("dcgmi", lambda v: _dcgmi("SMCLK", v), "sm_clock_mhz", 1.0),
     ("dcgmi", lambda v: _dcgmi("FBUSD", v), "mem_used_bytes", MIB),
     ("dcgmi", lambda v: _dcgmi("DRAMA", v), "dram_active", 100.0),
-    *[("csv", (lambda c: lambda v: csv_text([{"timestamp": T0, "gpu": 0, c: v}]))(c), c, 1.0)
-      for c in METRIC_NAMES],
+    *[("csv", _csv_of(c), c, 1.0) for c in METRIC_NAMES],
 ]
 
 
@@ -216,7 +219,7 @@ class _Answer(http.server.BaseHTTPRequestHandler):
     mode = "ok"
     body = b""
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         m = type(self).mode
         if m == "hang":
             time.sleep(3)

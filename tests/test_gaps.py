@@ -58,3 +58,36 @@ def test_bench_gaps_runs_small_and_the_gap_costs_no_more(tmp_path):
     assert res["ratio"]["dashboard start"] < 2.0, res
     assert res["gap"]["report"] < 2.0 * res["no gap"]["report"] + 0.5, res
     assert "| report (s) |" in gap_bench.table(res)
+
+
+def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browser, tmp_path):
+    from tealeaves.app import ids
+    from tealeaves.app.server import start_in_thread
+
+    db = tmp_path / "gap.db"
+    gap_bench.build(db, 30 * gap_bench.DAY_S)
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    try:
+        page = browser.new_page(viewport={"width": 1440, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.click(f"#{ids.PRESET_ALL}")
+        note = f"document.querySelector('#{ids.VIEW_NOTE}').innerText"
+        page.wait_for_function(f"() => {note}.includes('2 sessions, pauses up to 30.0 d')",
+                               timeout=30_000)
+        page.click(f"#{ids.SESSION}")
+        opts = page.locator(".dash-dropdown-option[role=option]")
+        page.wait_for_function("() => document.querySelectorAll("
+                               "'.dash-dropdown-option[role=option]').length == 2",
+                               timeout=10_000)
+        first, last = opts.first.inner_text(), opts.last.inner_text()
+        assert "(99 s)" in first and "now" not in first and "now" in last, (first, last)
+        opts.first.click()
+        # the first session alone: about 100 s, and no word of other sessions
+        page.wait_for_function(f"() => /\\((9\\d|1\\d\\d) s\\)/.test({note}) && "
+                               f"!{note}.includes('sessions')", timeout=30_000)
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()
