@@ -49,8 +49,10 @@ FULL = "full range"
 CHROMIUM = "/usr/bin/chromium"
 
 
-def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print) -> dict:
-    """Write ``seconds`` of ``n_gpus``-GPU telemetry ending now into a new store at ``path``.
+def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print,
+                end: float | None = None) -> dict:
+    """Write ``seconds`` of ``n_gpus``-GPU telemetry ending now (or at ``end``, epoch s) into
+    a new store at ``path``.
 
     Returns:
         ``{"rows", "seconds", "hz", "end", "pattern"}``; ``pattern`` is one bundled-trace
@@ -63,7 +65,7 @@ def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print)
 
     trace = read_trace(bundled_trace_path())
     samples, devices = synthetic_hour(trace.samples, trace.devices, seconds, n_gpus)
-    end = time.time()
+    end = time.time() if end is None else float(end)
     shift = end - float(samples["timestamp"].max())
     samples["timestamp"] = samples["timestamp"] + shift
     samples["monotonic"] = samples["timestamp"] - (time.time() - time.monotonic())

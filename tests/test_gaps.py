@@ -72,6 +72,9 @@ def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browse
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
         page.goto(url)
+        gd = "document.querySelector('#tl-graph .js-plotly-plot')"
+        page.wait_for_function(f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 0",
+                               timeout=30_000)
         page.click(f"#{ids.PRESET_ALL}")
         note = f"document.querySelector('#{ids.VIEW_NOTE}').innerText"
         page.wait_for_function(f"() => {note}.includes('2 sessions, pauses up to 30.0 d')",

@@ -4,6 +4,8 @@ hover over the ribbon names the segment and its window.  Skipped without Chromiu
 
 from __future__ import annotations
 
+import math
+import time
 from datetime import UTC, datetime
 
 import pytest
@@ -64,7 +66,11 @@ def test_zoomed_ribbon_draws_segments_and_the_hover_names_them(browser, tmp_path
     from tealeaves.app.bench import build_store
 
     db = tmp_path / "seg.db"
-    info = build_store(db, seconds=120.0, n_gpus=2, log=lambda *_: None)
+    # the pattern's phase changes sit at a fixed offset from the 0.5-s window grid (the store
+    # ends at a whole second + 0.37 s): with the end at a random instant, some runs had every
+    # change on a window edge (+ 0.23 s does that) and so every segment a window long
+    info = build_store(db, seconds=120.0, n_gpus=2, log=lambda *_: None,
+                       end=math.floor(time.time()) + 0.37)
     keys = F.trace_keys([0, 1])
     url, shutdown = start_in_thread(store_path=db, collect=False)
     try:
