@@ -268,6 +268,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     report = [{"file": str(path), "format": r.format, "rows_read": r.rows_read,
                "samples": len(r.samples), "gpus": r.gpus,
                "time_span": list(r.time_span), "blanks": r.blanks,
+               "out_of_range": r.out_of_range,
                "skipped": [{"line": n, "reason": why} for n, why in r.skipped]}
               for path, r in zip(args.files, results, strict=True)]
     if args.json:
@@ -281,6 +282,9 @@ def cmd_import(args: argparse.Namespace) -> int:
               f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} lines skipped")
         for col, n in f["blanks"].items():
             print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
+        for col, n in f["out_of_range"].items():
+            print(f"  {col}: {n} value{'s' if n != 1 else ''} outside the field limits "
+                  f"(stored as NaN)")
         for s in f["skipped"][:20]:
             print(f"  line {s['line']}: {s['reason']}")
         if len(f["skipped"]) > 20:

@@ -61,6 +61,7 @@ import pandas as pd
 from dash import Input, Output, State, dcc, html
 
 from ..classifier.summary import window_hot_sets
+from ..data.schema import EARLIEST_TS
 from ..data.screenshots import ScreenshotError, zone_name
 from ..data.store import HostView, SampleStore, StoreError
 from . import ids
@@ -1492,6 +1493,10 @@ def export_report(live: LiveView, state: dict, fmt: str) -> tuple[str, bytes]:
     return f"tealeaves-report-{stamp}.{fmt}", report_bytes(report, fmt)
 
 
+#: The latest time a view may show (2100-01-01 UTC); the earliest is ``schema.EARLIEST_TS``.
+LATEST_TS = 4_102_444_800.0
+
+
 def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, object]:
     """Carry out one user action (``ACTION`` store); returns the step and the view note (or
     ``dash.no_update``)."""
@@ -1511,9 +1516,14 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
         return live.range_step({**state, "preset": "all"}, span[0], span[1], px, follow=True,
                                selected=selected), nu
     if kind == "range":
-        t0, t1 = float(action["t0"]) / 1000.0, float(action["t1"]) / 1000.0
+        try:
+            t0, t1 = float(action["t0"]) / 1000.0, float(action["t1"]) / 1000.0
+        except (KeyError, TypeError, ValueError):
+            t0 = t1 = math.nan
         if not (math.isfinite(t0) and math.isfinite(t1)) or t1 == t0:
             return Step(state=state), "could not read the zoomed range"
+        # a zoom out past any plausible time shows 2000-2100 at most
+        t0, t1 = (min(max(t, EARLIEST_TS), LATEST_TS) for t in (t0, t1))
         return live.range_step(state, t0, t1, px, follow=False, selected=selected), nu
     if kind == "session":  # "t0,t1" epoch s; an open end is the newest sample
         h.update()
@@ -1521,6 +1531,8 @@ def _act(live: LiveView, action: dict, state: dict, selected) -> tuple[Step, obj
             a, _, b = str(action.get("value", "")).partition(",")
             t0 = float(a)
             t1 = float(b) if b else (h.span() or (t0, t0 + 1.0))[1]
+            if not all(EARLIEST_TS <= t <= LATEST_TS for t in (t0, t1)):
+                raise ValueError(a)
         except ValueError:
             return Step(state=state), "could not read the session"
         return live.range_step(state, t0, max(t1, t0 + 1.0), px, follow=not b,

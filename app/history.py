@@ -59,9 +59,10 @@ class _Rows:
     """Frames appended in pieces and read as one (concatenated lazily, at most once per read
     after appends)."""
 
-    def __init__(self) -> None:
+    def __init__(self, by: str | None = None) -> None:
         self._parts: list[pd.DataFrame] = []
         self._whole: pd.DataFrame | None = None
+        self._by = by  # the column the rows are ordered by (None: the index)
 
     def append(self, frame: pd.DataFrame) -> None:
         if len(frame):
@@ -71,6 +72,11 @@ class _Rows:
     def frame(self) -> pd.DataFrame | None:
         if self._whole is None and self._parts:
             whole = self._parts[0] if len(self._parts) == 1 else pd.concat(self._parts)
+            # an older session read late (a file imported after newer ones) goes in its place
+            key = whole.index if self._by is None else whole[self._by]
+            if not key.is_monotonic_increasing:
+                whole = (whole.sort_index(kind="stable") if self._by is None
+                         else whole.sort_values(self._by, kind="stable", ignore_index=True))
             self._parts = [whole]
             self._whole = whole
         return self._whole
@@ -129,7 +135,7 @@ class History:
         self._pending = pd.DataFrame()
         self._bins = _Rows()
         self._windows = _Rows()
-        self._segments = _Rows()
+        self._segments = _Rows(by="start")
         self._cells = _Rows()
         self._last_update = -math.inf
         self.generation = getattr(self, "generation", -1) + 1
@@ -151,6 +157,13 @@ class History:
             if not force and time.monotonic() - self._last_update < self.min_update_s:
                 return False
             grew = False
+            if self.cursor == 0 and self.k_next is None:
+                # the first catch-up reads in time order (keyset pages): a store whose files
+                # were imported newest first is read as it happened, not as it was written
+                top = self.store.cursor()
+                for frame in self.store.iter_range(rows=READ_CHUNK, max_id=top):
+                    grew |= self._ingest(frame)
+                self.cursor = max(self.cursor, top)
             while True:
                 frame, cursor = self.store.read_since(self.cursor, limit=READ_CHUNK)
                 if frame.empty:
@@ -168,9 +181,14 @@ class History:
         if frame.empty:
             return False
         newest = float(frame["timestamp"].max())
+        if (self.k_next is not None and self.t_first is not None
+                and newest < self.t_first - self._gap_s(frame)):
+            # a session older than everything held (a file imported late): its own piece,
+            # put in its place; the live edge stays where it is
+            return self._ingest_older(frame)
         if self.k_next is not None and newest < self.k_next * self.bin_s - 5.0:
-            # the clock went back (a restarted replay, a host clock step): start over from
-            # these samples rather than drop everything after them
+            # the clock went back into what is held (a restarted replay, a host clock step):
+            # start over from these samples rather than drop everything after them
             cursor = self.cursor
             self._reset()
             self.cursor = cursor
@@ -193,7 +211,8 @@ class History:
         # with the samples it has, and the grids jump over the pause (cost follows samples,
         # never the span of a gap).
         ts = pend["timestamp"].to_numpy(dtype=np.float64)
-        cuts = [0, *(np.flatnonzero(np.diff(ts) > SESSION_GAP_S) + 1).tolist(), len(pend)]
+        gap = self._gap_s(pend)
+        cuts = [0, *(np.flatnonzero(np.diff(ts) > gap) + 1).tolist(), len(pend)]
         grew = False
         for a, b in itertools.pairwise(cuts):
             piece = pend.iloc[a:b]
@@ -211,6 +230,46 @@ class History:
         keep = min(self.k_next * self.bin_s - self.hold_s,
                    (self.j_next - CONTEXT_WINDOWS) * self.window_s) - 1e-6
         self._pending = pend[pend["timestamp"] >= keep].reset_index(drop=True)
+        return grew
+
+    def _gap_s(self, frame: pd.DataFrame) -> float:
+        """The pause that ends a session: ``SESSION_GAP_S``, or 20 sampling intervals of a
+        slow source (``--query-gpu -l 60`` writes a row a minute: one session, not one per
+        row; the cost per session is then paid once)."""
+        gpu = frame["gpu"].to_numpy()
+        vals, counts = np.unique(gpu, return_counts=True)
+        if len(vals) and counts.max() > 2:  # one GPU's own sampling interval
+            ts = np.sort(frame["timestamp"].to_numpy(dtype=np.float64)[gpu == vals[counts.argmax()]])
+            step = float(np.median(np.diff(ts)))
+            self._step = step if not math.isfinite(getattr(self, "_step", math.nan)) \
+                else 0.9 * self._step + 0.1 * step
+        step = getattr(self, "_step", math.nan)
+        return max(SESSION_GAP_S, 20.0 * step) if math.isfinite(step) else SESSION_GAP_S
+
+    def _ingest_older(self, frame: pd.DataFrame) -> bool:
+        """Bins, windows and segments of ``frame``, all older than the history, made on
+        their own grids and put before it (``_Rows`` keeps the order); the cursors stay."""
+        saved = (self.k_next, self.j_next, self.m_next, self.s_next, self.sessions,
+                 self._pending)
+        self.k_next = self.j_next = None
+        self.m_next, self.s_next, self.sessions = None, None, []
+        self._pending = pd.DataFrame()
+        self.n_samples -= len(frame)  # counted again below
+        t_first = self.t_first
+        self.t_first = None
+        try:
+            grew = self._ingest(frame)
+            pend = self._pending
+            if len(pend):  # finish the piece: nothing later will complete it
+                ts = pend["timestamp"].to_numpy(dtype=np.float64)
+                t_done = (bin_index(float(ts.max()), self.bin_s) + 1) * self.bin_s
+                grew |= self._advance(pend, t_done, final=True)
+            older = self.sessions
+        finally:
+            (self.k_next, self.j_next, self.m_next, self.s_next, self.sessions,
+             self._pending) = saved
+        self.sessions = sorted([*older, *self.sessions])
+        self.t_first = min(t_first, self.t_first) if self.t_first is not None else t_first
         return grew
 
     def _new_session(self, t0: float) -> bool:

@@ -234,10 +234,31 @@ def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+#: A gap between two power readings longer than this (s) is a pause: no energy is counted
+#: over it (``History``'s session gap).
+ENERGY_GAP_S = 60.0
+
+
+def energy_j(samples: pd.DataFrame, max_gap_s: float = ENERGY_GAP_S) -> float:
+    """Energy (J) of one GPU's samples: each ``power_w`` reading held until the next reading
+    (left Riemann sum over time), intervals longer than ``max_gap_s`` not counted, so a
+    pause between sessions adds nothing.  NaN when no interval has a power reading (unknown,
+    never 0)."""
+    p = samples[["timestamp", "power_w"]].dropna().sort_values("timestamp")
+    if len(p) < 2:
+        return math.nan
+    t = p["timestamp"].to_numpy(dtype=float)
+    w = p["power_w"].to_numpy(dtype=float)
+    dt = np.diff(t)
+    ok = dt <= max_gap_s
+    return float(np.sum(w[:-1][ok] * dt[ok])) if ok.any() else math.nan
+
+
 def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> pd.DataFrame:
     """One row per GPU: ``busy_share`` (share of samples with ``gpu_util`` >= ``BUSY_UTIL``,
     0-1), the mean of every ``GPU_COLUMNS`` column over the range (NaN where the source has
-    none), ``energy_j`` (mean power x span), ``load_mean`` (mean window load, %) and
+    none), ``energy_j`` (power integrated over the samples' time, pauses not counted:
+    :func:`energy_j`), ``load_mean`` (mean window load, %) and
     ``hot_s`` (seconds flagged hot: flagged windows whose hot set holds the GPU x
     ``window_s``).  Index: GPU."""
     if samples.empty:
@@ -251,8 +272,7 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     util = s["gpu_util"].astype(float)
     busy = (util >= BUSY_UTIL).where(util.notna())
     out.insert(0, "busy_share", busy.groupby(s["gpu"]).mean())
-    span = float(s["timestamp"].max() - s["timestamp"].min()) if len(s) > 1 else math.nan
-    out["energy_j"] = out["power_w"] * (span if span > 0 else math.nan)  # unknown, not 0
+    out["energy_j"] = [energy_j(s[s["gpu"] == gpu]) for gpu in out.index]
     hot: dict[int, int] = {}
     for hs in window_hot_sets(windows):
         for gpu in hs:

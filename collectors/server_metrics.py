@@ -353,7 +353,9 @@ class MetricsScraper:
             t = self.clock()
             chunks, size = [], 0
             while True:
-                chunk = resp.read(1 << 16)
+                # read1: what has arrived, so a server dripping bytes meets the deadline
+                # below (read(n) would wait for n bytes, each within the socket timeout)
+                chunk = resp.read1(1 << 16)
                 if not chunk:
                     break
                 size += len(chunk)

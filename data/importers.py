@@ -73,6 +73,7 @@ from .schema import (
     EARLIEST_TS,
     FIELD_LIMITS,
     FUTURE_SLACK_S,
+    MAX_GPUS,
     METRIC_BY_NAME,
     METRIC_NAMES,
     SchemaError,
@@ -128,7 +129,6 @@ _EXPECTED = ("nvidia-smi dmon output, nvidia-smi --query-gpu CSV, dcgm-exporter 
 MIB = 2**20
 _DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
                      "dcgm_exporter": 30.0}
-_MAX_GPU_INDEX = 4096
 _SCAN_LINES = 4000
 
 
@@ -153,6 +153,8 @@ class ImportResult:
         time_span: ``(first, last)`` timestamp in UTC epoch seconds; ``(nan, nan)`` if empty.
         blanks: ``{column: n}``, the fields the source left blank (a ``schema.SENTINELS``
             code or a text marker such as ``[N/A]``), stored as NaN.
+        out_of_range: ``{column: n}`` of a Parquet trace's values outside
+            ``schema.FIELD_LIMITS``, stored as NaN (a text format refuses their rows instead).
     """
 
     samples: pd.DataFrame
@@ -163,6 +165,7 @@ class ImportResult:
     gpus: list[int] = field(default_factory=list)
     time_span: tuple[float, float] = (math.nan, math.nan)
     blanks: dict[str, int] = field(default_factory=dict)
+    out_of_range: dict[str, int] = field(default_factory=dict)
 
     @property
     def duration_s(self) -> float:
@@ -424,7 +427,8 @@ def _scaled(col: str, raw: float, factor: float) -> float:
     if not math.isnan(v) and out_of_range(col, v):
         low, high = FIELD_LIMITS[col]
         unit = METRIC_BY_NAME[col].unit
-        raise ValueError(f"{col} {v:g} {unit} is outside its valid range {low:g}-{high:g} {unit}")
+        raise ValueError(f"{col} {v:.12g} {unit} is outside its valid range "
+                         f"{low:g}-{high:g} {unit}")
     return v
 
 
@@ -433,8 +437,8 @@ def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int
     """Refuse rows whose time is implausible; count the blanks of the rest.
 
     A timestamp before ``schema.EARLIEST_TS`` (2000), more than ``FUTURE_SLACK_S`` past
-    ``now``, or more than that past the rest of the file (a handful of rows, at most 1 %,
-    after a jump of over a day) is refused with its line number.
+    ``now``, or cut off from the bulk of the file by a jump of more than that (a handful of
+    rows, at most 3 or 1 %, before or after the bulk) is refused with its line number.
 
     Returns:
         ``(kept records, refused [(line, reason)], blanks {column: count})``.
@@ -445,15 +449,21 @@ def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int
     ts = np.array([r["timestamp"] for r in records], dtype=np.float64)
     bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
     why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now").astype(object)
-    order = np.argsort(np.where(bad, -np.inf, ts), kind="stable")
-    good_sorted = order[~bad[order]]
-    if len(good_sorted) > 1:
-        jumps = np.flatnonzero(np.diff(ts[good_sorted]) > FUTURE_SLACK_S)
-        if len(jumps):
-            after = good_sorted[jumps[-1] + 1:]
-            if len(after) <= max(3, len(good_sorted) // 100):
-                bad[after] = True
-                why[after] = "more than a day after the file's other rows"
+    # rows cut off from the bulk of the file by a jump of over a day, in a small group (at
+    # most 3 rows or 1 %), are strays: before the bulk or after it
+    good = np.flatnonzero(~bad)
+    if len(good) > 1:
+        order = good[np.argsort(ts[good], kind="stable")]
+        cuts = np.flatnonzero(np.diff(ts[order]) > FUTURE_SLACK_S) + 1
+        if len(cuts):
+            groups = np.split(order, cuts)
+            bulk = max(range(len(groups)), key=lambda i: len(groups[i]))
+            small = max(3, len(good) // 100)
+            for i, grp in enumerate(groups):
+                if i != bulk and len(grp) <= small:
+                    bad[grp] = True
+                    why[grp] = ("more than a day before the file's other rows" if i < bulk
+                                else "more than a day after the file's other rows")
     kept: list[dict] = []
     blanks: dict[str, int] = {}
     for r, b, w, t in zip(records, bad, why, ts, strict=True):
@@ -474,7 +484,7 @@ def _gpu_index(tok: str) -> int:
     if not _RE_INDEX.match(tok.strip()):
         raise ValueError(f"gpu index {tok!r} is not an integer")
     g = int(tok)
-    if not 0 <= g < _MAX_GPU_INDEX:
+    if not 0 <= g < MAX_GPUS:
         raise ValueError(f"gpu index {tok!r} out of range")
     return g
 
@@ -648,7 +658,7 @@ def _split_unit(field_name: str) -> tuple[str, str | None]:
 def _query_value(tok: str, unit: str) -> float:
     t = tok.strip()
     if t in ("N/A", "[N/A]", "") or (t.startswith("[") and t.endswith("]")):
-        return math.nan
+        return BLANK
     m = _RE_VALUE_UNIT.match(t)
     if not m:
         raise ValueError(f"not a number: {tok!r}")
@@ -1089,10 +1099,11 @@ def import_file(path: str | Path, format: str | None = None,
         if refused:
             df = df.iloc[[r["_line"] - 1 for r in kept]].reset_index(drop=True)
         blanks = {c: v["blank"] for c, v in counts.items() if v["blank"]}
-        bad = [(0, f"{c}: {v['out_of_range']} values outside the field limits, read as NaN")
-               for c, v in counts.items() if v["out_of_range"]]
-        return _summary(df, fmt, len(df), [*(( n, "row " + why) for n, why in refused), *bad],
-                        name, blanks)
+        res = _summary(df, fmt, len(df), [(n, "row " + why) for n, why in refused], name,
+                       blanks)
+        res.out_of_range = {c: v["out_of_range"] for c, v in counts.items()
+                            if v["out_of_range"]}
+        return res
     text = _decode(data, name)
     if fmt == "nvidia_smi_query" and not columns and not any(
             "," in ln and _is_query_header(_csv_fields(ln.strip()))

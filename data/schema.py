@@ -101,6 +101,8 @@ _BLANK_CODES = np.array(sorted({c for codes in SENTINELS.values() for c in codes
 #: MiB/s -> B/s): a blank code that went through one is still a blank.
 RAW_FACTORS: tuple[float, ...] = (1.0, 1e-3, 2.0**20, 1e6, 1e3, 1024.0)
 
+#: GPU indices run from 0 to this - 1.
+MAX_GPUS = 4096
 #: Timestamps before this (2000-01-01 UTC) are not readings of a GPU that runs an LLM.
 EARLIEST_TS = 946_684_800.0
 #: How far (s) a timestamp may lie past now, or past the rest of its file, before it is refused.
@@ -212,7 +214,9 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
         A new frame with exactly ``COLUMNS`` in order.
 
     Raises:
-        SchemaError: ``timestamp`` or ``gpu`` is missing, or a column cannot be made numeric.
+        SchemaError: ``timestamp`` or ``gpu`` is missing, a timestamp is missing or infinite,
+            a ``gpu`` is not a whole number 0..``MAX_GPUS``-1, or a column cannot be made
+            numeric.
     """
     for required in ("timestamp", "gpu"):
         if required not in df.columns:
@@ -229,6 +233,13 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
             out[col] = ""
         else:
             out[col] = np.nan
+    for col in ("host", "uuid"):  # a missing name is no name, not the text "None"/"nan"
+        out[col] = out[col].where(out[col].notna(), "localhost" if col == "host" else "")
+    gpu = pd.to_numeric(out["gpu"], errors="coerce")
+    bad_gpu = ~(gpu.notna() & (gpu == np.floor(gpu)) & (gpu >= 0) & (gpu < MAX_GPUS))
+    if bad_gpu.any():
+        raise SchemaError(f"{source}: column 'gpu' holds {out['gpu'][bad_gpu].iloc[0]!r}, not a "
+                          f"GPU index (a whole number 0-{MAX_GPUS - 1})")
     for col in COLUMNS:
         dtype = _DTYPES[col]
         if dtype == "object":
@@ -243,8 +254,10 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
             out[col] = clean
             if counts is not None and (n_blank or bad.any()):
                 counts[col] = {"blank": n_blank, "out_of_range": int(bad.sum())}
-    if out["timestamp"].isna().any():
-        raise SchemaError(f"{source}: column 'timestamp' has missing values")
+    if not np.isfinite(out["timestamp"].to_numpy()).all():
+        raise SchemaError(f"{source}: column 'timestamp' has missing or infinite values")
+    mono = out["monotonic"]
+    out["monotonic"] = mono.where(np.isfinite(mono.to_numpy()))
     return out.sort_values(["timestamp", "gpu"], kind="stable").reset_index(drop=True)
 
 

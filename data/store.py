@@ -206,7 +206,8 @@ class SampleStore:
             StoreError: another live process holds the lock (its pid is named).
         """
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host)[:100] or "host"
-        lock = self.path.with_name(f"{self.path.name}.{safe}.lock")
+        real = self.path.resolve()  # one lock per file, whatever link or path names it
+        lock = real.with_name(f"{real.name}.{safe}.lock")
         try:
             fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
@@ -276,20 +277,30 @@ class SampleStore:
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
-            tables = {r[0] for r in conn.execute(
-                "SELECT name FROM sqlite_master WHERE type='table'")}
+            objects = conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE "
+                                   "'sqlite_%'").fetchall()
+            tables = {n for t, n in objects if t == "table"}
+            sample_cols = ({r[1] for r in conn.execute("PRAGMA table_info(samples)")}
+                           if "samples" in tables else set())
         finally:
             conn.close()
         self._complete = (app_id == APPLICATION_ID and version == STORE_VERSION
                           and STORE_TABLES <= tables)
         if app_id == APPLICATION_ID:
-            if version > STORE_VERSION:
-                raise StoreError(f"{self.path}: a store of a newer tealeaves (layout {version}, "
-                                 f"this one reads {STORE_VERSION}); upgrade tealeaves")
+            if version > STORE_VERSION or version < 0:
+                raise StoreError(f"{self.path}: a store of another tealeaves layout ({version}; "
+                                 f"this one reads {STORE_VERSION}); nothing was written")
             return
-        others = sorted(t for t in tables - STORE_TABLES if not t.startswith("sqlite_"))
-        if app_id != 0 or others:
-            what = f"application id {app_id:#x}" if app_id else f"tables {', '.join(others[:5])}"
+        if not objects and version == 0:
+            return  # an empty SQLite file: made a store
+        # a store from before the identity: exactly tealeaves' objects, its sample columns
+        ours = {"samples", "devices", "meta"} <= tables and set(COLUMNS) <= sample_cols and \
+            all(n in STORE_TABLES or (t == "index" and n.endswith("_ts")) for t, n in objects)
+        if app_id != 0 or version != 0 or not ours:
+            others = sorted(n for _, n in objects if n not in STORE_TABLES)
+            what = (f"application id {app_id:#x}" if app_id else
+                    f"tables {', '.join(others[:5])}" if others else
+                    "not tealeaves' tables and columns")
             raise StoreError(f"{self.path}: not a tealeaves store (an SQLite database of another "
                              f"application: {what}); tealeaves only writes its own stores, "
                              f"nothing was written")
@@ -380,8 +391,9 @@ class SampleStore:
     @_guarded
     def append_all(self, frames: Iterable[pd.DataFrame]) -> tuple[int, int]:
         """Store several sample frames (the files of one import) in one transaction: all of
-        them or, on any error (a full disk, Ctrl-C), none.  A row whose (host, gpu,
-        timestamp) is already stored, or comes twice, is stored once.
+        them or, on any error (a full disk, Ctrl-C), none.  A row already stored with every
+        value the same, or coming twice, is stored once (two files with other columns of the
+        same instants, ``dmon -s u`` and ``-s p`` say, are both kept).
 
         Cost: the new rows plus the stored rows inside each frame's time span (the keys read
         to find repeats), never the span itself.
@@ -400,23 +412,23 @@ class SampleStore:
         placeholders = ", ".join("?" for _ in COLUMNS)
         conn = self._conn()
         stored = repeats = 0
-        seen: set[tuple[str, int, float]] = set()
+        seen: set[tuple] = set()
         with conn:
             for frame in conformed:
                 if frame.empty:
                     continue
                 lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
                 have = set(conn.execute(
-                    "SELECT host, gpu, timestamp FROM samples WHERE timestamp >= ? AND "
-                    "timestamp <= ?", (lo, hi)).fetchall())
+                    f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "
+                    f"timestamp <= ?", (lo, hi)).fetchall())
                 rows = []
                 for row in frame.itertuples(index=False, name=None):
-                    key = (row[2], int(row[3]), float(row[0]))
-                    if key in have or key in seen:
+                    key = tuple(_nullable(v) for v in row)
+                    if key in have or key in seen:  # the same row, every value the same
                         repeats += 1
                         continue
                     seen.add(key)
-                    rows.append(tuple(_nullable(v) for v in row))
+                    rows.append(key)
                 conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
                                  f"({placeholders})", rows)
                 stored += len(rows)
@@ -642,16 +654,28 @@ class SampleStore:
                                         params).fetchone()[0])
 
     def iter_range(self, start: float | None = None, end: float | None = None,
-                   rows: int = 200_000) -> Iterable[pd.DataFrame]:
+                   rows: int = 200_000, max_id: int | None = None,
+                   host: str | None = None) -> Iterable[pd.DataFrame]:
         """Samples with ``start <= timestamp <= end`` in pieces of at most ``rows`` rows, in
         (timestamp, id) order: each piece is read from where the last one ended (keyset
         paging on the time index), so the work follows the samples in the range, never its
         span (a month's gap or a row dated 2099 costs nothing).
 
+        Args:
+            start, end: the time range (epoch s; None: unbounded).
+            rows: most rows per piece.
+            max_id: only rows stored up to this row id (a cursor), so rows stored while
+                reading are left to ``read_since``.
+            host: only this host's rows.
+
         Yields:
             Sample frames (``data.schema.COLUMNS``), none of them empty.
         """
         where, params = _time_range(start, end)
+        for cond, val in (("id <= ?", max_id), ("host = ?", host)):
+            if val is not None:
+                where = (where + " AND" if where else " WHERE") + f" {cond}"
+                params = [*params, val]
         after: tuple[float, int] | None = None
         while True:
             clause, args = where, list(params)
@@ -728,6 +752,11 @@ class HostView:
     def read_range(self, start: float | None = None, end: float | None = None) -> pd.DataFrame:
         """``SampleStore.read_range`` of this host."""
         return self._store.read_range(start, end, host=self.host)
+
+    def iter_range(self, start: float | None = None, end: float | None = None,
+                   rows: int = 200_000, max_id: int | None = None) -> Iterable[pd.DataFrame]:
+        """``SampleStore.iter_range`` of this host."""
+        return self._store.iter_range(start, end, rows, max_id, host=self.host)
 
     def time_span(self) -> tuple[float, float] | None:
         """``SampleStore.time_span`` of this host."""

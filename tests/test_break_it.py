@@ -193,7 +193,7 @@ def test_a_parquet_trace_with_blank_codes_counts_them(tmp_path):
     pq.write_table(pa.Table.from_pandas(raw, preserve_index=False), f)
     res = import_file(f)
     assert res.blanks == {"power_w": 10, "sm_clock_mhz": 2}
-    assert any("sm_active: 1 values outside the field limits" in w for _, w in res.skipped)
+    assert res.out_of_range == {"sm_active": 1}
     assert res.samples["power_w"].isna().sum() >= 10
     assert (res.samples[list(METRIC_NAMES)].max() <= 1e13).all()
 
@@ -495,3 +495,120 @@ def test_conform_counts_what_it_screens():
     assert counts == {"power_w": {"blank": 1, "out_of_range": 0},
                       "sm_active": {"blank": 0, "out_of_range": 1}}
     assert df["power_w"].isna().tolist() == [True, False]
+
+
+# -- from the second round of breaking (a hostile tester, after the first fixes) -------------
+
+def test_energy_counts_no_pause_between_sessions():
+    from tealeaves.classifier.summary import energy_j
+
+    t = np.r_[np.arange(0, 60, 1.0), 30 * 86400 + np.arange(0, 60, 1.0)] + T0
+    e = energy_j(pd.DataFrame({"timestamp": t, "power_w": 100.0}))
+    assert e == pytest.approx(100.0 * 118)  # 59 + 59 one-second intervals, not 30 days
+    assert math.isnan(energy_j(pd.DataFrame({"timestamp": [T0], "power_w": [100.0]})))
+
+
+def test_a_stray_row_before_the_file_is_refused_not_the_file():
+    rows = [{"timestamp": 978_307_200.0, "gpu": 0, "sm_active": 1.0}]  # 2001
+    rows += [{"timestamp": T0 + i, "gpu": 0, "sm_active": 1.0} for i in range(3)]
+    res = import_text(csv_text(rows), "csv")
+    assert res.samples["timestamp"].tolist() == [T0, T0 + 1, T0 + 2]
+    assert len(res.skipped) == 1 and res.skipped[0][0] == 2
+    assert "more than a day before the file's other rows" in res.skipped[0][1]
+
+
+def test_a_file_with_tealeaves_table_names_is_still_someone_elses(tmp_path):
+    for i, ddl in enumerate(["CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)",
+                             "CREATE TABLE samples (id INTEGER, blob BLOB)",
+                             "CREATE VIEW v AS SELECT 1"]):
+        other = tmp_path / f"o{i}.db"
+        with sqlite3.connect(other) as c:
+            c.execute(ddl)
+        c.close()
+        before = digest(other)
+        with pytest.raises(StoreError, match="not a tealeaves store"):
+            SampleStore(other)
+        assert digest(other) == before  # not even switched to WAL
+
+
+def test_a_link_to_the_store_shares_its_collector_lock(tmp_path):
+    db = tmp_path / "s.db"
+    small_store(db)
+    (tmp_path / "link.db").symlink_to(db)
+    a, b = SampleStore(db), SampleStore(tmp_path / "link.db")
+    a.claim_writer("vm")
+    with pytest.raises(StoreError, match="another collector"):
+        b.claim_writer("vm")
+    a.close()
+    b.close()
+
+
+def test_a_dripping_metrics_endpoint_times_out(endpoint):
+    _Answer.mode = "ok"
+    _Answer.body = b"sglang:num_running_reqs 1\n"
+    s = MetricsScraper(endpoint, timeout_s=0.5)
+
+    class Drip(_Answer):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.end_headers()
+            for _ in range(10):
+                self.wfile.write(b"#")
+                self.wfile.flush()
+                time.sleep(0.3)
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
+    srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        s = MetricsScraper(f"http://127.0.0.1:{srv.server_address[1]}", timeout_s=0.5)
+        t = time.monotonic()
+        assert s.scrape_once() is None
+        assert time.monotonic() - t < 2.0 and "TimeoutError" in s.health.last_error
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_files_with_other_columns_of_the_same_instants_are_both_kept(tmp_path):
+    u, p = tmp_path / "u.txt", tmp_path / "p.txt"
+    u.write_text("# gpu sm mem\n# Idx % %\n    0 40 10\n")
+    p.write_text("# gpu pwr\n# Idx W\n    0 300\n")
+    db = tmp_path / "s.db"
+    r = tealeaves("import", u, p, "--store", db, "--start-time", T0, "--json")
+    assert r.returncode == 0, r.stderr
+    assert _strict(r.stdout)["stored"] == 2
+    with SampleStore(db, readonly=True) as s:
+        df = s.read_range()
+    assert df["power_w"].max() == 300 and df["gpu_util"].max() == 40
+
+
+def test_query_gpu_text_blanks_are_counted():
+    text = ("timestamp, index, power.draw [W], utilization.gpu [%]\n"
+            "2026/05/28 10:00:00.000, 0, [N/A], [Not Supported]\n")
+    res = import_text(text, "query")
+    assert res.blanks == {"gpu_util": 1, "power_w": 1}
+
+
+def test_a_parquet_gpu_index_must_be_an_index(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for bad in (-1, 10**12, 0.7):
+        f = tmp_path / "g.parquet"
+        pq.write_table(pa.table({"timestamp": [T0], "gpu": [bad], "power_w": [100.0]}), f)
+        with pytest.raises(ValueError, match="not a GPU index"):
+            import_file(f)
+
+
+def test_a_slow_source_is_one_session_not_one_per_row(tmp_path):
+    from tealeaves.app.history import History
+
+    db = tmp_path / "slow.db"
+    t = T0 + np.arange(600) * 60.5  # --query-gpu -l 60, with jitter past a minute
+    with SampleStore(db) as s:
+        s.append(pd.DataFrame({"timestamp": t, "gpu": 0, "power_w": 100.0, "gpu_util": 5.0}))
+        h = History(s, server_lag_s=0.0)
+        h.update(force=True)
+        assert len(h.sessions) == 1

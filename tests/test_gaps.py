@@ -94,3 +94,38 @@ def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browse
         page.close()
     finally:
         shutdown()
+
+
+def test_an_older_file_imported_after_newer_ones_takes_its_place(tmp_path):
+    """A store filled newest first, and an older session stored while a dashboard holds the
+    newer one: both are read in time order, neither hides the other."""
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.traces import read_trace
+
+    tr = read_trace(bundled_trace_path())
+    new = tr.samples
+    old = new.assign(timestamp=new["timestamp"] - 30 * gap_bench.DAY_S,
+                     monotonic=new["monotonic"] - 30 * gap_bench.DAY_S)
+    db = tmp_path / "late.db"
+    with SampleStore(db) as s:  # newest first, in one store: the first catch-up
+        s.put_devices(tr.devices)
+        s.append(new)
+        s.append(old)
+        h = History(s, server_lag_s=0.0)
+        h.update(force=True)
+        assert len(h.sessions) == 2 and h.n_samples == 2 * len(new)
+        first = h.windows()
+    db2 = tmp_path / "live.db"
+    with SampleStore(db2) as s:  # the older file arrives while the newer one is held
+        s.put_devices(tr.devices)
+        s.append(new)
+        h = History(s, server_lag_s=0.0)
+        h.update(force=True)
+        edge = h.span()[1]
+        s.append(old)
+        h.update(force=True)
+        assert len(h.sessions) == 2 and h.span()[1] == edge  # the live edge stays
+        w = h.windows()
+        assert w.index.is_monotonic_increasing and len(w) == len(first)
+        assert h.bins(0, 10**13).index.is_monotonic_increasing
+        assert h.segments()["start"].is_monotonic_increasing
