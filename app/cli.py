@@ -279,7 +279,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         t0, t1 = f["time_span"]
         span = f"{t1 - t0:.3f} s from {_utc(t0)}" if math.isfinite(t0) else "no time span"
         print(f"{f['file']}: {f['format']}, {f['rows_read']} rows read, {f['samples']} samples, "
-              f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} lines skipped")
+              f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} "
+              f"line{'s' if len(f['skipped']) != 1 else ''} skipped")
         for col, n in f["blanks"].items():
             print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
         for col, n in f["out_of_range"].items():

@@ -1320,19 +1320,28 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     def _update(_pull, action, state, selected, asked, page_tz):
         nu = dash.no_update
         note = nu
-        acted = dash.ctx.triggered_id == ids.ACTION and bool(action)
+        # An action is acted on once, whichever input fired: dash-renderer keeps only the
+        # newest request of a callback, so a tick fired while a zoom was on its way replaces
+        # the zoom's request, and it must carry the zoom out (the page's cursor names the
+        # last action done, ``act_n``).
+        done_n = (state or {}).get("act_n")
+        pending = bool(action) and action.get("n") is not None and action.get("n") != done_n
+        applied = False
         tz = page_zone(page_tz).key
         try:
             if state and state.get("tz", "UTC") != tz:  # the page told its zone: redraw
-                step = live.redraw({**state, "tz": tz}, selected)
-                acted = acted or state.get("mode") == "range"
-            elif acted:
+                step = live.redraw({**state, "tz": tz}, selected)  # (an action waits a tick)
+                acted = state.get("mode") == "range"
+            elif pending:
                 step, note = _act(live, action, {**(state or {}), "tz": tz}, selected)
+                acted = applied = True
             else:
                 step = live.advance(state)
+                acted = False
         except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
             raise dash.exceptions.PreventUpdate from None
-        st = {**_page_state(step.state, config), "asked": asked}
+        st = {**_page_state(step.state, config), "asked": asked,
+              "act_n": action.get("n") if applied else done_n}
         if step.figure is not None:
             fig = step.figure
         elif step.patch is not None:

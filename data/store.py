@@ -270,8 +270,8 @@ class SampleStore:
         with open(self.path, "rb") as f:
             head = f.read(len(_SQLITE_MAGIC))
         if head != _SQLITE_MAGIC:
-            raise StoreError(f"{self.path}: not a tealeaves store (not an SQLite file); "
-                             f"nothing was written to it")
+            raise StoreError(f"{self.path}: not a tealeaves store (not an SQLite file); the file "
+                             f"is left as it was")
         # a read-only look of its own: the writer's connection would switch the file to WAL
         conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout)
         try:
@@ -289,7 +289,7 @@ class SampleStore:
         if app_id == APPLICATION_ID:
             if version > STORE_VERSION or version < 0:
                 raise StoreError(f"{self.path}: a store of another tealeaves layout ({version}; "
-                                 f"this one reads {STORE_VERSION}); nothing was written")
+                                 f"this one reads {STORE_VERSION}); the file is left as it was")
             return
         if not objects and version == 0:
             return  # an empty SQLite file: made a store
@@ -302,8 +302,8 @@ class SampleStore:
                     f"tables {', '.join(others[:5])}" if others else
                     "not tealeaves' tables and columns")
             raise StoreError(f"{self.path}: not a tealeaves store (an SQLite database of another "
-                             f"application: {what}); tealeaves only writes its own stores, "
-                             f"nothing was written")
+                             f"application: {what}); tealeaves opens only its own stores, "
+                             f"the file is left as it was")
 
     def _create(self) -> None:
         if getattr(self, "_complete", False):

@@ -612,3 +612,34 @@ def test_a_slow_source_is_one_session_not_one_per_row(tmp_path):
         h = History(s, server_lag_s=0.0)
         h.update(force=True)
         assert len(h.sessions) == 1
+
+
+def test_a_zoom_whose_request_a_tick_replaced_is_still_carried_out(tmp_path):
+    """dash-renderer keeps only the newest request of a callback: a tick fired while a zoom
+    was on its way arrives with the zoom as the action input but the tick as the trigger."""
+    from tealeaves.app import ids
+    from tealeaves.app.bench import _post, _update_body
+    from tealeaves.app.dashboard import DashboardConfig, create_app
+
+    db = tmp_path / "s.db"
+    small_store(db, seconds=60)
+    with SampleStore(db, readonly=True) as store:
+        app = create_app(store, DashboardConfig(source="t", server_lag_s=0.0))
+        client = app.server.test_client()
+        client.get("/")
+        state = app.tealeaves_live.snapshot().state
+        t0 = store.time_span()[0]
+        zoom = {"kind": "range", "t0": (t0 + 10) * 1000, "t1": (t0 + 20) * 1000, "px": 1200,
+                "n": 42}
+        body = _update_body(app, zoom, state)
+        body["changedPropIds"] = [f"{ids.PULL}.data"]  # the tick's request replaced the zoom's
+        _, _, resp = _post(client, body)
+        cur = resp["response"][ids.CURSOR]["data"]
+        assert cur["mode"] == "range" and cur["act_n"] == 42
+        assert cur["range"] == pytest.approx([t0 + 10, t0 + 20])
+        # the next tick with the same action input does not do it again
+        body = _update_body(app, zoom, cur)
+        body["changedPropIds"] = [f"{ids.PULL}.data"]
+        _, _, resp = _post(client, body)
+        assert ids.VIEW_NOTE not in resp["response"] or resp["response"][ids.VIEW_NOTE] \
+            .get("children") in (None, "")
