@@ -250,7 +250,7 @@ class History:
         """Bins, windows and segments of ``frame``, all older than the history, made on
         their own grids and put before it (``_Rows`` keeps the order); the cursors stay."""
         saved = (self.k_next, self.j_next, self.m_next, self.s_next, self.sessions,
-                 self._pending)
+                 self._pending, self.mono_newest)
         self.k_next = self.j_next = None
         self.m_next, self.s_next, self.sessions = None, None, []
         self._pending = pd.DataFrame()
@@ -267,7 +267,7 @@ class History:
             older = self.sessions
         finally:
             (self.k_next, self.j_next, self.m_next, self.s_next, self.sessions,
-             self._pending) = saved
+             self._pending, self.mono_newest) = saved
         self.sessions = sorted([*older, *self.sessions])
         self.t_first = min(t_first, self.t_first) if self.t_first is not None else t_first
         return grew

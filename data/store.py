@@ -5,7 +5,13 @@ transaction and never block the writer).  Each ``append`` is one transaction: a 
 whole or not at all, so bad input never loses what is already stored.
 
 Rows get an increasing integer ``id``; readers poll with ``read_since(cursor)`` and keep the
-returned cursor, so a live view asks only for samples newer than what it has.
+returned cursor, so a live view asks only for samples newer than what it has; ``iter_range``
+pages through a time range by rows (cost follows the samples, never the span).
+
+A store is ours by its identity (``PRAGMA application_id`` = ``APPLICATION_ID``, ``user_version``
+= ``STORE_VERSION``): any other file is refused before anything is written to it, a damaged one
+gives one line with the ``sqlite3 .recover`` command, and a collector claims a host's writing
+with a lock beside the file (``claim_writer``).
 """
 
 from __future__ import annotations
@@ -134,7 +140,8 @@ class SampleStore:
     closed whenever a new one is opened.
 
     Raises:
-        StoreError: the file is not an SQLite database or lacks the tealeaves tables.
+        StoreError: the path is a directory, not an SQLite file, another application's SQLite
+            file (``_identify``), a store of another layout, or damaged; nothing was written.
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False,
