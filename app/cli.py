@@ -777,8 +777,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         build_report,
         from_store,
         from_trace,
-        write_report,
     )
+    from .report_out import write_report
 
     if args.out.is_dir():
         return _fail(f"--out {args.out}: is a folder; give a file name")

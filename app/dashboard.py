@@ -1492,7 +1492,8 @@ def export_report(live: LiveView, state: dict, fmt: str) -> tuple[str, bytes]:
     Raises:
         ValueError (``ReportError``): nothing in the range, or PDF/PNG without Chromium.
     """
-    from .report import build_report, read_store, report_bytes
+    from .report import build_report, read_store
+    from .report_out import report_bytes
 
     t0, t1 = shown_range(live, state)
     path = getattr(live.store, "path", None)

@@ -195,13 +195,24 @@ SERVER_CELL_COLUMNS: tuple[str, ...] = (
 SERVER_HOLD_S: tuple[float, float] = (1.0, 15.0)
 
 #: Top of the server lane's hidden marker axis and the markers' height on it.
-_MARKER_Y = 0.86
+MARKER_Y = 0.86
 
 #: Windows whose mean load (%) is under this have no meaningful shares (noise over ~0).
 MIN_SHARE_LOAD = 10.0
 
+#: The ribbon's "hot" strip: its base and height on the ribbon's axis.
 _RIBBON_HOT_BASE = 1.08
-_RIBBON_HOT_HEIGHT = 0.32
+RIBBON_HOT_HEIGHT = 0.32
+
+
+def band_slots(order: list[int]) -> dict[int, int]:
+    """Row of each GPU in the load bands: the first GPU of ``order`` on top (slot n-1)."""
+    n = len(order)
+    return {g: n - 1 - i for i, g in enumerate(order)}
+
+
+#: Share of a band's height the load line spans (so neighbouring bands do not touch).
+BAND_SCALE = 0.85
 
 
 def gpu_color(gpu: int) -> str:
@@ -557,7 +568,7 @@ def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list
         cls.append(prefill_size_class(r.pf_new))
     for i in range(len(PREFILL_SIZES)):
         mine = [k == i for k in cls]
-        out[("prefill", i)] = (px, [_MARKER_Y if m else None for m in mine],
+        out[("prefill", i)] = (px, [MARKER_Y if m else None for m in mine],
                                [t if m else "" for t, m in zip(text, mine)])
     return out
 
@@ -572,7 +583,6 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
     phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
     point per slot instead of per window.
     """
-    from .views import BAND_SCALE, band_slots
 
     band_rows = band_slots(list(gpus) if order is None else list(order))
     out: dict[tuple, tuple[list, list, list]] = {}
@@ -617,7 +627,7 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
             out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], [])
     why = [f"hot set {st}: max/mean work {_fmt(r, '.2f')}x, straggler tax {_fmt(t, '.0%')}"
            if f else "" for f, st, r, t in zip(flagged, set_text, ratio, tax)]
-    out[("ribbon_hot",)] = (wx, [_RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
+    out[("ribbon_hot",)] = (wx, [RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
     out[("selected",)] = ([], [], [])
     out[("shots",)] = ([], [], [])
     shares = gpu_shares(windows, gpus) if n else pd.DataFrame(columns=gpus, dtype=float)
@@ -827,7 +837,6 @@ def shot_lines(shots: pd.DataFrame | None) -> list[dict]:
 
 def band_axis(order: list[int]) -> dict:
     """Tick positions and labels of the load bands' y axis for a GPU order (top first)."""
-    from .views import band_slots
 
     slots = band_slots(order)
     return {"range": [-0.08, max(len(order), 1) - 0.02],

@@ -31,7 +31,19 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from .figures import LANES, RIBBON_PHASES, gpu_shares, hot_members
+from .figures import (
+    BAND_SCALE,
+    LANES,
+    MARKER_Y,
+    PREFILL_SIZES,
+    RIBBON_HOT_HEIGHT,
+    RIBBON_PHASES,
+    SERVER_LINES,
+    band_slots,
+    gpu_shares,
+    hot_members,
+    prefill_size_class,
+)
 
 #: Points per line trace for a plot ``px`` pixels wide: one per two pixels, within these bounds.
 MIN_POINTS, MAX_POINTS = 200, 1000
@@ -156,16 +168,6 @@ def lanes_from_samples(samples: pd.DataFrame, gpus: list[int], n_out: int, hold_
 def bucket_factor(n_windows: int, n_out: int) -> int:
     """Windows per bucket so that ``n_windows`` fit in ``n_out`` buckets (1: no bucketing)."""
     return max(1, math.ceil(n_windows / max(n_out, 1)))
-
-
-def band_slots(order: list[int]) -> dict[int, int]:
-    """Row of each GPU in the load bands: the first GPU of ``order`` on top (slot n-1)."""
-    n = len(order)
-    return {g: n - 1 - i for i, g in enumerate(order)}
-
-
-#: Share of a band's height the load line spans (so neighbouring bands do not touch).
-BAND_SCALE = 0.85
 
 
 def load_order(windows: pd.DataFrame, gpus: list[int], by: str = "index") -> list[int]:
@@ -293,9 +295,8 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
             base += share
     out[("phase", RIBBON_PHASES[0])].extra.update(factor=f, segments=fine)
     n_flag = np.bincount(bi, weights=flagged.astype(float), minlength=len(ub))
-    from .figures import _RIBBON_HOT_HEIGHT
 
-    out[("ribbon_hot",)] = TraceData(centre, np.where(n_flag > 0, _RIBBON_HOT_HEIGHT, np.nan),
+    out[("ribbon_hot",)] = TraceData(centre, np.where(n_flag > 0, RIBBON_HOT_HEIGHT, np.nan),
                                      f * window_s)
     shares = gpu_shares(windows, gpus)
     x = starts + window_s / 2.0
@@ -327,7 +328,6 @@ def server_traces(cells: pd.DataFrame, window_s: float, n_out: int) -> dict[tupl
     """Server lane traces for a range of cells (``History.cells``): lines downsampled like the
     lanes; prefill markers one per cell with a batch while they fit in ``n_out``, else summed
     over buckets of ``bucket_factor`` cells (tokens and batches added up)."""
-    from .figures import _MARKER_Y, PREFILL_SIZES, SERVER_LINES, prefill_size_class
 
     out: dict[tuple, TraceData] = {}
     c = cells.index.to_numpy(dtype=np.float64) if len(cells) else np.empty(0)
@@ -355,6 +355,6 @@ def server_traces(cells: pd.DataFrame, window_s: float, n_out: int) -> dict[tupl
     for i in range(len(PREFILL_SIZES)):
         m = np.array([k == i for k in cls], dtype=bool)
         out[("prefill", i)] = TraceData(px[m] if len(px) else np.empty(0),
-                                        np.full(int(m.sum()), _MARKER_Y),
+                                        np.full(int(m.sum()), MARKER_Y),
                                         text=[t for t, mm in zip(text, m) if mm])
     return out

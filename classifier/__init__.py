@@ -11,7 +11,6 @@ Public surface:
 
 from __future__ import annotations
 
-import functools
 import logging
 
 import numpy as np
@@ -19,6 +18,7 @@ import pandas as pd
 
 from ..data.traces import Trace, label_at
 from .features import WindowFeatures
+from .labellers import default_labeller, labeller_name
 from .rules import PHASE_ORDER, RulePhaseLabeller
 from .windows import DEFAULT_WINDOW_S
 
@@ -32,8 +32,11 @@ __all__ = [
     "classify_trace",
     "classify_with_segments",
     "default_labeller",
+    "labeller_name",
     "score_against_labels",
 ]
+
+log = logging.getLogger(__name__)
 
 #: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
@@ -41,27 +44,6 @@ WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "bal
                   "imbalanced", "persistence", "load_mean",
                   "load_max", "tensor_active_mean", "dram_active_mean", "power_frac_mean",
                   "n_gpus", "p_idle", "p_prefill", "p_decode")
-
-log = logging.getLogger(__name__)
-
-
-@functools.cache
-def default_labeller():
-    """The shipped trained model (``classifier/model/phase_model.*``), loaded once; the v0
-    rules when it cannot be loaded (the reason is logged once)."""
-    from .model import ModelError, PhaseModel
-
-    try:
-        return PhaseModel.load()
-    except ModelError as exc:
-        log.warning("phase model unavailable, using the rules: %s", exc)
-        return RulePhaseLabeller()
-
-
-def labeller_name(labeller) -> str:
-    """``"trained"`` for a ``PhaseModel``, ``"rules"`` for the rules."""
-    return "rules" if isinstance(labeller, RulePhaseLabeller) else "trained"
-
 
 def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                      window_s: float = DEFAULT_WINDOW_S, labeller=None) -> pd.DataFrame:

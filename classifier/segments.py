@@ -174,7 +174,7 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
         at all are left out; a gap of more than one slot between covered slots ends a
         segment.
     """
-    from . import default_labeller
+    from .labellers import default_labeller
 
     labeller = default_labeller() if labeller is None else labeller
     fcols = [c for c in feats.columns if c.startswith("f_")]

@@ -34,7 +34,8 @@ from tealeaves.app.dashboard import (
     window_panel,
 )
 from tealeaves.app.exporter import TealeavesCollector, render
-from tealeaves.app.report import ReportInput, build_report, csv_rows, report_bytes, schema
+from tealeaves.app.report import ReportInput, build_report, csv_rows, schema
+from tealeaves.app.report_out import report_bytes
 from tealeaves.app.screenshots import verdict
 from tealeaves.classifier import classify_samples
 from tealeaves.classifier.rules import RulePhaseLabeller

@@ -25,9 +25,9 @@ from tealeaves.app.report import (
     csv_rows,
     from_store,
     from_trace,
-    report_bytes,
     schema,
 )
+from tealeaves.app.report_out import report_bytes
 from tealeaves.classifier import classify_samples
 from tealeaves.data import bundled_labels_path, bundled_trace_path
 from tealeaves.data.store import SampleStore
@@ -385,7 +385,7 @@ def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path
 
 
 def test_out_must_be_a_regular_writable_file(tmp_path, report):
-    from tealeaves.app.report import write_report
+    from tealeaves.app.report_out import write_report
 
     with pytest.raises(ReportError, match="not a regular file"):
         write_report(report, "json", "/dev/null")

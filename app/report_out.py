@@ -1,0 +1,56 @@
+"""Writing an imbalance report (``app.report``): the bytes of each format and all-or-nothing
+files.  Apart from ``report`` so the document model imports none of its renderers
+(``report_html``, ``report_render``), which import it."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .report import FORMATS, Report, ReportError, to_csv, to_json
+from .report_html import render_html
+
+
+def report_bytes(report: Report, fmt: str) -> bytes:
+    """``report`` as the bytes of a ``fmt`` file (``FORMATS``).
+
+    Raises:
+        ReportError: unknown format, or PDF/PNG without a Chromium or Playwright (the message
+            says what to install).
+    """
+    if fmt == "json":
+        return to_json(report).encode()
+    if fmt == "csv":
+        return to_csv(report).encode()
+    if fmt == "html":
+        return render_html(report).encode("utf-8")
+    if fmt in ("pdf", "png"):
+        from .report_render import render_pdf_or_png
+
+        return render_pdf_or_png(render_html(report, print_layout=True), fmt)
+    raise ReportError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
+
+
+def write_report(report: Report, fmt: str, out: str | Path) -> Path:
+    """Write ``report`` as ``fmt`` to ``out``: all or nothing (a temporary file beside it,
+    renamed when complete).
+
+    Raises:
+        ReportError: as ``report_bytes``; OSError: ``out`` cannot be written.
+    """
+    out = Path(out)
+    if out.is_symlink():
+        out = out.resolve()  # write the file the link names, keep the link
+    if out.exists() and not out.is_file():
+        raise ReportError(f"--out {out}: not a regular file (a device, pipe or folder); "
+                          f"give a file name")
+    if out.exists() and not os.access(out, os.W_OK):
+        raise ReportError(f"--out {out}: the file is read-only")
+    data = report_bytes(report, fmt)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_bytes(data)
+    tmp.replace(out)
+    return out
+
+
+__all__ = ["report_bytes", "write_report"]

@@ -1,0 +1,114 @@
+"""The package's import graph (issue 20): no import circle anywhere, lazy imports inside
+functions included, and data flows one way: ``data`` imports none of the other rooms and only
+``app`` imports ``app``."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+ROOMS = ("app", "collectors", "classifier", "kernels_bench", "data")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for room in ROOMS:
+        for f in (ROOT / room).rglob("*.py"):
+            parts = f.relative_to(ROOT).with_suffix("").parts
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            mods[name] = f
+    return mods
+
+
+def _graph() -> dict[str, set[str]]:
+    """Module -> the package modules it imports (at any depth of its code)."""
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    for m, f in mods.items():
+        pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".") if pkg else []
+                    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                    target = ".".join([*base, *([node.module] if node.module else [])])
+                elif (node.module or "").startswith("tealeaves."):
+                    target = node.module.removeprefix("tealeaves.")
+                else:
+                    continue
+                for a in node.names:
+                    for cand in (f"{target}.{a.name}" if target else a.name, target):
+                        if cand in mods:
+                            edges[m].add(cand)
+                            break
+    return edges
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    counter = 0
+    for root in edges:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is None:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        x = stack.pop()
+                        on.discard(x)
+                        comp.append(x)
+                        if x == v:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+            elif w == v:
+                continue
+            elif w not in index:
+                index[w] = low[w] = counter
+                counter += 1
+                stack.append(w)
+                on.add(w)
+                work.append((w, iter(sorted(edges[w]))))
+            elif w in on:
+                low[v] = min(low[v], index[w])
+    return out
+
+
+def test_the_walker_sees_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_anywhere():
+    edges = _graph()
+    assert len(edges) > 50 and "app.views" in edges["app.dashboard"]
+    assert _cycles(edges) == []
+
+
+def test_data_flows_one_way():
+    edges = _graph()
+    for m, targets in edges.items():
+        room = m.split(".")[0]
+        for t in targets:
+            other = t.split(".")[0]
+            if room == "data":
+                assert other == "data", f"{m} imports {t}: data imports no other room"
+            if other == "app":
+                assert room == "app", f"{m} imports {t}: only app imports app"
