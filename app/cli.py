@@ -136,7 +136,7 @@ def _version() -> str:
 # -- collect -------------------------------------------------------------------------------
 def cmd_collect(args: argparse.Namespace) -> int:
     from ..collectors import claim_store, run_to_store, start_server_signals
-    from ..collectors.bench import CpuMeter, _rss_mb
+    from ..collectors.bench import CpuMeter, rss_mb
     from ..collectors.nvml import NvmlCollector, health_summary
     from ..collectors.nvml_shim import NvmlUnavailable
     from ..data.store import SampleStore, StoreError
@@ -181,7 +181,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     def sample_rss(_batch) -> None:
         t = meter.stop()[1]
         if not rss or t - rss[-1][0] >= 5.0:
-            rss.append((round(t, 2), _rss_mb()))
+            rss.append((round(t, 2), rss_mb()))
 
     sample_rss(None)
     exporter = None
@@ -209,7 +209,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     if exporter is not None:
         exporter[0].shutdown()
     cpu_s, elapsed = meter.stop()
-    rss.append((round(elapsed, 2), _rss_mb()))
+    rss.append((round(elapsed, 2), rss_mb()))
     h = collector.health
     if args.stats_json:
         summary = health_summary(h, elapsed)

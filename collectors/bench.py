@@ -33,7 +33,8 @@ FIELDS = ("tool", "gpus", "seconds", "fast_hz", "pcie_hz", "gpm_hz", "buffer_row
           "cpu_pct_one_core", "nvml_ms_per_sweep", "rss_mb", "note")
 
 
-def _rss_mb() -> float:
+def rss_mb() -> float:
+    """This process's resident memory now, MiB (``/proc/self/statm``; Linux)."""
     with open("/proc/self/statm") as fh:
         return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 

@@ -53,10 +53,10 @@ def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
     on: set[str] = set()
     out: list[list[str]] = []
     counter = 0
-    for root in edges:
+    for root, targets in edges.items():
         if root in index:
             continue
-        work = [(root, iter(sorted(edges[root])))]
+        work = [(root, iter(sorted(targets)))]
         index[root] = low[root] = counter
         counter += 1
         stack.append(root)
