@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data.schema import FIELD_LIMITS, is_blank_scaled, screen_values
+from ..data.schema import FIELD_LIMITS, is_blank_scaled, screen_frame
 from ..data.store import SampleStore
 
 #: Samples held in memory while the store cannot be written (about 10 min of 8 GPUs at 20 Hz);
@@ -124,17 +124,11 @@ def screen_batch(batch, blanks: dict[str, int], out_of_range: dict[str, int]) ->
     """
     if isinstance(batch, pd.DataFrame):
         counts: dict = {}
-        for col in FIELD_LIMITS:
-            if col in batch:
-                clean, n_blank, bad = screen_values(col, batch[col].to_numpy())
-                if n_blank or bad.any():
-                    batch[col] = clean
-                    counts[col] = (n_blank, int(bad.sum()))
-        for col, (nb, nbad) in counts.items():
-            if nb:
-                blanks[col] = blanks.get(col, 0) + nb
-            if nbad:
-                out_of_range[col] = out_of_range.get(col, 0) + nbad
+        screen_frame(batch, counts)
+        for col, c in counts.items():
+            for n, into in ((c["blank"], blanks), (c["out_of_range"], out_of_range)):
+                if n:
+                    into[col] = into.get(col, 0) + n
         return
     for row in batch:
         for col, low, high in _LIMITS:

@@ -195,6 +195,23 @@ def empty_frame() -> pd.DataFrame:
     return conform(pd.DataFrame({c: [] for c in COLUMNS}))
 
 
+def screen_frame(df: pd.DataFrame, counts: dict[str, dict[str, int]] | None = None) -> None:
+    """``screen_values`` over every metric column of ``df`` that it holds, in place.
+
+    Args:
+        df: a frame with numeric metric columns (any of ``FIELD_LIMITS``).
+        counts: when given, ``{column: {"blank": n, "out_of_range": n}}`` is added for the
+            columns where either happened.
+    """
+    for col in FIELD_LIMITS:
+        if col in df:
+            clean, n_blank, bad = screen_values(col, df[col].to_numpy())
+            if n_blank or bad.any():
+                df[col] = clean
+                if counts is not None:
+                    counts[col] = {"blank": n_blank, "out_of_range": int(bad.sum())}
+
+
 def conform(df: pd.DataFrame, *, source: str = "frame",
             counts: dict[str, dict[str, int]] | None = None) -> pd.DataFrame:
     """Check and coerce ``df`` to the sample schema.
@@ -249,11 +266,7 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
             out[col] = pd.to_numeric(out[col], errors="raise").astype(dtype)
         except (ValueError, TypeError) as exc:
             raise SchemaError(f"{source}: column {col!r} is not numeric ({exc})") from exc
-        if col in FIELD_LIMITS:  # a blank code or an impossible value is no reading: NaN
-            clean, n_blank, bad = screen_values(col, out[col].to_numpy())
-            out[col] = clean
-            if counts is not None and (n_blank or bad.any()):
-                counts[col] = {"blank": n_blank, "out_of_range": int(bad.sum())}
+    screen_frame(out, counts)  # a blank code or an impossible value is no reading: NaN
     if not np.isfinite(out["timestamp"].to_numpy()).all():
         raise SchemaError(f"{source}: column 'timestamp' has missing or infinite values")
     mono = out["monotonic"]
