@@ -51,6 +51,9 @@ CONTEXT_WINDOWS = 8
 READ_CHUNK = 120_000
 #: A pause in the samples longer than this (s) ends a session: the grids jump over it.
 SESSION_GAP_S = 60.0
+#: Rows that land among what the history holds make it read the store again, at most this
+#: often (s): a host clock stepped back would otherwise rebuild it on every tick.
+REBUILD_MIN_S = 30.0
 #: Seconds of ``/metrics`` scrapes read before the first new cell (their values stand ~1.5 s).
 METRICS_BACK_S = 5.0
 
@@ -119,6 +122,7 @@ class History:
         self.server_lag_s = server_lag_s
         self.min_update_s = min_update_s
         self._lock = threading.Lock()
+        self._rebuilt_at = -math.inf
         self._reset()
 
     def _reset(self) -> None:
@@ -143,6 +147,7 @@ class History:
         #: ``[first, last]`` sample time (epoch s) of each session: runs of samples without a
         #: pause longer than ``SESSION_GAP_S``, oldest first
         self.sessions: list[list[float]] = []
+        self._rebuild = False
 
     # -- catching up ---------------------------------------------------------------------
     def update(self, force: bool = False) -> bool:
@@ -156,42 +161,52 @@ class History:
         with self._lock:
             if not force and time.monotonic() - self._last_update < self.min_update_s:
                 return False
-            grew = False
-            if self.cursor == 0 and self.k_next is None:
-                # the first catch-up reads in time order (keyset pages): a store whose files
-                # were imported newest first is read as it happened, not as it was written
-                top = self.store.cursor()
-                for frame in self.store.iter_range(rows=READ_CHUNK, max_id=top):
-                    grew |= self._ingest(frame)
-                self.cursor = max(self.cursor, top)
-            while True:
-                frame, cursor = self.store.read_since(self.cursor, limit=READ_CHUNK)
-                if frame.empty:
-                    self.cursor = cursor
-                    break
-                self.cursor = cursor
-                grew |= self._ingest(frame)
-                if len(frame) < READ_CHUNK:
-                    break
+            grew = self._catch_up()
+            if self._rebuild and time.monotonic() - self._rebuilt_at >= REBUILD_MIN_S:
+                self._reset()  # a new generation: every page redraws from the new history
+                self._rebuilt_at = time.monotonic()
+                grew = self._catch_up() or True
             self._last_update = time.monotonic()
             return grew
+
+    def _catch_up(self) -> bool:
+        grew = False
+        if self.cursor == 0 and self.k_next is None:
+            # the first catch-up reads in time order (keyset pages): a store whose files
+            # were imported newest first is read as it happened, not as it was written
+            top = self.store.cursor()
+            for frame in self.store.iter_range(rows=READ_CHUNK, max_id=top):
+                grew |= self._ingest(frame)
+            self.cursor = max(self.cursor, top)
+        while True:
+            frame, cursor = self.store.read_since(self.cursor, limit=READ_CHUNK)
+            if frame.empty:
+                self.cursor = cursor
+                break
+            self.cursor = cursor
+            grew |= self._ingest(frame)
+            if len(frame) < READ_CHUNK:
+                break
+        return grew
 
     def _ingest(self, frame: pd.DataFrame) -> bool:
         frame = frame[pd.notna(frame["timestamp"])]
         if frame.empty:
             return False
         newest = float(frame["timestamp"].max())
-        if (self.k_next is not None and self.t_first is not None
-                and newest < self.t_first - self._gap_s(frame)):
-            # a session older than everything held (a file imported late): its own piece,
-            # put in its place; the live edge stays where it is
-            return self._ingest_older(frame)
-        if self.k_next is not None and newest < self.k_next * self.bin_s - 5.0:
-            # the clock went back into what is held (a restarted replay, a host clock step):
-            # start over from these samples rather than drop everything after them
-            cursor = self.cursor
-            self._reset()
-            self.cursor = cursor
+        gap = self._gap_s(frame)
+        if self.k_next is not None and self.t_first is not None:
+            oldest = float(frame["timestamp"].min())
+            if newest < self.t_first - gap:
+                # a session older than everything held (a file imported late): its own
+                # piece, put in its place; the live edge stays where it is
+                return self._ingest_older(frame)
+            if oldest < self.k_next * self.bin_s - gap:
+                # rows among or across what is held (a file of another time imported into a
+                # watched store, a clock stepped back): read the whole store again in time
+                # order on the next update (at most every REBUILD_MIN_S); nothing is lost
+                self._rebuild = True
+                return False
         gpus = sorted(set(self.gpus) | set(gpus_in(frame)) | self._device_gpus())
         if self.gpus and gpus != self.gpus:
             # a GPU appeared: the bins' columns change; keep what is known, widen the columns
@@ -211,14 +226,13 @@ class History:
         # with the samples it has, and the grids jump over the pause (cost follows samples,
         # never the span of a gap).
         ts = pend["timestamp"].to_numpy(dtype=np.float64)
-        gap = self._gap_s(pend)
         cuts = [0, *(np.flatnonzero(np.diff(ts) > gap) + 1).tolist(), len(pend)]
         grew = False
         for a, b in itertools.pairwise(cuts):
             piece = pend.iloc[a:b]
             last = b == len(pend)
             t0 = float(ts[a])
-            if self.k_next is None or (a > 0 and self._new_session(t0)):
+            if self.k_next is None or a > 0:  # a cut is a pause: a new session
                 self._start_session(t0)
             if last:
                 t_done = _complete_until(piece)
@@ -271,9 +285,6 @@ class History:
         self.sessions = sorted([*older, *self.sessions])
         self.t_first = min(t_first, self.t_first) if self.t_first is not None else t_first
         return grew
-
-    def _new_session(self, t0: float) -> bool:
-        return self.k_next is not None and t0 > self.k_next * self.bin_s + SESSION_GAP_S / 2
 
     def _start_session(self, t0: float) -> None:
         """Move the grids to a session starting at ``t0`` (the first, or one after a pause)."""

@@ -3,6 +3,8 @@ history keeps the sessions apart, and ``tealeaves bench gaps`` runs small here s
 
 from __future__ import annotations
 
+import pandas as pd
+
 from tealeaves.app import gap_bench
 from tealeaves.app.history import SESSION_GAP_S, History
 from tealeaves.data.store import SampleStore
@@ -129,3 +131,30 @@ def test_an_older_file_imported_after_newer_ones_takes_its_place(tmp_path):
         assert w.index.is_monotonic_increasing and len(w) == len(first)
         assert h.bins(0, 10**13).index.is_monotonic_increasing
         assert h.segments()["start"].is_monotonic_increasing
+
+
+def test_files_of_other_times_imported_into_a_watched_store_keep_every_session(tmp_path):
+    """An import holding an older session and one among the held ones, while a dashboard
+    watches the store: the history is read again in time order, every session kept."""
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.traces import read_trace
+
+    s = read_trace(bundled_trace_path()).samples
+
+    def shifted(dt):
+        return s.assign(timestamp=s["timestamp"] + dt, monotonic=s["monotonic"] + dt)
+
+    db = tmp_path / "watched.db"
+    with SampleStore(db) as store:
+        store.append(pd.concat([shifted(0), shifted(30 * gap_bench.DAY_S)]))
+        h = History(store, server_lag_s=0.0)
+        h.update(force=True)
+        assert len(h.sessions) == 2
+        gen = h.generation
+        store.append(pd.concat([shifted(-gap_bench.DAY_S), shifted(12 * 3600)]))
+        h.update(force=True)
+        assert len(h.sessions) == 4 and h.generation > gen
+        fresh = History(store, server_lag_s=0.0)
+        fresh.update(force=True)
+        assert h.sessions == fresh.sessions
+        assert len(h.windows()) == len(fresh.windows())
