@@ -1,4 +1,4 @@
 """app: the Dash dashboard and the ``tealeaves`` command line.
 
-Importing this package pulls in nothing heavy; ``app.server`` and ``app.dashboard`` import dash.
+Importing this package pulls in nothing heavy; ``app.dashboard`` imports dash.
 """

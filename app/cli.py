@@ -320,7 +320,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 # -- bench ---------------------------------------------------------------------------------
 def cmd_bench_prometheus(args: argparse.Namespace) -> int:
-    from .prom_bench import main as prom_main
+    from .bench.prometheus import main as prom_main
 
     try:
         prom_main(args.targets, args.interval, args.seconds, args.json)
@@ -370,7 +370,7 @@ def cmd_bench_classifier(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_gaps(args: argparse.Namespace) -> int:
-    from . import gap_bench
+    from .bench import gaps as gap_bench
 
     res = gap_bench.run(args.gap_days, args.copies)
     if args.json:
@@ -379,7 +379,7 @@ def cmd_bench_gaps(args: argparse.Namespace) -> int:
 
 
 def cmd_bench_dashboard(args: argparse.Namespace) -> int:
-    from ..app import bench as dbench
+    from .bench import dashboard as dbench
 
     if args.store is not None and args.store.exists() and not dbench.made_by_bench(args.store):
         return _fail(f"{args.store} exists and is not a store `tealeaves bench dashboard` made: "
@@ -769,8 +769,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..classifier.align import align_log, shift_events
     from ..collectors.server_log import ServerLogError, events_frame
-    from .dashboard import parse_time
-    from .report import (
+    from .dashboard.factory import parse_time
+    from .report.model import (
         FORMATS,
         ReportError,
         Source,
@@ -778,7 +778,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         from_store,
         from_trace,
     )
-    from .report_out import write_report
+    from .report.out import write_report
 
     if args.out.is_dir():
         return _fail(f"--out {args.out}: is a folder; give a file name")
@@ -836,7 +836,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 # -- dashboard -----------------------------------------------------------------------------
 def cmd_dashboard(args: argparse.Namespace) -> int:
-    from ..app.server import serve
+    from .dashboard.server import serve
 
     try:
         return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,

@@ -746,7 +746,7 @@ class HostView:
     """One host's part of a ``SampleStore`` (a cluster's store holds several hosts, whose GPU
     indices repeat): the sample readers answer for ``host`` only; everything else (server
     signals, screenshots, meta, writes) is the store's.  Readers built for one machine
-    (``app.history.History``, the dashboard) work on it unchanged."""
+    (``app.dashboard.history.History``, the dashboard) work on it unchanged."""
 
     def __init__(self, store: SampleStore, host: str) -> None:
         self._store = store

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from tealeaves.app import ids
-from tealeaves.app.prom_bench import serve_text
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.bench.prometheus import serve_text
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.server import start_in_thread
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "data" / "traces"

@@ -20,8 +20,8 @@ import numpy as np
 import pypdfium2 as pdfium
 from playwright.sync_api import sync_playwright
 
-from tealeaves.app.report import build_report, from_trace
-from tealeaves.app.report_out import report_bytes
+from tealeaves.app.report.model import build_report, from_trace
+from tealeaves.app.report.out import report_bytes
 from tealeaves.classifier.align import align_log, shift_events
 from tealeaves.collectors.server_log import events_frame
 

@@ -28,9 +28,9 @@ from pathlib import Path
 import pandas as pd
 from playwright.sync_api import sync_playwright
 
-from tealeaves.app import ids
-from tealeaves.app.bench import build_store
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.bench.dashboard import build_store
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.server import start_in_thread
 from tealeaves.data.importers import load_trace
 from tealeaves.data.store import SampleStore
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.dashboard.server import start_in_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_screenshots import ARGS, _hover_lane, _open, _show, _trace_store

@@ -28,7 +28,7 @@ def browser():
 def caught_up_store(trace, path: Path):
     """A store at ``path`` holding the whole of ``trace`` and a ``History`` caught up with
     it (no server lag); returns ``(store, history)``, the caller closes the store."""
-    from tealeaves.app.history import History
+    from tealeaves.app.dashboard.history import History
     from tealeaves.data.store import SampleStore
 
     store = SampleStore(path)

@@ -603,7 +603,7 @@ def test_a_parquet_gpu_index_must_be_an_index(tmp_path):
 
 
 def test_a_slow_source_is_one_session_not_one_per_row(tmp_path):
-    from tealeaves.app.history import History
+    from tealeaves.app.dashboard.history import History
 
     db = tmp_path / "slow.db"
     t = T0 + np.arange(600) * 60.5  # --query-gpu -l 60, with jitter past a minute
@@ -617,9 +617,9 @@ def test_a_slow_source_is_one_session_not_one_per_row(tmp_path):
 def test_a_zoom_whose_request_a_tick_replaced_is_still_carried_out(tmp_path):
     """dash-renderer keeps only the newest request of a callback: a tick fired while a zoom
     was on its way arrives with the zoom as the action input but the tick as the trigger."""
-    from tealeaves.app import ids
-    from tealeaves.app.bench import _post, _update_body
-    from tealeaves.app.dashboard import DashboardConfig, create_app
+    from tealeaves.app.bench.dashboard import _post, _update_body
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.factory import DashboardConfig, create_app
 
     db = tmp_path / "s.db"
     small_store(db, seconds=60)

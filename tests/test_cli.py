@@ -162,7 +162,7 @@ def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
 
 
 def test_dashboard_and_classify_read_an_imported_format():
-    from tealeaves.app.server import choose_source
+    from tealeaves.app.dashboard.server import choose_source
 
     dmon = case_path("dmon_1gpu_TD_blankline_ccpm_pcie_01.txt")
     src = choose_source(trace=dmon)

@@ -153,7 +153,7 @@ def test_kill_9_loses_at_most_one_second(tmp_path):
 
 
 def test_dashboard_falls_back_to_replay_without_nvml():
-    from tealeaves.app.server import choose_source
+    from tealeaves.app.dashboard.server import choose_source
 
     try:
         NvmlCollector().open()

@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from tealeaves.app import figures as F
-from tealeaves.app import ids
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.server import start_in_thread
 from tealeaves.data.store import SampleStore
 
 # The README's screenshot is refreshed only on request (TEALEAVES_SCREENSHOT=docs/dashboard.png),
@@ -224,8 +224,8 @@ def test_history_zoom_pan_hover_and_click(browser, tmp_path):
     """Ten minutes of four GPUs in a store served without collecting: "all" and zooms ask the
     server for their range and get it downsampled; a far zoom gets every raw sample; the hover
     and window panels fill in."""
-    from tealeaves.app.bench import build_store
-    from tealeaves.app.views import point_budget
+    from tealeaves.app.bench.dashboard import build_store
+    from tealeaves.app.dashboard.views import point_budget
 
     db = tmp_path / "history.db"
     build_store(db, seconds=600.0, n_gpus=4, log=lambda *_: None)

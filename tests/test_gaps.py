@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tealeaves.app import gap_bench
-from tealeaves.app.history import SESSION_GAP_S, History
+from tealeaves.app.bench import gaps as gap_bench
+from tealeaves.app.dashboard.history import SESSION_GAP_S, History
 from tealeaves.data.store import SampleStore
 
 
@@ -63,8 +63,8 @@ def test_bench_gaps_runs_small_and_the_gap_costs_no_more(tmp_path):
 
 
 def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browser, tmp_path):
-    from tealeaves.app import ids
-    from tealeaves.app.server import start_in_thread
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.server import start_in_thread
 
     db = tmp_path / "gap.db"
     gap_bench.build(db, 30 * gap_bench.DAY_S)

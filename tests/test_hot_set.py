@@ -26,17 +26,17 @@ import pytest
 
 from tealeaves.app import figures as F
 from tealeaves.app.cli import main
-from tealeaves.app.dashboard import (
+from tealeaves.app.dashboard.factory import (
     DashboardConfig,
     LiveView,
     header_cells,
     hover_panel,
     window_panel,
 )
+from tealeaves.app.dashboard.screenshots import verdict
 from tealeaves.app.exporter import TealeavesCollector, render
-from tealeaves.app.report import ReportInput, build_report, csv_rows, schema
-from tealeaves.app.report_out import report_bytes
-from tealeaves.app.screenshots import verdict
+from tealeaves.app.report.model import ReportInput, build_report, csv_rows, schema
+from tealeaves.app.report.out import report_bytes
 from tealeaves.classifier import classify_samples
 from tealeaves.classifier.rules import RulePhaseLabeller
 from tealeaves.classifier.summary import hot_ceilings, imbalance_summary

@@ -47,7 +47,7 @@ DCGM_CASE = (Path(__file__).resolve().parents[2] / "shared" / "cases" / "public"
 
 def _serve_text(path: Path):
     """Serve a dcgm-exporter text file at /metrics on loopback (a scrape target)."""
-    from tealeaves.app.prom_bench import serve_text
+    from tealeaves.app.bench.prometheus import serve_text
 
     body = path.read_bytes()
     srv = serve_text(lambda: body)
@@ -147,8 +147,8 @@ def test_the_dashboard_reads_the_cluster_back_from_prometheus(cluster):
     lanes."""
     from playwright.sync_api import sync_playwright
 
-    from tealeaves.app import ids
-    from tealeaves.app.server import start_in_thread
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.server import start_in_thread
 
     chromium = "/usr/bin/chromium"
     if not Path(chromium).exists():

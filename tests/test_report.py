@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tealeaves.app.report import (
+from tealeaves.app.report.model import (
     SCHEMA_VERSION,
     ReportError,
     build_report,
@@ -27,7 +27,7 @@ from tealeaves.app.report import (
     from_trace,
     schema,
 )
-from tealeaves.app.report_out import report_bytes
+from tealeaves.app.report.out import report_bytes
 from tealeaves.classifier import classify_samples
 from tealeaves.data import bundled_labels_path, bundled_trace_path
 from tealeaves.data.store import SampleStore
@@ -265,7 +265,7 @@ def test_expert_dump_through_the_command(tmp_path):
 
 
 def test_long_ranges_show_progress_and_bad_requests_are_refused(tmp_path, capsys, monkeypatch):
-    from tealeaves.app import report as report_mod
+    from tealeaves.app.report import model as report_mod
 
     # pages of 7,001 rows: equal timestamps (one per GPU) straddle the page edges
     monkeypatch.setattr(report_mod, "READ_CHUNK_ROWS", 7_001)
@@ -314,8 +314,8 @@ def test_long_ranges_show_progress_and_bad_requests_are_refused(tmp_path, capsys
 def test_dashboard_export_button_downloads_the_shown_range(tmp_path):
     from playwright.sync_api import sync_playwright
 
-    from tealeaves.app import ids
-    from tealeaves.app.server import start_in_thread
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.server import start_in_thread
 
     db, _ = _stored(tmp_path / "dash.db")
     url, stop = start_in_thread(store_path=db, collect=False)
@@ -385,7 +385,7 @@ def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path
 
 
 def test_out_must_be_a_regular_writable_file(tmp_path, report):
-    from tealeaves.app.report_out import write_report
+    from tealeaves.app.report.out import write_report
 
     with pytest.raises(ReportError, match="not a regular file"):
         write_report(report, "json", "/dev/null")

@@ -17,8 +17,8 @@ import pytest
 from PIL import Image
 
 from tealeaves.app import figures as F
-from tealeaves.app import ids
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.server import start_in_thread
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace

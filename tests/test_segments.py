@@ -16,9 +16,9 @@ from conftest import caught_up_store
 from tealeaves import classifier as C
 from tealeaves.app import cli
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard import DashboardConfig, LiveView, follow_note
-from tealeaves.app.history import History, merge_runs, segment_slots
-from tealeaves.app.views import window_traces
+from tealeaves.app.dashboard.factory import DashboardConfig, LiveView, follow_note
+from tealeaves.app.dashboard.history import History, merge_runs, segment_slots
+from tealeaves.app.dashboard.views import window_traces
 from tealeaves.classifier import segments as segments_mod
 from tealeaves.classifier.evaluate import time_accuracy
 from tealeaves.classifier.segments import classify_segments, hop_features, segments_at

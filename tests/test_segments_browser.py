@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from tealeaves.app import figures as F
-from tealeaves.app import ids
-from tealeaves.app.server import start_in_thread
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.server import start_in_thread
 
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
 
@@ -63,7 +63,7 @@ def test_followed_ribbon_extends_a_bar_per_slot(browser):
 
 
 def test_zoomed_ribbon_draws_segments_and_the_hover_names_them(browser, tmp_path):
-    from tealeaves.app.bench import build_store
+    from tealeaves.app.bench.dashboard import build_store
 
     db = tmp_path / "seg.db"
     # the pattern's phase changes sit at a fixed offset from the 0.5-s window grid (the store

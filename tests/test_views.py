@@ -13,10 +13,10 @@ import pytest
 from conftest import caught_up_store
 
 from tealeaves.app import figures as F
-from tealeaves.app import views as V
-from tealeaves.app.dashboard import DashboardConfig, LiveView, live_factor
-from tealeaves.app.explain import explain_window
-from tealeaves.app.history import History
+from tealeaves.app.dashboard import views as V
+from tealeaves.app.dashboard.explain import explain_window
+from tealeaves.app.dashboard.factory import DashboardConfig, LiveView, live_factor
+from tealeaves.app.dashboard.history import History
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace
@@ -215,7 +215,7 @@ def test_explanations_name_what_the_labeller_saw(filled):
 
 
 def test_time_range_typed_by_hand_is_read_in_the_pages_zone_or_refused(filled):
-    from tealeaves.app.dashboard import _act, _picker_value, parse_time
+    from tealeaves.app.dashboard.factory import _act, _picker_value, parse_time
 
     assert parse_time("2026-11-30 12:00:00") == parse_time("2026-11-30T12:00:00.000")
     assert parse_time("2026-11-30 12:00:01.5") - parse_time("2026-11-30 12:00") == 1.5
@@ -274,7 +274,7 @@ def test_history_widens_when_a_gpu_appears(trace, tmp_path):
 def test_sample_age_trusts_the_monotonic_clock_only_when_it_is_this_boots():
     import time
 
-    from tealeaves.app.dashboard import _age_s
+    from tealeaves.app.dashboard.factory import _age_s
 
     now, mono = time.time(), time.monotonic()
     assert _age_s(now - 2.0, mono - 2.0) == pytest.approx(2.0, abs=0.2)

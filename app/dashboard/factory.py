@@ -3,7 +3,7 @@
 No module-level state: everything lives on the app object or in the browser, so two apps can run
 in one process (tests do).
 
-One ``History`` per app (``app.history``) holds the session binned and labelled; every page
+One ``History`` per app (``app.dashboard.history``) holds the session binned and labelled; every page
 reads from it.  A page is in one of two modes (its cursor ``state["mode"]``):
 
 - **follow** (the default; range presets "10 s", "1 min", "10 min"): the page shows the last
@@ -18,7 +18,7 @@ reads from it.  A page is in one of two modes (its cursor ``state["mode"]``):
   server lane appears and when the page has fallen more than ``span`` behind.
 - **range** (a zoom or pan with the mouse, the "all" preset or the time-range picker): the
   server answers with a ``dash.Patch`` holding only the traces' new data for that range,
-  downsampled to the plot's width (``app.views``: MinMaxLTTB for lines, bucketed phase shares
+  downsampled to the plot's width (``app.dashboard.views``: MinMaxLTTB for lines, bucketed phase shares
   for the ribbon, or its 0.1-s phase segments when every window gets a bar, every raw sample
   when the range holds few enough).  Following stops; the "follow live" button (or a preset)
   resumes it.  "all" keeps refreshing while data arrives.
@@ -31,7 +31,7 @@ update when none is in flight (``BUSY``).
 Hover and click are answered from the history too: the hover panel lists every GPU's values in
 the 0.1-s bin under the cursor and the window's phase and confidence; a click selects the
 window under the cursor and the window panel shows its features and why it got its label
-(``app.explain``).
+(``app.dashboard.explain``).
 
 Sample-to-screen latency is measured in the page: on every ``plotly_afterplot`` (a redraw) in
 follow mode, each bin drawn for the first time counts ``paint - offset - bin centre`` (the
@@ -60,13 +60,11 @@ import numpy as np
 import pandas as pd
 from dash import Input, Output, State, dcc, html
 
-from ..classifier.summary import window_hot_sets
-from ..data.schema import EARLIEST_TS
-from ..data.screenshots import ScreenshotError, zone_name
-from ..data.store import HostView, SampleStore, StoreError
-from . import ids
-from .explain import explain_window, row_hot_set, window_ceilings
-from .figures import (
+from ...classifier.summary import window_hot_sets
+from ...data.schema import EARLIEST_TS
+from ...data.screenshots import ScreenshotError, zone_name
+from ...data.store import HostView, SampleStore, StoreError
+from ..figures import (
     HOT_COLOR,
     MIN_SHARE_LOAD,
     PHASE_COLORS,
@@ -87,6 +85,8 @@ from .figures import (
     shots_between,
     trace_keys,
 )
+from . import ids
+from .explain import explain_window, row_hot_set, window_ceilings
 from .history import History
 from .screenshots import page as shots_page
 from .screenshots import register as register_screenshots
@@ -681,7 +681,7 @@ def axis_names(server: bool) -> dict:
     """Layout names of the figure's axes: ``x`` (every x axis) and ``bands`` (the load
     bands' y axis), for a figure with or without the server lane."""
     if server not in _AXES:
-        from .figures import rows
+        from ..figures import rows
 
         fig = build_figure(pd.DataFrame(), pd.DataFrame(), [0], server=(
             pd.DataFrame(columns=["pf_batches"]) if server else None))
@@ -828,7 +828,7 @@ def window_panel(row: dict | None, gpus: list[int], labeller: str,
 
 def _labeller_label() -> str:
     """Which phase model labels the windows: the trained one, or the rules as fallback."""
-    from ..classifier import default_labeller, labeller_name
+    from ...classifier import default_labeller, labeller_name
 
     if default_labeller.cache_info().currsize == 0:  # still loading (server start preloads it)
         return "loading the model"
@@ -1492,8 +1492,8 @@ def export_report(live: LiveView, state: dict, fmt: str) -> tuple[str, bytes]:
     Raises:
         ValueError (``ReportError``): nothing in the range, or PDF/PNG without Chromium.
     """
-    from .report import build_report, read_store
-    from .report_out import report_bytes
+    from ..report.model import build_report, read_store
+    from ..report.out import report_bytes
 
     t0, t1 = shown_range(live, state)
     path = getattr(live.store, "path", None)
@@ -1607,7 +1607,7 @@ def follow_note(state: dict, c: DashboardConfig) -> str:
 
 def cluster_panel() -> html.Div:
     """The cluster overview (shown when the store holds several hosts): the node picker and
-    every host's phase and GPUs' load over the last 10 minutes (``app.cluster``)."""
+    every host's phase and GPUs' load over the last 10 minutes (``app.dashboard.cluster``)."""
     return html.Div(id=ids.CLUSTER_PANEL, className="tl-panel", style={"display": "none"},
                     children=[
         html.Div([html.Span("Cluster: each host's phase and each GPU's load, up to the last "

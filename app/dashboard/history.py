@@ -3,7 +3,7 @@ server cells of everything the store holds, caught up incrementally.
 
 Every page (and every zoom) reads from this one copy instead of re-reading and re-classifying
 the store: a live tick slices the newest bins out of it, a zoom downsamples a range of it
-(``app.views``).  One hour of eight GPUs is about 36,000 bins x 48 lane columns (14 MB) and
+(``app.dashboard.views``).  One hour of eight GPUs is about 36,000 bins x 48 lane columns (14 MB) and
 7,200 windows (2 MB), whatever the number of pages open.
 
 How it is built (``History.update``): samples newer than the store's row-id cursor are read in
@@ -36,11 +36,11 @@ import time
 import numpy as np
 import pandas as pd
 
-from ..classifier import classify_with_segments
-from ..classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
-from ..data.schema import gpus_in
-from ..data.store import SampleStore
-from .figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
+from ...classifier import classify_with_segments
+from ...classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
+from ...data.schema import gpus_in
+from ...data.store import SampleStore
+from ..figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0

@@ -34,9 +34,9 @@ def build(path: Path, gap_s: float, copies: int = 2) -> int:
     and later ``gap_s`` seconds after the first ends.  Returns the rows written."""
     import pandas as pd
 
-    from ..data import bundled_trace_path
-    from ..data.store import SampleStore
-    from ..data.traces import read_trace
+    from ...data import bundled_trace_path
+    from ...data.store import SampleStore
+    from ...data.traces import read_trace
 
     tr = read_trace(bundled_trace_path())
     s = tr.samples
@@ -56,10 +56,10 @@ def build(path: Path, gap_s: float, copies: int = 2) -> int:
 
 def measure(path: Path) -> dict:
     """Time the three steps on the store at ``path`` in this process (see the module doc)."""
-    from ..data.store import SampleStore
-    from .bench import _post, _update_body
-    from .dashboard import DashboardConfig, create_app
-    from .report import build_report, from_store
+    from ...data.store import SampleStore
+    from ..dashboard.factory import DashboardConfig, create_app
+    from ..report.model import build_report, from_store
+    from .dashboard import _post, _update_body
 
     out: dict = {}
     t = time.perf_counter()
@@ -93,7 +93,7 @@ def run(gap_days: float = 30.0, copies: int = 2, log=print) -> dict:
         for name, gap_s in (("no gap", 0.0), ("gap", gap_days * DAY_S)):
             db = Path(tmp) / f"{name.replace(' ', '_')}.db"
             res["rows"] = build(db, gap_s, copies)
-            p = subprocess.run([sys.executable, "-m", "tealeaves.app.gap_bench", "--measure",
+            p = subprocess.run([sys.executable, "-m", "tealeaves.app.bench.gaps", "--measure",
                                 str(db)], capture_output=True, text=True, check=False)
             if p.returncode != 0:
                 raise RuntimeError(f"measuring {name} failed: {p.stderr[-2000:]}")
@@ -116,9 +116,9 @@ def table(res: dict) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":  # the measuring child: python -m tealeaves.app.gap_bench --measure DB
+if __name__ == "__main__":  # the measuring child: python -m tealeaves.app.bench.gaps --measure DB
     if len(sys.argv) == 3 and sys.argv[1] == "--measure":
-        from ..data.jsontext import dumps
+        from ...data.jsontext import dumps
         print(dumps(measure(Path(sys.argv[2]))))
     else:
-        sys.exit("usage: python -m tealeaves.app.gap_bench --measure STORE")
+        sys.exit("usage: python -m tealeaves.app.bench.gaps --measure STORE")

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ..classifier.imbalance import describe_ceiling, format_hot_set, hot_set_of
-from ..classifier.rules import PHASE_ORDER, RulePhaseLabeller
-from ..classifier.summary import hot_ceilings
+from ...classifier.imbalance import describe_ceiling, format_hot_set, hot_set_of
+from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from ...classifier.summary import hot_ceilings
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _pct(v: float, digits: int = 0) -> str:
 def imbalance_threshold(labeller: str) -> float:
     """The ``imbalance_ratio`` threshold of the labeller in use (trained detector or rules)."""
     if labeller == "trained":
-        from ..classifier import default_labeller
+        from ...classifier import default_labeller
 
         lab = default_labeller()
         det = getattr(lab, "imbalance", None)

@@ -32,11 +32,11 @@ from pathlib import Path
 import pandas as pd
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from ..collectors import claim_store, run_to_store, start_server_signals
-from ..collectors.nvml import health_summary
-from ..data import bundled_trace_path
-from ..data.importers import load_trace
-from ..data.store import SampleStore, StoreError
+from ...collectors import claim_store, run_to_store, start_server_signals
+from ...collectors.nvml import health_summary
+from ...data import bundled_trace_path
+from ...data.importers import load_trace
+from ...data.store import SampleStore, StoreError
 
 
 @dataclass
@@ -67,11 +67,11 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
         ValueError: ``trace`` is missing or not a readable trace (``TraceError``), or ``speed``
             / ``hz`` is not positive.
     """
-    from ..collectors.replay import ReplayCollector
+    from ...collectors.replay import ReplayCollector
 
     if trace is None and not force_replay:
-        from ..collectors.nvml import NvmlCollector
-        from ..collectors.nvml_shim import NvmlUnavailable
+        from ...collectors.nvml import NvmlCollector
+        from ...collectors.nvml_shim import NvmlUnavailable
 
         collector = None
         try:
@@ -117,7 +117,7 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
     """
     import math
 
-    from ..classifier.align import align_log, shift_events
+    from ...classifier.align import align_log, shift_events
 
     events, a, _fmt = align_log(server_log, samples, tz=tz, max_offset_s=max_offset_s)
     name = Path(server_log).name
@@ -236,8 +236,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             unknown ``tz``.
         RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
     """
-    from ..collectors.server_log import resolve_tz
-    from .dashboard import DashboardConfig, create_app
+    from ...collectors.server_log import resolve_tz
+    from .factory import DashboardConfig, create_app
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
     if not collect:
@@ -256,7 +256,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         source = Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)",
                         "store")
     elif prometheus:
-        from ..collectors.prometheus import PrometheusCollector, PrometheusError
+        from ...collectors.prometheus import PrometheusCollector, PrometheusError
 
         if trace is not None or server_log is not None:
             raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
@@ -336,7 +336,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         cfg = DashboardConfig(source=source.label, health=health_now, **config)
         app = create_app(store, cfg)
         # Load the phase model now, off the request path (reading it takes a few seconds).
-        from ..classifier import default_labeller
+        from ...classifier import default_labeller
 
         threading.Thread(target=default_labeller, name="tealeaves-model-load",
                          daemon=True).start()

@@ -16,8 +16,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..classifier.rules import PHASE_ORDER
-from .figures import PHASE_COLORS
+from ...classifier.rules import PHASE_ORDER
+from ..figures import PHASE_COLORS
 
 #: Seconds shown and column width.
 OVERVIEW_S = 600.0

@@ -34,8 +34,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..classifier.imbalance import hot_set_of
-from ..classifier.summary import (
+from ...classifier.imbalance import hot_set_of
+from ...classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
     hot_ceilings,
@@ -124,8 +124,8 @@ def from_trace(path: str | Path, format: str | None = None) -> ReportInput:
     Raises:
         ReportError: the file cannot be read (the message names it).
     """
-    from ..data.importers import ImportFormatError, load_trace
-    from ..data.traces import TraceError
+    from ...data.importers import ImportFormatError, load_trace
+    from ...data.traces import TraceError
 
     path = Path(path)
     try:
@@ -144,7 +144,7 @@ def from_store(path: str | Path, start: float | None = None, end: float | None =
     Raises:
         ReportError: no such store, an empty range, or no samples in it.
     """
-    from ..data.store import SampleStore, StoreError
+    from ...data.store import SampleStore, StoreError
 
     path = Path(path)
     if not path.exists():
@@ -229,7 +229,7 @@ def _text(v) -> str | None:
 
 
 def _classifier_facts(labeller: str) -> dict:
-    from ..classifier.model import MODEL_DIR, MODEL_STEM
+    from ...classifier.model import MODEL_DIR, MODEL_STEM
 
     out = {"labeller": labeller, "kind": None, "training_traces": None,
            "training_windows": None, "held_out": None}
@@ -277,8 +277,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         ReportError: unreadable labels or dump, a dump of another shape, a layout that does
             not divide, or no samples.
     """
-    from ..classifier import classify_samples, score_against_labels
-    from ..data.traces import TraceError, read_labels
+    from ...classifier import classify_samples, score_against_labels
+    from ...data.traces import TraceError, read_labels
 
     s = inp.samples
     if s.empty:
@@ -337,8 +337,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
 
 
 def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
-    from ..classifier.experts import expert_summary
-    from ..data.experts import ExpertDumpError, check_logical_count, load_expert_dump
+    from ...classifier.experts import expert_summary
+    from ...data.experts import ExpertDumpError, check_logical_count, load_expert_dump
 
     try:
         if isinstance(experts, np.ndarray):
@@ -367,7 +367,7 @@ def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
         "layer_balancedness_greedy": [_num(v) for v in summ["layer_balancedness_greedy"]],
         "estimate_note": str(summ["estimate_note"]),
     }
-    from ..classifier.experts import layer_loads
+    from ...classifier.experts import layer_loads
 
     arrays = {"layer_load": layer_loads(count), "gpu_load": gpu_load}
     return part, arrays
@@ -376,7 +376,7 @@ def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
 def _gpu_experts(n_experts: int, n_gpus: int, ep_size: int) -> list[str]:
     """Which experts each GPU holds under the contiguous EP placement: ``"0-47"`` (a slice
     of each at pure TP: ``"all (1/8 of each)"``)."""
-    from ..classifier.experts import expert_to_ep_rank
+    from ...classifier.experts import expert_to_ep_rank
 
     if ep_size == 1:
         return [f"all (1/{n_gpus} of each)" if n_gpus > 1 else "all"] * n_gpus

@@ -14,8 +14,8 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from .figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
-from .report import Report
+from ..figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
+from .model import Report
 
 #: Most columns of the timeline (windows are grouped beyond that).
 TIMELINE_COLUMNS = 600

@@ -1,7 +1,7 @@
 """Range views: a stretch of the history turned into at most a few hundred points per trace.
 
 Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them from
-``app.history.History`` and ``app.figures`` turns their output into a ``Patch``.
+``app.dashboard.history.History`` and ``app.figures`` turns their output into a ``Patch``.
 
 - **Lines** (GPU lanes, load bands, share strip, server lane) are downsampled with
   tsdownsample's MinMaxLTTB (Van Der Donckt et al., "MinMaxLTTB: Leveraging MinMax-Preselection
@@ -31,7 +31,7 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from .figures import (
+from ..figures import (
     BAND_SCALE,
     LANES,
     MARKER_Y,

@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .report import ReportError
+from .model import ReportError
 
 #: Where a Chromium is looked for, in order (``TEALEAVES_CHROMIUM`` first when set).
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -35,9 +35,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import ALL, Input, Output, State, dcc, html
 
-from ..classifier.rules import PHASE_ORDER
-from ..classifier.summary import imbalance_summary
-from ..data.screenshots import (
+from ...classifier.rules import PHASE_ORDER
+from ...classifier.summary import imbalance_summary
+from ...data.screenshots import (
     FORMATS,
     MAX_BYTES,
     YEARS,
@@ -48,8 +48,7 @@ from ..data.screenshots import (
     to_epoch,
     zone_name,
 )
-from . import ids
-from .figures import (
+from ..figures import (
     PHASE_COLORS,
     base_shapes,
     build_figure,
@@ -58,6 +57,7 @@ from .figures import (
     shot_points,
     shots_between,
 )
+from . import ids
 
 #: Default half-width (s) of the span a screenshot's verdict reads.
 SPAN_S = 5.0
@@ -570,7 +570,7 @@ def register(app: dash.Dash, live) -> None:
         options = [{"label": f" {r.name}", "value": r.sha256} for r in shots.itertuples()]
         patch = dash.Patch()
         st = state or {}
-        from .figures import trace_keys
+        from ..figures import trace_keys
 
         keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
         if ("shots",) in keys:
