@@ -112,3 +112,27 @@ def test_data_flows_one_way():
                 assert other == "data", f"{m} imports {t}: data imports no other room"
             if other == "app":
                 assert room == "app", f"{m} imports {t}: only app imports app"
+
+
+def test_every_relative_import_resolves():
+    """A relative import inside a function is only checked when it runs; after a module moves,
+    a stale ``from ..x import y`` must fail here, not in front of a user."""
+    mods = _modules()
+    bad = []
+    for m, f in mods.items():
+        pkg = m if f.name == "__init__.py" else m.rpartition(".")[0]
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.ImportFrom) and node.level:
+                base = pkg.split(".") if pkg else []
+                if node.level - 1 > len(base):
+                    bad.append(f"{f.relative_to(ROOT)}:{node.lineno} climbs above the package")
+                    continue
+                base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+                target = ".".join([*base, *([node.module] if node.module else [])])
+                if target in mods or (target == "" and node.module is None):
+                    continue
+                if all(f"{target}.{a.name}" in mods for a in node.names):
+                    continue
+                bad.append(f"{f.relative_to(ROOT)}:{node.lineno} imports {target or '.'}, "
+                           "which is no module of the package")
+    assert bad == []

@@ -1,0 +1,78 @@
+"""Pure figure builders for the dashboard, the cluster view, the screenshots page and the
+report: frames in, ``go.Figure``, ``Patch`` payloads or text out.
+
+- ``geometry``: the lanes, rows, colours and trace order every figure shares;
+- ``binning``: the data half (samples binned per GPU, shares of load, server cells);
+- ``plot``: the plotly half (``build_figure``, ``extend_data``, ``range_update``, shapes);
+- ``header``: the header's summary of the last windows and the hot set's text.
+
+Nothing here touches a store, a clock or Dash callbacks.  The package re-exports the public
+names of its modules, so ``from tealeaves.app import figures as F; F.build_figure`` works.
+"""
+
+from .binning import (  # noqa: F401
+    as_float,
+    bin_index,
+    bin_lanes,
+    gpu_shares,
+    hot_members,
+    prefill_size_class,
+    server_cells,
+    server_series,
+)
+from .geometry import (  # noqa: F401
+    BAND_SCALE,
+    COLUMN_DASH,
+    COLUMN_SHORT,
+    FIRST_LANE_ROW,
+    GPU_COLORS,
+    HOT_COLOR,
+    LANE_COLUMNS,
+    LANES,
+    MARKER_Y,
+    MIN_SHARE_LOAD,
+    N_ROWS,
+    PHASE_COLORS,
+    PHASE_HELP,
+    PREFILL_SIZES,
+    RIBBON_HOT_BASE,
+    RIBBON_HOT_HEIGHT,
+    RIBBON_PHASES,
+    RIBBON_ROW,
+    SERVER_CELL_COLUMNS,
+    SERVER_HOLD_S,
+    SERVER_LINES,
+    SHOT_COLOR,
+    SHOT_Y,
+    STRIP_ROW,
+    Lane,
+    Rows,
+    ServerLine,
+    band_slots,
+    gpu_color,
+    is_window_key,
+    rows,
+    trace_keys,
+)
+from .header import (  # noqa: F401
+    HeaderSummary,
+    certainty,
+    fmt_value,
+    header_summary,
+    hot_counts,
+    hot_set_text,
+)
+from .plot import (  # noqa: F401
+    band_axis,
+    base_shapes,
+    build_figure,
+    extend_data,
+    extend_point_count,
+    fmt_span,
+    range_update,
+    share_axis_top,
+    shot_lines,
+    shot_points,
+    shots_between,
+    typed_array,
+)

@@ -1,0 +1,151 @@
+"""The header's summary of the last windows (``header_summary`` -> ``HeaderSummary``: phase,
+certainty, imbalance ratio, hot set and how often each GPU was hot) and the hot set's text."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+
+from .binning import as_float
+from .geometry import RIBBON_PHASES
+
+
+def fmt_value(v: float | None, spec: str, missing: str = "n/a") -> str:
+    """``v`` formatted with ``spec`` (``format``), or ``missing`` when it is None or not finite
+    (NaN is never printed as a number)."""
+    return format(v, spec) if v is not None and math.isfinite(v) else missing
+
+
+def hot_set_text(hot_set, hot_share: float = math.nan, cold_share: float = math.nan) -> str:
+    """A hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"`` or ``"GPU 1 — 71 % vs
+    29 %"`` (``imbalance.format_hot_set`` after ``GPU``/``GPUs``); ``""`` for none."""
+    from ...classifier.imbalance import format_hot_set
+
+    hs = [int(g) for g in (hot_set or ())]
+    if not hs:
+        return ""
+    share = [as_float(hot_share), as_float(cold_share)]
+    return f"GPU{'s' if len(hs) > 1 else ''} {format_hot_set(hs, *share)}"
+
+
+# -- the header ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HeaderSummary:
+    """What the header says about the newest complete window.
+
+    Attributes:
+        phase: ``idle`` / ``prefill`` / ``decode`` (``mixed``), or None before any window.
+        confidence: the phase's score in [0, 1] (NaN when unknown).
+        imbalance_ratio: max / mean GPU work (1.0 = balanced; NaN when no load).
+        straggler_tax: 1 - mean/max busy time, the share of GPU time spent waiting (NaN when
+            no load).
+        hot_gpu: the busiest GPU of the hot set, or None when the window is not flagged.
+        window_end: end of the window, epoch seconds (NaN before any window).
+        hot_recent: ``{gpu: windows}`` flagged hot (in the hot set) in the summarised span.
+        windows: number of windows summarised for ``hot_recent``.
+        certainty: how sure, in words (``certainty`` of the newest window).
+        hot_set: every hot GPU of the window (empty when not flagged).
+        hot_share: mean share (%) of the summed work a GPU of the hot set holds (NaN when
+            not flagged).
+        cold_share: mean share (%) another GPU holds (NaN when not flagged).
+    """
+
+    phase: str | None
+    confidence: float
+    imbalance_ratio: float
+    straggler_tax: float
+    hot_gpu: int | None
+    window_end: float
+    hot_recent: dict[int, int]
+    windows: int
+    certainty: str = ""
+    hot_set: tuple[int, ...] = ()
+    hot_share: float = math.nan
+    cold_share: float = math.nan
+
+    def hot_text(self) -> str:
+        """The hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"``, ``"GPU 1 — 71 %
+        vs 29 %"``, or ``""`` when the window is not flagged."""
+        hs = self.hot_set or ((self.hot_gpu,) if self.hot_gpu is not None else ())
+        return hot_set_text(hs, self.hot_share, self.cold_share)
+
+    def text(self) -> str:
+        """One line, e.g. ``decode (97 %) | imbalance 1.43x | hot GPUs 1, 3, 5, 7 — 18 % each
+        vs 7 % | straggler tax 28 %``."""
+        if self.phase is None:
+            return "waiting for the first complete window"
+        hot = f"hot {self.hot_text()}" if self.hot_text() else "no hot GPU"
+        return (f"{self.phase} ({fmt_value(self.confidence * 100, '.0f')} %) | imbalance "
+                f"{fmt_value(self.imbalance_ratio, '.2f')}x | {hot} | straggler tax "
+                f"{fmt_value(self.straggler_tax * 100, '.0f')} %")
+
+
+def hot_counts(sets) -> dict[int, int]:
+    """``{gpu: windows}``: how many of the hot sets ``sets`` hold each GPU, by GPU."""
+    counts: dict[int, int] = {}
+    for hs in sets:
+        for g in hs or ():
+            counts[int(g)] = counts.get(int(g), 0) + 1
+    return dict(sorted(counts.items()))
+
+
+def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
+    """Summarise the newest window of ``windows`` (classifier output, sorted by ``start``).
+
+    Args:
+        windows: classifier windows; may be empty.
+        recent: how many trailing windows ``hot_recent`` counts over.
+    """
+    from ...classifier.summary import window_hot_sets
+
+    if windows is None or windows.empty:
+        return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0)
+    last = windows.iloc[-1]
+    hot = last.get("hot_gpu")
+    hot_i = int(hot) if hot is not None and math.isfinite(float(hot)) else None
+    tail = windows.iloc[-recent:]
+    sets = window_hot_sets(tail)
+    hot_set = sets[-1]
+    return HeaderSummary(
+        phase=str(last["phase"]),
+        confidence=float(last["confidence"]),
+        imbalance_ratio=float(last["imbalance_ratio"]),
+        straggler_tax=float(last["straggler_tax"]),
+        hot_gpu=hot_i if hot_set else None,
+        window_end=float(last["end"]),
+        hot_recent=hot_counts(sets),
+        windows=len(tail),
+        certainty=certainty(last.to_dict()),
+        hot_set=hot_set,
+        hot_share=as_float(last.get("hot_share")) if hot_set else math.nan,
+        cold_share=as_float(last.get("cold_share")) if hot_set else math.nan,
+    )
+
+
+def certainty(row: dict) -> str:
+    """How sure the label of a window is, in words: ``"97 % sure"``, or, when the sequence
+    smoothing chose another phase than the window's own scores (``p_<phase>``) favour,
+    ``"by context (this window alone: decode 62 %)"``."""
+    phase = str(row.get("phase"))
+    scores = {}
+    for p in RIBBON_PHASES:
+        try:
+            v = float(row.get(f"p_{p}", math.nan))
+        except (TypeError, ValueError):
+            v = math.nan
+        if math.isfinite(v):
+            scores[p] = v
+    conf = row.get("confidence")
+    if scores:
+        top = max(scores, key=scores.get)
+        if top != phase and scores[top] > scores.get(phase, 0.0) + 1e-9:
+            return f"by context (this window alone: {top} {scores[top]:.0%})"
+    try:
+        c = float(conf)
+    except (TypeError, ValueError):
+        return ""
+    return f"{c:.0%} sure" if math.isfinite(c) else ""
