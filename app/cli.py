@@ -769,7 +769,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from ..classifier.align import align_log, shift_events
     from ..collectors.server_log import ServerLogError, events_frame
-    from .dashboard.factory import parse_time
+    from .dashboard.timefmt import parse_time
     from .report.model import (
         FORMATS,
         ReportError,

@@ -619,7 +619,8 @@ def test_a_zoom_whose_request_a_tick_replaced_is_still_carried_out(tmp_path):
     was on its way arrives with the zoom as the action input but the tick as the trigger."""
     from tealeaves.app.bench.dashboard import _post, _update_body
     from tealeaves.app.dashboard import ids
-    from tealeaves.app.dashboard.factory import DashboardConfig, create_app
+    from tealeaves.app.dashboard.config import DashboardConfig
+    from tealeaves.app.dashboard.factory import create_app
 
     db = tmp_path / "s.db"
     small_store(db, seconds=60)

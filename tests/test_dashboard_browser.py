@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 from datetime import UTC, datetime
@@ -148,6 +149,23 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         clicked = page.evaluate(newest)
         page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
                                f"return x[x.length - 1] > {clicked} + 1000 }}", timeout=10_000)
+        # the page's own latency meter (assets/live.js) reads figures while it follows
+        page.wait_for_function(f"() => document.querySelector('#{ids.LATENCY}')"
+                               f".innerText.includes('p95')", timeout=15_000)
+        assert re.search(r"sample → screen p50 -?\d+ ms · p95 -?\d+ ms",
+                         page.inner_text(f"#{ids.LATENCY}"))
+        # a preset follows that span; the band order is an action of its own
+        page.click(f"#{ids.PRESET_10S}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}')"
+                               f".innerText.startsWith('last 10 s')", timeout=15_000)
+        assert "tl-btn-on" in page.get_attribute(f"#{ids.PRESET_10S}", "class")
+        assert "tl-btn-on" not in page.get_attribute(f"#{ids.PRESET_1MIN}", "class")
+        page.click(f"#{ids.ORDER} input[value='load']")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}')"
+                               f".innerText.startsWith('last 10 s')", timeout=15_000)
+        page.wait_for_timeout(1000)
+        assert "order" in _action_kinds(sent), _action_kinds(sent)
+        assert "tl-btn-on" in page.get_attribute(f"#{ids.PRESET_10S}", "class")
         assert not errors, errors
         page.close()
     finally:

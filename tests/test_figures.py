@@ -10,7 +10,8 @@ import plotly.graph_objects as go
 import pytest
 
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard.factory import DashboardConfig, LiveView
+from tealeaves.app.dashboard.config import DashboardConfig
+from tealeaves.app.dashboard.live import LiveView
 from tealeaves.classifier import classify_samples
 from tealeaves.data import bundled_labels_path, bundled_trace_path
 from tealeaves.data.store import SampleStore

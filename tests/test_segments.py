@@ -16,8 +16,10 @@ from conftest import caught_up_store
 from tealeaves import classifier as C
 from tealeaves.app import cli
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard.factory import DashboardConfig, LiveView, follow_note
+from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.history import History, merge_runs, segment_slots
+from tealeaves.app.dashboard.live import LiveView
+from tealeaves.app.dashboard.panels import follow_note
 from tealeaves.app.dashboard.views import window_traces
 from tealeaves.classifier import segments as segments_mod
 from tealeaves.classifier.evaluate import time_accuracy

@@ -16,7 +16,8 @@ import pytest
 from test_align import sglang_lines
 
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard.factory import DashboardConfig, LiveView
+from tealeaves.app.dashboard.config import DashboardConfig
+from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.server import align_server_log, start_in_thread
 from tealeaves.classifier import classify_samples
 from tealeaves.collectors.replay import ReplayCollector

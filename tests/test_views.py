@@ -14,9 +14,10 @@ from conftest import caught_up_store
 
 from tealeaves.app import figures as F
 from tealeaves.app.dashboard import views as V
+from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.explain import explain_window
-from tealeaves.app.dashboard.factory import DashboardConfig, LiveView, live_factor
 from tealeaves.app.dashboard.history import History
+from tealeaves.app.dashboard.live import LiveView, live_factor
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace
@@ -215,7 +216,8 @@ def test_explanations_name_what_the_labeller_saw(filled):
 
 
 def test_time_range_typed_by_hand_is_read_in_the_pages_zone_or_refused(filled):
-    from tealeaves.app.dashboard.factory import _act, _picker_value, parse_time
+    from tealeaves.app.dashboard.actions import act
+    from tealeaves.app.dashboard.timefmt import parse_time, picker_value
 
     assert parse_time("2026-11-30 12:00:00") == parse_time("2026-11-30T12:00:00.000")
     assert parse_time("2026-11-30 12:00:01.5") - parse_time("2026-11-30 12:00") == 1.5
@@ -224,30 +226,30 @@ def test_time_range_typed_by_hand_is_read_in_the_pages_zone_or_refused(filled):
     berlin = parse_time("2026-05-31 18:31:15", "Europe/Berlin")
     assert berlin == datetime(2026, 5, 31, 16, 31, 15, tzinfo=UTC).timestamp()
     assert parse_time("2026-05-31T18:31:15Z", "Europe/Berlin") == berlin + 7200
-    assert _picker_value(berlin, "Europe/Berlin") == "2026-05-31 18:31:15.000"
+    assert picker_value(berlin, "Europe/Berlin") == "2026-05-31 18:31:15.000"
     assert parse_time("2026-05-31 18:31:15", "Not/AZone") == berlin + 7200  # unknown: UTC
     with pytest.raises(ValueError, match="date-time in UTC"):
         parse_time("yesterday noon")
     store, h = filled
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
     state = live.snapshot().state
-    step, note = _act(live, {"kind": "go", "from": "noon", "to": "2026-11-30 12:00"}, state, None)
+    step, note = act(live, {"kind": "go", "from": "noon", "to": "2026-11-30 12:00"}, state, None)
     assert step.figure is None and step.patch is None and "cannot read 'noon'" in str(note)
-    step, note = _act(live, {"kind": "go", "from": "2026-11-30 12:00:05",
+    step, note = act(live, {"kind": "go", "from": "2026-11-30 12:00:05",
                              "to": "2026-11-30 12:00:00"}, state, None)
     assert step.patch is None and "after 'from'" in str(note)
     first, _ = h.span()
     lo = datetime.fromtimestamp(first + 10, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     hi = datetime.fromtimestamp(first + 20, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
-    step, _ = _act(live, {"kind": "go", "from": lo, "to": hi, "px": 800}, state, None)
+    step, _ = act(live, {"kind": "go", "from": lo, "to": hi, "px": 800}, state, None)
     assert step.patch is not None and step.state["mode"] == "range"
     assert not step.state["follow"] and step.state["range"][1] - step.state["range"][0] == 10
     # pause keeps the figure; follow again rebuilds it at the live edge
-    paused, _ = _act(live, {"kind": "follow"}, {**state, "follow": True}, None)
+    paused, _ = act(live, {"kind": "follow"}, {**state, "follow": True}, None)
     assert paused.figure is None and paused.state["follow"] is False
-    again, _ = _act(live, {"kind": "follow", "want": False}, paused.state, None)
+    again, _ = act(live, {"kind": "follow", "want": False}, paused.state, None)
     assert again.figure is None and again.state["follow"] is False  # a second pause: paused
-    resumed, _ = _act(live, {"kind": "follow"}, step.state, None)
+    resumed, _ = act(live, {"kind": "follow"}, step.state, None)
     assert resumed.figure is not None and resumed.state["mode"] == "follow"
 
 
@@ -274,13 +276,13 @@ def test_history_widens_when_a_gpu_appears(trace, tmp_path):
 def test_sample_age_trusts_the_monotonic_clock_only_when_it_is_this_boots():
     import time
 
-    from tealeaves.app.dashboard.factory import _age_s
+    from tealeaves.app.dashboard.timefmt import age_s
 
     now, mono = time.time(), time.monotonic()
-    assert _age_s(now - 2.0, mono - 2.0) == pytest.approx(2.0, abs=0.2)
+    assert age_s(now - 2.0, mono - 2.0) == pytest.approx(2.0, abs=0.2)
     # a store from another boot: its monotonic stamps say 440 s, the wall clock 3.4 h
-    assert _age_s(now - 3.4 * 3600, 440.0) == pytest.approx(3.4 * 3600, abs=5)
-    assert _age_s(None, None) is None
+    assert age_s(now - 3.4 * 3600, 440.0) == pytest.approx(3.4 * 3600, abs=5)
+    assert age_s(None, None) is None
 
 
 def _shot(store, sha: str, ts: float) -> None:

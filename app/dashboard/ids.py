@@ -108,3 +108,6 @@ CLUSTER_PANEL = "tl-cluster-panel"
 HOST = "tl-host"
 CLUSTER_GRAPH = "tl-cluster-graph"
 CLUSTER_TICK = "tl-cluster-tick"
+#: The live page's constants for its clientside code (assets/live.js): the stuck-request limit
+#: and the range presets' spans.
+CLIENT_CONFIG = "tl-client-config"

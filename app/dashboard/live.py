@@ -1,0 +1,585 @@
+"""The live view: ``LiveView`` turns the shared ``History`` into whole figures, ``extendData``
+increments (follow mode) and ``Patch`` answers (range mode), and answers hover and click.
+
+A page is in one of two modes (its cursor's ``mode``, ``cursor.Cursor``): **follow** shows the
+last ``span`` seconds and appends new bins with ``extendData`` (spans longer than
+``MAX_LIVE_POINTS`` bins use coarser live bins); **range** (a zoom, "all", the time-range picker
+or the session picker) gets a ``dash.Patch`` of that range downsampled to the plot's width.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sqlite3
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+import dash
+import numpy as np
+import pandas as pd
+
+from ...classifier.summary import window_hot_sets
+from ...data.store import HostView, SampleStore, StoreError
+from ..figures import (
+    HeaderSummary,
+    band_axis,
+    bin_index,
+    build_figure,
+    extend_data,
+    extend_point_count,
+    fmt_span,
+    header_summary,
+    hot_counts,
+    range_update,
+    shots_between,
+    trace_keys,
+)
+from .config import ALL_REFRESH_S, MAX_LIVE_POINTS, DashboardConfig
+from .cursor import Cursor
+from .explain import row_hot_set, window_ceilings
+from .history import History
+from .panels import status_line
+from .timefmt import page_zone
+from .views import (
+    TraceData,
+    bucket_factor,
+    lanes_from_bins,
+    lanes_from_samples,
+    load_order,
+    point_budget,
+    server_traces,
+    window_traces,
+)
+
+
+@dataclass
+class Step:
+    """One answer to the page: what changes on it.
+
+    Attributes:
+        state: the page's new cursor (JSON-able dict).
+        figure: a whole new figure (rebuild), else None.
+        extend: an ``extendData`` payload, else None.
+        patch: a ``dash.Patch`` of the figure (range view), else None.
+        summary: the header's new summary, else None (unchanged).
+    """
+
+    state: Cursor
+    figure: object = None
+    extend: list | None = None
+    patch: object = None
+    summary: HeaderSummary | None = None
+
+
+@dataclass
+class RangeView:
+    """A range of the history ready to draw (``LiveView.range_view``).
+
+    Attributes:
+        t0, t1: the range, epoch seconds.
+        traces: ``{trace key: TraceData}`` for every trace of the figure.
+        order: GPU order of the load bands (top first).
+        raw: the lanes hold raw samples (else 0.1-s bins, downsampled when many).
+        n_out: points per line trace asked for.
+        factor: windows per ribbon bar.
+        empty: neither samples nor windows in the range.
+        segments: the ribbon draws the 0.1-s phase segments (``factor`` 1).
+    """
+
+    t0: float
+    t1: float
+    traces: dict
+    order: list[int]
+    raw: bool
+    n_out: int
+    factor: int
+    empty: bool = False
+    segments: bool = False
+
+
+def live_factor(span_s: float, bin_s: float) -> int:
+    """0.1-s bins per live point so that ``span_s`` holds at most ``MAX_LIVE_POINTS``."""
+    return max(1, math.ceil(span_s / bin_s / MAX_LIVE_POINTS))
+
+
+def coarse_bins(bins: pd.DataFrame, factor: int) -> pd.DataFrame:
+    """Means of ``factor`` consecutive bins (NaN skipped), indexed by ``k // factor``."""
+    if factor <= 1 or bins.empty:
+        return bins
+    return bins.groupby(bins.index // factor).mean()
+
+
+def now_ms() -> float:
+    return time.time() * 1000.0
+
+
+class LiveView:
+    """Turns the shared history into figures, increments, range patches and panels.
+
+    Args:
+        store: the sample store (read from Dash's request threads; ``SampleStore`` gives each
+            thread its own connection).
+        config: the dashboard settings.
+        history: the history to read (default: a new one over ``store``).
+
+    The page's cursor (``state``) is a dict: ``mode`` (``"follow"`` / ``"range"``),
+    ``follow`` (bool: following the live edge), ``span`` (seconds shown while following;
+    None: the whole session), ``factor`` (0.1-s bins per live point), ``k`` next bin index
+    (in 0.1-s bins, a multiple of ``factor``), ``j`` next window index, ``s`` next server
+    cell (None without a server lane), ``m`` next 0.1-s segment slot on the page (None: the
+    ribbon draws windows), ``gpus``, ``server`` (bool), ``order`` and
+    ``order_by`` (load bands), ``gen`` (history generation), ``range`` ([t0, t1] in range
+    mode), ``edge``/``sent`` (latency stamps, ms), ``ts_last``/``mono_last`` (newest
+    sample) and ``hot_tail``.
+    """
+
+    HOT_TAIL = 20
+
+    def __init__(self, store: SampleStore, config: DashboardConfig,
+                 history: History | None = None) -> None:
+        self.store = store
+        self.base_store = store
+        self.config = config
+        self.history = history or self._new_history(store)
+        self.host: str | None = None  # the node shown when the store holds several
+        self._views: dict[str, tuple] = {}
+        self._hosts: list[str] = []
+        self._hosts_at = -math.inf
+        self._hosts_cursor = 0
+        self._rev = 0
+        self._shots: pd.DataFrame | None = None
+        self._shots_at = -math.inf
+
+    # -- hosts ---------------------------------------------------------------------------
+    def _new_history(self, store) -> History:
+        c = self.config
+        return History(store, bin_s=c.bin_s, window_s=c.window_s, hold_s=c.hold_s,
+                       server_lag_s=c.server_lag_s)
+
+    def hosts(self) -> list[str]:
+        """The hosts in the store, sorted (new rows looked at most every 2 s: only the rows
+        stored since the last look are read)."""
+        now = time.monotonic()
+        if now - self._hosts_at > 2.0:
+            try:
+                cursor = self.base_store.cursor()
+                new = self.base_store.hosts(since=self._hosts_cursor)
+                self._hosts = sorted(set(self._hosts) | set(new))
+                self._hosts_cursor = cursor
+            except (sqlite3.Error, StoreError):
+                pass
+            self._hosts_at = now
+        return self._hosts
+
+    def host_history(self, host: str) -> History:
+        """The history of one host of a cluster's store (made on first use)."""
+        if host not in self._views:
+            view = HostView(self.base_store, host)
+            self._views[host] = (view, self._new_history(view))
+        return self._views[host][1]
+
+    def select_host(self, host: str | None) -> None:
+        """Show node ``host`` (a store with several hosts: their GPU indices repeat, so the
+        lanes show one node at a time); None or an unknown host: keep the current one."""
+        if host is None or host == self.host or host not in self.hosts():
+            return
+        self.host_history(host)
+        self.store, self.history = self._views[host]
+        self.host = host
+
+    def auto_host(self) -> None:
+        """With several hosts in the store and none chosen yet, show the first."""
+        if self.host is None:
+            hosts = self.hosts()
+            if len(hosts) > 1:
+                self.select_host(hosts[0])
+
+    # -- helpers -------------------------------------------------------------------------
+    def shots(self) -> pd.DataFrame:
+        """The stored screenshots (``SampleStore.screenshots``), read at most once a second
+        (every tick of every followed page asks which are in view) unless ``shots_changed``
+        was called."""
+        now = time.monotonic()
+        if self._shots is None or now - self._shots_at > 1.0:
+            self._shots, self._shots_at = self.store.screenshots(), now
+        return self._shots
+
+    def shots_changed(self) -> None:
+        """Forget the cached screenshot list (one was uploaded, edited or deleted)."""
+        self._shots_at = -math.inf
+
+    def _follow_shots(self, edge_s: float, span: float) -> tuple[pd.DataFrame, list[str]]:
+        """The screenshots a followed view of the ``span`` seconds up to ``edge_s`` (epoch s)
+        marks, and their hashes. A followed figure's x axis autoranges, so a marker outside
+        the span would stretch the view; the page is redrawn when this set changes."""
+        on = shots_between(self.shots(), edge_s - span, edge_s)
+        return on, sorted(on["sha256"]) if on is not None and len(on) else []
+
+    def _tail(self, windows: pd.DataFrame, tail: list) -> list:
+        """The hot sets of the last ``HOT_TAIL`` windows (lists of GPUs, ``[]`` when not
+        flagged: JSON for the page's cursor), ``tail`` then ``windows``."""
+        new = [list(hs) for hs in window_hot_sets(windows)]
+        old = [[h] if isinstance(h, int) else list(h or []) for h in tail]  # older pages: ints
+        return (old + new)[-self.HOT_TAIL:]
+
+    def _summary(self, windows: pd.DataFrame, tail: list) -> HeaderSummary:
+        s = header_summary(windows)
+        return replace(s, hot_recent=hot_counts(tail), windows=len(tail))
+
+    def _gpus(self) -> list[int]:
+        h = self.history
+        if h.gpus:
+            return list(h.gpus)
+        devs = self.store.devices()
+        return sorted({int(g) for g in devs["gpu"].dropna()}) if not devs.empty else []
+
+    def _meta(self, state: Cursor) -> Cursor:
+        h = self.history
+        return {**state, "ts_last": h.t_newest, "mono_last": h.mono_newest,
+                "cursor": h.cursor, "sent": now_ms()}
+
+    # -- follow mode ---------------------------------------------------------------------
+    def snapshot(self, span: float | None = None, order_by: str = "index",
+                 selected: float | None = None, tz: str | None = None) -> Step:
+        """A whole new figure following the live edge: the last ``span`` seconds (default
+        ``config.view_s``) and a fresh cursor; ``tz`` is the page's time zone (IANA name,
+        default UTC), named on the time axis."""
+        self.auto_host()
+        c, h = self.config, self.history
+        h.update()
+        span = float(span or c.view_s)
+        f = live_factor(span, c.bin_s)
+        gpus = self._gpus()
+        self._rev += 1
+        rev = f"follow-{self._rev}"
+        tz = page_zone(tz).key
+        base = {"mode": "follow", "follow": True, "span": span, "preset": span, "factor": f,
+                "gpus": gpus, "tz": tz, "host": self.host,
+                "order_by": order_by, "gen": h.generation, "range": None, "rev": rev}
+        if h.k_next is None:
+            fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
+                               window_s=c.window_s, height=c.height, uirevision=rev,
+                               time_zone=tz)
+            state = {**base, "k": None, "j": None, "m": None, "s": None, "server": False,
+                     "order": gpus, "edge": None, "hot_tail": []}
+            return Step(state=self._meta(state), figure=fig,
+                        summary=header_summary(pd.DataFrame()))
+        k_end = (h.k_next // f) * f
+        k_first = (bin_index(h.t_first, c.bin_s) // f) * f
+        k_start = max(k_first, k_end - math.ceil(span / c.bin_s / f) * f)
+        bins = coarse_bins(h.bins(k_start, k_end, dense=True), f)
+        j_end = h.j_next
+        j_start = max(math.ceil(h.t_first / c.window_s - 1e-9),
+                      j_end - math.ceil(span / c.window_s))
+        windows = h.windows(j_start, j_end)
+        order = load_order(windows, gpus, order_by)
+        server = h.cells(j_start, h.s_next) if h.has_server else None
+        shots, shots_on = self._follow_shots(k_end * c.bin_s, span)
+        m_end = self._slot_cursor(f)
+        slots = None
+        if m_end is not None:
+            hop = h.hop_s
+            per = round(c.window_s / hop)
+            slots = h.slots(max(j_start * per, m_end - math.ceil(span / hop - 1e-9)), m_end)
+        fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
+                           height=c.height, uirevision=rev, server=server, order=order,
+                           shots=shots, time_zone=tz, slots=slots, hop_s=h.hop_s or 0.1)
+        if selected is not None:
+            sel = selected_trace(selected, c.window_s)
+            fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
+                x=np.asarray(sel.x) * 1000.0, y=sel.y)
+        tail = self._tail(windows, [])
+        state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": h.s_next,
+                 "server": h.has_server,
+                 "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail,
+                 "shots_on": shots_on}
+        return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
+
+    def _slot_cursor(self, factor: int) -> int | None:
+        """The history's next segment slot when a followed view with live bins of ``factor``
+        0.1-s bins draws the ribbon from segments (factor 1 and segments made), else None."""
+        h = self.history
+        if factor != 1 or h.hop_s is None or h.m_next is None:
+            return None
+        return int(h.m_next)
+
+    def _resnap(self, state: Cursor) -> Step:
+        """A new followed figure for a page whose cursor is ``state`` (same span, band order
+        and time zone)."""
+        return self.snapshot(state.get("span"), state.get("order_by", "index"),
+                             tz=state.get("tz"))
+
+    def redraw(self, state: Cursor, selected: float | None = None) -> Step:
+        """A whole new figure of what the page whose cursor is ``state`` shows (its time
+        zone changed: the axis title and every time on the page follow it)."""
+        if state.get("mode") == "range" and state.get("range"):
+            t0, t1 = state["range"]
+            return self.range_step(state, float(t0), float(t1), state.get("px"),
+                                   follow=bool(state.get("follow")), selected=selected,
+                                   rebuild=True)
+        return self.snapshot(state.get("span"), state.get("order_by", "index"), selected,
+                             tz=state.get("tz"))
+
+    def advance(self, state: Cursor | None) -> Step:
+        """Answer one tick of a page whose cursor is ``state``.
+
+        Returns a ``Step`` with an ``extend`` payload for new complete bins/windows, a new
+        ``figure`` when a rebuild is due, a ``patch`` when following the whole session, or
+        just a new ``state``.
+        """
+        self.auto_host()
+        c, h = self.config, self.history
+        if not state:
+            return self.snapshot()
+        if state.get("host") != self.host:  # another node was chosen: draw it
+            return self.redraw({**state, "host": self.host})
+        h.update()
+        if state.get("k") is None and state.get("mode") == "follow":
+            if h.k_next is None:
+                return Step(state=self._meta(state))
+            return self._resnap(state)
+        rebuild = (state.get("gen") != h.generation or list(state.get("gpus") or []) != h.gpus
+                   or bool(state.get("server")) != h.has_server)
+        if not state.get("follow"):
+            if rebuild and state.get("mode") == "follow":
+                return self._resnap(state)
+            return Step(state=self._meta(state))
+        if state.get("span") is None:  # following the whole session: refresh now and then
+            if rebuild or now_ms() - float(state.get("drawn") or 0) > ALL_REFRESH_S * 1000:
+                span = h.span()
+                if span is None:
+                    return Step(state=self._meta(state))
+                return self.range_step(state, span[0], span[1], state.get("px"),
+                                       follow=True, rebuild=rebuild)
+            return Step(state=self._meta(state))
+        if rebuild:
+            return self._resnap(state)
+        f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
+        k_end = (h.k_next // f) * f
+        if (k_end - k) * c.bin_s > state["span"]:
+            return self._resnap(state)
+        if self._follow_shots(max(k, k_end) * c.bin_s, state["span"])[1] != list(
+                state.get("shots_on") or []):  # a screenshot came into view or left it
+            return self._resnap(state)
+        m = state.get("m")
+        m_now = self._slot_cursor(f)
+        if m is None and m_now is not None:  # the segments began after the page was drawn
+            return self._resnap(state)
+        m_end = None if m is None else max(int(m), m_now if m_now is not None else int(m))
+        if k_end <= k and h.j_next <= j and (m is None or m_end <= int(m)):
+            return Step(state=self._meta(state))
+        bins = coarse_bins(h.bins(k, k_end, dense=True), f)
+        windows = h.windows(j, h.j_next)
+        slots = None if m is None else h.slots(int(m), m_end)
+        s = state.get("s")
+        cells = None
+        if h.has_server:
+            s = h.s_next if s is None else int(s)
+            cells = h.cells(s, h.s_next)
+            s = h.s_next
+        tail = self._tail(windows, state.get("hot_tail", []))
+        new_state = {**state, "k": max(k, k_end), "j": h.j_next, "m": m_end, "s": s,
+                     "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
+        payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
+                              window_s=c.window_s, view_s=state["span"], server=cells,
+                              order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1)
+        return Step(state=self._meta(new_state),
+                    extend=payload if extend_point_count(payload) else None,
+                    summary=self._summary(windows, tail) if len(windows) else None)
+
+    # -- range mode ----------------------------------------------------------------------
+    def range_view(self, t0: float, t1: float, px: float | None = None,
+                   order_by: str = "index", selected: float | None = None) -> RangeView:
+        """The traces of ``[t0, t1]`` (epoch s) for a plot ``px`` pixels wide.
+
+        Lanes hold every raw sample when the range has at most ``point_budget(px)`` samples
+        per GPU (read from the store), else the history's 0.1-s bins, downsampled with
+        MinMaxLTTB when there are more than that.
+        """
+        c, h = self.config, self.history
+        h.update()
+        t0, t1 = (t1, t0) if t1 < t0 else (t0, t1)
+        n_out = point_budget(px)
+        gpus = self._gpus()
+        rate = h.samples_per_s
+        raw = math.isfinite(rate) and rate * (t1 - t0) <= n_out
+        if raw:
+            samples = self.store.read_range(t0 - c.hold_s, t1 + c.hold_s)
+            traces = lanes_from_samples(samples, gpus, n_out, c.hold_s)
+        else:
+            bins = h.bins(bin_index(t0, c.bin_s) - 1, bin_index(t1, c.bin_s) + 2)
+            traces = lanes_from_bins(bins, gpus, c.bin_s, n_out)
+        w = c.window_s
+        j0, j1 = bin_index(t0, w) - 1, bin_index(t1, w) + 2
+        windows = h.windows(j0, j1)
+        order = load_order(windows, gpus, order_by)
+        # every window gets a bar: the ribbon draws the finer segments (their rows in range)
+        segs = h.segments(j0 * w, j1 * w) if bucket_factor(len(windows), n_out) == 1 else None
+        wt = window_traces(windows, gpus, w, n_out, order, segs)
+        factor = int(wt[("phase", "idle")].extra.get("factor", 1))
+        fine = bool(wt[("phase", "idle")].extra.get("segments"))
+        traces.update(wt)
+        if h.has_server:
+            cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
+            traces.update(server_traces(cells, w, n_out))
+        traces[("selected",)] = selected_trace(selected, w)
+        empty = windows.empty and not any(
+            np.isfinite(td.y).any() for k, td in traces.items() if k[0] == "lane")
+        return RangeView(t0, t1, traces, order, raw, n_out, factor, empty, fine)
+
+    def range_step(self, state: Cursor, t0: float, t1: float, px: float | None,
+                   follow: bool = False, selected: float | None = None,
+                   rebuild: bool = False) -> Step:
+        """Answer a range request: a ``Patch`` of the page's figure (a whole figure when the
+        page's figure has other traces than the history needs, or ``rebuild``)."""
+        c, h = self.config, self.history
+        order_by = state.get("order_by", "index")
+        v = self.range_view(t0, t1, px, order_by, selected)
+        gpus = self._gpus()
+        server = h.has_server
+        new_state = {**state, "mode": "range", "follow": follow, "host": self.host,
+                     "preset": "all" if follow else None,
+                     "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
+                     "px": px, "order": v.order, "gpus": gpus, "server": server,
+                     "gen": h.generation, "edge": None,
+                     "view": view_note(v, c, state.get("tz"), self.history.sessions),
+                     "drawn": now_ms(),
+                     "k": h.k_next, "j": h.j_next, "s": h.s_next}
+        summary = None
+        if follow:  # following the whole session: the header follows the newest windows
+            w = h.windows(h.j_next - self.HOT_TAIL, h.j_next) if h.j_next is not None else None
+            if w is not None and len(w):
+                summary = self._summary(w, self._tail(w, []))
+        if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
+            self._rev += 1
+            fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
+                                    shots=self.shots(), tz=state.get("tz"))
+            return Step(state=self._meta(new_state), figure=fig, summary=summary)
+        return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
+                    summary=summary)
+
+    def range_figure(self, v: RangeView, *, height: int | None, uirevision: str,
+                     shots: pd.DataFrame | None = None, tz: str | None = None):
+        """A whole figure showing range view ``v`` (the history's GPUs and server lane), its
+        time axis named for the page's zone ``tz`` (default UTC)."""
+        c, h = self.config, self.history
+        gpus, server = self._gpus(), h.has_server
+        fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
+                           window_s=c.window_s, height=height, uirevision=uirevision,
+                           server=h.cells(0, 0) if server else None, order=v.order,
+                           shots=shots, time_zone=page_zone(tz).key)
+        for i, upd in range_update(v.traces, gpus, server, encode=False).items():
+            fig.data[i].update(upd)
+        fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
+        return fig
+
+    # -- panels --------------------------------------------------------------------------
+    def at(self, t: float) -> dict:
+        """What the history knows at epoch time ``t``: ``bin`` ({(column, gpu): value} of
+        the 0.1-s bin holding ``t``, or the nearest within ``hold_s``), ``window`` (the
+        labelled window holding ``t`` as a dict, or None), ``segment`` (the 0.1-s phase
+        segment holding ``t``, or None) and ``gpus``."""
+        c, h = self.config, self.history
+        k = bin_index(t, c.bin_s)
+        reach = max(1, math.floor(c.hold_s / c.bin_s))
+        b = h.bins(k - reach, k + reach + 1)
+        row = None
+        if len(b):
+            near = np.abs(b.index.to_numpy() - k)
+            row = b.iloc[int(np.argmin(near))]
+        j = bin_index(t, c.window_s)
+        w = h.windows(j, j + 1)
+        return {"t": t, "bin": None if row is None else row.to_dict(),
+                "window": None if w.empty else w.iloc[0].to_dict(),
+                "segment": h.segment_at(t), "gpus": self._gpus()}
+
+    def ceilings(self, row: dict | None) -> dict[int, dict]:
+        """Why, per hot GPU of window ``row``: the ceiling each GPU of its hot set leans on
+        (``explain.window_ceilings`` over the window's stored samples); empty when the window
+        is not flagged or its samples cannot be read."""
+        if row is None or not row_hot_set(row):
+            return {}
+        t0 = float(row["start"])
+        try:
+            samples = self.store.read_range(t0, t0 + self.config.window_s)
+            devices = self.store.devices()
+        except (sqlite3.Error, StoreError):
+            return {}
+        return window_ceilings(row, samples, self.config.window_s,
+                               devices if len(devices) else None)
+
+    def status(self, state: Cursor | None) -> list:
+        """The status line (``panels.status_line``) for a page whose cursor is ``state``."""
+        health = self.config.health() if self.config.health is not None else None
+        return status_line(self.config, self.history, state, health,
+                           self.host, len(self.hosts()) if self.host is not None else 0)
+
+
+def selected_trace(t_start: float | None, window_s: float) -> TraceData:
+    """The selected window's outline: one bar over the window starting at ``t_start``."""
+    if t_start is None or not math.isfinite(float(t_start)):
+        return TraceData(np.empty(0), np.empty(0), window_s)
+    return TraceData(np.array([float(t_start) + window_s / 2.0]), np.array([1.45]), window_s)
+
+
+def range_patch(v: RangeView, gpus: list[int], server: bool) -> dash.Patch:
+    """A ``dash.Patch`` putting range view ``v`` into the page's figure: every trace's data
+    (typed arrays), the x range of every axis and the load bands' GPU order."""
+    p = dash.Patch()
+    for i, upd in range_update(v.traces, gpus, server).items():
+        for attr, val in upd.items():
+            p["data"][i][attr] = val
+    names = axis_names(server)
+    for ax in names["x"]:
+        p["layout"][ax]["range"] = [v.t0 * 1000.0, v.t1 * 1000.0]
+        p["layout"][ax]["autorange"] = False
+    for attr, val in band_axis(v.order).items():
+        p["layout"][names["bands"]][attr] = val
+    return p
+
+
+_AXES: dict[bool, dict] = {}
+
+
+def axis_names(server: bool) -> dict:
+    """Layout names of the figure's axes: ``x`` (every x axis) and ``bands`` (the load
+    bands' y axis), for a figure with or without the server lane."""
+    if server not in _AXES:
+        from ..figures import rows
+
+        fig = build_figure(pd.DataFrame(), pd.DataFrame(), [0], server=(
+            pd.DataFrame(columns=["pf_batches"]) if server else None))
+        xs = sorted((k for k in fig.layout if str(k).startswith("xaxis")),
+                    key=lambda k: int(k[5:] or 1))
+        band = fig.get_subplot(rows(server).bands, 1).yaxis.plotly_name
+        _AXES[server] = {"x": xs, "bands": band}
+    return _AXES[server]
+
+
+def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None,
+              sessions: list | None = None) -> str:
+    """One line saying what the range view draws (dates in the page's zone ``tz``, span,
+    resolution of lanes and ribbon), or that the range holds no data; when the range holds
+    more than one of ``sessions`` (``History.sessions``), how many and the longest pause."""
+    span = fmt_span(v.t1 - v.t0)
+    zone = page_zone(tz)
+    d0 = datetime.fromtimestamp(v.t0, tz=zone)
+    d1 = datetime.fromtimestamp(v.t1, tz=zone)
+    t0 = d0.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+    t1 = d1.strftime("%H:%M:%S.%f")[:-4] if d1.date() == d0.date() else \
+        d1.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
+    if v.empty:
+        return f"{t0}–{t1} {zone.key} ({span}) · no data in this range"
+    lanes = ("every sample" if v.raw else
+             f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
+    ribbon = ("0.1-s phase segments" if v.segments else "one bar per window"
+              if v.factor == 1 else f"{v.factor} windows per bar (phase shares stacked)")
+    note = f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
+    inside = [(a, b) for a, b in (sessions or []) if b >= v.t0 and a <= v.t1]
+    if len(inside) > 1:
+        pause = max(b0 - a1 for (_, a1), (b0, _) in itertools.pairwise(inside))
+        note += (f" · {len(inside)} sessions, pauses up to {fmt_span(pause)} drawn as gaps: "
+                 f"pick one under session")
+    return note

@@ -1,0 +1,382 @@
+"""The page's panels, pure Dash components from data: the header cells, the hover and window
+panels, the legend, the status line's collector and scrape health, the cluster panel and the
+toolbar.  No callbacks here (``factory`` wires them)."""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime
+
+from dash import dcc, html
+
+from ..figures import (
+    HOT_COLOR,
+    MIN_SHARE_LOAD,
+    PHASE_COLORS,
+    PHASE_HELP,
+    HeaderSummary,
+    certainty,
+    fmt_span,
+    gpu_color,
+    hot_set_text,
+)
+from . import ids
+from .config import PRESETS, DashboardConfig
+from .cursor import Cursor
+from .explain import explain_window, row_hot_set
+from .timefmt import age_s, clock, fmt_age, page_zone
+
+
+def _num(v, spec: str, unit: str = "") -> str:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return "–"
+    return f"{format(f, spec)}{unit}" if math.isfinite(f) else "–"
+
+
+def _phase_pill(row: dict) -> list:
+    """The window's phase as a coloured pill, then how sure (``figures.certainty``)."""
+    phase = str(row.get("phase"))
+    return [html.Span(phase.upper(), className="tl-pill tl-pill-sm",
+                      style={"background": PHASE_COLORS.get(phase, "#999"),
+                             "color": "#1f2937" if phase == "idle" else "white"}),
+            html.Span(f" {certainty(row)}")]
+
+
+def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> list:
+    """The hover panel: time (in the page's zone ``tz``), the window's phase and confidence,
+    the 0.1-s phase segment under the cursor, and one row per GPU (in the load bands' order)
+    with every lane's value in the 0.1-s bin and the GPU's load share."""
+    t = info["t"]
+    zone = page_zone(tz)
+    win = info.get("window")
+    gpus = list(order or info.get("gpus") or [])
+    head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=zone):%Y-%m-%d} {clock(t, zone)} "
+                           f"{zone.key}", className="tl-panel-time")]
+    hot_set = row_hot_set(win)
+    if win is not None:
+        hot_s = (" · hot " + hot_set_text(hot_set, win.get("hot_share"), win.get("cold_share"))
+                 if hot_set else "")
+        head.append(html.Div([*_phase_pill(win),
+                              html.Span(f" · window {clock(win['start'], zone, 1)}–"
+                                        f"{clock(win['end'], zone, 1)} · max/mean "
+                                        f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
+                                        f"{hot_s}")], className="tl-panel-phase"))
+    else:
+        head.append(html.Div("no labelled window here", className="tl-muted"))
+    seg = info.get("segment")
+    if seg is not None:
+        head.append(html.Div(f"0.1-s segment: {seg['phase']} {clock(seg['start'], zone, 1)}–"
+                             f"{clock(seg['end'], zone, 1)} ({fmt_span(seg['end'] - seg['start'])}"
+                             f", {float(seg['confidence']):.0%} sure)", className="tl-muted"))
+    b = info.get("bin") or {}
+    loads = {g: float(win.get(f"load_g{g}", math.nan)) if win else math.nan for g in gpus}
+    # shares of near-zero load are noise (figures.MIN_SHARE_LOAD, as in the share strip)
+    busy = win is not None and float(win.get("load_mean", math.nan)) >= MIN_SHARE_LOAD
+    total = sum(v for v in loads.values() if math.isfinite(v)) if busy else 0.0
+    cols = [("SM", "sm_active", 1.0, ".0f"), ("Tensor", "tensor_active", 1.0, ".0f"),
+            ("DRAM", "dram_active", 1.0, ".0f"), ("PCIe tx", "pcie_tx_bytes_per_s", 1e-6, ",.0f"),
+            ("rx", "pcie_rx_bytes_per_s", 1e-6, ",.0f"), ("Power", "power_w", 1.0, ".0f")]
+    units = ["%", "%", "%", "MB/s", "MB/s", "W", "%"]
+    header = html.Tr([html.Th("GPU")] + [html.Th([n, html.Br(), html.Span(u, className="tl-unit")])
+                                        for (n, *_), u in zip(cols, units)]
+                     + [html.Th(["share", html.Br(), html.Span("%", className="tl-unit")])])
+    body = []
+    for g in gpus:
+        cells = [html.Td([html.Span(className="tl-dot", style={"background": gpu_color(g)}),
+                          f"{g}"])]
+        for _, col, scale, spec in cols:
+            v = b.get((col, g))
+            cells.append(html.Td(_num(None if v is None else v * scale, spec)))
+        share = loads[g] / total * 100 if total > 0 and math.isfinite(loads[g]) else None
+        hot = g in hot_set
+        cells.append(html.Td(_num(share, ".0f"), className="tl-hot" if hot else None))
+        body.append(html.Tr(cells))
+    return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
+
+
+def window_panel(row: dict | None, gpus: list[int], labeller: str,
+                 tz: str | None = None, ceilings: dict[int, dict] | None = None) -> list:
+    """The selected window: its time (in the page's zone ``tz``), phase, scores, features
+    and why it got its label; with ``ceilings`` (``LiveView.ceilings``), the ceiling each
+    hot GPU leans on."""
+    if row is None:
+        return [html.Div("Click the figure to select a window: its features and why it got "
+                         "its label show here.", className="tl-muted")]
+    ex = explain_window(row, gpus, labeller, ceilings)
+    zone = page_zone(tz)
+    when = f"{clock(row['start'], zone, 1)}–{clock(row['end'], zone, 1)} {zone.key}"
+    return [
+        html.Div([html.B("Selected window "), when], className="tl-panel-time"),
+        html.Div([*_phase_pill(row), html.Span(f" · labelled by the {ex.labeller}")],
+                 className="tl-panel-phase"),
+        html.Ul([html.Li(r) for r in ex.reasons], className="tl-reasons"),
+        html.Table([html.Tbody([html.Tr([html.Td(k), html.Td(v, className="tl-num")])
+                                for k, v in ex.features])], className="tl-table tl-kv"),
+    ]
+
+
+def labeller_label() -> str:
+    """Which phase model labels the windows: the trained one, or the rules as fallback."""
+    from ...classifier import default_labeller, labeller_name
+
+    if default_labeller.cache_info().currsize == 0:  # still loading (server start preloads it)
+        return "loading the model"
+    return "trained model" if labeller_name(default_labeller()) == "trained" else "v0 rules"
+
+
+def collector_health(health: dict | None) -> list:
+    """Status-line pieces for the collector's health: sweep rate, jitter (p99 lateness of a
+    sweep against its deadline), missed deadlines, offline GPUs, store drops."""
+    h = (health or {}).get("collector")
+    if not h:
+        return []
+    out: list = []
+    if h.get("sweeps_per_s"):
+        out.append(f" · {h['sweeps_per_s']:.1f} sweeps/s")
+    p99 = h.get("lateness_ms_p99")
+    if p99 is not None and not math.isnan(p99):
+        out.append(f" · jitter p99 {p99:.1f} ms")
+    if h.get("missed_deadlines"):
+        out.append(f" · {h['missed_deadlines']} missed deadlines")
+    if h.get("offline"):
+        out.append(html.Span(f" · GPU {', '.join(map(str, h['offline']))} offline",
+                             className="tl-stale"))
+    bad = h.get("dropped_samples", 0) + h.get("store_errors", 0)
+    if bad:
+        out.append(html.Span(f" · store: {h['store_errors']} write errors, "
+                             f"{h['dropped_samples']} samples dropped", className="tl-stale"))
+    if h.get("source_errors"):  # a Prometheus that stopped answering
+        ok = h.get("source_last_ok")
+        since = f"last good poll {fmt_age(time.time() - ok)} ago" if ok else "no good poll yet"
+        out.append(html.Span(f" · source: {h['source_errors']} failed polls, {since} "
+                             f"({h.get('source_last_error')})", className="tl-stale",
+                             title=str(h.get("source_last_error"))))
+    for key, what in (("blank_values", "blank"), ("out_of_range_values", "impossible")):
+        counts = h.get(key) or {}
+        if counts:
+            top = ", ".join(f"{c} {n}" for c, n in sorted(counts.items(), key=lambda x: -x[1]))
+            out.append(f" · {sum(counts.values())} {what} values read as no reading ({top})")
+    out.extend(_scrape_health((health or {}).get("server_metrics")))
+    return out
+
+
+def _scrape_health(sh) -> list:
+    """Status-line piece for a ``/metrics`` scraper that fails: age of the last good scrape,
+    failures and the last error."""
+    if sh is None or not getattr(sh, "failures", 0):
+        return []
+    ok = sh.last_ok
+    since = f"last good scrape {fmt_age(time.time() - ok)} ago" if ok else "no good scrape yet"
+    cls = "tl-stale" if sh.consecutive_failures else ""
+    return [html.Span(f" · /metrics: {since}, {sh.failures} of {sh.scrapes} failed "
+                      f"(last: {sh.last_error})", className=cls, title=str(sh.last_error))]
+
+
+def _cell(label: str, value, sub: str, cid: str, style: dict | None = None) -> html.Div:
+    return html.Div(className="tl-cell", id=cid, children=[
+        html.Div(label, className="tl-cell-label"),
+        html.Div(value, className="tl-cell-value", style=style or {}),
+        html.Div(sub, className="tl-cell-sub"),
+    ])
+
+
+def _recent_text(counts: dict[int, int]) -> str:
+    """``{gpu: windows}`` grouped by count, most first: ``"GPUs 1, 3, 5, 7 ×6, GPU 2 ×1"``."""
+    by: dict[int, list[int]] = {}
+    for g, n in counts.items():
+        by.setdefault(n, []).append(g)
+    return ", ".join(f"GPU{'s' if len(gs) > 1 else ''} {', '.join(map(str, sorted(gs)))} ×{n}"
+                     for n, gs in sorted(by.items(), key=lambda kv: -kv[0]))
+
+
+def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
+    """Header cells (phase, imbalance ratio, the hot set with its shares of the work,
+    straggler tax) for a summary; times in the page's zone ``tz``."""
+    if s.phase is None:
+        phase_value = html.Span("waiting", className="tl-pill",
+                                style={"background": "#eef0f3", "color": "#6b7280"})
+        phase_sub = "no complete window yet"
+    else:
+        phase_value = html.Span(s.phase.upper(), className="tl-pill",
+                                style={"background": PHASE_COLORS.get(s.phase, "#999"),
+                                       "color": "#1f2937" if s.phase == "idle" else "white"})
+        end = clock(s.window_end, page_zone(tz), 2)
+        phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
+                     f"{end}")
+    ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
+    tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
+    hot_set = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
+    if hot_set:
+        pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
+        hot_value = [html.Span(f"GPU {g}" if len(hot_set) == 1 else f"{g}", className="tl-pill",
+                               title=f"GPU {g}", style={**pill, "background": gpu_color(g)})
+                     for g in hot_set]
+        shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
+        if shares:
+            hot_value.append(html.Span(f" {shares}", className="tl-hot-share"))
+    else:
+        hot_value = html.Span("none", className="tl-muted")
+    hot_sub = (f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"
+               if s.hot_recent else f"none hot in the last {s.windows} windows" if s.windows
+               else "")
+    return [
+        _cell("Phase", phase_value, phase_sub, ids.PHASE),
+        _cell("Imbalance", ratio, "max / mean GPU work (1.00 = balanced)", ids.IMBALANCE),
+        _cell("Hot set" if len(hot_set) > 1 else "Hot GPU", hot_value, hot_sub, ids.HOT_GPU),
+        _cell("Straggler tax", tax, "GPU time spent waiting for the slowest", ids.STRAGGLER),
+    ]
+
+
+def legend(gpus: list[int] | None = None) -> html.Div:
+    """The phase-colour legend (plus the imbalance and PCIe line-style keys)."""
+    items = []
+    for phase in ("idle", "prefill", "decode"):
+        items.append(html.Span(className="tl-key", title=PHASE_HELP[phase], children=[
+            html.Span(className="tl-swatch", style={"background": PHASE_COLORS[phase]}),
+            html.B(phase), html.Span(f" {PHASE_HELP[phase]}", className="tl-key-help"),
+        ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch tl-swatch-thin", style={"background": HOT_COLOR}),
+        html.B("imbalanced"), html.Span(" decode window with hot GPUs (red in the share strip)",
+                                        className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch tl-swatch-stack", style={"background": (
+            f"linear-gradient({PHASE_COLORS['decode']} 0 60%, {PHASE_COLORS['prefill']} 60%)")}),
+        html.B("stacked bar"), html.Span(" zoomed out: share of the bar's windows in each phase",
+                                         className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch tl-swatch-outline"),
+        html.B("selected"), html.Span(" the window clicked (details on the right)",
+                                      className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        *[html.Span(className="tl-dot", style={"background": gpu_color(g)})
+          for g in (gpus or [0])],
+        html.B(f" GPU {', '.join(map(str, gpus or [0]))}"),
+        html.Span(" line colours; PCIe tx solid, rx dotted; gaps: no data",
+                  className="tl-key-help"),
+    ]))
+    return html.Div(id=ids.LEGEND, className="tl-legend", children=items)
+
+
+def follow_button(state: Cursor) -> tuple[str, str]:
+    if state.get("follow"):
+        return "● following live", "tl-btn tl-follow tl-follow-on"
+    return "❚❚ paused · follow live", "tl-btn tl-follow tl-follow-off"
+
+
+def follow_note(state: Cursor, c: DashboardConfig) -> str:
+    """One line saying what the follow view draws."""
+    f = int(state.get("factor", 1))
+    ribbon = ("0.1-s phase segments" if state.get("m") is not None
+              else f"one bar per {c.window_s:g}-s window")
+    return (f"last {fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
+            f"{c.bin_s * f:g}-s bins (mean) · ribbon: {ribbon}")
+
+
+def cluster_panel() -> html.Div:
+    """The cluster overview (shown when the store holds several hosts): the node picker and
+    every host's phase and GPUs' load over the last 10 minutes (``app.dashboard.cluster``)."""
+    return html.Div(id=ids.CLUSTER_PANEL, className="tl-panel", style={"display": "none"},
+                    children=[
+        html.Div([html.Span("Cluster: each host's phase and each GPU's load, up to the last "
+                            "10 min · the lanes below show node ", className="tl-panel-title"),
+                  dcc.Dropdown(id=ids.HOST, clearable=False, searchable=True,
+                               className="tl-host-pick"),
+                  html.Span(" (pick one, or click its row)", className="tl-muted")],
+                 className="tl-cluster-head"),
+        dcc.Graph(id=ids.CLUSTER_GRAPH, config={"displaylogo": False, "displayModeBar": False}),
+    ])
+
+
+def toolbar(state: Cursor, config: DashboardConfig) -> html.Div:
+    """Range presets, follow/pause, the time-range picker, band order, view note, latency."""
+    label, cls = follow_button(state)
+    span = state.get("span")
+    return html.Div(className="tl-toolbar", children=[
+        html.Div(className="tl-group", children=[
+            html.Span("show", className="tl-group-label"),
+            *[html.Button(text, id=pid, n_clicks=0,
+                          className="tl-btn tl-btn-on" if s == span else "tl-btn",
+                          title=("the whole session" if s is None else
+                                 f"the last {text}, following live"))
+              for pid, text, s in PRESETS],
+            html.Button(label, id=ids.FOLLOW, n_clicks=0, className=cls,
+                        title="pause or resume following the newest data"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("from", className="tl-group-label"),
+            dcc.Input(id=ids.RANGE_FROM, type="text", debounce=True, className="tl-time",
+                      placeholder="YYYY-MM-DD HH:MM:SS"),
+            html.Span("to", className="tl-group-label"),
+            dcc.Input(id=ids.RANGE_TO, type="text", debounce=True, className="tl-time",
+                      placeholder="YYYY-MM-DD HH:MM:SS"),
+            html.Span("UTC", id=ids.TZ_LABEL, className="tl-group-label",
+                      title="times on this page are in the browser's time zone"),
+            html.Button("show range", id=ids.RANGE_GO, n_clicks=0, className="tl-btn"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("session", className="tl-group-label",
+                      title="runs of samples between pauses of over a minute"),
+            dcc.Dropdown(id=ids.SESSION, options=[], clearable=False, searchable=False,
+                         placeholder="one session", className="tl-session"),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("report", className="tl-group-label"),
+            dcc.Dropdown(id=ids.REPORT_FORMAT, value="html", clearable=False, searchable=False,
+                         options=[{"label": f, "value": f}
+                                  for f in ("html", "pdf", "png", "csv", "json")],
+                         className="tl-report-format"),
+            html.Button("export this range", id=ids.REPORT_GO, n_clicks=0, className="tl-btn",
+                        title="an imbalance report of the range on screen (the same as "
+                              "`tealeaves report --store ... --from ... --to ...`)"),
+            dcc.Loading(html.Span(id=ids.REPORT_MSG, className="tl-muted"), type="dot"),
+            dcc.Download(id=ids.REPORT_DOWNLOAD),
+        ]),
+        html.Div(className="tl-group", children=[
+            html.Span("GPU bands", className="tl-group-label"),
+            dcc.RadioItems(id=ids.ORDER, value=state.get("order_by", "index"), inline=True,
+                           options=[{"label": "by index", "value": "index"},
+                                    {"label": "busiest first", "value": "load"}],
+                           className="tl-radio"),
+        ]),
+        html.Div(className="tl-viewline", children=[
+            html.Span(follow_note(state, config) if state.get("span") else "",
+                      id=ids.VIEW_NOTE, className="tl-view-note"),
+            html.Span("sample → screen: measuring…", id=ids.LATENCY, className="tl-latency"),
+        ]),
+    ])
+
+
+def status_line(c: DashboardConfig, h, state: Cursor | None, health: dict | None,
+                host: str | None, n_hosts: int) -> list:
+    """The status line: source, GPUs, node (of ``n_hosts``), samples stored, history held
+    (``h``: the ``History``), phase model, server signals, age of the newest sample and the
+    collector's ``health`` (``DashboardConfig.health``'s answer)."""
+    parts: list = [html.Span(c.source, className="tl-source")]
+    gpus = (state or {}).get("gpus") or []
+    parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+    if host is not None:
+        parts.append(f" on {host} ({n_hosts} hosts)")
+    parts.append(f" · {h.cursor:,} samples stored")
+    sp = h.span()
+    if sp is not None:
+        parts.append(f" · history {fmt_span(sp[1] - sp[0])}")
+    parts.append(f" · phases: {labeller_label()}")
+    if c.server:
+        parts.append(html.Span(f" · {c.server}", className="tl-server", id=ids.SERVER))
+    age = age_s((state or {}).get("ts_last"), (state or {}).get("mono_last"))
+    if age is not None:
+        cls = "tl-age tl-stale" if age > 5 else "tl-age"
+        parts.append(html.Span(f" · last sample {fmt_age(age)} ago", className=cls))
+    parts.extend(collector_health(health))
+    if health is not None and not health.get("running", True):
+        err = health.get("error")
+        parts.append(html.Span(f" · collector stopped{': ' + err if err else ''}",
+                               className="tl-stale"))
+    return parts
