@@ -136,3 +136,42 @@ def test_every_relative_import_resolves():
                 bad.append(f"{f.relative_to(ROOT)}:{node.lineno} imports {target or '.'}, "
                            "which is no module of the package")
     assert bad == []
+
+
+#: The longest a function of app/ may be (issue 20): longer ones hide several jobs.
+MAX_APP_FUNCTION_LINES = 100
+_JS = ("function(", "function (", "=> {", "=>{", "window.dash_clientside", "document.query",
+       "const ", "let ")
+
+
+def _app_files() -> list[Path]:
+    return sorted((ROOT / "app").rglob("*.py"))
+
+
+def test_no_function_in_app_over_100_lines():
+    long = []
+    for f in _app_files():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = node.end_lineno - node.lineno + 1
+                if n > MAX_APP_FUNCTION_LINES:
+                    long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} ({n} lines)")
+    assert long == []
+
+
+def test_no_javascript_inside_python_strings():
+    """Browser code lives in app/**/assets/*.js, called through ``ClientsideFunction``."""
+    found = []
+    for f in _app_files():
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                hits = [p for p in _JS if p in node.value]
+                if hits and any(p in node.value for p in ("{", "=>", "return")):
+                    found.append(f"{f.relative_to(ROOT)}:{node.lineno} {hits}")
+    assert found == []
+
+
+def test_the_javascript_checks_see_what_they_look_for():
+    src = 'x = """function(v) { return v; }"""\n'
+    node = ast.parse(src).body[0].value
+    assert any(p in node.value for p in _JS)

@@ -263,14 +263,9 @@ def _rss_mb(pid: int) -> dict:
     return fields
 
 
-_PAINT_HOOK = """(lane) => {
-    window.__paints = [];
-    const gd = document.querySelector('#tl-graph .js-plotly-plot');
-    gd.on('plotly_afterplot', () => {
-        const x = gd._fullData[lane].x;
-        if (x && x.length) window.__paints.push([Date.now(), x[x.length - 1]]);
-    });
-}"""
+#: Browser-side snippets the benchmark runs in the page (``page.evaluate``).
+JS_DIR = Path(__file__).with_name("js")
+
 
 
 def browser_figures(path: Path, pattern: pd.DataFrame, live_s: float = 30.0,
@@ -298,12 +293,10 @@ def browser_figures(path: Path, pattern: pd.DataFrame, live_s: float = 30.0,
             t = time.perf_counter()
             first = b.new_page(viewport={"width": 1440, "height": 900})
             first.goto(url, timeout=120_000)
-            first.wait_for_function(
-                f"() => {{ const gd = document.querySelector('#tl-graph .js-plotly-plot'); "
-                f"return gd && gd._fullData && gd._fullData[{lane}]._length > 0 }}",
-                timeout=120_000)
+            first.wait_for_function((JS_DIR / "lane_drawn.js").read_text(), arg=lane,
+                                    timeout=120_000)
             out["first_page_s"] = time.perf_counter() - t
-            first.evaluate(_PAINT_HOOK, lane)
+            first.evaluate((JS_DIR / "paint_hook.js").read_text(), lane)
             t_hook = time.time()
             first.wait_for_timeout(live_s * 1000)
             paints = first.evaluate("() => window.__paints")

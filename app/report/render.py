@@ -17,6 +17,10 @@ _ARGS = ["--no-sandbox", "--disable-gpu", "--headless", "--disable-background-ne
          "--disable-component-update", "--disable-sync"]
 
 
+#: Waited on before printing: every plot of the page is drawn (a browser-side snippet).
+_PLOTS_READY = Path(__file__).with_name("js") / "plots_ready.js"
+
+
 def chromium_path() -> str:
     """Path of the Chromium to render with.
 
@@ -62,9 +66,7 @@ def render_pdf_or_png(html: str, fmt: str, timeout_ms: int = 120_000) -> bytes:
                               if route.request.url.startswith("file:") else route.abort())
                     page = ctx.new_page()
                     page.goto(page_path.as_uri(), timeout=timeout_ms)
-                    page.wait_for_function(
-                        "() => window.Plotly && Array.from(document.querySelectorAll("
-                        "'.plotly-graph-div')).every(d => d._fullLayout)", timeout=timeout_ms)
+                    page.wait_for_function(_PLOTS_READY.read_text(), timeout=timeout_ms)
                     if fmt == "pdf":
                         page.emulate_media(media="print")
                         return page.pdf(format="A4", print_background=True,
