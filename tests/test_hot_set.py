@@ -33,7 +33,7 @@ from tealeaves.app.dashboard.factory import (
     hover_panel,
     window_panel,
 )
-from tealeaves.app.dashboard.screenshots import verdict
+from tealeaves.app.dashboard.screenshots.model import verdict
 from tealeaves.app.exporter import TealeavesCollector, render
 from tealeaves.app.report.model import ReportInput, build_report, csv_rows, schema
 from tealeaves.app.report.out import report_bytes
