@@ -5,11 +5,11 @@
  * namespaces survive. */
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
     screenshots: {
-        /* The browser's time zone, once (the pictures' clocks default to it). */
-        browser_zone: function(v) {
-            if (v) return window.dash_clientside.no_update;
-            try { return Intl.DateTimeFormat().resolvedOptions().timeZone || 'UTC'; }
-            catch (e) { return 'UTC'; }
+        /* The pictures' time zone defaults to the browser's (ids.PAGE_TZ, filled once for
+         * every page); a zone the user typed stays, an emptied one becomes the browser's again. */
+        default_zone: function(pageZone, value) {
+            if (value || !pageZone) return window.dash_clientside.no_update;
+            return pageZone;
         },
 
         /* Tabs: [live page style, screenshots page style, live tab class, shots tab class]. */

@@ -85,10 +85,11 @@ def register_picture_route(server, store) -> None:
 
 
 def register_browser_side(app: dash.Dash) -> None:
-    """The clientside callbacks: the pictures' default zone (the browser's), the live / screenshots tabs, a click on a screenshot marker of the live
+    """The clientside callbacks: the pictures' default zone (the browser's, from
+    ``ids.PAGE_TZ``), the live / screenshots tabs, a click on a screenshot marker of the live
     figure, and scrolling an opened screenshot into view."""
-    app.clientside_callback(_js("browser_zone"), Output(ids.SHOT_TZ, "value"),
-                            Input(ids.SHOT_TZ, "value"))
+    app.clientside_callback(_js("default_zone"), Output(ids.SHOT_TZ, "value"),
+                            Input(ids.PAGE_TZ, "data"), Input(ids.SHOT_TZ, "value"))
     app.clientside_callback(
         _js("tabs"),
         Output(ids.LIVE_PAGE, "style"), Output(ids.SHOTS_PAGE, "style"),
