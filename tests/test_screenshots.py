@@ -377,3 +377,31 @@ def test_a_verdict_span_out_of_bounds_says_which_span_is_used():
     assert "not a number" in span_note("soon")
     assert region_offset(2.25) == 2.25  # not a multiple of the old 0.5-s input step
 
+
+# -- the browser side lives in assets/screenshots.js ---------------------------------------------
+
+
+def test_clientside_functions_are_in_the_assets_and_read_their_settings_from_the_server():
+    import ast
+    import re
+    from pathlib import Path
+
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.screenshots import callbacks, layout
+
+    pkg = Path(callbacks.__file__).parent
+    js = (pkg.parent / "assets" / "screenshots.js").read_text()
+    assert "Object.assign({}, window.dash_clientside" in js  # other namespaces survive
+    defined = set(re.findall(r"^\s{8}(\w+): function\(", js, re.MULTILINE))
+    used = set(re.findall(r'_js\("(\w+)"\)', (pkg / "callbacks.py").read_text()))
+    assert used and used <= defined, used - defined
+    # the ids and limits the functions read come from the server, and are the ids' values
+    config = layout.js_config()
+    assert set(re.findall(r"\bcfg\.(\w+)", js)) <= set(config)
+    assert config["tab_shots"] == ids.TAB_SHOTS and config["detail"] == ids.SHOT_DETAIL
+    assert config["max_batch"] * 2 == callbacks.MAX_REQUEST_BYTES
+    # no JavaScript left in the package's Python strings
+    for f in pkg.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not re.search(r"\bfunction\s*\(|=>", node.value), (f.name, node.value)
