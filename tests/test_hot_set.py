@@ -29,7 +29,7 @@ from tealeaves.app.cli import main
 from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.panels import header_cells, hover_panel, window_panel
-from tealeaves.app.dashboard.screenshots import verdict
+from tealeaves.app.dashboard.screenshots.model import verdict
 from tealeaves.app.exporter import TealeavesCollector, render
 from tealeaves.app.report.model import ReportInput, build_report, csv_rows, schema
 from tealeaves.app.report.out import report_bytes

@@ -12,7 +12,7 @@ from datetime import datetime
 import pytest
 from PIL import Image, PngImagePlugin
 
-from tealeaves.app.dashboard.screenshots import (
+from tealeaves.app.dashboard.screenshots.model import (
     compare_table,
     halves,
     region_from_shape,
@@ -259,7 +259,7 @@ def test_implausible_metadata_falls_through_to_the_next_source():
 
 
 def test_a_stored_time_out_of_range_is_shown_not_raised():
-    from tealeaves.app.dashboard.screenshots import _fmt_local
+    from tealeaves.app.dashboard.screenshots.model import fmt_local as _fmt_local
 
     assert _fmt_local(-1e18, "UTC").startswith("out of range")
     assert _fmt_local(None, "UTC") == "unknown"
@@ -297,7 +297,7 @@ def test_a_local_time_the_clocks_skipped_is_refused_when_typed():
 def test_region_offsets_are_bounded_and_stored_junk_reads_as_zero():
     import json
 
-    from tealeaves.app.dashboard.screenshots import parse_regions, region_offset
+    from tealeaves.app.dashboard.screenshots.model import parse_regions, region_offset
 
     assert region_offset("-2.5") == -2.5 and region_offset(None) == 0.0
     for bad in ("1e308", "inf", "nan", "abc", 86_401):
@@ -312,7 +312,7 @@ def test_region_offsets_are_bounded_and_stored_junk_reads_as_zero():
 
 def test_moment_verdict_of_an_absurd_moment_is_empty_not_an_error(windows):
     from tealeaves.app.dashboard.history import History
-    from tealeaves.app.dashboard.screenshots import moment_verdict
+    from tealeaves.app.dashboard.screenshots.model import moment_verdict
 
     class Fixed(History):  # a History answering from the module's windows
         def __init__(self):
@@ -330,7 +330,7 @@ def test_moment_verdict_of_an_absurd_moment_is_empty_not_an_error(windows):
 def test_edited_time_keeps_the_source_unless_the_time_or_zone_changes():
     import pandas as pd
 
-    from tealeaves.app.dashboard.screenshots import edited_time
+    from tealeaves.app.dashboard.screenshots.model import edited_time
 
     ts = to_epoch(T, "Europe/Berlin")
     r = pd.Series({"name": "a.png", "capture_ts": ts + 0.4, "tz": "Europe/Berlin"})
@@ -347,7 +347,7 @@ def test_edited_time_keeps_the_source_unless_the_time_or_zone_changes():
 
 
 def test_compare_difference_skips_screenshots_without_a_time(windows):
-    from tealeaves.app.dashboard.screenshots import Verdict
+    from tealeaves.app.dashboard.screenshots.model import Verdict
 
     dec = windows[windows["imbalanced"]]
     a = verdict(windows, [0, 1], float(dec["start"].iloc[0]), float(dec["end"].iloc[2]))
@@ -360,7 +360,7 @@ def test_compare_difference_skips_screenshots_without_a_time(windows):
 
 
 def test_verdict_names_a_hot_gpu_only_for_decode(windows):
-    from tealeaves.app.dashboard.screenshots import Verdict
+    from tealeaves.app.dashboard.screenshots.model import Verdict
 
     idle = Verdict(0.0, 1.0, 4, "idle", {"idle": 1.0}, 1.0, hot_gpu=1, hot_share=0.25)
     assert idle.text() == "idle (1.00)"
@@ -369,10 +369,39 @@ def test_verdict_names_a_hot_gpu_only_for_decode(windows):
 
 
 def test_a_verdict_span_out_of_bounds_says_which_span_is_used():
-    from tealeaves.app.dashboard.screenshots import region_offset, span_note
+    from tealeaves.app.dashboard.screenshots.model import region_offset, span_note
 
     assert span_note(5) is None and span_note("12.5") is None
     assert "outside 0.5-600 s: using 600 s" in span_note(100000)
     assert "outside 0.5-600 s: using 0.5 s" in span_note(0)
     assert "not a number" in span_note("soon")
     assert region_offset(2.25) == 2.25  # not a multiple of the old 0.5-s input step
+
+
+# -- the browser side lives in assets/screenshots.js ---------------------------------------------
+
+
+def test_clientside_functions_are_in_the_assets_and_read_their_settings_from_the_server():
+    import ast
+    import re
+    from pathlib import Path
+
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.screenshots import callbacks, layout
+
+    pkg = Path(callbacks.__file__).parent
+    js = (pkg.parent / "assets" / "screenshots.js").read_text()
+    assert "Object.assign({}, window.dash_clientside" in js  # other namespaces survive
+    defined = set(re.findall(r"^\s{8}(\w+): function\(", js, re.MULTILINE))
+    used = set(re.findall(r'_js\("(\w+)"\)', (pkg / "callbacks.py").read_text()))
+    assert used and used <= defined, used - defined
+    # the ids and limits the functions read come from the server, and are the ids' values
+    config = layout.js_config()
+    assert set(re.findall(r"\bcfg\.(\w+)", js)) <= set(config)
+    assert config["tab_shots"] == ids.TAB_SHOTS and config["detail"] == ids.SHOT_DETAIL
+    assert config["max_batch"] * 2 == callbacks.MAX_REQUEST_BYTES
+    # no JavaScript left in the package's Python strings
+    for f in pkg.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                assert not re.search(r"\bfunction\s*\(|=>", node.value), (f.name, node.value)

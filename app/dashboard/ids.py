@@ -94,6 +94,9 @@ SHOT_BATCH = "tl-shot-batch"
 #: Screenshots page: a dummy output of the clientside callback that scrolls the opened
 #: screenshot into view.
 SHOT_SCROLL = "tl-shot-scroll"
+#: Screenshots page: ``dcc.Store`` of what its clientside functions (assets/screenshots.js)
+#: need from the server: element ids and the upload limits.
+SHOT_CONFIG = "tl-shot-config"
 #: The browser's IANA time zone (plotly shows the time axis in it; every time on the page
 #: follows), and its label in the toolbar.
 PAGE_TZ = "tl-page-tz"

@@ -268,17 +268,9 @@ def expert_figures(report: Report) -> tuple[go.Figure, go.Figure]:
     return heat, bal
 
 
-def render_html(report: Report, print_layout: bool = False) -> str:
-    """The report as one HTML document (plotly.js embedded; works offline)."""
-    from jinja2 import Environment
-    from plotly.offline import get_plotlyjs
-
-    d = report.data
-    s = d["summary"]
-    gpus = [g["gpu"] for g in d["gpus"]]
-    hot = s["hot_gpu"]
-    hot_set = _hot_gpus(s)
-    set_words = _set_words(hot_set, s.get("hot_share"), s.get("cold_share"))
+def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str) -> list[tuple]:
+    """The summary cards, ``(title, value, note)`` each: phase shares, balancedness, imbalance
+    ratio, straggler tax, the hot GPU or set, and the server's throughput when it was read."""
     pt, share = s["phase_time_s"], s["phase_share"]
     cards = [
         ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
@@ -296,52 +288,68 @@ def render_html(report: Report, print_layout: bool = False) -> str:
             "none": "no imbalanced window"}[s["hot_pattern"]]
          + f" · {s['imbalanced_windows']} imbalanced windows"),
     ]
-    srv = d["server"]
     if srv:
         cards.append(("server", _f(srv["gen_throughput_tok_s"], ",.0f", " tok/s"),
                       f"accept length {_f(srv['accept_len'])}"))
+    return cards
+
+
+def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
+    """The summary's verdict sentence: whether the hot GPU (or set) stays or rotates, in how
+    many imbalanced decode windows, and the decode GPU-time lost waiting."""
     if not hot_set:
-        verdict = (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
-                   f"windows.")
-    else:
-        counts = ", ".join(f"GPU {g} in {n}" for g, n in s["hot_gpus"].items())
-        lost = (f"Decode GPU-time lost waiting for the slowest rank: "
-                f"{_f(s['straggler_tax'], '.1%')}.")
-        n_set = s.get("hot_set_windows") or s["hot_gpus"].get(str(hot), 0)
-        shares = set_words.partition(" — ")[2]
-        if s["hot_pattern"] == "stays" and len(hot_set) > 1:
-            verdict = (f"The hot set is {set_words} of the work, and it stays hot: flagged in "
-                       f"{n_set} of {s['imbalanced_windows']} imbalanced decode windows "
-                       f"({counts}). {lost}")
-        elif s["hot_pattern"] == "stays":
-            verdict = (f"GPU {hot_set[0]} is the hot GPU and stays hot: it holds the most work "
-                       f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
-                       f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
-        else:
-            verdict = (f"The hot set rotates ({s['hot_changes']} changes); most often "
-                       f"{set_words} ({n_set} of {s['imbalanced_windows']} imbalanced decode "
-                       f"windows); per GPU: {counts}. {lost}")
-    why = [c["line"] for c in d.get("hot_ceilings") or []]
-    gpu_rows = [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] in hot_set,
-                 "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
-                 "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
-                                                                      " %"),
-                 "dram": _f(g["dram_active"], ".0f", " %"),
-                 "pcie": (f"{_f(_mb(g['pcie_tx_bytes_per_s']), ',.0f')} / "
-                          f"{_f(_mb(g['pcie_rx_bytes_per_s']), ',.0f')}"),
-                 "nvlink": (f"{_f(_mb(g['nvlink_tx_bytes_per_s']), ',.0f')} / "
-                            f"{_f(_mb(g['nvlink_rx_bytes_per_s']), ',.0f')}"),
-                 "power": _f(g["power_w"], ".0f"), "hot_s": _f(g["hot_s"], ".1f")}
-                for g in d["gpus"]]
-    top_rows = [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
-                                                                         ".2f", "×"),
-                 "tax": _f(w["straggler_tax"], ".1%"),
-                 "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
-                         if w.get("hot_set") else "–" if w["hot_gpu"] is None
-                         else f"GPU {w['hot_gpu']}"),
-                 "top": "–" if w["top_gpu"] is None else f"GPU {w['top_gpu']}"}
-                for w in d["top_windows"]]
-    server_rows = [] if not srv else [
+        return (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
+                f"windows.")
+    counts = ", ".join(f"GPU {g} in {n}" for g, n in s["hot_gpus"].items())
+    lost = (f"Decode GPU-time lost waiting for the slowest rank: "
+            f"{_f(s['straggler_tax'], '.1%')}.")
+    n_set = s.get("hot_set_windows") or s["hot_gpus"].get(str(s["hot_gpu"]), 0)
+    shares = set_words.partition(" — ")[2]
+    if s["hot_pattern"] == "stays" and len(hot_set) > 1:
+        return (f"The hot set is {set_words} of the work, and it stays hot: flagged in "
+                f"{n_set} of {s['imbalanced_windows']} imbalanced decode windows "
+                f"({counts}). {lost}")
+    if s["hot_pattern"] == "stays":
+        return (f"GPU {hot_set[0]} is the hot GPU and stays hot: it holds the most work "
+                f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
+                f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
+    return (f"The hot set rotates ({s['hot_changes']} changes); most often "
+            f"{set_words} ({n_set} of {s['imbalanced_windows']} imbalanced decode "
+            f"windows); per GPU: {counts}. {lost}")
+
+
+def _gpu_rows(d: dict, hot_set: list[int]) -> list[dict]:
+    """One row of formatted cells per GPU (busy share, load, activities, PCIe and NVLink MB/s
+    tx / rx, power W, hot seconds); ``hot`` marks a GPU of the hot set."""
+    return [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] in hot_set,
+             "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
+             "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
+                                                                  " %"),
+             "dram": _f(g["dram_active"], ".0f", " %"),
+             "pcie": (f"{_f(_mb(g['pcie_tx_bytes_per_s']), ',.0f')} / "
+                      f"{_f(_mb(g['pcie_rx_bytes_per_s']), ',.0f')}"),
+             "nvlink": (f"{_f(_mb(g['nvlink_tx_bytes_per_s']), ',.0f')} / "
+                        f"{_f(_mb(g['nvlink_rx_bytes_per_s']), ',.0f')}"),
+             "power": _f(g["power_w"], ".0f"), "hot_s": _f(g["hot_s"], ".1f")}
+            for g in d["gpus"]]
+
+
+def _top_rows(d: dict) -> list[dict]:
+    """One row of formatted cells per most imbalanced window (rank, start, ratio, tax, hot
+    GPU or set, GPU with the most work)."""
+    return [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
+                                                                     ".2f", "×"),
+             "tax": _f(w["straggler_tax"], ".1%"),
+             "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
+                     if w.get("hot_set") else "–" if w["hot_gpu"] is None
+                     else f"GPU {w['hot_gpu']}"),
+             "top": "–" if w["top_gpu"] is None else f"GPU {w['top_gpu']}"}
+            for w in d["top_windows"]]
+
+
+def _server_rows(srv: dict | None) -> list[tuple[str, str]]:
+    """``(quantity, value)`` rows of the server section; none without server signals."""
+    return [] if not srv else [
         ("log/metrics events", f"{srv['events']:,}"),
         ("prefill batches", f"{srv['prefill_batches']:,}"),
         ("prefill tokens", _f(srv["prefill_tokens"], ",.0f")),
@@ -349,57 +357,96 @@ def render_html(report: Report, print_layout: bool = False) -> str:
                                                             ",.1f", " token/s")),
         ("accept length (mean)", _f(srv["accept_len"])),
         ("running requests (mean)", _f(srv["running_req"], ".1f"))]
-    lab = d["labels"]
-    label_rows = [] if not lab else [
+
+
+def _label_rows(lab: dict | None) -> list[tuple[str, str]]:
+    """``(quantity, value)`` rows scoring the labeller against a labels file; none without."""
+    return [] if not lab else [
         ("labels file", lab["file"]), ("labelled windows", str(lab["labelled_windows"])),
         ("phase accuracy", _f(lab["accuracy"], ".1%")),
         *[(f"  {p} recall", _f(v, ".1%")) for p, v in lab["per_phase_accuracy"].items()],
         ("hot-GPU accuracy on skewed decode", _f(lab["hot_gpu_accuracy"], ".1%")),
         ("balanced decode windows flagged", _f(lab["false_flag_rate"], ".1%"))]
-    ex = d["experts"]
-    expert_cards, fig_experts, fig_layers, tokens, expert_map = [], "", "", "", []
-    if ex:
-        expert_cards = [
-            ("GPU balancedness now", _f(ex["balancedness"]),
-             "pure TP: every GPU holds every expert" if ex["pure_tp"] else
-             f"EP {ex['ep_size']}, contiguous placement"),
-            ("greedy placement (estimate)", _f(ex["balancedness_greedy"]),
-             "what-if, no expert replication"),
-            ("worst layer max/mean", _f(max((v for v in ex["layer_expert_max_over_mean"]
-                                              if v is not None), default=None), ".2f", "×"),
-             "over experts"),
-            ("hottest GPU by expert work", "–" if ex["hot_gpu"] is None else
-             f"GPU {ex['hot_gpu']}", ", ".join(f"{_f(v, '.0%')}" for v in ex["gpu_share"])),
-        ]
-        f1, f2 = expert_figures(report)
-        fig_experts, fig_layers = _figure_html(f1, print_layout), _figure_html(f2, print_layout)
-        tokens = f"{ex['tokens']:,.0f}"
-        expert_map = [{"gpu": g, "held": held, "share": _f(sh, ".1%"),
-                       "hot": g == ex["hot_gpu"]}
-                      for g, (held, sh) in enumerate(zip(ex["gpu_experts"], ex["gpu_share"]))]
-    p = d["provenance"]
+
+
+def _expert_parts(report: Report, print_layout: bool) -> dict:
+    """The expert section's template values: ``expert_cards``, ``fig_experts``,
+    ``fig_expert_layers`` (HTML), ``tokens`` and ``expert_map`` (empty without expert
+    counts)."""
+    ex = report.data["experts"]
+    if not ex:
+        return {"expert_cards": [], "fig_experts": "", "fig_expert_layers": "", "tokens": "",
+                "expert_map": []}
+    expert_cards = [
+        ("GPU balancedness now", _f(ex["balancedness"]),
+         "pure TP: every GPU holds every expert" if ex["pure_tp"] else
+         f"EP {ex['ep_size']}, contiguous placement"),
+        ("greedy placement (estimate)", _f(ex["balancedness_greedy"]),
+         "what-if, no expert replication"),
+        ("worst layer max/mean", _f(max((v for v in ex["layer_expert_max_over_mean"]
+                                          if v is not None), default=None), ".2f", "×"),
+         "over experts"),
+        ("hottest GPU by expert work", "–" if ex["hot_gpu"] is None else
+         f"GPU {ex['hot_gpu']}", ", ".join(f"{_f(v, '.0%')}" for v in ex["gpu_share"])),
+    ]
+    f1, f2 = expert_figures(report)
+    fig_experts, fig_layers = _figure_html(f1, print_layout), _figure_html(f2, print_layout)
+    expert_map = [{"gpu": g, "held": held, "share": _f(sh, ".1%"), "hot": g == ex["hot_gpu"]}
+                  for g, (held, sh) in enumerate(zip(ex["gpu_experts"], ex["gpu_share"]))]
+    return {"expert_cards": expert_cards, "fig_experts": fig_experts,
+            "fig_expert_layers": fig_layers, "tokens": f"{ex['tokens']:,.0f}",
+            "expert_map": expert_map}
+
+
+def _provenance_rows(p: dict) -> list[tuple[str, str]]:
+    """``(what, value)`` rows of where the report's numbers come from: versions, source files
+    (path, bytes, sha256), hosts, GPUs, driver, collector, classifier and its held-out
+    score."""
     c = p["classifier"]
     held = c["held_out"]
-    prov_rows = [("tealeaves", p["tealeaves_version"]), ("python", p["python"]),
-                 *[(f"{src['role']}", (f"{src['path']} ({_f(src['bytes'], ',.0f')} bytes, "
-                                      f"sha256 {src['sha256'] or 'not computed'})"))
-                   for src in p["sources"]],
-                 ("hosts", ", ".join(p["hosts"]) or "–"),
-                 ("GPUs", ", ".join(p["gpu_names"]) or "–"),
-                 ("driver", p["driver"] or "–"), ("collector", p["collector"] or "–"),
-                 ("classifier", (f"{c['labeller']} ({c['kind'] or '–'}; trained on "
-                                f"{c['training_traces'] or '–'} traces, "
-                                f"{c['training_windows'] or '–'} windows)")),
-                 ("held-out score", "–" if not held else
-                  f"macro-F1 {_f(held['macro_f1'], '.3f')}, accuracy "
-                  f"{_f(held['accuracy'], '.3f')} ({held['scheme']})")]
+    return [("tealeaves", p["tealeaves_version"]), ("python", p["python"]),
+            *[(f"{src['role']}", (f"{src['path']} ({_f(src['bytes'], ',.0f')} bytes, "
+                                 f"sha256 {src['sha256'] or 'not computed'})"))
+              for src in p["sources"]],
+            ("hosts", ", ".join(p["hosts"]) or "–"),
+            ("GPUs", ", ".join(p["gpu_names"]) or "–"),
+            ("driver", p["driver"] or "–"), ("collector", p["collector"] or "–"),
+            ("classifier", (f"{c['labeller']} ({c['kind'] or '–'}; trained on "
+                           f"{c['training_traces'] or '–'} traces, "
+                           f"{c['training_windows'] or '–'} windows)")),
+            ("held-out score", "–" if not held else
+             f"macro-F1 {_f(held['macro_f1'], '.3f')}, accuracy "
+             f"{_f(held['accuracy'], '.3f')} ({held['scheme']})")]
+
+
+def render_html(report: Report, print_layout: bool = False) -> str:
+    """The report as one HTML document (plotly.js embedded; works offline).
+
+    Args:
+        report: a built report (``build_report``).
+        print_layout: fix the figures' widths at ``PRINT_WIDTH`` px for an A4 page (PDF/PNG)
+            instead of filling the window.
+    """
+    from jinja2 import Environment
+    from plotly.offline import get_plotlyjs
+
+    d = report.data
+    s = d["summary"]
+    gpus = [g["gpu"] for g in d["gpus"]]
+    hot_set = _hot_gpus(s)
+    set_words = _set_words(hot_set, s.get("hot_share"), s.get("cold_share"))
+    srv = d["server"]
+    p = d["provenance"]
+    experts = _expert_parts(report, print_layout)  # figures drawn in the order they were
     env = Environment(autoescape=True)
     return env.from_string(_TEMPLATE).render(
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
-        span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]), cards=cards,
-        verdict=verdict, why=why, gpu_rows=gpu_rows, top_rows=top_rows, server_rows=server_rows,
-        label_rows=label_rows, expert_cards=expert_cards, fig_experts=fig_experts,
-        fig_expert_layers=fig_layers, tokens=tokens, prov_rows=prov_rows, expert_map=expert_map,
+        span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]),
+        cards=_summary_cards(s, srv, hot_set, set_words),
+        verdict=_verdict_text(s, hot_set, set_words),
+        why=[c["line"] for c in d.get("hot_ceilings") or []], gpu_rows=_gpu_rows(d, hot_set),
+        top_rows=_top_rows(d), server_rows=_server_rows(srv), label_rows=_label_rows(d["labels"]),
+        prov_rows=_provenance_rows(p), **experts,
         fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),
                                   print_layout),
         fig_gpus=_figure_html(gpu_figure(d), print_layout))

@@ -1,0 +1,319 @@
+"""The Screenshots page's callbacks and picture route, grouped by what they serve: the picture
+route, the browser side (zone, tabs, marker clicks, scrolling; ``assets/screenshots.js``),
+uploads, the list and its row buttons, the opened screenshot (its panel and edits), and the
+comparison.  ``register`` adds them all to an app."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import dash
+import pandas as pd
+from dash import ALL, ClientsideFunction, Input, Output, State, html
+
+from ....data.screenshots import ScreenshotError, zone_name
+from .. import ids
+from .model import (
+    MAX_REQUEST_BYTES,
+    PICTURE_ROUTE,
+    SPAN_S,
+    Verdict,
+    edited_time,
+    halves,
+    moment_verdict,
+    parse_regions,
+    region_from_shape,
+    region_offset,
+    span_note,
+    span_seconds,
+)
+from .upload import accept_batch
+from .views import compare_view, detail, shot_table, shots_patch
+
+_SHA = re.compile(r"[0-9a-f]{64}")
+#: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).
+JS_NAMESPACE = "screenshots"
+
+
+def _js(name: str) -> ClientsideFunction:
+    return ClientsideFunction(namespace=JS_NAMESPACE, function_name=name)
+
+
+def register(app: dash.Dash, live) -> None:
+    """Add the Screenshots page's callbacks and the picture route to ``app``.
+
+    Args:
+        app: the dashboard's Dash app (``create_app``); its layout holds ``layout.page``.
+        live: its ``app.dashboard.LiveView`` (store and history).
+    """
+    app.server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
+    register_picture_route(app.server, live.store)
+    register_browser_side(app)
+    register_upload(app, live.store)
+    register_list(app, live)
+    register_opened(app, live)
+    register_compare(app, live)
+
+
+def _span_verdict(live, t: float | None, span: float) -> Verdict:
+    """The verdict of ``t ± span`` (epoch s) from the live history, brought up to date."""
+    live.history.update()
+    return moment_verdict(live.history, t, span)
+
+
+def register_picture_route(server, store) -> None:
+    """Serve the kept pictures' bytes at ``PICTURE_ROUTE + sha256`` on the Flask ``server``
+    (404 for a malformed or unknown hash; cached for good, as a hash names its bytes)."""
+
+    @server.route(PICTURE_ROUTE + "<sha>")
+    def _picture_bytes(sha: str):
+        from flask import Response, abort
+
+        if not _SHA.fullmatch(sha or ""):
+            abort(404)
+        data = store.screenshot_data(sha)
+        if data is None:
+            abort(404)
+        row = store.screenshots()
+        fmt = row.loc[row["sha256"] == sha, "format"]
+        mime = "image/jpeg" if len(fmt) and fmt.iloc[0] == "JPEG" else "image/png"
+        resp = Response(data, mimetype=mime)
+        resp.headers["X-Content-Type-Options"] = "nosniff"
+        resp.headers["Cache-Control"] = "private, max-age=31536000, immutable"
+        return resp
+
+
+def register_browser_side(app: dash.Dash) -> None:
+    """The clientside callbacks: the pictures' default zone (the browser's, from
+    ``ids.PAGE_TZ``), the live / screenshots tabs, a click on a screenshot marker of the live
+    figure, and scrolling an opened screenshot into view."""
+    app.clientside_callback(_js("default_zone"), Output(ids.SHOT_TZ, "value"),
+                            Input(ids.PAGE_TZ, "data"), Input(ids.SHOT_TZ, "value"))
+    app.clientside_callback(
+        _js("tabs"),
+        Output(ids.LIVE_PAGE, "style"), Output(ids.SHOTS_PAGE, "style"),
+        Output(ids.TAB_LIVE, "className"), Output(ids.TAB_SHOTS, "className"),
+        Input(ids.PAGE, "data"))
+    app.clientside_callback(
+        _js("choose_page"),
+        Output(ids.PAGE, "data"), Input(ids.TAB_LIVE, "n_clicks"),
+        Input(ids.TAB_SHOTS, "n_clicks"), State(ids.SHOT_CONFIG, "data"),
+        prevent_initial_call=True)
+    app.clientside_callback(
+        _js("open_marker"),
+        Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
+        Output(ids.PAGE, "data", allow_duplicate=True),
+        Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
+    app.clientside_callback(
+        _js("scroll_to_detail"),
+        Output(ids.SHOT_SCROLL, "data"), Input(ids.SHOT_SELECTED, "data"),
+        State(ids.SHOT_CONFIG, "data"), prevent_initial_call=True)
+
+
+def register_upload(app: dash.Dash, store) -> None:
+    """Uploads: the browser passes a drop on as one batch (oversize files named, not sent;
+    ``assets/screenshots.js``); the server keeps each file it can, says why for the others,
+    and opens the last one kept."""
+    app.clientside_callback(
+        _js("batch"),
+        Output(ids.SHOT_BATCH, "data"), Input(ids.SHOT_UPLOAD, "contents"),
+        State(ids.SHOT_UPLOAD, "filename"), State(ids.SHOT_UPLOAD, "last_modified"),
+        State(ids.SHOT_CONFIG, "data"), prevent_initial_call=True)
+
+    @app.callback(
+        Output(ids.SHOT_MSG, "children"),
+        Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
+        Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
+        Output(ids.SHOT_UPLOAD, "contents"),
+        Input(ids.SHOT_BATCH, "data"),
+        State(ids.SHOT_TZ, "value"),
+        State(ids.SHOTS_VERSION, "data"),
+        prevent_initial_call=True,
+    )
+    def _upload(batch, tz, version):
+        files = (batch or {}).get("files") or []
+        if not files:
+            raise dash.exceptions.PreventUpdate
+        try:
+            tz = zone_name(tz or "UTC")
+        except ScreenshotError as exc:
+            return ([html.Div(f"✗ {exc}: set the time zone, then drop the files again; nothing "
+                              f"was stored", className="tl-stale")], dash.no_update,
+                    dash.no_update, None)
+        msgs, last = accept_batch(store, files, tz)
+        return msgs, (version or 0) + 1, dash.no_update if last is None else last, None
+
+
+def register_list(app: dash.Dash, live) -> None:
+    """The screenshot list (and the compare choices and the live figure's marks, redrawn
+    whenever the kept screenshots change) and its rows' open / delete buttons."""
+    store = live.store
+
+    @app.callback(
+        Output(ids.SHOT_LIST, "children"),
+        Output(ids.SHOT_CMP, "options"),
+        Output(ids.GRAPH, "figure", allow_duplicate=True),
+        Input(ids.SHOTS_VERSION, "data"),
+        State(ids.CURSOR, "data"),
+        prevent_initial_call="initial_duplicate",
+    )
+    def _list(_version, state):
+        live.shots_changed()
+        shots = store.screenshots()
+        table = shot_table(shots, lambda ts: _span_verdict(live, ts, SPAN_S))
+        options = [{"label": f" {r.name}", "value": r.sha256} for r in shots.itertuples()]
+        return table, options, shots_patch(shots, state)
+
+    @app.callback(
+        Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
+        Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
+        Input({"type": ids.SHOT_OPEN, "sha": ALL}, "n_clicks"),
+        Input({"type": ids.SHOT_DEL, "sha": ALL}, "n_clicks"),
+        State(ids.SHOT_SELECTED, "data"),
+        State(ids.SHOTS_VERSION, "data"),
+        prevent_initial_call=True,
+    )
+    def _row_action(_open, _del, selected, version):
+        trig = dash.ctx.triggered_id
+        if not trig or not any(t.get("value") for t in dash.ctx.triggered):
+            raise dash.exceptions.PreventUpdate
+        sha = trig["sha"]
+        if trig["type"] == ids.SHOT_DEL:
+            store.delete_screenshot(sha)
+            return (None if selected == sha else dash.no_update), (version or 0) + 1
+        return sha, dash.no_update
+
+
+def register_opened(app: dash.Dash, live) -> None:
+    """The opened screenshot: its panel (picture, verdicts, its moment in the dashboard),
+    and its edits (capture time and zone, region offsets, split into halves, clear, a
+    rectangle drawn on the picture)."""
+    store = live.store
+
+    @app.callback(
+        Output(ids.SHOT_DETAIL, "style"),
+        Output(ids.SHOT_DETAIL_TITLE, "children"),
+        Output(ids.SHOT_IMAGE, "figure"),
+        Output(ids.SHOT_VERDICTS, "children"),
+        Output(ids.SHOT_VIEW, "figure"),
+        Output(ids.SHOT_VIEW, "style"),
+        Output(ids.SHOT_TIME, "value"),
+        Output(ids.SHOT_ZONE, "value"),
+        Output(ids.SHOT_OFFSETS, "children"),
+        Input(ids.SHOT_SELECTED, "data"),
+        Input(ids.SHOTS_VERSION, "data"),
+        Input(ids.SHOT_SPAN, "value"),
+        State(ids.PAGE_TZ, "data"),
+        prevent_initial_call=True,
+    )
+    def _detail(sha, _version, span, page_tz):
+        shots = store.screenshots()
+        row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
+        if row.empty:
+            return ({"display": "none"}, *[dash.no_update] * 8)
+        out = list(detail(live, row.iloc[0], span_seconds(span), page_tz))
+        note = span_note(span)
+        if note:
+            out[2] = [html.Div(note, className="tl-stale"), *out[2]]
+        return ({}, *out)
+
+    @app.callback(
+        Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
+        Output(ids.SHOT_MSG, "children", allow_duplicate=True),
+        Output(ids.SHOT_IMAGE, "relayoutData"),
+        Input(ids.SHOT_SAVE, "n_clicks"),
+        Input(ids.SHOT_SPLIT, "n_clicks"),
+        Input(ids.SHOT_CLEAR, "n_clicks"),
+        Input(ids.SHOT_IMAGE, "relayoutData"),
+        State(ids.SHOT_SELECTED, "data"),
+        State(ids.SHOT_TIME, "value"),
+        State(ids.SHOT_ZONE, "value"),
+        State({"type": ids.REGION_OFFSET, "i": ALL}, "value"),
+        State(ids.SHOTS_VERSION, "data"),
+        prevent_initial_call=True,
+    )
+    def _edit(_save, _split, _clear, relayout, sha, when, zone, offsets, version):
+        trig = dash.ctx.triggered_id
+        shots = store.screenshots()
+        row = shots[shots["sha256"] == sha]
+        if not sha or row.empty:
+            raise dash.exceptions.PreventUpdate
+        try:
+            fields = _edited_fields(trig, row.iloc[0], when, zone, offsets, relayout)
+        except ScreenshotError as exc:
+            return dash.no_update, html.Div(f"✗ {exc}", className="tl-stale"), None
+        if fields:
+            store.update_screenshot(sha, **fields)
+        # relayoutData is emptied so the same rectangle drawn again still reaches here
+        return (version or 0) + 1, [], None
+
+
+def _edited_fields(trig, r, when, zone, offsets, relayout) -> dict:
+    """The store fields an edit of screenshot row ``r`` changes; ``trig`` is the control
+    used (save, split, clear, or the picture with a rectangle drawn).
+
+    Raises:
+        ScreenshotError: a capture time, zone or region offset that cannot be saved.
+        dash.exceptions.PreventUpdate: nothing to change.
+    """
+    regions = parse_regions(r.regions)
+    fields: dict = {}
+    if trig == ids.SHOT_SAVE:
+        fields.update(edited_time(r, when, zone))
+        new = []
+        for i, (reg, off) in enumerate(zip(regions, offsets or [])):
+            try:
+                new.append({**reg, "offset_s": region_offset(off)})
+            except ValueError as exc:
+                raise ScreenshotError(f"{r['name']}: region {i + 1} offset: {exc}") from None
+        if regions:
+            fields["regions"] = json.dumps(new)
+    elif trig == ids.SHOT_SPLIT:  # drawn boxes stay; halves already there are replaced
+        boxes = [g for g in regions if g["name"] not in ("top", "bottom")]
+        fields["regions"] = json.dumps([*halves(), *boxes])
+    elif trig == ids.SHOT_CLEAR:
+        fields["regions"] = json.dumps([])
+    elif trig == ids.SHOT_IMAGE:
+        shape = None
+        for k, v in (relayout or {}).items():
+            if k == "shapes" and isinstance(v, list) and v:
+                shape = v[-1]
+        if shape is None:
+            raise dash.exceptions.PreventUpdate
+        reg = region_from_shape(shape, int(r.width), int(r.height), len(regions) + 1)
+        if reg is None:
+            raise dash.exceptions.PreventUpdate
+        fields["regions"] = json.dumps([*regions, reg])
+    else:
+        raise dash.exceptions.PreventUpdate
+    return fields
+
+
+def register_compare(app: dash.Dash, live) -> None:
+    """The comparison of the screenshots ticked (two or more): their pictures and verdicts
+    side by side and the differences between their moments."""
+    store = live.store
+
+    @app.callback(
+        Output(ids.SHOT_COMPARE, "children"),
+        Input(ids.SHOT_CMP, "value"),
+        Input(ids.SHOTS_VERSION, "data"),
+        Input(ids.SHOT_SPAN, "value"),
+        prevent_initial_call=True,
+    )
+    def _compare(chosen, _version, span):
+        shots = store.screenshots()
+        chosen = [s for s in (chosen or []) if s in set(shots["sha256"])]
+        if len(chosen) < 2:
+            return html.Div("Tick two or more screenshots to compare their moments.",
+                            className="tl-muted")
+        sub = shots.set_index("sha256").loc[chosen]
+        sub = sub.sort_values("capture_ts", na_position="last")
+        half = span_seconds(span)
+        vs = [_span_verdict(live, t if pd.notna(t) else None, half) for t in sub["capture_ts"]]
+        return compare_view(sub, vs, live.history.gpus)
+
+
+__all__ = ["JS_NAMESPACE", "register", "register_browser_side", "register_compare",
+           "register_list", "register_opened", "register_picture_route", "register_upload"]

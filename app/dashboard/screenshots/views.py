@@ -1,0 +1,235 @@
+"""What the Screenshots page's callbacks draw: a verdict's line, the picture with its regions,
+the opened screenshot's panel and its moment in the dashboard, the screenshot list, the
+screenshot marks on the live figure, and the compare cards and table."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import dash
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from dash import dcc, html
+
+from ...figures import (
+    PHASE_COLORS,
+    base_shapes,
+    build_figure,
+    rows,
+    shot_lines,
+    shot_points,
+    shots_between,
+    trace_keys,
+)
+from .. import ids
+from .model import (
+    Verdict,
+    compare_table,
+    fmt_local,
+    moment_verdict,
+    parse_regions,
+    picture_url,
+    region_color,
+)
+
+
+def verdict_line(v: Verdict) -> html.Span:
+    """A verdict as one line: a dot in its phase's colour (grey for none), then its text."""
+    color = PHASE_COLORS.get(v.phase or "", "#9ca3af")
+    return html.Span([html.Span("●", style={"color": color}), f" {v.text()}"],
+                     className="tl-verdict")
+
+
+def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go.Figure:
+    """The screenshot ``sha`` (``width`` x ``height`` px) as a zoomable figure (pixel axes,
+    y down) with its regions outlined; rectangles drawn on it become regions."""
+    # a layout image (go.Image takes data URIs only): served by URL, zoomable with the axes
+    fig = go.Figure(go.Scatter(x=[0, width], y=[0, height], mode="markers",
+                               marker={"opacity": 0}, hoverinfo="skip", showlegend=False))
+    fig.add_layout_image(source=picture_url(sha), xref="x", yref="y", x=0, y=0,
+                         sizex=width, sizey=height, sizing="stretch", layer="below",
+                         xanchor="left", yanchor="top")
+    for i, r in enumerate(regions):
+        x0, y0, x1, y1 = r["box"]
+        fig.add_shape(type="rect", x0=x0 * width, x1=x1 * width, y0=y0 * height,
+                      y1=y1 * height, line={"color": region_color(i), "width": 3},
+                      fillcolor="rgba(0,0,0,0)", editable=False)
+        fig.add_annotation(x=x0 * width, y=y0 * height, text=f"<b>{i + 1}</b> {r['name']}",
+                           showarrow=False, xanchor="left", yanchor="top",
+                           bgcolor="rgba(255,255,255,0.85)", font={"size": 12})
+    fig.update_layout(margin={"l": 0, "r": 0, "t": 0, "b": 0}, dragmode="drawrect",
+                      plot_bgcolor="white",
+                      newshape={"line": {"color": "#d62728", "width": 3}},
+                      height=max(260, min(620, int(560 * height / max(width, 1)))),
+                      uirevision=sha)
+    fig.update_xaxes(visible=False, range=[0, width])
+    fig.update_yaxes(visible=False, range=[height, 0], scaleanchor="x")
+    return fig
+
+
+def detail(live, r, span: float, page_tz: str | None = None) -> tuple:
+    """What the opened screenshot's panel shows, for screenshot row ``r`` and verdicts over
+    ``± span`` s.
+
+    Returns:
+        ``(title, picture figure (regions outlined), verdict lines (whole picture and each
+        region), moment figure (time axis in the browser's zone ``page_tz``) or no_update,
+        its style, the local capture time and zone for editing, the regions' offset
+        inputs)``.
+    """
+    h = live.history
+    ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
+    regions = parse_regions(r.regions)
+    tz = r.tz or "UTC"
+    local_value = ""
+    if ts is not None:
+        try:
+            local_value = datetime.fromtimestamp(ts, tz=ZoneInfo(tz)).strftime("%Y-%m-%d %H:%M:%S")
+        except Exception:  # noqa: BLE001 - unknown stored zone: show UTC
+            local_value = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
+    verdicts: list = []
+    view, view_style = dash.no_update, {"display": "none"}
+    if ts is None:
+        verdicts.append(html.Div("No capture time: set it below to place this screenshot.",
+                                 className="tl-stale"))
+    else:
+        h.update()
+        verdicts.append(html.Div([html.B("whole picture: "),
+                                  verdict_line(moment_verdict(h, ts, span))]))
+        for i, reg in enumerate(regions):
+            off = float(reg.get("offset_s", 0.0))
+            verdicts.append(html.Div([html.B(f"region {i + 1} ({reg['name']}, {off:+g} s): "),
+                                      verdict_line(moment_verdict(h, ts + off, span))]))
+        view, view_style = moment_figure(live, ts, span, regions, page_tz), {}
+    offsets = [html.Span([html.Span(f"region {i + 1} ({reg['name']}) offset",
+                                    className="tl-group-label",
+                                    style={"color": region_color(i)}),
+                          # step "any" and no min/max: a browser turns a value its checks
+                          # refuse into None, which would read as 0; the server checks it
+                          dcc.Input(id={"type": ids.REGION_OFFSET, "i": i}, type="number",
+                                    value=float(reg.get("offset_s", 0.0)), step="any",
+                                    className="tl-num-input"),
+                          html.Span("s", className="tl-group-label")],
+                         className="tl-offset-group")
+               for i, reg in enumerate(regions)]
+    title = f"{r['name']} · {fmt_local(ts, tz)} · time from {r.time_source}"
+    return (title, picture_figure(r.sha256, int(r.width), int(r.height), regions), verdicts,
+            view, view_style, local_value, tz, offsets)
+
+
+def moment_figure(live, ts: float, span: float, regions: list[dict],
+                  page_tz: str | None = None) -> go.Figure:
+    """The dashboard's figure over ``ts ± span`` (epoch s; range view), the capture time and
+    each region's moment marked; its time axis named for the browser's zone ``page_tz``."""
+    v = live.range_view(ts - span, ts + span, px=700)
+    fig = live.range_figure(v, height=560, uirevision=f"moment-{ts}", tz=page_tz)
+    fig.add_vline(x=ts * 1000.0, line={"color": "#111827", "width": 2})
+    for i, reg in enumerate(regions):
+        off = float(reg.get("offset_s", 0.0))
+        if off:
+            fig.add_vline(x=(ts + off) * 1000.0, line={"color": region_color(i), "width": 2,
+                                                        "dash": "dash"})
+    fig.update_layout(showlegend=False, margin={"l": 124, "r": 10, "t": 10, "b": 30})
+    return fig
+
+
+def fixed_shapes(state: dict) -> list[dict]:
+    """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
+    screenshot lines are replaced)."""
+    gpus = list(state.get("gpus") or [])
+    server = bool(state.get("server"))
+    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), gpus,
+                            server=pd.DataFrame(columns=["pf_batches"]) if server else None)
+    return base_shapes(skeleton, gpus, rows(server))
+
+
+def shot_table(shots: pd.DataFrame, verdict_at: Callable[[float | None], Verdict]):
+    """The screenshot list: one row per kept screenshot (``SampleStore.screenshots``) with
+    thumbnail, name and size, capture time, the verdict of its moment (``verdict_at(ts)``)
+    and open / delete buttons; a note when there are none."""
+    rows_ = []
+    for r in shots.itertuples():
+        ts = r.capture_ts if pd.notna(r.capture_ts) else None
+        v = verdict_at(ts)
+        rows_.append(html.Tr([
+            html.Td(html.Img(src=picture_url(r.sha256), className="tl-thumb")),
+            html.Td([html.B(r.name), html.Br(),
+                     html.Span(f"{r.width} x {r.height} px · {r.nbytes / 1024:,.0f} KB",
+                               className="tl-muted")]),
+            html.Td([fmt_local(ts, r.tz), html.Br(),
+                     html.Span(f"from {r.time_source}", className="tl-muted")]),
+            html.Td(verdict_line(v) if ts is not None else
+                    html.Span("set its time to place it", className="tl-stale")),
+            html.Td([html.Button("open", id={"type": ids.SHOT_OPEN, "sha": r.sha256},
+                                 className="tl-btn"),
+                     html.Button("delete", id={"type": ids.SHOT_DEL, "sha": r.sha256},
+                                 className="tl-btn tl-btn-danger")]),
+        ], className="tl-shot-row"))
+    return (html.Table([html.Tbody(rows_)], className="tl-table tl-shot-table") if rows_
+            else html.Div("No screenshots yet.", className="tl-muted"))
+
+
+def shots_patch(shots: pd.DataFrame, state: dict | None) -> dash.Patch:
+    """A patch of the live figure (cursor ``state``) marking ``shots`` on it: the screenshot
+    trace's points and the figure's shapes (its own and one line per screenshot). Empty when
+    the figure has no screenshot trace."""
+    patch = dash.Patch()
+    st = state or {}
+    keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
+    if ("shots",) in keys:
+        if st.get("mode") == "follow" and st.get("span") and st.get("edge") is not None:
+            # a followed x axis autoranges: mark only what is in view (the page is
+            # redrawn when that changes)
+            edge = float(st["edge"]) / 1000.0
+            shots = shots_between(shots, edge - float(st["span"]), edge)
+        x, y, text, sha = shot_points(shots)
+        i = keys.index(("shots",))
+        patch["data"][i]["x"] = x
+        patch["data"][i]["y"] = y
+        patch["data"][i]["text"] = text
+        patch["data"][i]["customdata"] = sha
+        patch["layout"]["shapes"] = fixed_shapes(st) + shot_lines(shots)
+    return patch
+
+
+def _cell(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, str):
+        return v
+    if isinstance(v, int | np.integer):
+        return f"GPU {v}"
+    return f"{v:.2f}" if math.isfinite(v) else "–"
+
+
+def compare_view(sub: pd.DataFrame, verdicts: list[Verdict], gpus: list[int]) -> list:
+    """The compare panel for screenshots ``sub`` (``SampleStore.screenshots`` rows indexed by
+    hash, in capture order) and their verdicts: a card per screenshot (picture, name, time,
+    verdict) and the ``compare_table`` of their moments over GPUs ``gpus``."""
+    names = [f"{n}" for n in sub["name"]]
+    cards = [html.Div(className="tl-cmp-card", children=[
+        html.Img(src=picture_url(sha), className="tl-cmp-img"),
+        html.Div(html.B(n)),
+        html.Div(fmt_local(t if pd.notna(t) else None, tz), className="tl-muted"),
+        verdict_line(v)]) for sha, n, t, tz, v in zip(sub.index, names, sub["capture_ts"],
+                                                       sub["tz"], verdicts)]
+    table = compare_table(names, verdicts, gpus)
+    head = html.Tr([html.Th(c) for c in table[0]])
+    body = []
+    for r in table[1:]:
+        tds = [html.Td(r[0])] + [html.Td(_cell(v)) for v in r[1:-1]]
+        d = r[-1]
+        tds.append(html.Td("–" if d is None or (isinstance(d, float) and not math.isfinite(d))
+                           else f"{d:+.2f}", className="tl-delta"))
+        body.append(html.Tr(tds))
+    return [html.Div(cards, className="tl-cmp-cards"),
+            html.Table([html.Thead(head), html.Tbody(body)],
+                       className="tl-table tl-cmp-table")]
+
+
+__all__ = ["compare_view", "detail", "fixed_shapes", "moment_figure", "picture_figure",
+           "shot_table", "shots_patch", "verdict_line"]
