@@ -31,9 +31,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data.metrics import nvml_field_ids
 from .nvml_shim import (
-    FI_PCIE_RX_BYTES,
-    FI_PCIE_TX_BYTES,
     GPM_METRICS,
     GPM_SCALE,
     Nvml,
@@ -49,8 +48,10 @@ MAX_PLAUSIBLE_PCIE_BYTES_PER_S = 1e12
 #: Metric groups, for timing and rates (``tealeaves doctor``, ``tealeaves bench collector``).
 GROUPS = ("fast", "pcie", "gpm", "buffers", "processes")
 
-_PCIE_IDS = (FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES)
-_PCIE_COLS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+#: The PCIe byte counters read through field values: columns and NVML field ids, in the metric
+#: table's order (``data.metrics``: tx 197, rx 198).
+_PCIE_COLS: tuple[str, ...] = tuple(nvml_field_ids())
+_PCIE_IDS: tuple[int, ...] = tuple(nvml_field_ids().values())
 
 
 def counter_rate(prev_value: int | None, prev_ts_us: int | None, value: int | None,

@@ -281,9 +281,9 @@ def gpm_metrics() -> dict[str, int]:
 
 def gpm_scales() -> dict[str, float]:
     """Column -> factor from the GPM metric's unit to the column's, where it is not 1
-    (NVLink: MiB/s -> B/s)."""
-    return {m.name: m.nvml_gpm.scale for m in METRICS
-            if m.nvml_gpm is not None and m.nvml_gpm.scale != 1.0}
+    (NVLink: MiB/s -> B/s), in GPM id order."""
+    rows = sorted((m for m in METRICS if m.nvml_gpm is not None), key=lambda m: m.nvml_gpm.id)
+    return {m.name: m.nvml_gpm.scale for m in rows if m.nvml_gpm.scale != 1.0}
 
 
 def nvml_field_ids() -> dict[str, int]:
