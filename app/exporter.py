@@ -38,6 +38,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from prometheus_client.core import (
@@ -50,6 +51,9 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ..classifier.rules import PHASE_ORDER
 from ..classifier.summary import window_hot_sets
 from ..data.metrics import exported_gauges
+
+if TYPE_CHECKING:
+    from ..collectors.health import CollectorHealth
 
 #: Longest stretch classified per scrape (s): counters lose nothing at scrape intervals up to
 #: this long.
@@ -75,14 +79,15 @@ class TealeavesCollector(Collector):
 
     Args:
         store: the ``SampleStore`` the collector writes (read here, from the scrape thread).
-        health: a callable returning the collector's health record (``new_health``) or None.
+        health: a callable returning the collector's health record
+            (``collectors.health.CollectorHealth``) or None.
         window_s: classifier window, s.
         lookback_s: seconds of samples classified per scrape (context for the labeller).
         hostname: the ``Hostname`` label when samples carry none.
         labeller: phase labeller (default: the shipped model, rules as fallback).
     """
 
-    def __init__(self, store, health: Callable[[], dict | None] | None = None,
+    def __init__(self, store, health: Callable[[], CollectorHealth | None] | None = None,
                  window_s: float = 0.5, lookback_s: float = 6.0,
                  hostname: str | None = None, labeller=None) -> None:
         self.store = store

@@ -29,7 +29,7 @@ import pandas as pd
 
 from ..data.metrics import dcgm_fields, exported_names
 from ..data.schema import DEVICE_COLUMNS, conform, empty_frame
-from .nvml import new_health
+from .health import CollectorHealth, new_health
 
 #: tealeaves exporter metric -> (schema column, factor to the schema's unit): the inverse of
 #: the exporter's gauges, from the metric table (``data.metrics.exported_names``).
@@ -161,7 +161,7 @@ class PrometheusCollector:
         self.reader = PrometheusReader(url, lookback_s=lookback_s)
         self.step_s, self.poll_s = float(step_s), float(poll_s)
         self.backfill_s, self.lag_s = float(backfill_s), float(lag_s)
-        self.health: dict = new_health()
+        self.health: CollectorHealth = new_health()
         self.driver = None
         self._next: float | None = None
         self._devices = pd.DataFrame()
@@ -183,8 +183,8 @@ class PrometheusCollector:
     def stream(self, stop: threading.Event | None = None, duration: float | None = None,
                batch_s: float = 0.25) -> Iterator[pd.DataFrame]:
         """Yield the samples newer than the last poll, every ``poll_s``, until ``stop`` is
-        set or ``duration`` passes.  A failed poll is counted in ``health['store_errors']``
-        and retried."""
+        set or ``duration`` passes.  A failed poll is counted in ``health['source_errors']``
+        (its message in ``source_last_error``) and retried."""
         stop = stop or threading.Event()
         t_end = None if duration is None else time.time() + duration
         h = self.health
