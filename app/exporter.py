@@ -38,6 +38,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import pandas as pd
 from prometheus_client.core import (
@@ -49,38 +50,19 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..classifier.rules import PHASE_ORDER
 from ..classifier.summary import window_hot_sets
+from ..data.metrics import exported_gauges
+
+if TYPE_CHECKING:
+    from ..collectors.health import CollectorHealth
 
 #: Longest stretch classified per scrape (s): counters lose nothing at scrape intervals up to
 #: this long.
 MAX_LOOKBACK_S = 300.0
 #: Newest sample older than this (s): the current-value gauges are left out of the scrape.
 STALE_S = 10.0
-#: Sample column -> (metric name, scale to base units, help).
-GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = (
-    ("gpu_util", "tealeaves_gpu_utilization_ratio", 0.01,
-     "Share of time any kernel ran (NVML utilization.gpu), newest window"),
-    ("mem_copy_util", "tealeaves_memory_copy_utilization_ratio", 0.01,
-     "Share of time device memory was read or written (NVML), newest window"),
-    ("sm_active", "tealeaves_sm_active_ratio", 0.01,
-     "SMs with a warp resident, time-averaged (GPM / DCGM_FI_PROF_SM_ACTIVE), newest window"),
-    ("sm_occupancy", "tealeaves_sm_occupancy_ratio", 0.01,
-     "Resident warps over the SM maximum (GPM), newest window"),
-    ("tensor_active", "tealeaves_tensor_active_ratio", 0.01,
-     "Cycles any tensor pipe was busy (GPM / DCGM_FI_PROF_PIPE_TENSOR_ACTIVE), newest window"),
-    ("dram_active", "tealeaves_dram_active_ratio", 0.01,
-     "Device-memory bandwidth used over peak (GPM / DCGM_FI_PROF_DRAM_ACTIVE), newest window"),
-    ("pcie_tx_bytes_per_s", "tealeaves_pcie_tx_bytes_per_second", 1.0,
-     "PCIe bytes sent by the GPU per second, newest window"),
-    ("pcie_rx_bytes_per_s", "tealeaves_pcie_rx_bytes_per_second", 1.0,
-     "PCIe bytes received by the GPU per second, newest window"),
-    ("nvlink_tx_bytes_per_s", "tealeaves_nvlink_tx_bytes_per_second", 1.0,
-     "NVLink bytes sent per second, all links, newest window"),
-    ("nvlink_rx_bytes_per_s", "tealeaves_nvlink_rx_bytes_per_second", 1.0,
-     "NVLink bytes received per second, all links, newest window"),
-    ("power_w", "tealeaves_power_watts", 1.0, "Board power draw, newest window"),
-    ("sm_clock_mhz", "tealeaves_sm_clock_hertz", 1e6, "SM clock, newest window"),
-    ("mem_used_bytes", "tealeaves_memory_used_bytes", 1.0, "Device memory in use, newest window"),
-)
+#: Sample column -> (metric name, scale to base units, help): the metric table's
+#: ``prometheus`` entries (``data.metrics``), one gauge per metric column, in column order.
+GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = exported_gauges()
 GPU_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
 
 
@@ -97,14 +79,15 @@ class TealeavesCollector(Collector):
 
     Args:
         store: the ``SampleStore`` the collector writes (read here, from the scrape thread).
-        health: a callable returning the collector's health record (``new_health``) or None.
+        health: a callable returning the collector's health record
+            (``collectors.health.CollectorHealth``) or None.
         window_s: classifier window, s.
         lookback_s: seconds of samples classified per scrape (context for the labeller).
         hostname: the ``Hostname`` label when samples carry none.
         labeller: phase labeller (default: the shipped model, rules as fallback).
     """
 
-    def __init__(self, store, health: Callable[[], dict | None] | None = None,
+    def __init__(self, store, health: Callable[[], CollectorHealth | None] | None = None,
                  window_s: float = 0.5, lookback_s: float = 6.0,
                  hostname: str | None = None, labeller=None) -> None:
         self.store = store

@@ -31,19 +31,20 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..data.metrics import METRIC_BY_NAME
 from .imbalance import ceilings, describe_ceiling, hot_set_of, persistence_by_gpu
 from .rules import PHASE_ORDER
 
 #: Share of the imbalanced windows one hot set must hold for it to "stay".
 STAYS_SHARE = 0.8
 
-#: Per-GPU columns of the sample schema averaged over the range, with their units.
-GPU_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("gpu_util", "%"), ("sm_active", "%"), ("sm_occupancy", "%"), ("tensor_active", "%"),
-    ("dram_active", "%"), ("pcie_tx_bytes_per_s", "B/s"), ("pcie_rx_bytes_per_s", "B/s"),
-    ("nvlink_tx_bytes_per_s", "B/s"), ("nvlink_rx_bytes_per_s", "B/s"), ("power_w", "W"),
-    ("sm_clock_mhz", "MHz"),
-)
+#: Per-GPU columns of the sample schema averaged over the range, with their units (from the
+#: metric table, ``data.metrics``).
+GPU_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (c, METRIC_BY_NAME[c].unit) for c in (
+        "gpu_util", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
+        "pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s",
+        "nvlink_rx_bytes_per_s", "power_w", "sm_clock_mhz"))
 #: ``gpu_util`` at or above this (%) counts a sample as busy (a kernel ran).
 BUSY_UTIL = 5.0
 

@@ -34,8 +34,9 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     loses at most that much).  When a write fails (disk full, database locked or read-only)
     the samples wait in a bounded in-memory buffer and are retried with the next batch;
     beyond ``max_buffered`` the oldest are dropped.  Failures and drops are counted in
-    ``collector.health`` (``store_errors``, ``dropped_samples``, ``buffered_for_store``),
-    never fatal.
+    ``collector.health`` (a ``collectors.health.CollectorHealth``: ``store_errors``,
+    ``dropped_samples``, ``buffered_for_store``; blanks and impossible values in
+    ``blank_values`` / ``out_of_range_values``), never fatal.
 
     Args:
         collector: an ``NvmlCollector`` or ``ReplayCollector`` (or anything alike).

@@ -22,18 +22,22 @@ import math
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from ..data.metrics import nvml_field_ids
+from .health import (  # noqa: F401 - the health record lives in .health; re-exported here
+    GROUPS,
+    CollectorHealth,
+    HealthSummary,
+    health_summary,
+    new_health,
+)
 from .nvml_shim import (
-    FI_PCIE_RX_BYTES,
-    FI_PCIE_TX_BYTES,
     GPM_METRICS,
     GPM_SCALE,
     Nvml,
@@ -46,11 +50,10 @@ from .nvml_shim import (
 #: direction); such a difference becomes NaN.
 MAX_PLAUSIBLE_PCIE_BYTES_PER_S = 1e12
 
-#: Metric groups, for timing and rates (``tealeaves doctor``, ``tealeaves bench collector``).
-GROUPS = ("fast", "pcie", "gpm", "buffers", "processes")
-
-_PCIE_IDS = (FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES)
-_PCIE_COLS = ("pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s")
+#: The PCIe byte counters read through field values: columns and NVML field ids, in the metric
+#: table's order (``data.metrics``: tx 197, rx 198).
+_PCIE_COLS: tuple[str, ...] = tuple(nvml_field_ids())
+_PCIE_IDS: tuple[int, ...] = tuple(nvml_field_ids().values())
 
 
 def counter_rate(prev_value: int | None, prev_ts_us: int | None, value: int | None,
@@ -118,50 +121,6 @@ class _GpuState:
                                                                  "gpu_util": True})
 
 
-def new_health() -> dict:
-    """An empty collector-health record (shared by every collector)."""
-    return {"sweeps": 0, "missed_deadlines": 0, "max_lateness_s": 0.0,
-            "lateness_s": deque(maxlen=4096), "unsupported": set(), "offline": set(),
-            "recovered": 0, "nvml_s": dict.fromkeys(GROUPS, 0.0),
-            "calls": dict.fromkeys(GROUPS, 0), "gpm_reads": 0, "gpm_empty": 0,
-            "buffered_rows": 0, "dropped_samples": 0, "store_errors": 0,
-            "buffered_for_store": 0, "blank_values": {}, "out_of_range_values": {},
-            "source_errors": 0, "source_last_error": None, "source_last_ok": None}
-
-
-def health_summary(health: dict, elapsed_s: float | None = None) -> dict:
-    """JSON-ready view of a health record: lateness p50/p99/max in ms, NVML ms per sweep."""
-    # list() copies the deque in one C call (atomic under the GIL) while the collector appends.
-    late = np.asarray(list(health["lateness_s"]), dtype=float)
-    sweeps = max(health["sweeps"], 1)
-    out = {
-        "sweeps": health["sweeps"],
-        "missed_deadlines": health["missed_deadlines"],
-        "lateness_ms_p50": float(np.percentile(late, 50) * 1e3) if late.size else math.nan,
-        "lateness_ms_p99": float(np.percentile(late, 99) * 1e3) if late.size else math.nan,
-        "lateness_ms_max": health["max_lateness_s"] * 1e3,
-        "unsupported": sorted(health["unsupported"]),
-        "offline": sorted(health["offline"]),
-        "recovered": health["recovered"],
-        "nvml_ms_per_sweep": {g: v * 1e3 / sweeps for g, v in health["nvml_s"].items()},
-        "nvml_us_per_call": {g: (health["nvml_s"][g] / health["calls"][g] * 1e6)
-                             if health["calls"][g] else math.nan for g in GROUPS},
-        "gpm_reads": health["gpm_reads"],
-        "gpm_empty": health["gpm_empty"],
-        "buffered_rows": health["buffered_rows"],
-        "dropped_samples": health["dropped_samples"],
-        "store_errors": health["store_errors"],
-        "blank_values": dict(health.get("blank_values", {})),
-        "out_of_range_values": dict(health.get("out_of_range_values", {})),
-        "source_errors": health.get("source_errors", 0),
-        "source_last_error": health.get("source_last_error"),
-        "source_last_ok": health.get("source_last_ok"),
-    }
-    if elapsed_s:
-        out["sweeps_per_s"] = health["sweeps"] / elapsed_s
-    return out
-
-
 class NvmlCollector:
     """Polls all (or the chosen) GPUs through NVML.
 
@@ -184,7 +143,8 @@ class NvmlCollector:
         clock: ``() -> (wall, monotonic)`` time source, for tests.
 
     Attributes:
-        health: see ``new_health``; ``health_summary`` turns it into plain numbers.
+        health: a ``collectors.health.CollectorHealth`` (``new_health``);
+            ``health_summary`` turns it into plain numbers.
         processes: latest process rows per GPU index.
 
     Raises:
@@ -221,7 +181,7 @@ class NvmlCollector:
         self._last_processes = -math.inf
         self._pending_processes: list[dict] = []
         self.processes: dict[int, list[dict]] = {}
-        self.health: dict = new_health()
+        self.health: CollectorHealth = new_health()
         self.driver = ""
 
     # -- setup ---------------------------------------------------------------------------

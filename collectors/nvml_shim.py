@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ..data.metrics import gpm_metrics, gpm_scales, nvml_field_ids
+
 
 class NvmlNotSupported(Exception):
     """The GPU or driver does not provide this value (NVML_ERROR_NOT_SUPPORTED and kin)."""
@@ -30,21 +32,16 @@ class NvmlUnavailable(RuntimeError):
 
 
 #: NVML field ids of the cumulative PCIe byte counters (nvml.h: NVML_FI_DEV_PCIE_COUNT_TX_BYTES,
-#: NVML_FI_DEV_PCIE_COUNT_RX_BYTES).
-FI_PCIE_TX_BYTES = 197
-FI_PCIE_RX_BYTES = 198
+#: NVML_FI_DEV_PCIE_COUNT_RX_BYTES), from the metric table (``data.metrics``, ``nvml_field``).
+FI_PCIE_TX_BYTES: int = nvml_field_ids()["pcie_tx_bytes_per_s"]
+FI_PCIE_RX_BYTES: int = nvml_field_ids()["pcie_rx_bytes_per_s"]
 
-#: GPM metric ids (nvml.h, NVML_GPM_METRIC_*), in the collector's column names.
-GPM_METRICS: dict[str, int] = {
-    "sm_active": 2,  # NVML_GPM_METRIC_SM_UTIL, %
-    "sm_occupancy": 3,  # NVML_GPM_METRIC_SM_OCCUPANCY, %
-    "tensor_active": 5,  # NVML_GPM_METRIC_ANY_TENSOR_UTIL, %
-    "dram_active": 10,  # NVML_GPM_METRIC_DRAM_BW_UTIL, %
-    "nvlink_rx_bytes_per_s": 60,  # NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC, MiB/s
-    "nvlink_tx_bytes_per_s": 61,  # NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, MiB/s
-}
-#: Multiplier from the GPM unit to the column's unit (MiB/s -> B/s for NVLink).
-GPM_SCALE: dict[str, float] = {"nvlink_rx_bytes_per_s": 2.0**20, "nvlink_tx_bytes_per_s": 2.0**20}
+#: GPM metric ids (nvml.h, NVML_GPM_METRIC_*), in the collector's column names, in id order
+#: (sm_active 2, sm_occupancy 3, tensor_active 5, dram_active 10, NVLink rx 60 / tx 61), from
+#: the metric table (``data.metrics``, ``nvml_gpm``).  Values are % except NVLink (MiB/s).
+GPM_METRICS: dict[str, int] = gpm_metrics()
+#: Multiplier from the GPM unit to the column's unit (MiB/s -> B/s for NVLink), from the table.
+GPM_SCALE: dict[str, float] = gpm_scales()
 
 
 @dataclass(frozen=True)

@@ -4,9 +4,10 @@
 
 For each host and GPU the tealeaves exporter's series are used where it runs
 (``app.exporter``: ``tealeaves_sm_active_ratio`` ... in base units), else dcgm-exporter's (the
-mapping of ``data.importers.DCGM_METRICS``: profiling ratios x 100, ``FB_USED`` MiB x 2**20),
-so a site with DCGM already deployed gets phases without running tealeaves' collector.  Series
-are identified by dcgm-exporter's labels (``Hostname``, ``gpu``, ``UUID``, ``modelName``).
+DCGM fields of the metric table ``data.metrics``: profiling ratios x 100, ``FB_USED`` MiB x
+2**20), so a site with DCGM already deployed gets phases without running tealeaves'
+collector.  Series are identified by dcgm-exporter's labels (``Hostname``, ``gpu``, ``UUID``,
+``modelName``).
 
 ``PrometheusCollector`` polls the server every ``poll_s`` and yields the new samples like the
 NVML and replay collectors do, so ``collectors.run_to_store`` and the dashboard take it as is.
@@ -26,26 +27,16 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from ..data.importers import DCGM_METRICS
+from ..data.metrics import dcgm_fields, exported_names
 from ..data.schema import DEVICE_COLUMNS, conform, empty_frame
-from .nvml import new_health
+from .health import CollectorHealth, new_health
 
-#: tealeaves exporter metric -> (schema column, factor to the schema's unit).
-TEALEAVES_METRICS: dict[str, tuple[str, float]] = {
-    "tealeaves_gpu_utilization_ratio": ("gpu_util", 100.0),
-    "tealeaves_memory_copy_utilization_ratio": ("mem_copy_util", 100.0),
-    "tealeaves_sm_active_ratio": ("sm_active", 100.0),
-    "tealeaves_sm_occupancy_ratio": ("sm_occupancy", 100.0),
-    "tealeaves_tensor_active_ratio": ("tensor_active", 100.0),
-    "tealeaves_dram_active_ratio": ("dram_active", 100.0),
-    "tealeaves_pcie_tx_bytes_per_second": ("pcie_tx_bytes_per_s", 1.0),
-    "tealeaves_pcie_rx_bytes_per_second": ("pcie_rx_bytes_per_s", 1.0),
-    "tealeaves_nvlink_tx_bytes_per_second": ("nvlink_tx_bytes_per_s", 1.0),
-    "tealeaves_nvlink_rx_bytes_per_second": ("nvlink_rx_bytes_per_s", 1.0),
-    "tealeaves_power_watts": ("power_w", 1.0),
-    "tealeaves_sm_clock_hertz": ("sm_clock_mhz", 1e-6),
-    "tealeaves_memory_used_bytes": ("mem_used_bytes", 1.0),
-}
+#: tealeaves exporter metric -> (schema column, factor to the schema's unit): the inverse of
+#: the exporter's gauges, from the metric table (``data.metrics.exported_names``).
+TEALEAVES_METRICS: dict[str, tuple[str, float]] = exported_names()
+#: dcgm-exporter series (DCGM field name) -> (schema column, factor), from the metric table
+#: (``data.metrics.dcgm_fields``; the same map the dcgm-exporter importer reads).
+DCGM_METRICS: dict[str, tuple[str, float]] = dcgm_fields()
 #: Most points one ``query_range`` may return per series (Prometheus refuses over 11,000).
 MAX_POINTS = 10_000
 
@@ -170,7 +161,7 @@ class PrometheusCollector:
         self.reader = PrometheusReader(url, lookback_s=lookback_s)
         self.step_s, self.poll_s = float(step_s), float(poll_s)
         self.backfill_s, self.lag_s = float(backfill_s), float(lag_s)
-        self.health: dict = new_health()
+        self.health: CollectorHealth = new_health()
         self.driver = None
         self._next: float | None = None
         self._devices = pd.DataFrame()
@@ -192,8 +183,8 @@ class PrometheusCollector:
     def stream(self, stop: threading.Event | None = None, duration: float | None = None,
                batch_s: float = 0.25) -> Iterator[pd.DataFrame]:
         """Yield the samples newer than the last poll, every ``poll_s``, until ``stop`` is
-        set or ``duration`` passes.  A failed poll is counted in ``health['store_errors']``
-        and retried."""
+        set or ``duration`` passes.  A failed poll is counted in ``health['source_errors']``
+        (its message in ``source_last_error``) and retried."""
         stop = stop or threading.Event()
         t_end = None if duration is None else time.time() + duration
         h = self.health
@@ -234,5 +225,5 @@ class PrometheusCollector:
             stop.wait(self.poll_s)
 
 
-__all__ = ["MAX_POINTS", "TEALEAVES_METRICS", "PrometheusCollector", "PrometheusError",
-           "PrometheusReader"]
+__all__ = ["DCGM_METRICS", "MAX_POINTS", "TEALEAVES_METRICS", "PrometheusCollector",
+           "PrometheusError", "PrometheusReader"]

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.traces import Trace
-from .nvml import new_health
+from .health import CollectorHealth, new_health
 
 
 class ReplayCollector:
@@ -61,7 +61,7 @@ class ReplayCollector:
         self.events = list(events or [])
         self.on_events = on_events
         self.events_replayed = 0
-        self.health: dict = new_health()
+        self.health: CollectorHealth = new_health()
 
     def _emit_events(self, ev: list, ev_ts: np.ndarray, lo: float, hi: float) -> None:
         """Hand the events stamped in ``[lo, hi)`` (trace clock), shifted by ``offset``."""

@@ -1,6 +1,7 @@
 """data: the sample schema, the embedded SQLite store, and trace/label files.
 
-Public surface: ``schema`` (columns, ``conform``), ``store.SampleStore``, ``traces`` (Parquet
+Public surface: ``metrics`` (the one metric table: units, DCGM fields, exported and other
+tools' names), ``schema`` (columns, ``conform``), ``store.SampleStore``, ``traces`` (Parquet
 traces, label CSVs) and ``bundled_trace_path``.
 """
 

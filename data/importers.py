@@ -68,6 +68,13 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 
+from .metrics import (
+    MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
+    dcgm_fields,
+    dcgmi_fields,
+    smi_dmon_columns,
+    smi_query_fields,
+)
 from .schema import (
     COLUMNS,
     EARLIEST_TS,
@@ -126,7 +133,6 @@ _ALIASES = {
 _EXPECTED = ("nvidia-smi dmon output, nvidia-smi --query-gpu CSV, dcgm-exporter Prometheus text, "
              "dcgmi dmon output, or a tealeaves Parquet/CSV trace")
 
-MIB = 2**20
 _DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
                      "dcgm_exporter": 30.0}
 _SCAN_LINES = 4000
@@ -524,17 +530,9 @@ def _short(line: str, width: int = 60) -> str:
 
 # --------------------------------------------------------------------------- nvidia-smi dmon
 
-#: dmon column -> (schema column, factor).  See the module docstring for the units.
-DMON_COLUMNS: dict[str, tuple[str, float]] = {
-    "sm": ("gpu_util", 1.0),          # dmon's sm% is utilization.gpu
-    "mem": ("mem_copy_util", 1.0),    # utilization.memory
-    "pwr": ("power_w", 1.0),
-    "pclk": ("sm_clock_mhz", 1.0),
-    "fb": ("mem_used_bytes", MIB),    # "MB" = MiB
-    "rxpci": ("pcie_rx_bytes_per_s", MIB),
-    "txpci": ("pcie_tx_bytes_per_s", MIB),
-}
-
+#: dmon column -> (schema column, factor), from the metric table (``data.metrics``, the rows'
+#: ``smi_dmon``).  See the module docstring for the units.
+DMON_COLUMNS: dict[str, tuple[str, float]] = smi_dmon_columns()
 
 def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
@@ -626,17 +624,9 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
 
 # --------------------------------------------------------------------------- --query-gpu CSV
 
-#: query name -> (schema column, factor, expected unit, priority: lower wins).
-QUERY_COLUMNS: dict[str, tuple[str, float, str, int]] = {
-    "utilization.gpu": ("gpu_util", 1.0, "%", 0),
-    "utilization.memory": ("mem_copy_util", 1.0, "%", 0),
-    "power.draw": ("power_w", 1.0, "W", 0),
-    "power.draw.average": ("power_w", 1.0, "W", 1),
-    "power.draw.instant": ("power_w", 1.0, "W", 2),
-    "clocks.sm": ("sm_clock_mhz", 1.0, "MHz", 0),
-    "clocks.current.sm": ("sm_clock_mhz", 1.0, "MHz", 0),
-    "memory.used": ("mem_used_bytes", MIB, "MiB", 0),
-}
+#: query name -> (schema column, factor, expected unit, priority: lower wins), from the metric
+#: table (``data.metrics``, the rows' ``smi_query``).
+QUERY_COLUMNS: dict[str, tuple[str, float, str, int]] = smi_query_fields()
 _QUERY_ID = {"timestamp", "index", "uuid", "gpu_uuid", "name", "pci.bus_id"}
 _QUERY_KNOWN = set(QUERY_COLUMNS) | _QUERY_ID | {"pstate", "count", "serial", "gpu_name",
                                                   "driver_version", "vbios_version"}
@@ -733,22 +723,9 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
 
 # --------------------------------------------------------------------------- dcgm-exporter
 
-#: DCGM field (dcgm-exporter metric name) -> (schema column, factor).
-DCGM_METRICS: dict[str, tuple[str, float]] = {
-    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", 1.0),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_copy_util", 1.0),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock_mhz", 1.0),
-    "DCGM_FI_DEV_FB_USED": ("mem_used_bytes", MIB),
-    "DCGM_FI_PROF_SM_ACTIVE": ("sm_active", 100.0),
-    "DCGM_FI_PROF_SM_OCCUPANCY": ("sm_occupancy", 100.0),
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": ("tensor_active", 100.0),
-    "DCGM_FI_PROF_DRAM_ACTIVE": ("dram_active", 100.0),
-    "DCGM_FI_PROF_PCIE_TX_BYTES": ("pcie_tx_bytes_per_s", 1.0),
-    "DCGM_FI_PROF_PCIE_RX_BYTES": ("pcie_rx_bytes_per_s", 1.0),
-    "DCGM_FI_PROF_NVLINK_TX_BYTES": ("nvlink_tx_bytes_per_s", 1.0),
-    "DCGM_FI_PROF_NVLINK_RX_BYTES": ("nvlink_rx_bytes_per_s", 1.0),
-}
+#: DCGM field (dcgm-exporter metric name) -> (schema column, factor), from the metric table
+#: (``data.metrics``, the rows' ``dcgm``).
+DCGM_METRICS: dict[str, tuple[str, float]] = dcgm_fields()
 #: dcgm-exporter's Kubernetes labels: a series per pod that uses the GPU.
 _POD_LABELS = ("pod", "namespace", "container")
 _PROM_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})
@@ -835,23 +812,11 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
 
 # --------------------------------------------------------------------------- dcgmi dmon
 
-#: dcgmi dmon field short name -> (schema column, factor).  GRACT (DCGM_FI_PROF_GR_ENGINE_ACTIVE)
-#: is deliberately not mapped to gpu_util: it is a different counter.
-DCGMI_FIELDS: dict[str, tuple[str, float]] = {
-    "GPUTL": ("gpu_util", 1.0),            # DCGM_FI_DEV_GPU_UTIL, %
-    "MCUTL": ("mem_copy_util", 1.0),       # DCGM_FI_DEV_MEM_COPY_UTIL, %
-    "POWER": ("power_w", 1.0),             # DCGM_FI_DEV_POWER_USAGE, W
-    "SMCLK": ("sm_clock_mhz", 1.0),        # DCGM_FI_DEV_SM_CLOCK, MHz
-    "FBUSD": ("mem_used_bytes", MIB),      # DCGM_FI_DEV_FB_USED, MiB
-    "SMACT": ("sm_active", 100.0),         # ratio
-    "SMOCC": ("sm_occupancy", 100.0),
-    "TENSO": ("tensor_active", 100.0),
-    "DRAMA": ("dram_active", 100.0),
-    "PCITX": ("pcie_tx_bytes_per_s", 1.0),  # B/s
-    "PCIRX": ("pcie_rx_bytes_per_s", 1.0),
-    "NVLTX": ("nvlink_tx_bytes_per_s", 1.0),
-    "NVLRX": ("nvlink_rx_bytes_per_s", 1.0),
-}
+#: dcgmi dmon field short name -> (schema column, factor), from the metric table
+#: (``data.metrics``, the rows' ``dcgmi``, at the DCGM field's scale).  GRACT
+#: (DCGM_FI_PROF_GR_ENGINE_ACTIVE) is deliberately not mapped to gpu_util: it is a different
+#: counter.
+DCGMI_FIELDS: dict[str, tuple[str, float]] = dcgmi_fields()
 _RE_DCGMI_ROW = re.compile(r"^([A-Za-z][A-Za-z-]*)\s+(\d+)(?:\s+(.*))?$", re.ASCII)
 _RE_LEADING_TS = re.compile(
     r"^\[?(\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]?\s+(?=[A-Za-z#])", re.ASCII)

@@ -3,7 +3,9 @@
 A *sample* is one reading of one GPU at one instant: one row of a pandas DataFrame in long
 form (``timestamp``, ``gpu``) with the columns below.  Metric names follow NVIDIA's DCGM
 profiling fields in snake_case (``DCGM_FI_PROF_SM_ACTIVE`` -> ``sm_active``), with units in
-the name where they are not obvious (see ``shared/DESIGN.md``, "Terms").
+the name where they are not obvious (see ``shared/DESIGN.md``, "Terms").  The metric columns,
+their units and every source's names for them are the rows of ``data.metrics.METRICS`` (the one
+metric table; ``Metric`` and ``METRICS`` are re-exported here).
 
 Missing data is ``NaN``, never 0: a metric the GPU does not support, a counter that has no
 previous reading to difference against, or a GPM value not refreshed in this sweep.
@@ -11,61 +13,15 @@ previous reading to difference against, or a GPM value not refreshed in this swe
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pandas as pd
+
+from .metrics import METRIC_BY_NAME, METRICS, Metric  # noqa: F401 - re-exported
 
 #: Identity and clock columns, in order.  ``timestamp`` is wall clock, UTC epoch seconds;
 #: ``monotonic`` is the collecting host's monotonic clock in seconds (for intervals only).
 ID_COLUMNS: tuple[str, ...] = ("timestamp", "monotonic", "host", "gpu", "uuid")
 
-
-@dataclass(frozen=True)
-class Metric:
-    """One telemetry column.
-
-    Attributes:
-        name: column name (DCGM-style snake_case).
-        unit: unit of the values, as shown on axes ("%", "B/s", "W", "MHz", "B").
-        source: where the value comes from (NVML call, GPM metric, DCGM field).
-        description: one line for legends and docs.
-    """
-
-    name: str
-    unit: str
-    source: str
-    description: str
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("gpu_util", "%", "nvmlDeviceGetUtilizationRates.gpu / DCGM_FI_DEV_GPU_UTIL",
-           "share of time any kernel ran (driver-averaged, 1/6-1 s)"),
-    Metric("mem_copy_util", "%", "nvmlDeviceGetUtilizationRates.memory / DCGM_FI_DEV_MEM_COPY_UTIL",
-           "share of time device memory was read or written"),
-    Metric("sm_active", "%", "GPM NVML_GPM_METRIC_SM_UTIL / DCGM_FI_PROF_SM_ACTIVE",
-           "share of SMs with at least one warp resident, time-averaged"),
-    Metric("sm_occupancy", "%", "GPM NVML_GPM_METRIC_SM_OCCUPANCY / DCGM_FI_PROF_SM_OCCUPANCY",
-           "resident warps over the SM maximum"),
-    Metric("tensor_active", "%", "GPM NVML_GPM_METRIC_ANY_TENSOR_UTIL / DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-           "share of cycles any tensor pipe was busy"),
-    Metric("dram_active", "%", "GPM NVML_GPM_METRIC_DRAM_BW_UTIL / DCGM_FI_PROF_DRAM_ACTIVE",
-           "device-memory bandwidth used over its peak"),
-    Metric("pcie_tx_bytes_per_s", "B/s", "NVML field 197 (NVML_FI_DEV_PCIE_COUNT_TX_BYTES), differenced",
-           "PCIe bytes sent by the GPU per second"),
-    Metric("pcie_rx_bytes_per_s", "B/s", "NVML field 198 (NVML_FI_DEV_PCIE_COUNT_RX_BYTES), differenced",
-           "PCIe bytes received by the GPU per second"),
-    Metric("nvlink_tx_bytes_per_s", "B/s", "GPM NVML_GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC (MiB/s x 2**20)",
-           "NVLink bytes sent, all links"),
-    Metric("nvlink_rx_bytes_per_s", "B/s", "GPM NVML_GPM_METRIC_NVLINK_TOTAL_RX_PER_SEC (MiB/s x 2**20)",
-           "NVLink bytes received, all links"),
-    Metric("power_w", "W", "nvmlDeviceGetPowerUsage (mW / 1000) / DCGM_FI_DEV_POWER_USAGE",
-           "board power draw"),
-    Metric("sm_clock_mhz", "MHz", "nvmlDeviceGetClockInfo(NVML_CLOCK_SM) / DCGM_FI_DEV_SM_CLOCK",
-           "SM clock"),
-    Metric("mem_used_bytes", "B", "nvmlDeviceGetMemoryInfo.used / DCGM_FI_DEV_FB_USED (MiB)",
-           "device memory in use"),
-)
 
 #: The largest physical reading per unit: 100 %; 5 kW of board power (GB200's superchip draws
 #: about 2.7 kW); 10 GHz; 2 TB/s (NVLink 5 is 1.8 TB/s a GPU, PCIe 6 x16 0.13 TB/s); 10 TB of
@@ -76,7 +32,7 @@ UNIT_HIGH: dict[str, float] = {"%": 100.0, "W": 5000.0, "MHz": 10000.0, "B/s": 2
 #: The one table of field limits: every metric column's valid range ``(low, high)`` in its
 #: unit, both ends included.  A value outside it is no reading: importers refuse its row (with
 #: the line number), the collector and the Prometheus reader store NaN and count it.
-FIELD_LIMITS: dict[str, tuple[float, float]] = {}  # filled below from METRICS
+FIELD_LIMITS: dict[str, tuple[float, float]] = {m.name: (0.0, UNIT_HIGH[m.unit]) for m in METRICS}
 
 #: The "no value" codes each source writes where a reading should be, as raw numbers (before
 #: any unit conversion).  A raw value equal to one of them is a *blank*: NaN, counted, never a
@@ -98,7 +54,10 @@ SENTINELS: dict[str, tuple[float, ...]] = {
 _BLANK_CODES = np.array(sorted({c for codes in SENTINELS.values() for c in codes}))
 
 #: Unit factors the readers apply to raw values (mW -> W, MiB -> B, MB/s -> B/s, KB/s -> B/s,
-#: MiB/s -> B/s): a blank code that went through one is still a blank.
+#: MiB/s -> B/s): a blank code that went through one is still a blank.  Kept here, not derived
+#: from ``data.metrics``: it also holds conversions no table row names (the NVML shim's mW,
+#: KB/s), and leaves out the ratio -> % factor 100 (a ratio's blank code lands far outside
+#: ``FIELD_LIMITS`` either way).  The table's byte factors (MiB) are in it (a test checks).
 RAW_FACTORS: tuple[float, ...] = (1.0, 1e-3, 2.0**20, 1e6, 1e3, 1024.0)
 
 #: GPU indices run from 0 to this - 1.
@@ -163,9 +122,8 @@ def screen_values(col: str, values: np.ndarray) -> tuple[np.ndarray, int, np.nda
     return np.where(blank | bad, np.nan, v), int(blank.sum()), bad
 
 
+#: The metric columns, in order (``data.metrics.METRICS``).
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
-METRIC_BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
-FIELD_LIMITS.update({m.name: (0.0, UNIT_HIGH[m.unit]) for m in METRICS})
 
 #: All columns of the sample frame, in order.
 COLUMNS: tuple[str, ...] = ID_COLUMNS + METRIC_NAMES

@@ -132,3 +132,29 @@ def test_stream_into_store_keeps_identity_and_rate(tmp_path):
         assert store.devices()["gpu"].tolist() == [0, 1]
         mono = got[got.gpu == 0]["monotonic"].diff().dropna()
         assert mono.median() == pytest.approx(0.02, abs=0.005)
+
+
+def test_health_record_is_typed_and_every_collector_keeps_one(tmp_path):
+    """The health record and its summary carry exactly the keys their TypedDicts name (issue
+    20: typed state); every collector starts from the same record."""
+    from tealeaves.collectors.health import (
+        CollectorHealth,
+        HealthSummary,
+        health_summary,
+        new_health,
+    )
+    from tealeaves.collectors.prometheus import PrometheusCollector
+    from tealeaves.collectors.replay import ReplayCollector
+    from tealeaves.data.traces import Trace
+
+    h = new_health()
+    assert set(h) == CollectorHealth.__required_keys__
+    assert CollectorHealth.__optional_keys__ == {"_ok_since_error"}
+    s = health_summary(h)
+    assert set(s) == HealthSummary.__required_keys__
+    assert set(health_summary(h, 2.0)) - set(s) == HealthSummary.__optional_keys__
+    c, _ = make([FakeGpu()])
+    c.sweep()
+    assert set(c.health) == set(h) and c.health["sweeps"] == 1
+    assert set(ReplayCollector(Trace(pd.DataFrame(), pd.DataFrame(), {})).health) == set(h)
+    assert set(PrometheusCollector("http://127.0.0.1:1").health) == set(h)
