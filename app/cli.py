@@ -562,14 +562,15 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
     ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
     confident)."""
-    from ..classifier.align import align_log, shift_events
-    from ..collectors.server_log import phase_intervals
+    from ..classifier.align import align_events
+    from ..collectors.server_log import phase_intervals, read_log
 
-    events, a, fmt = align_log(args.server_log, trace.samples, tz=args.tz,
-                               max_offset_s=args.max_offset)
+    log = read_log(args.server_log, tz=args.tz)
+    events, fmt = log.events, log.format
+    shifted, a = align_events(events, trace.samples, max_offset_s=args.max_offset)
     labels = None
     if a.confident:
-        labels = phase_intervals(shift_events(events, a.offset_s))
+        labels = phase_intervals(shifted)
         line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
                 f"clock offset {a.offset_s:+.1f} s (correlation {a.correlation:.2f}, "
                 f"next best {a.runner_up:.2f}); used as ground truth"
@@ -767,8 +768,8 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 # -- report --------------------------------------------------------------------------------
 def cmd_report(args: argparse.Namespace) -> int:
-    from ..classifier.align import align_log, shift_events
-    from ..collectors.server_log import ServerLogError, events_frame
+    from ..classifier.align import align_events
+    from ..collectors.server_log import ServerLogError, events_frame, read_log
     from .dashboard.factory import parse_time
     from .report.model import (
         FORMATS,
@@ -800,9 +801,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             t1 = parse_time(args.t_to) if args.t_to else None
             inp = from_store(store, t0, t1)
         if args.server_log is not None:
-            events, a, sfmt = align_log(args.server_log, inp.samples, tz=args.tz)
-            if a.confident:
-                events = shift_events(events, a.offset_s)
+            log = read_log(args.server_log, tz=args.tz)
+            events, a = align_events(log.events, inp.samples)
+            sfmt = log.format
             print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
                   + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
                      else "no confident clock offset: taken as written"), file=sys.stderr)

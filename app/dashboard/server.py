@@ -95,7 +95,8 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
                      max_offset_s: float = 60.0) -> tuple[list, str]:
     """Parse a whole server log and move its events onto the clock of ``samples``.
 
-    The offset is estimated by ``classifier.align.estimate_offset`` (prefill lines against
+    The log is read by ``collectors.server_log.read_log``; the offset is estimated by
+    ``classifier.align.align_events`` (``estimate_offset``: prefill lines against
     tensor activity), at the log's timestamp resolution (whole seconds unless a stamp has a
     fraction).  With a confident offset the events are shifted by it; otherwise they are kept
     as stamped.
@@ -117,16 +118,17 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
     """
     import math
 
-    from ...classifier.align import align_log, shift_events
+    from ...classifier.align import align_events
+    from ...collectors.server_log import read_log
 
-    events, a, _fmt = align_log(server_log, samples, tz=tz, max_offset_s=max_offset_s)
+    events, a = align_events(read_log(server_log, tz=tz).events, samples,
+                             max_offset_s=max_offset_s)
     name = Path(server_log).name
     if not a.confident:
         why = a.reason or (f"r={a.correlation:.2f}" if math.isfinite(a.correlation) else "")
         return events, (f"server log {name}: no confident offset"
                         f"{f' ({why})' if why else ''}, shown unshifted")
-    return (shift_events(events, a.offset_s),
-            f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}")
+    return events, f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}"
 
 
 class _NoCollector:
