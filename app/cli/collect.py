@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import signal
 import socket
-import threading
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
@@ -17,13 +16,56 @@ from .common import EXIT_NO_GPU, fail, package_version
 def cmd_collect(args: argparse.Namespace) -> int:
     """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
     summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
-    from ...collectors import claim_store, run_to_store, start_server_signals
     from ...collectors.bench import CpuMeter, rss_mb
-    from ...collectors.nvml import NvmlCollector, health_summary
-    from ...collectors.nvml_shim import NvmlUnavailable
-    from ...data.store import SampleStore, StoreError
+    from ...data.store import StoreError
+    from ..session import Session
 
-    gpus = args.gpus
+    opened = _open_source(args)
+    if isinstance(opened, int):
+        return opened
+    collector, devices = opened
+    try:
+        session = Session.open(collector, args.store, devices=devices)
+    except StoreError as exc:
+        return fail(str(exc))
+    with session:
+        start_cursor = session.store.cursor()
+        # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the
+        # summary.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: session.stop_event.set())
+        rss: list[tuple[float, float]] = []
+        meter = CpuMeter().start()
+
+        def sample_rss(_batch) -> None:
+            t = meter.stop()[1]
+            if not rss or t - rss[-1][0] >= 5.0:
+                rss.append((round(t, 2), rss_mb()))
+
+        sample_rss(None)
+        if args.prometheus_port is not None:
+            try:
+                port = session.serve_metrics(args.prometheus_port, args.prometheus_host,
+                                             hostname=args.host)
+            except OSError as exc:
+                return fail(f"--prometheus-port {args.prometheus_port}: {exc.strerror or exc}")
+            print(f"serving /metrics on http://{args.prometheus_host}:{port}/metrics",
+                  flush=True)
+        session.follow_server(server_log=args.server_log, from_start=args.server_log_from_start,
+                              tz=args.tz, server_metrics=args.server_metrics,
+                              interval_s=args.server_metrics_interval)
+        n = session.run(duration=args.duration, on_batch=sample_rss)
+        session.halt()
+        cpu_s, elapsed = meter.stop()
+        rss.append((round(elapsed, 2), rss_mb()))
+        _finish(args, session, n, start_cursor, {"elapsed_s": elapsed, "cpu_s": cpu_s,
+                                                 "rss_mb": rss})
+    return 0
+
+
+def _open_source(args: argparse.Namespace):
+    """The collector of ``collect`` (a replay of ``--replay``, else NVML), opened:
+    ``(collector, devices)``, or the exit status when it cannot be."""
     if args.replay is not None:
         from ...collectors.replay import ReplayCollector
         from ...data.importers import ImportFormatError, load_trace
@@ -38,68 +80,33 @@ def cmd_collect(args: argparse.Namespace) -> int:
             if len(tr.devices):
                 tr.devices["host"] = args.host
         collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
-        devices = collector.open()
-    else:
-        collector = NvmlCollector(hz=args.hz, gpus=gpus, threads=args.threads,
-                                  pcie_hz=args.pcie_hz)
-        try:
-            devices = collector.open()
-        except NvmlUnavailable as exc:
-            return fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+        return collector, collector.open()
+    from ...collectors.nvml import NvmlCollector
+    from ...collectors.nvml_shim import NvmlUnavailable
+
+    collector = NvmlCollector(hz=args.hz, gpus=args.gpus, threads=args.threads,
+                              pcie_hz=args.pcie_hz)
     try:
-        store = SampleStore(args.store)
-        claim_store(store, collector, devices)
-    except StoreError as exc:
-        collector.close()
-        return fail(str(exc))
-    start_cursor = store.cursor()
-    stop = threading.Event()
-    # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the summary.
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    rss: list[tuple[float, float]] = []
-    meter = CpuMeter().start()
+        return collector, collector.open()
+    except NvmlUnavailable as exc:
+        return fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
 
-    def sample_rss(_batch) -> None:
-        t = meter.stop()[1]
-        if not rss or t - rss[-1][0] >= 5.0:
-            rss.append((round(t, 2), rss_mb()))
 
-    sample_rss(None)
-    exporter = None
-    if args.prometheus_port is not None:
-        from ..exporter import serve as serve_metrics
+def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict) -> None:
+    """After the loop: ``--stats-json``, the store's meta, the summary line and ``--parquet``.
+    ``cost``: ``elapsed_s``, ``cpu_s`` (s) and ``rss_mb`` (``[(s, MB), ...]``)."""
+    from ...collectors.nvml import health_summary
 
-        try:
-            exporter = serve_metrics(store, args.prometheus_port, args.prometheus_host,
-                                     health=lambda: collector.health, hostname=args.host)
-        except OSError as exc:
-            collector.close()
-            store.close()
-            return fail(f"--prometheus-port {args.prometheus_port}: {exc.strerror or exc}")
-        port = exporter[0].server_port
-        print(f"serving /metrics on http://{args.prometheus_host}:{port}/metrics", flush=True)
-    side = start_server_signals(store, stop, server_log=args.server_log,
-                                from_start=args.server_log_from_start, tz=args.tz,
-                                server_metrics=args.server_metrics,
-                                interval_s=args.server_metrics_interval)
-    n = run_to_store(collector, store, duration=args.duration, stop=stop, devices=devices,
-                     on_batch=sample_rss)
-    stop.set()
-    for t in side:
-        t.join(timeout=5)
-    if exporter is not None:
-        exporter[0].shutdown()
-    cpu_s, elapsed = meter.stop()
-    rss.append((round(elapsed, 2), rss_mb()))
+    collector, store = session.collector, session.store
     h = collector.health
     if args.stats_json:
+        elapsed, cpu_s = cost["elapsed_s"], cost["cpu_s"]
         summary = health_summary(h, elapsed)
         Path(args.stats_json).write_text(json_dumps({
             "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
-            "gpus": len(devices), "stored": n,
+            "gpus": len(session.devices), "stored": n,
             "elapsed_s": elapsed, "cpu_s": cpu_s,
-            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": rss,
+            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
             "health": summary}))
     meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
             "driver": getattr(collector, "driver", None),
@@ -117,8 +124,6 @@ def cmd_collect(args: argparse.Namespace) -> int:
         devs = store.devices()
         write_trace(args.parquet, Trace(samples, devs, meta))
         print(f"wrote {len(samples)} samples to {args.parquet}")
-    store.close()
-    return 0
 
 
 def add_parser(sub) -> None:
