@@ -86,29 +86,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
                      f"labels of another trace?")
     imb = imbalance_summary(windows)
     if args.json:
-        records = json.loads(windows.to_json(orient="records"))
-        for rec, hs in zip(records, window_hot_sets(windows), strict=True):
-            rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
-        out = {
-            "trace": str(args.trace),
-            "window_s": args.window,
-            "labeller": windows.attrs.get("labeller"),
-            "phase_counts": {k: int(v) for k, v in counts.items()},
-            "imbalance": {**imb, "hot_gpus": {str(g): n for g, n in imb["hot_gpus"].items()}},
-            "windows": records,
-            "segments": [{"start": round(float(r.start), 6), "end": round(float(r.end), 6),
-                          "phase": str(r.phase),
-                          "confidence": float(r.confidence)}
-                         for r in segments.itertuples(index=False)],
-            "units": CLASSIFY_UNITS,
-        }
-        if not len(segments):
-            out["segments_note"] = segments_line(segments, 0.0).split(": ", 1)[-1]
-        if score is not None:
-            out.update(score)
-            out["time_accuracy"] = timed
-        if server is not None:
-            out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
+        out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
         print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
         return 0
     if args.csv:
@@ -141,6 +119,38 @@ def cmd_classify(args: argparse.Namespace) -> int:
                   f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
                   f"{st['hot_gpu']}")
     return 0
+
+
+def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
+                   score: dict | None, timed: dict | None, server: dict | None) -> dict:
+    """The object ``classify --json`` prints: the run's settings, phase counts, imbalance,
+    every window and 0.1-s segment, ``units``, and the score and server log when given."""
+    from ...classifier.summary import window_hot_sets
+
+    records = json.loads(windows.to_json(orient="records"))
+    for rec, hs in zip(records, window_hot_sets(windows), strict=True):
+        rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
+    out = {
+        "trace": str(args.trace),
+        "window_s": args.window,
+        "labeller": windows.attrs.get("labeller"),
+        "phase_counts": {k: int(v) for k, v in counts.items()},
+        "imbalance": {**imb, "hot_gpus": {str(g): n for g, n in imb["hot_gpus"].items()}},
+        "windows": records,
+        "segments": [{"start": round(float(r.start), 6), "end": round(float(r.end), 6),
+                      "phase": str(r.phase),
+                      "confidence": float(r.confidence)}
+                     for r in segments.itertuples(index=False)],
+        "units": CLASSIFY_UNITS,
+    }
+    if not len(segments):
+        out["segments_note"] = segments_line(segments, 0.0).split(": ", 1)[-1]
+    if score is not None:
+        out.update(score)
+        out["time_accuracy"] = timed
+    if server is not None:
+        out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
+    return out
 
 
 def segments_line(segments, t0: float, shown: int = 8) -> str:
