@@ -6,6 +6,9 @@ mark moments of dense tensor-core work, so the series "prefill tokens logged per
 cross-correlated with the GPUs' mean ``tensor_active`` over a range of lags, and the lag with
 the highest normalised correlation is the offset (``gpu_time = server_time + offset_s``).
 
+Everything here is a pure function of already-parsed events (``collectors.server_log`` reads
+the logs); nothing opens a file.
+
 Both series are sampled on a common grid (``bin_s``, default 0.1 s); each prefill event is
 spread uniformly over the log's timestamp resolution (1 s for SGLang's default format, whose
 seconds are truncated), so a whole-second log still aligns to a fraction of a second.
@@ -146,32 +149,25 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
                      lags * bin_s, scores)
 
 
-def align_log(path, samples: pd.DataFrame, tz: str = "UTC",
-              max_offset_s: float = 60.0) -> tuple[list, Alignment, str | None]:
-    """Parse a whole server log and estimate its offset against ``samples``.
+def align_events(events: list, samples: pd.DataFrame,
+                 max_offset_s: float = 60.0) -> tuple[list, Alignment]:
+    """Estimate the clock offset of already-parsed server events against ``samples`` and move
+    them onto the samples' clock when the estimate is confident.
+
+    A pure function: the caller parses the log (``collectors.server_log.read_log``).
 
     Args:
-        path: SGLang or vLLM log file.
-        samples: GPU samples (the clock to align to).
-        tz: time zone of the log's stamps.
+        events: ``collectors.server_log.ServerEvent`` list, as stamped by the server.
+        samples: GPU samples (sample schema; the clock to align to).
         max_offset_s: largest offset searched, seconds.
 
     Returns:
-        ``(events, alignment, format)``: the events as stamped (not shifted; see
-        ``shift_events``), the ``Alignment`` and the log format ("sglang" / "vllm").
-
-    Raises:
-        collectors.server_log.ServerLogError (a ValueError): missing or unreadable file, bad
-            ``tz``, or no SGLang/vLLM scheduler line in it.
+        ``(events, alignment)``: the events shifted by ``alignment.offset_s`` when
+        ``alignment.confident`` (see ``shift_events``), else the events as given; and the
+        ``Alignment`` of ``estimate_offset``.
     """
-    from ..collectors.server_log import ServerLogError, parse_file
-
-    res = parse_file(path, tz=tz)
-    if not res.events:
-        raise ServerLogError(f"{path}: no SGLang or vLLM scheduler line found "
-                             f"({len(res.skipped)} lines skipped)")
-    return res.events, estimate_offset(samples, res.events, max_offset_s=max_offset_s), \
-        res.format
+    a = estimate_offset(samples, events, max_offset_s=max_offset_s)
+    return (shift_events(events, a.offset_s) if a.confident else events), a
 
 
 def shift_events(events: list, offset_s: float) -> list:

@@ -84,6 +84,7 @@ __all__ = [
     "parse_file",
     "parse_lines",
     "phase_intervals",
+    "read_log",
     "resolve_tz",
     "stats_intervals",
 ]
@@ -560,6 +561,28 @@ def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | N
     except (OSError, EOFError) as exc:
         raise ServerLogError(f"{path}: cannot read ({exc})") from exc
     return ParseResult(events=events, skipped=skipped, format=parser.format)
+
+
+def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResult:
+    """Parse a whole server log that must hold scheduler lines (what alignment and ground truth
+    need; ``parse_file`` accepts a log without any).
+
+    Args:
+        path: SGLang or vLLM log file (``.gz`` read compressed).
+        tz: zone of the log's time stamps.
+
+    Returns:
+        ``ParseResult`` with at least one event; ``format`` is ``'sglang'`` or ``'vllm'``.
+
+    Raises:
+        ServerLogError: as ``parse_file`` (missing, a directory, unreadable, bad ``tz``), or
+            the file holds no SGLang or vLLM scheduler line.
+    """
+    res = parse_file(path, tz=tz)
+    if not res.events:
+        raise ServerLogError(f"{path}: no SGLang or vLLM scheduler line found "
+                             f"({len(res.skipped)} lines skipped)")
+    return res
 
 
 def events_frame(events: Iterable[ServerEvent]) -> pd.DataFrame:

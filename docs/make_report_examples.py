@@ -22,8 +22,8 @@ from playwright.sync_api import sync_playwright
 
 from tealeaves.app.report.model import build_report, from_trace
 from tealeaves.app.report.out import report_bytes
-from tealeaves.classifier.align import align_log, shift_events
-from tealeaves.collectors.server_log import events_frame
+from tealeaves.classifier.align import align_events
+from tealeaves.collectors.server_log import events_frame, read_log
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "data" / "traces"
@@ -39,9 +39,9 @@ def synthetic_counts(seed: int = 0) -> np.ndarray:
 
 def main() -> None:
     inp = from_trace(TRACES / "h200x2_bursts.parquet")
-    events, a, _ = align_log(TRACES / "h200x2_bursts.sglang.log", inp.samples)
-    inp.server_events = events_frame(shift_events(events, a.offset_s) if a.confident
-                                     else events)
+    log = read_log(TRACES / "h200x2_bursts.sglang.log")
+    events, _ = align_events(log.events, inp.samples)  # shifted when the offset is confident
+    inp.server_events = events_frame(events)
     rep = build_report(inp, labels=TRACES / "h200x2_bursts.labels.csv",
                        experts=synthetic_counts(), n_gpus=8, ep_size=8)
     with tempfile.TemporaryDirectory() as tmp:

@@ -103,12 +103,15 @@ def test_real_run_log_aligns_with_its_gpu_trace(name):
     resolution (both clocks are the same host's), and every shifted prefill line lands on,
     or within that resolution of, a labelled prefill stretch (bursts are 0.6-1.6 s long, so
     whole-second stamps cannot all fall inside them)."""
-    from tealeaves.classifier.align import align_log, shift_events
+    from tealeaves.classifier.align import shift_events
+    from tealeaves.collectors.server_log import read_log
     from tealeaves.data import TRACES_DIR
 
     trace = read_trace(TRACES_DIR / f"{name}.parquet")
     labels = read_labels(TRACES_DIR / f"{name}.labels.csv")
-    events, a, fmt = align_log(TRACES_DIR / f"{name}.sglang.log", trace.samples)
+    log = read_log(TRACES_DIR / f"{name}.sglang.log")
+    events, fmt = log.events, log.format
+    a = estimate_offset(trace.samples, events)
     assert fmt == "sglang" and a.confident and 0.0 <= a.offset_s <= 1.0, a
     shifted = shift_events(events, a.offset_s)
     pre = np.array([e.timestamp for e in shifted if e.kind == "prefill"])

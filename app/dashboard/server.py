@@ -6,12 +6,16 @@ without blocking (tests start the whole thing on port 0 and stop it again).
 Source: live NVML when GPUs answer (unless ``force_replay`` or a trace is given), else a looping
 replay of ``trace`` or of the bundled real H200 trace, timestamps moved to now.
 
+Source, store, server signals and the collection loop run as one ``app.session.Session`` (as in
+``tealeaves collect``); the werkzeug server and the temporary store are this module's.
+
 Server signals (``server_log``, ``server_metrics``): with live NVML the log is followed (new
-lines only) and the ``/metrics`` URL scraped into the store (``collectors.start_server_signals``).
-With a replay the whole log is parsed, its clock offset against the trace estimated
-(``classifier.align.estimate_offset``), its events moved onto the trace's clock and replayed in
-step with the samples (``ReplayCollector(events=...)``); the offset found is shown in the status
-line.  The dashboard draws a server lane once the store holds server events or metrics.
+lines only) and the ``/metrics`` URL scraped into the store (``Session.follow_server``).
+With a replay the whole log is parsed (``collectors.server_log.read_log``), its clock offset
+against the trace estimated (``classifier.align.align_events``), its events moved onto the
+trace's clock and replayed in step with the samples (``ReplayCollector(events=...)``); the
+offset found is shown in the status line.  The dashboard draws a server lane once the store
+holds server events or metrics.
 """
 
 from __future__ import annotations
@@ -32,11 +36,11 @@ from pathlib import Path
 import pandas as pd
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from ...collectors import claim_store, run_to_store, start_server_signals
 from ...collectors.nvml import health_summary
 from ...data import bundled_trace_path
 from ...data.importers import load_trace
 from ...data.store import SampleStore, StoreError
+from ..session import Session
 
 
 @dataclass
@@ -95,7 +99,8 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
                      max_offset_s: float = 60.0) -> tuple[list, str]:
     """Parse a whole server log and move its events onto the clock of ``samples``.
 
-    The offset is estimated by ``classifier.align.estimate_offset`` (prefill lines against
+    The log is read by ``collectors.server_log.read_log``; the offset is estimated by
+    ``classifier.align.align_events`` (``estimate_offset``: prefill lines against
     tensor activity), at the log's timestamp resolution (whole seconds unless a stamp has a
     fraction).  With a confident offset the events are shifted by it; otherwise they are kept
     as stamped.
@@ -117,16 +122,17 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
     """
     import math
 
-    from ...classifier.align import align_log, shift_events
+    from ...classifier.align import align_events
+    from ...collectors.server_log import read_log
 
-    events, a, _fmt = align_log(server_log, samples, tz=tz, max_offset_s=max_offset_s)
+    events, a = align_events(read_log(server_log, tz=tz).events, samples,
+                             max_offset_s=max_offset_s)
     name = Path(server_log).name
     if not a.confident:
         why = a.reason or (f"r={a.correlation:.2f}" if math.isfinite(a.correlation) else "")
         return events, (f"server log {name}: no confident offset"
                         f"{f' ({why})' if why else ''}, shown unshifted")
-    return (shift_events(events, a.offset_s),
-            f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}")
+    return events, f"server log {name}: {a.offset_s:+.1f} s offset, r={a.correlation:.2f}"
 
 
 class _NoCollector:
@@ -161,7 +167,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 @dataclass
 class RunningDashboard:
-    """A started dashboard: collector thread, store, Dash app and werkzeug server.
+    """A started dashboard: its collection session, Dash app and werkzeug server.
 
     Attributes:
         url: where the page is served (``http://host:port/``).
@@ -169,8 +175,9 @@ class RunningDashboard:
         store: the sample store the collector writes.
         app: the ``dash.Dash`` app.
         server: the werkzeug server (call ``serve_forever`` or use ``start_in_thread``).
+        session: the ``app.session.Session`` (source, store, server signals, collection loop).
         health: ``running`` (bool), ``error`` (str or None), ``samples`` (int) of the
-            collector thread.
+            collector thread (the session's ``health``).
     """
 
     url: str
@@ -178,17 +185,15 @@ class RunningDashboard:
     store: SampleStore
     app: object
     server: object
-    stop: threading.Event
-    collector_thread: threading.Thread
+    session: Session
     health: dict
     server_note: str = ""
-    side_threads: list = field(default_factory=list)
     _tmpdir: str | None = None
     _serving_thread: threading.Thread | None = None
     _closed: bool = field(default=False)
 
     def shutdown(self) -> None:
-        """Stop serving, stop the collector, close the store; idempotent."""
+        """Stop serving, then the session (collector, server signals, store); idempotent."""
         if self._closed:
             return
         self._closed = True
@@ -196,13 +201,136 @@ class RunningDashboard:
             self.server.shutdown()
             self._serving_thread.join(timeout=5)
         self.server.server_close()
-        self.stop.set()
-        self.collector_thread.join(timeout=5)
-        for t in self.side_threads:
-            t.join(timeout=5)
-        self.store.close()
+        self.session.stop()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
+
+
+def _stored_source(store_path: str | Path | None, trace, server_log, server_metrics) -> Source:
+    """The source of ``start(collect=False)``: none, after checking ``store_path`` is an
+    existing tealeaves store (read-only).
+
+    Raises:
+        ValueError: a trace, log or metrics URL given, no store, or not a tealeaves store.
+    """
+    if trace is not None or server_log is not None or server_metrics:
+        raise ValueError("--no-collect serves a store as it is: no --trace, --server-log "
+                         "or --server-metrics")
+    if store_path is None:
+        raise ValueError("--no-collect needs the store to serve: --store FILE")
+    if not Path(store_path).is_file():
+        what = "is a directory" if Path(store_path).is_dir() else "does not exist"
+        raise ValueError(f"{store_path}: {what}; --no-collect serves an existing store")
+    try:  # a tealeaves store, checked read-only before anything is written to it
+        SampleStore(store_path, readonly=True).close()
+    except StoreError as exc:
+        raise ValueError(str(exc)) from None
+    return Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)", "store")
+
+
+def _prometheus_source(url: str, step_s: float, lookback_s: float, trace, server_log,
+                       config: dict) -> Source:
+    """A ``collectors.prometheus.PrometheusCollector`` reading the cluster at ``url``, opened;
+    sets ``config["hold_s"]`` (a reading stands until the next step) unless given.
+
+    Raises:
+        ValueError: a trace or log given, or Prometheus refused (``PrometheusError``).
+    """
+    from ...collectors.prometheus import PrometheusCollector, PrometheusError
+
+    if trace is not None or server_log is not None:
+        raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
+                         "--server-log")
+    try:
+        pc = PrometheusCollector(url, step_s=step_s, lookback_s=lookback_s)
+        devices = pc.open()
+    except PrometheusError as exc:
+        raise ValueError(str(exc)) from None
+    # a reading stands until the next step (lanes hold it, not gaps between points)
+    config.setdefault("hold_s", max(0.3, 1.5 * step_s))
+    return Source(pc, f"Prometheus {url}", "prometheus", devices)
+
+
+def _server_notes(source: Source, server_log, server_metrics, tz: str) -> list[str]:
+    """Status notes on the server signals; with a replay, the whole log is aligned to the
+    trace and handed to the replay (``align_server_log``).  The source is closed when the
+    log is refused (``ValueError``, as ``align_server_log``)."""
+    notes: list[str] = []
+    try:
+        if server_log is not None and source.kind == "replay":
+            events, note = align_server_log(server_log, source.collector.trace.samples, tz=tz)
+            source.collector.events = events
+            notes.append(note)
+        elif server_log is not None:
+            notes.append(f"following {'stdin' if str(server_log) == '-' else Path(server_log).name}")
+    except BaseException:
+        source.collector.close()
+        raise
+    if server_metrics:
+        notes.append(f"scraping {server_metrics}")
+    return notes
+
+
+def _open_session(source: Source, store_path: str | Path | None) -> tuple[Session, str | None]:
+    """Open the store (a temporary one, in a new folder, when ``store_path`` is None) and the
+    session around it: ``(session, tmpdir or None)``.  On failure the source is closed and
+    the temporary folder removed.
+
+    Raises:
+        data.store.StoreError: the store cannot be opened or claimed.
+    """
+    tmpdir = None
+    try:
+        if store_path is None:
+            tmpdir = tempfile.mkdtemp(prefix="tealeaves-")
+            store_path = Path(tmpdir) / "samples.db"
+        # a store to browse on a read-only mount (or a file we may not write) opens read-only
+        readonly = source.kind == "store" and not (
+            os.access(store_path, os.W_OK) and os.access(Path(store_path).parent, os.W_OK))
+    except BaseException:
+        source.collector.close()
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    try:  # Session.open closes the source when it fails
+        session = Session.open(source.collector, store_path, devices=source.devices,
+                               readonly=readonly, claim=source.kind != "store")
+    except BaseException:
+        if tmpdir:
+            shutil.rmtree(tmpdir, ignore_errors=True)
+        raise
+    return session, tmpdir
+
+
+def _app_and_server(session: Session, source: Source, collect: bool, host: str, port: int,
+                    config: dict):
+    """The Dash app on ``session``'s store and a werkzeug server bound to ``host:port`` (not
+    serving yet): ``(app, server, cfg)``.  Starts loading the phase model off the request
+    path (reading it takes a few seconds).
+
+    Raises:
+        RuntimeError: the address cannot be bound.
+    """
+    from ...classifier import default_labeller
+    from .factory import DashboardConfig, create_app
+
+    t_start = time.monotonic()
+    health = session.health
+
+    def health_now() -> dict:
+        return {**health, "collector": health_summary(source.collector.health,
+                                                      time.monotonic() - t_start)}
+
+    cfg = DashboardConfig(source=source.label, health=health_now if collect else None, **config)
+    app = create_app(session.store, cfg)
+    threading.Thread(target=default_labeller, name="tealeaves-model-load", daemon=True).start()
+    sock = _listen(host, port)
+    try:
+        server = make_server(host, sock.getsockname()[1], app.server, threaded=True,
+                             request_handler=_QuietHandler, fd=sock.fileno())
+    finally:
+        sock.close()  # werkzeug holds its own duplicate of the descriptor
+    return app, server, cfg
 
 
 def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
@@ -237,131 +365,42 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
     """
     from ...collectors.server_log import resolve_tz
-    from .factory import DashboardConfig, create_app
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
     if not collect:
-        if trace is not None or server_log is not None or server_metrics:
-            raise ValueError("--no-collect serves a store as it is: no --trace, --server-log "
-                             "or --server-metrics")
-        if store_path is None:
-            raise ValueError("--no-collect needs the store to serve: --store FILE")
-        if not Path(store_path).is_file():
-            what = "is a directory" if Path(store_path).is_dir() else "does not exist"
-            raise ValueError(f"{store_path}: {what}; --no-collect serves an existing store")
-        try:  # a tealeaves store, checked read-only before anything is written to it
-            SampleStore(store_path, readonly=True).close()
-        except StoreError as exc:
-            raise ValueError(str(exc)) from None
-        source = Source(_NoCollector(), f"store {Path(store_path).name} (not collecting)",
-                        "store")
+        source = _stored_source(store_path, trace, server_log, server_metrics)
     elif prometheus:
-        from ...collectors.prometheus import PrometheusCollector, PrometheusError
-
-        if trace is not None or server_log is not None:
-            raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
-                             "--server-log")
-        try:
-            pc = PrometheusCollector(prometheus, step_s=prometheus_step,
-                                     lookback_s=prometheus_lookback)
-            devices = pc.open()
-        except PrometheusError as exc:
-            raise ValueError(str(exc)) from None
-        source = Source(pc, f"Prometheus {prometheus}", "prometheus", devices)
-        # a reading stands until the next step (lanes hold it, not gaps between points)
-        config.setdefault("hold_s", max(0.3, 1.5 * prometheus_step))
+        source = _prometheus_source(prometheus, prometheus_step, prometheus_lookback, trace,
+                                    server_log, config)
     else:
         source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
-    notes: list[str] = []
+    notes = _server_notes(source, server_log, server_metrics, tz)
     replay_log = server_log is not None and source.kind == "replay"
-    try:
-        if replay_log:
-            events, note = align_server_log(server_log, source.collector.trace.samples, tz=tz)
-            source.collector.events = events
-            notes.append(note)
-        elif server_log is not None:
-            notes.append(f"following {'stdin' if str(server_log) == '-' else Path(server_log).name}")
-    except BaseException:
-        source.collector.close()
-        raise
-    if server_metrics:
-        notes.append(f"scraping {server_metrics}")
-    tmpdir = None
-    try:
-        if store_path is None:
-            tmpdir = tempfile.mkdtemp(prefix="tealeaves-")
-            store_path = Path(tmpdir) / "samples.db"
-        # a store to browse on a read-only mount (or a file we may not write) opens read-only
-        readonly = source.kind == "store" and not (
-            os.access(store_path, os.W_OK) and os.access(Path(store_path).parent, os.W_OK))
-        store = SampleStore(store_path, readonly=readonly)
-        if source.kind != "store":  # a source that writes: one writer per host and store
-            claim_store(store, source.collector, source.devices)
-    except BaseException:
-        source.collector.close()
-        if tmpdir:
-            shutil.rmtree(tmpdir, ignore_errors=True)
-        raise
-    health: dict = {"running": True, "error": None, "samples": 0}
-    stop = threading.Event()
-    if replay_log:
-        source.collector.on_events = store.put_server_events
-
-    def _collect() -> None:
-        try:
-            health["samples"] = run_to_store(source.collector, store, stop=stop,
-                                             devices=source.devices)
-        except Exception as exc:  # noqa: BLE001 - reported on the page and on stderr
-            health["error"] = f"{type(exc).__name__}: {exc}"
-            print(f"tealeaves: collector stopped: {health['error']}", file=sys.stderr)
-        finally:
-            health["running"] = False
-
+    session, tmpdir = _open_session(source, store_path)
+    if replay_log:  # the replay stores the log's events as their samples come due
+        source.collector.on_events = session.store.put_server_events
     try:
         if collect:
-            store.set_meta("source", source.label)
-        t_start = time.monotonic()
-
-        def health_now() -> dict:
-            return {**health, "collector": health_summary(source.collector.health,
-                                                          time.monotonic() - t_start)}
-
-        if not collect:
-            health_now = None
-
+            session.store.set_meta("source", source.label)
         config.setdefault("server", " · ".join(notes))
         # replayed events are stored with their samples; a followed log may lag its stamps
         config.setdefault("server_lag_s", 0.0 if source.kind == "replay" else 1.5)
         config.setdefault("store_temporary", tmpdir is not None)
-        cfg = DashboardConfig(source=source.label, health=health_now, **config)
-        app = create_app(store, cfg)
-        # Load the phase model now, off the request path (reading it takes a few seconds).
-        from ...classifier import default_labeller
-
-        threading.Thread(target=default_labeller, name="tealeaves-model-load",
-                         daemon=True).start()
-        sock = _listen(host, port)
-        try:
-            server = make_server(host, sock.getsockname()[1], app.server, threaded=True,
-                                 request_handler=_QuietHandler, fd=sock.fileno())
-        finally:
-            sock.close()  # werkzeug holds its own duplicate of the descriptor
+        app, server, cfg = _app_and_server(session, source, collect, host, port, config)
     except BaseException:
-        source.collector.close()
-        store.close()
+        session.stop()
         if tmpdir:
             shutil.rmtree(tmpdir, ignore_errors=True)
         raise
-    thread = threading.Thread(target=_collect if collect else (lambda: None),
-                              name="tealeaves-collector", daemon=True)
-    thread.start()
-    side = start_server_signals(store, stop, server_log=None if replay_log else server_log,
-                                tz=tz, server_metrics=server_metrics, health=health)
+    session.follow_server(server_log=None if replay_log else server_log, tz=tz,
+                          server_metrics=server_metrics, health=session.health)
+    if collect:
+        session.start_loop()
     shown = f"[{host}]" if ":" in host else host
     url = f"http://{shown}:{server.port}/"
-    return RunningDashboard(url=url, source=source, store=store, app=app, server=server,
-                            stop=stop, collector_thread=thread, health=health,
-                            server_note=cfg.server, side_threads=side, _tmpdir=tmpdir)
+    return RunningDashboard(url=url, source=source, store=session.store, app=app,
+                            server=server, session=session, health=session.health,
+                            server_note=cfg.server, _tmpdir=tmpdir)
 
 
 def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:

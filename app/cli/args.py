@@ -1,0 +1,108 @@
+"""Argument types shared by the commands' parsers.
+
+Each is an ``argparse`` ``type=``: it turns the text into a number and raises
+``argparse.ArgumentTypeError`` (argparse prints ``tealeaves CMD: error: argument --X: <message>``
+and exits 2) when it is not one, or out of range.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+#: Seconds in a day (bounds of lengths and durations).
+DAY = 86_400.0
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number > 0."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be at least 1")
+    return v
+
+
+def upto(hi: float, what: str):
+    """argparse type: a finite number above 0 and at most ``hi``; ``what`` names it in the
+    message (``"the sweep rate (Hz)"``)."""
+
+    def parse(text: str) -> float:
+        v = positive(text)
+        if v > hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be at most {hi:.10g}")
+        return v
+
+    return parse
+
+
+def count(hi: int, what: str, lo: int = 1):
+    """argparse type: a whole number from ``lo`` to ``hi``."""
+
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if not lo <= v <= hi:
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be from {lo} to {hi}")
+        return v
+
+    return parse
+
+
+def positive(text: str) -> float:
+    """argparse type: a finite number > 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not (v > 0 and math.isfinite(v)):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number above 0")
+    return v
+
+
+def bounded(lo: float, hi: float, what: str):
+    """argparse type: a finite number in ``[lo, hi]`` (checked at parse time)."""
+
+    def parse(text: str) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not (math.isfinite(v) and lo <= v <= hi):
+            raise argparse.ArgumentTypeError(f"{text!r}: {what} must be a finite number from "
+                                             f"{lo:.10g} to {hi:.10g}")
+        return v
+
+    return parse
+
+
+#: A classifier window: 0.05 s to 60 s.
+classifier_window = bounded(0.05, 60.0, "the window (s)")
+#: UTC epoch seconds from 2000-01-01 to 2100-01-01.
+epoch_time = bounded(946_684_800.0, 4_102_444_800.0, "a UTC epoch time (2000-2100)")
+
+
+def port_number(text: str) -> int:
+    """argparse type: a TCP port, 0-65535 (0 picks a free one)."""
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"{v} is outside 0-65535")
+    return v
+
+
+def gpu_indices(text: str) -> list[int]:
+    """argparse type: comma-separated GPU indices ("0,1,3")."""
+    try:
+        out = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices") from None
+    if not out or min(out) < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices")
+    return out

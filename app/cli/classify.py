@@ -1,0 +1,219 @@
+"""``tealeaves classify``: label a trace's windows idle/prefill/decode, flag imbalance, and
+score against labels or an aligned server log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ...data.jsontext import dumps as json_dumps
+from .args import classifier_window, upto
+from .common import fail, na
+
+
+def hot_set_line(imb: dict) -> str:
+    """One line naming a range's hot set from ``classifier.summary.imbalance_summary``:
+    ``"hot set: 1, 3, 5, 7 — 18 % each vs 7 % in 5 of 5 imbalanced windows (stays); per GPU:
+    1 ×5, 3 ×5, 5 ×5, 7 ×5"``, or ``"hot set: none ..."``."""
+    from ...classifier.imbalance import format_hot_set
+
+    if not imb["hot_set"]:
+        return "hot set: none (no imbalanced decode window)"
+    pattern = ("stays" if imb["hot_pattern"] == "stays"
+               else f"rotates, {imb['hot_changes']} changes")
+    per_gpu = ", ".join(f"{g} ×{n}" for g, n in imb["hot_gpus"].items())
+    return (f"hot set: {format_hot_set(imb['hot_set'], imb['hot_share'], imb['cold_share'])} "
+            f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
+            f"({pattern}); per GPU: {per_gpu}")
+
+
+#: Units of the window fields ``classify --json`` writes (the windows frame's own: loads and
+#: shares in percent, fractions of a limit 0-1, times in UTC epoch seconds).
+CLASSIFY_UNITS = {
+    "start": "s (UTC epoch)", "end": "s (UTC epoch)", "confidence": "0-1",
+    "p_idle": "0-1", "p_prefill": "0-1", "p_decode": "0-1",
+    "load_mean": "%", "load_max": "%", "load_g<i>": "%", "tensor_active_mean": "%",
+    "dram_active_mean": "%", "power_frac_mean": "0-1 of the power limit",
+    "imbalance_ratio": "max/mean work", "balancedness": "mean/max work (0-1)",
+    "straggler_tax": "0-1", "hot_share": "% of the summed work, per hot GPU",
+    "cold_share": "% of the summed work, per other GPU",
+}
+
+
+def cmd_classify(args: argparse.Namespace) -> int:
+    """``tealeaves classify``: print the windows (table, ``--csv`` or ``--json``), the phase
+    counts, the hot set and, with labels or a confident server log, the accuracy.  Returns the
+    exit status (0; 2 bad input)."""
+    from ...classifier import classify_with_segments, default_labeller, score_against_labels
+    from ...classifier.evaluate import time_accuracy
+    from ...classifier.summary import imbalance_summary, set_text, window_hot_sets
+    from ...collectors.server_log import ServerLogError
+    from ...data.importers import ImportFormatError, load_trace
+    from ...data.traces import TraceError, read_labels
+
+    try:
+        trace = load_trace(args.trace, format=args.format)
+        labels = read_labels(args.labels) if args.labels else None
+        if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
+            from ...classifier.evaluate import check_gpus_in_trace
+
+            check_gpus_in_trace(labels, trace.samples, args.labels)
+        server = _server_log_truth(args, trace) if args.server_log else None
+    except (TraceError, ServerLogError, ImportFormatError) as exc:
+        return fail(str(exc))
+    if server is not None:
+        print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
+        if labels is None:
+            labels = server["labels"]
+    labeller = default_labeller()
+    # the windows, and the 0.1-s segments (labels that change where the counters change)
+    windows, segments = classify_with_segments(trace.samples, trace.devices, args.window,
+                                               labeller)
+    counts = windows["phase"].value_counts().reindex(
+        ["idle", "prefill", "decode"], fill_value=0).to_dict()
+    score = score_against_labels(windows, labels) if labels is not None else None
+    timed = None
+    if score is not None:
+        timed = {"windows": time_accuracy(windows, labels)["time_accuracy"],
+                 "segments": time_accuracy(segments, labels)["time_accuracy"]
+                 if len(segments) else float("nan")}
+    if score is not None and score["labelled_windows"] == 0:
+        return fail(f"{args.labels}: no label interval overlaps the trace's "
+                     f"{windows['start'].min():.1f}-{windows['end'].max():.1f} (epoch s); "
+                     f"labels of another trace?")
+    imb = imbalance_summary(windows)
+    if args.json:
+        out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
+        print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
+        return 0
+    if args.csv:
+        windows.to_csv(sys.stdout, index=False, float_format="%.4f")
+    else:
+        cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_set",
+                "imbalanced"]
+        table = windows.reindex(columns=cols)
+        table["hot_set"] = [set_text(hs) or "-" for hs in window_hot_sets(windows)]
+        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
+          + f"  (labeller: {windows.attrs.get('labeller')}"
+          + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
+    if not args.csv:
+        print(hot_set_line(imb))
+        print(segments_line(segments, float(trace.samples["timestamp"].min())
+                            if len(trace.samples) else 0.0))
+    if score is not None:
+        print(f"accuracy: {na(score['accuracy'])} over {score['labelled_windows']} labelled "
+              f"windows; skewed decode windows flagged with the right hot GPU: "
+              f"{na(score['hot_gpu_accuracy'])} over {score['skewed_windows']} windows")
+        for ph, acc in score["per_phase_accuracy"].items():
+            print(f"  {ph:8s} {acc:.3f}")
+        seg_acc = timed["segments"]
+        print(f"time accuracy (share of labelled time right, 0.1-s ticks): windows "
+              f"{na(timed['windows'])}, 0.1-s segments "
+              + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
+        for st in score["stretches"]:
+            print(f"  skewed decode {st['start']:.1f}-{st['end']:.1f} (GPU {st['hot_gpu']} hot): "
+                  f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
+                  f"{st['hot_gpu']}")
+    return 0
+
+
+def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
+                   score: dict | None, timed: dict | None, server: dict | None) -> dict:
+    """The object ``classify --json`` prints: the run's settings, phase counts, imbalance,
+    every window and 0.1-s segment, ``units``, and the score and server log when given."""
+    from ...classifier.summary import window_hot_sets
+
+    records = json.loads(windows.to_json(orient="records"))
+    for rec, hs in zip(records, window_hot_sets(windows), strict=True):
+        rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
+    out = {
+        "trace": str(args.trace),
+        "window_s": args.window,
+        "labeller": windows.attrs.get("labeller"),
+        "phase_counts": {k: int(v) for k, v in counts.items()},
+        "imbalance": {**imb, "hot_gpus": {str(g): n for g, n in imb["hot_gpus"].items()}},
+        "windows": records,
+        "segments": [{"start": round(float(r.start), 6), "end": round(float(r.end), 6),
+                      "phase": str(r.phase),
+                      "confidence": float(r.confidence)}
+                     for r in segments.itertuples(index=False)],
+        "units": CLASSIFY_UNITS,
+    }
+    if not len(segments):
+        out["segments_note"] = segments_line(segments, 0.0).split(": ", 1)[-1]
+    if score is not None:
+        out.update(score)
+        out["time_accuracy"] = timed
+    if server is not None:
+        out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
+    return out
+
+
+def segments_line(segments, t0: float, shown: int = 8) -> str:
+    """One line on the 0.1-s segments: how many, and the first ``shown`` phase changes as
+    seconds after ``t0`` (the trace's first sample)."""
+    if segments is None or segments.empty:
+        return ("segments (0.1-s): none (the window is not a whole number of 0.1-s hops, or "
+                "no window holds a reading)")
+    start = segments["start"].to_numpy(dtype=float)
+    phase = segments["phase"].to_numpy()
+    change = start[1:][phase[1:] != phase[:-1]]
+    at = " ".join(f"{t - t0:+.1f}" for t in change[:shown])
+    more = f" … s ({len(change)} in all)" if len(change) > shown else " s"
+    return (f"segments (0.1-s): {len(segments)}, phase changes at {at}{more}"
+            if len(change) else f"segments (0.1-s): {len(segments)}, no phase change")
+
+
+def _server_log_truth(args: argparse.Namespace, trace) -> dict:
+    """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
+    ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
+    confident)."""
+    from ...classifier.align import align_events
+    from ...collectors.server_log import phase_intervals, read_log
+
+    log = read_log(args.server_log, tz=args.tz)
+    events, fmt = log.events, log.format
+    shifted, a = align_events(events, trace.samples, max_offset_s=args.max_offset)
+    labels = None
+    if a.confident:
+        labels = phase_intervals(shifted)
+        line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
+                f"clock offset {a.offset_s:+.1f} s (correlation {a.correlation:.2f}, "
+                f"next best {a.runner_up:.2f}); used as ground truth"
+                + (" for reporting only (--labels given)" if args.labels else ""))
+    else:
+        line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
+                f"no confident clock offset ({a.reason or f'correlation {a.correlation:.2f}'}"
+                f"); not used as ground truth")
+    return {"events": len(events), "format": fmt, "offset_s": a.offset_s,
+            "correlation": a.correlation, "runner_up": a.runner_up,
+            "confident": a.confident, "labels": labels, "line": line}
+
+
+def add_parser(sub) -> None:
+    """Add ``classify`` to the top-level subparsers ``sub``."""
+    k = sub.add_parser("classify", help="label a trace's windows idle/prefill/decode",
+                       description="Cut a trace into windows, label each idle/prefill/decode "
+                                   "and flag imbalance; with --labels print the accuracy.")
+    k.add_argument("trace", type=Path,
+                   help="a trace: tealeaves Parquet/CSV, nvidia-smi dmon or --query-gpu CSV, "
+                        "dcgm-exporter text or dcgmi dmon output")
+    k.add_argument("--format", help="force the trace's format (default: detected)")
+    k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    k.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    k.add_argument("--server-log", type=Path,
+                   help="SGLang/vLLM log of the same run: its clock offset is estimated from "
+                        "the data and it becomes the ground truth when --labels is absent")
+    k.add_argument("--tz", default="UTC",
+                   help="time zone of the server log's timestamps (IANA name or +HH:MM; "
+                        "default UTC)")
+    k.add_argument("--max-offset", type=upto(3600, "the largest clock offset (s)"), default=60.0,
+                   help="largest clock offset searched, seconds (default 60)")
+    fmt = k.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_true", help="print one JSON object")
+    fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
+    k.set_defaults(func=cmd_classify)

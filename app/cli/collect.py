@@ -1,0 +1,170 @@
+"""``tealeaves collect``: sweep the GPUs (or replay a trace) into a store, optionally serving
+``/metrics`` and following the server's log and metrics."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import socket
+from pathlib import Path
+
+from ...data.jsontext import dumps as json_dumps
+from .args import DAY, gpu_indices, port_number, upto
+from .common import EXIT_NO_GPU, fail, package_version
+
+
+def cmd_collect(args: argparse.Namespace) -> int:
+    """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
+    summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
+    from ...collectors.bench import CpuMeter, rss_mb
+    from ...data.store import StoreError
+    from ..session import Session
+
+    opened = _open_source(args)
+    if isinstance(opened, int):
+        return opened
+    collector, devices = opened
+    try:
+        session = Session.open(collector, args.store, devices=devices)
+    except StoreError as exc:
+        return fail(str(exc))
+    with session:
+        start_cursor = session.store.cursor()
+        # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the
+        # summary.
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: session.stop_event.set())
+        rss: list[tuple[float, float]] = []
+        meter = CpuMeter().start()
+
+        def sample_rss(_batch) -> None:
+            t = meter.stop()[1]
+            if not rss or t - rss[-1][0] >= 5.0:
+                rss.append((round(t, 2), rss_mb()))
+
+        sample_rss(None)
+        if args.prometheus_port is not None:
+            try:
+                port = session.serve_metrics(args.prometheus_port, args.prometheus_host,
+                                             hostname=args.host)
+            except OSError as exc:
+                return fail(f"--prometheus-port {args.prometheus_port}: {exc.strerror or exc}")
+            print(f"serving /metrics on http://{args.prometheus_host}:{port}/metrics",
+                  flush=True)
+        session.follow_server(server_log=args.server_log, from_start=args.server_log_from_start,
+                              tz=args.tz, server_metrics=args.server_metrics,
+                              interval_s=args.server_metrics_interval)
+        n = session.run(duration=args.duration, on_batch=sample_rss)
+        session.halt()
+        cpu_s, elapsed = meter.stop()
+        rss.append((round(elapsed, 2), rss_mb()))
+        _finish(args, session, n, start_cursor, {"elapsed_s": elapsed, "cpu_s": cpu_s,
+                                                 "rss_mb": rss})
+    return 0
+
+
+def _open_source(args: argparse.Namespace):
+    """The collector of ``collect`` (a replay of ``--replay``, else NVML), opened:
+    ``(collector, devices)``, or the exit status when it cannot be."""
+    if args.replay is not None:
+        from ...collectors.replay import ReplayCollector
+        from ...data.importers import ImportFormatError, load_trace
+        from ...data.traces import TraceError
+
+        try:
+            tr = load_trace(args.replay)
+        except (TraceError, ImportFormatError) as exc:
+            return fail(str(exc))
+        if args.host:
+            tr.samples["host"] = args.host
+            if len(tr.devices):
+                tr.devices["host"] = args.host
+        collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
+        return collector, collector.open()
+    from ...collectors.nvml import NvmlCollector
+    from ...collectors.nvml_shim import NvmlUnavailable
+
+    collector = NvmlCollector(hz=args.hz, gpus=args.gpus, threads=args.threads,
+                              pcie_hz=args.pcie_hz)
+    try:
+        return collector, collector.open()
+    except NvmlUnavailable as exc:
+        return fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+
+
+def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict) -> None:
+    """After the loop: ``--stats-json``, the store's meta, the summary line and ``--parquet``.
+    ``cost``: ``elapsed_s``, ``cpu_s`` (s) and ``rss_mb`` (``[(s, MB), ...]``)."""
+    from ...collectors.nvml import health_summary
+
+    collector, store = session.collector, session.store
+    h = collector.health
+    if args.stats_json:
+        elapsed, cpu_s = cost["elapsed_s"], cost["cpu_s"]
+        summary = health_summary(h, elapsed)
+        Path(args.stats_json).write_text(json_dumps({
+            "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
+            "gpus": len(session.devices), "stored": n,
+            "elapsed_s": elapsed, "cpu_s": cpu_s,
+            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
+            "health": summary}))
+    meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
+            "driver": getattr(collector, "driver", None),
+            "hostname": socket.gethostname(), "tealeaves": package_version()}
+    for k, v in meta.items():
+        store.set_meta(k, str(v))
+    print(f"stored {n} samples in {args.store}: {h['sweeps']} sweeps, "
+          f"{h['missed_deadlines']} missed deadlines, max lateness "
+          f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
+          f"{', '.join(sorted(h['unsupported'])) or 'none'}")
+    if args.parquet:
+        from ...data.traces import Trace, write_trace
+
+        samples, _ = store.read_since(start_cursor)
+        devs = store.devices()
+        write_trace(args.parquet, Trace(samples, devs, meta))
+        print(f"wrote {len(samples)} samples to {args.parquet}")
+
+
+def add_parser(sub) -> None:
+    """Add ``collect`` to the top-level subparsers ``sub``."""
+    c = sub.add_parser("collect", help="collect NVML samples into the store",
+                       description="Sweep every GPU through NVML and store the samples.")
+    c.add_argument("--store", type=Path, default=Path("tealeaves.db"),
+                   help="SQLite store (default tealeaves.db)")
+    c.add_argument("--hz", type=upto(1000, "the sweep rate (Hz)"), default=10.0, help="sweeps per second (default 10)")
+    c.add_argument("--duration", type=upto(366 * DAY, "the duration (s)"), help="seconds to collect (default: until Ctrl-C)")
+    c.add_argument("--gpus", type=gpu_indices, help="comma-separated GPU indices (default: all)")
+    c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
+    c.add_argument("--pcie-hz", type=upto(1000, "the PCIe rate (Hz)"), default=10.0,
+                   help="PCIe byte-counter reads per second (default 10; each read costs "
+                        "~0.7 ms of CPU per GPU)")
+    c.add_argument("--server-log", type=Path,
+                   help="follow this SGLang/vLLM log (or - for stdin) into the store")
+    c.add_argument("--server-log-from-start", action="store_true",
+                   help="read the existing log from its start, not only new lines")
+    c.add_argument("--tz", default="UTC",
+                   help="time zone of the server log's timestamps (default UTC)")
+    c.add_argument("--server-metrics",
+                   help="scrape this SGLang/vLLM /metrics URL into the store")
+    c.add_argument("--server-metrics-interval", type=upto(3600, "the interval (s)"), default=1.0,
+                   help="seconds between scrapes (default 1)")
+    c.add_argument("--threads", action="store_true",
+                   help="read the GPUs of each sweep in parallel threads")
+    c.add_argument("--stats-json", type=Path,
+                   help="write CPU time, RSS and collector health to this JSON file")
+    c.add_argument("--prometheus-port", type=port_number,
+                   help="also serve /metrics on this port: per-GPU window aggregates, the "
+                        "node's phase and imbalance, collector health (labels as "
+                        "dcgm-exporter's)")
+    c.add_argument("--prometheus-host", default="127.0.0.1",
+                   help="address /metrics binds (default 127.0.0.1; 0.0.0.0 for a remote "
+                        "Prometheus)")
+    c.add_argument("--replay", type=Path, metavar="TRACE",
+                   help="collect from this trace played back in real time instead of NVML "
+                        "(demos, tests; any importable file)")
+    c.add_argument("--speed", type=upto(1000, "the replay speed"), default=1.0, help="replay speed (default 1)")
+    c.add_argument("--loop", action="store_true", help="replay: start over at the end")
+    c.add_argument("--host", help="replay: the host name to give the samples (default: the "
+                                  "trace's)")
+    c.set_defaults(func=cmd_collect)

@@ -1,0 +1,38 @@
+"""``tealeaves doctor``: probe the GPUs' capabilities and reachable rates."""
+
+from __future__ import annotations
+
+import argparse
+
+from ...data.jsontext import dumps as json_dumps
+from .args import upto
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    """``tealeaves doctor``: print the probe as a table or JSON.  Returns 0 (also without a GPU:
+    the output says so)."""
+    from ...collectors.nvml_shim import NvmlUnavailable
+    from ...collectors.probe import format_table, probe
+
+    try:
+        report = probe(poll_s=args.poll)
+    except NvmlUnavailable as exc:
+        if args.json:
+            print(json_dumps({"gpus": [], "error": str(exc)}))
+        else:
+            print(f"no NVIDIA GPU found: {exc}")
+        return 0
+    print(json_dumps(report) if args.json else format_table(report))
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``doctor`` to the top-level subparsers ``sub``."""
+    dr = sub.add_parser("doctor", help="probe the GPUs: capabilities and reachable rates",
+                        description="List every GPU's capabilities (GPM, PCIe counters, MIG, "
+                                    "NVLink, processes) and the rate each metric group can "
+                                    "reach on this machine.")
+    dr.add_argument("--json", action="store_true", help="print one JSON object")
+    dr.add_argument("--poll", type=upto(60, "the poll (s)"), default=0.5,
+                    help="seconds of tight polling to measure refresh rates (default 0.5)")
+    dr.set_defaults(func=cmd_doctor)

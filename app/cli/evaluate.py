@@ -1,0 +1,225 @@
+"""``tealeaves evaluate`` and ``tealeaves train``: score the phase model against labels
+(one trace, or the corpus with families held out) and rebuild it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from ...data.jsontext import dumps as json_dumps
+from .common import fail, na
+
+
+def _progress(desc: str):
+    from tqdm import tqdm
+
+    return lambda it: tqdm(it, desc=desc, unit="trace", file=sys.stderr, leave=False)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """``tealeaves evaluate``: score one trace against its labels, or (``--corpus``) validate on
+    the corpus.  Returns the exit status (0; 2 bad input)."""
+    from ...classifier import classify_trace, default_labeller
+    from ...classifier.evaluate import check_labels_in_trace, score
+    from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
+    from ...data.importers import ImportFormatError, load_trace
+    from ...data.traces import TraceError, read_labels
+
+    if args.corpus is not None:
+        if args.trace or args.labels:
+            return fail("evaluate takes --corpus, or --trace with --labels, not both")
+        return _evaluate_corpus(args)
+    if args.trace is None or args.labels is None:
+        return fail("evaluate needs --trace and --labels, or --corpus")
+    try:
+        trace = load_trace(args.trace, format=args.format)
+        labels = read_labels(args.labels, phases=PHASE_ORDER)
+        check_labels_in_trace(labels, trace.samples, args.labels)
+    except (TraceError, ImportFormatError) as exc:
+        return fail(str(exc))
+    labeller = RulePhaseLabeller() if args.rules else default_labeller()
+    windows = classify_trace(trace, labeller=labeller)
+    result = {"trace": str(args.trace), "labels": str(args.labels),
+              "labeller": windows.attrs.get("labeller"), **score(windows, labels)}
+    if args.json:
+        print(json_dumps(result))
+        return 0
+    _print_score(result)
+    return 0
+
+def _print_score(r: dict) -> None:
+    print(f"labeller: {r['labeller']}; {r['labelled_windows']} labelled windows")
+    print(f"macro-F1: {na(r['macro_f1'])}  accuracy: {na(r['accuracy'])}  time accuracy "
+          f"(0.1-s ticks): {na(r.get('time_accuracy', math.nan))}")
+    print(f"macro-F1 of windows holding no change / a change: "
+          f"{na(r.get('macro_f1_interior', math.nan))} / "
+          f"{na(r.get('macro_f1_change', math.nan))}")
+    print("phase      precision  recall   F1     windows")
+    for c, v in r["per_class"].items():
+        print(f"  {c:8s} {na(v['precision'], 8)} {na(v['recall'], 8)} {na(v['f1'], 6)} "
+              f"{v['support']:8d}")
+    print("confusion (rows true, columns predicted idle/prefill/decode): "
+          + "; ".join(" ".join(str(x) for x in row) for row in r["confusion"]))
+    print(f"boundary delay: median {na(r['boundary_delay_s'], 0, 2)} s, p90 "
+          f"{na(r['boundary_delay_p90_s'], 0, 2)} s over {r['boundaries']} phase changes")
+    print(f"imbalance precision: {na(r['imbalance_precision'])}  recall: "
+          f"{na(r['imbalance_recall'])}  hot-GPU accuracy: {na(r['hot_gpu_accuracy'])}  "
+          f"hot-set accuracy: {na(r.get('hot_set_accuracy', math.nan))} "
+          f"({r['skewed_windows']} skewed windows, {r['flagged_windows']} flagged)")
+
+
+def _evaluate_corpus(args: argparse.Namespace) -> int:
+    from ...classifier.evaluate import load_corpus, report_markdown, validate_corpus
+    from ...data.traces import TraceError
+
+    try:
+        corpus = load_corpus(Path(args.corpus) if args.corpus else None,
+                             progress=_progress("features"))
+    except TraceError as exc:
+        return fail(str(exc))
+    from tqdm import tqdm
+
+    try:
+        result = validate_corpus(corpus, progress=lambda it, desc: tqdm(
+            it, desc=desc, unit="fold", file=sys.stderr, leave=False))
+    except TraceError as exc:
+        return fail(str(exc))
+    if args.out is not None:
+        cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(report_markdown(result, corpus, cmd))
+        if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
+            _write_validation(result, corpus, cmd)
+    if args.json:
+        print(json_dumps(result))
+        return 0
+    loto = result.get("trace", {}).get("pooled", {})
+    print("model          LOFO-F1 LOTO-F1 time-acc interior change delay  offset  imb-P  "
+          "imb-R  low-P  low-R hot-set")
+    for m, sc in result["pooled"].items():
+        lt = na(loto[m]["macro_f1"], 7) if m in loto else na(math.nan, 7)
+        print(f"{m:14s} {na(sc['macro_f1'], 7)} {lt} {na(sc['time_accuracy'], 8)} "
+              f"{na(sc['macro_f1_interior'], 8)} {na(sc['macro_f1_change'], 6)} "
+              f"{na(sc['boundary_delay_s'], 4, 2)} s {na(sc['boundary_offset_s'], 4, 2)} s "
+              f"{na(sc['imbalance_precision'], 6)} "
+              f"{na(sc['imbalance_recall'], 6)} {na(sc['imbalance_precision_low_load'], 6)} "
+              f"{na(sc['imbalance_recall_low_load'], 6)} {na(sc['hot_set_accuracy'], 7)}"
+              + ("  (chosen)" if m == result["chosen"] else ""))
+    print("chosen: the trained model with the best leave-one-family-out macro-F1 (LOFO); "
+          "LOTO: leave-one-trace-out")
+    fams = result["family"]["per_family"] if "family" in result else {}
+    ch = result["chosen"]
+    for fam, sc in fams.items():
+        print(f"  family {fam:24s} macro-F1 {na(sc[ch]['macro_f1'], 5)}  time acc. "
+              f"{na(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
+    print(f"leave-one-family-out over {len(result['families'])} families, "
+          f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
+    return 0
+
+
+def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
+    """Keep the chosen model's held-out scores next to the shipped model
+    (``phase_model.validation.json``), for reports to cite."""
+    from datetime import UTC, datetime
+
+    from ...classifier.model import MODEL_DIR, MODEL_STEM
+
+    chosen = result["chosen"]
+    out = {"command": cmd, "written_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
+           "scheme": f"leave-one-family-out over {len(result['families'])} families "
+                     f"({len(corpus)} labelled traces), held-out windows pooled",
+           "chosen": chosen, "held_out": result["pooled"][chosen]}
+    path = MODEL_DIR / f"{MODEL_STEM}.validation.json"
+    path.write_text(json_dumps(out, indent=1) + "\n")
+    return path
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``tealeaves train``: fit the chosen model on the corpus and save it.  Returns the exit
+    status (0; 2 bad input or an unwritable ``--out``)."""
+    from ...classifier.evaluate import KIND_OF, load_corpus, torch_available, train
+    from ...classifier.model import MODEL_DIR, MODEL_STEM
+    from ...data.traces import TraceError
+
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        return fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
+    pick, smooth = args.kind, None
+    if pick is None:  # the model validation chose (evaluate --corpus), else the one shipped
+        chosen = MODEL_DIR / f"{MODEL_STEM}.validation.json"
+        shipped = MODEL_DIR / f"{MODEL_STEM}.json"
+        pick = json.loads(chosen.read_text()).get("chosen") if chosen.exists() else None
+        if pick not in KIND_OF:
+            pick = (json.loads(shipped.read_text()).get("kind", "hgb") if shipped.exists()
+                    else "hgb")
+            smooth = None if pick == "tcn" else True  # what the shipped kind always did
+    kind = KIND_OF[pick]
+    if smooth is None and kind == "hgb":
+        smooth = pick != "hgb"
+    if kind == "tcn" and not torch_available():
+        return fail("the tcn model trains with torch: pip install -e '.[bench]' "
+                     "(or --kind hgb)")
+    try:
+        corpus = load_corpus(args.corpus, progress=_progress("features"), hop=False)
+    except TraceError as exc:
+        return fail(str(exc))
+    meta = {"corpus": [c.name for c in corpus],
+            "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
+    print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
+    model = train(corpus, seed=args.seed, meta=meta, kind=kind)
+    if smooth is not None and kind == "hgb":
+        model.smooth = smooth  # "hgb" alone or with the Viterbi pass ("hgb_viterbi")
+    out = args.out or MODEL_DIR
+    try:
+        path = model.save(out)
+    except OSError as exc:
+        return fail(f"{out}: cannot write the model ({exc.strerror or exc})")
+    how = "" if kind != "hgb" else " with Viterbi smoothing" if model.smooth else " (no smoothing)"
+    print(f"trained the {kind} model{how} on {len(corpus)} traces, {meta['windows']} labelled "
+          f"windows; imbalance "
+          f"threshold {model.imbalance.threshold:.2f} x and {model.imbalance.floor:.2f} points "
+          f"over the fair share, min {model.imbalance.min_windows} "
+          f"window(s); wrote {path} and "
+          f"{path.with_suffix('.npz' if kind == 'tcn' else '.skops')}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``evaluate`` and ``train`` to the top-level subparsers ``sub``."""
+    e = sub.add_parser("evaluate", help="score the phase model against labels",
+                       description="Score the trained phase model (or --rules) on a trace "
+                                   "against a label CSV (start,end,phase[,hot_gpu]); or, with "
+                                   "--corpus, validate on the labelled corpus with each family "
+                                   "(generator x architecture) held out, then each trace, and "
+                                   "write docs/classifier.md.")
+    e.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
+    e.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    e.add_argument("--format", help="force the trace's format (default: detected)")
+    e.add_argument("--rules", action="store_true", help="score the v0 rules instead")
+    e.add_argument("--corpus", nargs="?", const="",
+                   help="leave-one-family-out (then leave-one-trace-out) validation on a "
+                        "corpus folder with MANIFEST.csv (default: the bundled data/traces); "
+                        "--out writes the tables")
+    e.add_argument("--out", type=Path, default=None,
+                   help="with --corpus: write the markdown tables here "
+                        "(e.g. docs/classifier.md)")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(func=cmd_evaluate)
+    t = sub.add_parser("train", help="rebuild the phase model from the labelled corpus",
+                       description="Fit the phase classifier, its Viterbi transitions and the "
+                                   "imbalance threshold on every trace of the corpus "
+                                   "(deterministic) and save them (skops + JSON).")
+    t.add_argument("--corpus", type=Path, default=None,
+                   help="corpus folder with MANIFEST.csv (default: the bundled data/traces)")
+    t.add_argument("--out", type=Path, default=None,
+                   help="folder to write phase_model.skops/.json (default: the package's "
+                        "classifier/model, which the dashboard and classify load: this "
+                        "replaces the shipped model)")
+    t.add_argument("--kind", choices=["hgb_viterbi", "hgb", "tcn"],
+                   help="model, as `evaluate --corpus` names them (default: the one it chose; "
+                        "hgb is gradient boosting without the Viterbi pass; tcn trains with "
+                        "torch)")
+    t.add_argument("--seed", type=int, default=0, help="random seed of the fit (default 0)")
+    t.set_defaults(func=cmd_train)

@@ -1,0 +1,117 @@
+"""``tealeaves report``: an imbalance report of a time range (html, pdf, png, csv, json)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from .args import classifier_window, count
+from .common import fail, json_float
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """``tealeaves report``: build the report of a trace or a store range and write it in the
+    chosen format, then print one summary line.  Returns the exit status (0; 2 bad input or an
+    unwritable ``--out``)."""
+    from ...classifier.align import align_events
+    from ...collectors.server_log import ServerLogError, events_frame, read_log
+    from ..dashboard.timefmt import parse_time
+    from ..report.model import (
+        FORMATS,
+        ReportError,
+        Source,
+        build_report,
+        from_store,
+        from_trace,
+    )
+    from ..report.out import write_report
+
+    if args.out.is_dir():
+        return fail(f"--out {args.out}: is a folder; give a file name")
+    fmt = args.format or args.out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:
+        return fail(f"--format: give one of {', '.join(FORMATS)} (or an --out ending in one)")
+    if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
+        return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
+    inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log)
+              if p is not None]
+    if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
+        return fail(f"--out {args.out}: is one of the inputs; give another file name")
+    try:
+        if args.trace is not None:
+            inp = from_trace(args.trace, format=args.trace_format)
+        else:
+            store = args.store or Path("tealeaves.db")
+            t0 = parse_time(args.t_from) if args.t_from else None
+            t1 = parse_time(args.t_to) if args.t_to else None
+            inp = from_store(store, t0, t1)
+        if args.server_log is not None:
+            log = read_log(args.server_log, tz=args.tz)
+            events, a = align_events(log.events, inp.samples)
+            sfmt = log.format
+            print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
+                  + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
+                     else "no confident clock offset: taken as written"), file=sys.stderr)
+            inp.server_events = events_frame(events)
+            inp.sources.append(Source("server_log", args.server_log))
+        report = build_report(inp, window_s=args.window, labels=args.labels,
+                              experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
+                              top_n=args.top)
+        if args.server_log is not None and report.data["server"] is None:
+            r = report.data["range"]
+            print(f"server log {args.server_log}: none of its events falls in "
+                  f"{r['start_utc']}-{r['end_utc']} UTC: the report has no server section "
+                  f"(a log of another run?)", file=sys.stderr)
+        write_report(report, fmt, args.out)
+    except (ReportError, ServerLogError, ValueError) as exc:
+        return fail(str(exc))
+    except OSError as exc:
+        return fail(f"--out {args.out}: {exc.strerror or exc}")
+    from ...classifier.imbalance import format_hot_set
+
+    s = report.data["summary"]
+    tax = s["straggler_tax"]
+    hot = (format_hot_set(s["hot_set"], json_float(s["hot_share"]) * 100,  # the report's shares: 0-1
+                          json_float(s["cold_share"]) * 100) if s["hot_set"] else "none")
+    print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
+          f"{report.data['range']['span_s']:.1f} s, {s['windows']} windows, hot "
+          f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({s['hot_pattern']}), "
+          f"straggler tax {'n/a' if tax is None else f'{tax:.1%}'}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``report`` to the top-level subparsers ``sub``."""
+    r = sub.add_parser("report", help="an imbalance report of a time range (html, pdf, png, "
+                       "csv, json)",
+                       description="Label a range's windows and write a report a colleague can "
+                                   "read on its own: summary, per-GPU table, timeline, the most "
+                                   "imbalanced windows, experts (with --experts) and "
+                                   "provenance. JSON/CSV layout: docs/report-schema.md.")
+    r.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
+    r.add_argument("--trace-format", help="force the trace's format (default: detected)")
+    r.add_argument("--store", type=Path,
+                   help="a tealeaves store to read instead (default tealeaves.db)")
+    r.add_argument("--from", dest="t_from", metavar="T",
+                   help="range start in the store: YYYY-MM-DD HH:MM[:SS] UTC, ISO 8601 with an "
+                        "offset, or epoch s (default: the store's first sample)")
+    r.add_argument("--to", dest="t_to", metavar="T", help="range end (default: the newest)")
+    r.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
+    r.add_argument("--experts", type=Path,
+                   help="SGLang expert-distribution dump (torch.save file with logical_count "
+                        "[passes, layers, experts]; needs torch)")
+    r.add_argument("--tp", type=count(4096, "the TP size"),
+                   help="GPUs of the TP group for the expert section (default: the trace's)")
+    r.add_argument("--ep", type=count(4096, "the EP size"), default=1,
+                   help="expert-parallel size (default 1: pure TP)")
+    r.add_argument("--server-log", type=Path,
+                   help="the server's log (SGLang/vLLM), aligned to the trace's clock")
+    r.add_argument("--tz", default="UTC", help="time zone of the log's stamps (default UTC)")
+    r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    r.add_argument("--top", type=count(10_000, "--top"), default=10,
+                   help="most imbalanced windows to list (default 10)")
+    r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],
+                   help="output format (default: from --out's suffix)")
+    r.add_argument("--out", type=Path, required=True, help="file to write")
+    r.set_defaults(func=cmd_report)
