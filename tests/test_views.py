@@ -176,6 +176,24 @@ def test_range_update_encodes_typed_arrays_plotly_reads(filled):
         assert upd[ph]["width"] == pytest.approx(v.factor * 500.0)
 
 
+def test_a_followed_figure_sends_only_plain_lists_extendData_can_extend(filled):
+    """A followed figure is extended in place: a trace sent as a typed-array spec cannot be
+    (plotly.js: "cannot extend missing or non-array attribute: x"), the selected window's
+    outline included when a preset redraws the page with a window selected."""
+    import json
+
+    store, h = filled
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    first, last = h.span()
+    step = live.snapshot(10.0, selected=last - 5.0)
+    data = json.loads(step.figure.to_json())["data"]
+    keys = F.trace_keys(step.state["gpus"], step.state["server"])
+    assert len(data[keys.index(("selected",))]["x"]) == 1
+    typed = [k for k, tr in zip(keys, data) if isinstance(tr.get("x"), dict)
+             or isinstance(tr.get("y"), dict)]
+    assert typed == []
+
+
 def test_bands_order_busiest_first(filled):
     _, h = filled
     w = h.windows()

@@ -288,8 +288,10 @@ class LiveView:
                            shots=shots, time_zone=tz, slots=slots, hop_s=h.hop_s or 0.1)
         if selected is not None:
             sel = selected_trace(selected, c.window_s)
+            # plain lists: plotly sends numpy arrays as typed-array specs, which extendData
+            # cannot extend (the page's "cannot extend ... attribute: x")
             fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
-                x=np.asarray(sel.x) * 1000.0, y=sel.y)
+                x=[float(v) * 1000.0 for v in sel.x], y=[float(v) for v in sel.y])
         tail = self._tail(windows, [])
         state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": h.s_next,
                  "server": h.has_server,
