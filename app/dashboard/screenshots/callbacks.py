@@ -122,13 +122,12 @@ def register_upload(app: dash.Dash, store) -> None:
         State(ids.SHOT_CONFIG, "data"), prevent_initial_call=True)
 
     @app.callback(
-        Output(ids.SHOT_MSG, "children"),
-        Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
-        Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
-        Output(ids.SHOT_UPLOAD, "contents"),
-        Input(ids.SHOT_BATCH, "data"),
-        State(ids.SHOT_TZ, "value"),
-        State(ids.SHOTS_VERSION, "data"),
+        output={"message": Output(ids.SHOT_MSG, "children"),
+                "version": Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
+                "selected": Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
+                "contents": Output(ids.SHOT_UPLOAD, "contents")},
+        inputs={"batch": Input(ids.SHOT_BATCH, "data")},
+        state={"tz": State(ids.SHOT_TZ, "value"), "version": State(ids.SHOTS_VERSION, "data")},
         prevent_initial_call=True,
     )
     def _upload(batch, tz, version):
@@ -138,11 +137,12 @@ def register_upload(app: dash.Dash, store) -> None:
         try:
             tz = zone_name(tz or "UTC")
         except ScreenshotError as exc:
-            return ([html.Div(f"✗ {exc}: set the time zone, then drop the files again; nothing "
-                              f"was stored", className="tl-stale")], dash.no_update,
-                    dash.no_update, None)
+            return {"message": [html.Div(f"✗ {exc}: set the time zone, then drop the files "
+                                         f"again; nothing was stored", className="tl-stale")],
+                    "version": dash.no_update, "selected": dash.no_update, "contents": None}
         msgs, last = accept_batch(store, files, tz)
-        return msgs, (version or 0) + 1, dash.no_update if last is None else last, None
+        return {"message": msgs, "version": (version or 0) + 1,
+                "selected": dash.no_update if last is None else last, "contents": None}
 
 
 def register_list(app: dash.Dash, live) -> None:
@@ -191,32 +191,34 @@ def register_opened(app: dash.Dash, live) -> None:
     rectangle drawn on the picture)."""
     store = live.store
 
+    outputs = {"style": Output(ids.SHOT_DETAIL, "style"),
+               "title": Output(ids.SHOT_DETAIL_TITLE, "children"),
+               "picture": Output(ids.SHOT_IMAGE, "figure"),
+               "verdicts": Output(ids.SHOT_VERDICTS, "children"),
+               "view": Output(ids.SHOT_VIEW, "figure"),
+               "view_style": Output(ids.SHOT_VIEW, "style"),
+               "time": Output(ids.SHOT_TIME, "value"),
+               "zone": Output(ids.SHOT_ZONE, "value"),
+               "offsets": Output(ids.SHOT_OFFSETS, "children")}
+
     @app.callback(
-        Output(ids.SHOT_DETAIL, "style"),
-        Output(ids.SHOT_DETAIL_TITLE, "children"),
-        Output(ids.SHOT_IMAGE, "figure"),
-        Output(ids.SHOT_VERDICTS, "children"),
-        Output(ids.SHOT_VIEW, "figure"),
-        Output(ids.SHOT_VIEW, "style"),
-        Output(ids.SHOT_TIME, "value"),
-        Output(ids.SHOT_ZONE, "value"),
-        Output(ids.SHOT_OFFSETS, "children"),
-        Input(ids.SHOT_SELECTED, "data"),
-        Input(ids.SHOTS_VERSION, "data"),
-        Input(ids.SHOT_SPAN, "value"),
-        State(ids.PAGE_TZ, "data"),
+        output=outputs,
+        inputs={"sha": Input(ids.SHOT_SELECTED, "data"),
+                "_version": Input(ids.SHOTS_VERSION, "data"),
+                "span": Input(ids.SHOT_SPAN, "value")},
+        state={"page_tz": State(ids.PAGE_TZ, "data")},
         prevent_initial_call=True,
     )
     def _detail(sha, _version, span, page_tz):
         shots = store.screenshots()
         row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
         if row.empty:
-            return ({"display": "none"}, *[dash.no_update] * 8)
-        out = list(detail(live, row.iloc[0], span_seconds(span), page_tz))
+            return {**dict.fromkeys(outputs, dash.no_update), "style": {"display": "none"}}
+        out = detail(live, row.iloc[0], span_seconds(span), page_tz)
         note = span_note(span)
         if note:
-            out[2] = [html.Div(note, className="tl-stale"), *out[2]]
-        return ({}, *out)
+            out["verdicts"] = [html.Div(note, className="tl-stale"), *out["verdicts"]]
+        return {"style": {}, **out}
 
     @app.callback(
         Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),

@@ -71,15 +71,16 @@ def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go
     return fig
 
 
-def detail(live, r, span: float, page_tz: str | None = None) -> tuple:
+def detail(live, r, span: float, page_tz: str | None = None) -> dict:
     """What the opened screenshot's panel shows, for screenshot row ``r`` and verdicts over
     ``± span`` s.
 
     Returns:
-        ``(title, picture figure (regions outlined), verdict lines (whole picture and each
-        region), moment figure (time axis in the browser's zone ``page_tz``) or no_update,
-        its style, the local capture time and zone for editing, the regions' offset
-        inputs)``.
+        By output name (``callbacks.register_opened``): ``title``, ``picture`` (figure, regions
+        outlined), ``verdicts`` (lines: whole picture and each region), ``view`` (the moment's
+        figure, time axis in the browser's zone ``page_tz``, or no_update), ``view_style``,
+        ``time`` and ``zone`` (the local capture time and zone, for editing) and ``offsets``
+        (the regions' offset inputs).
     """
     h = live.history
     ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
@@ -117,8 +118,10 @@ def detail(live, r, span: float, page_tz: str | None = None) -> tuple:
                          className="tl-offset-group")
                for i, reg in enumerate(regions)]
     title = f"{r['name']} · {fmt_local(ts, tz)} · time from {r.time_source}"
-    return (title, picture_figure(r.sha256, int(r.width), int(r.height), regions), verdicts,
-            view, view_style, local_value, tz, offsets)
+    return {"title": title,
+            "picture": picture_figure(r.sha256, int(r.width), int(r.height), regions),
+            "verdicts": verdicts, "view": view, "view_style": view_style,
+            "time": local_value, "zone": tz, "offsets": offsets}
 
 
 def moment_figure(live, ts: float, span: float, regions: list[dict],
