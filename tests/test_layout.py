@@ -175,3 +175,15 @@ def test_the_javascript_checks_see_what_they_look_for():
     src = 'x = """function(v) { return v; }"""\n'
     node = ast.parse(src).body[0].value
     assert any(p in node.value for p in _JS)
+
+
+def test_every_package_is_installed():
+    """pyproject.toml lists the packages by name: a new subpackage left out works in an
+    editable install and is missing from a wheel."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+                 ["packages"])
+    found = {"tealeaves." + ".".join(f.parent.relative_to(ROOT).parts)
+             for room in ROOMS for f in (ROOT / room).rglob("__init__.py")}
+    assert found - listed == set()
