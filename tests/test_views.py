@@ -184,7 +184,7 @@ def test_a_followed_figure_sends_only_plain_lists_extendData_can_extend(filled):
 
     store, h = filled
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
-    first, last = h.span()
+    _first, last = h.span()
     step = live.snapshot(10.0, selected=last - 5.0)
     data = json.loads(step.figure.to_json())["data"]
     keys = F.trace_keys(step.state["gpus"], step.state["server"])

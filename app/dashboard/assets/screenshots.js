@@ -73,6 +73,13 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
                 else { f.content = c; total += c.length; }
                 files.push(f);
             }
+            // Empty the upload (so the same file dropped again is a new drop) outside the
+            // callback graph: an Output of SHOT_UPLOAD.contents downstream of this callback
+            // makes a cycle, and dash-renderer holds a callback whose inputs a pending
+            // callback may still change, so the drop waited for a pause in the live ticks.
+            const upload = window.dash_clientside.callback_context.inputs_list[0].id;
+            setTimeout(() => window.dash_clientside.set_props(
+                upload, {contents: null, filename: null, last_modified: null}), 0);
             return {files: files, n: Date.now()};
         },
     },

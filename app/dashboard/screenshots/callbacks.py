@@ -124,8 +124,7 @@ def register_upload(app: dash.Dash, store) -> None:
     @app.callback(
         output={"message": Output(ids.SHOT_MSG, "children"),
                 "version": Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
-                "selected": Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
-                "contents": Output(ids.SHOT_UPLOAD, "contents")},
+                "selected": Output(ids.SHOT_SELECTED, "data", allow_duplicate=True)},
         inputs={"batch": Input(ids.SHOT_BATCH, "data")},
         state={"tz": State(ids.SHOT_TZ, "value"), "version": State(ids.SHOTS_VERSION, "data")},
         prevent_initial_call=True,
@@ -139,10 +138,10 @@ def register_upload(app: dash.Dash, store) -> None:
         except ScreenshotError as exc:
             return {"message": [html.Div(f"✗ {exc}: set the time zone, then drop the files "
                                          f"again; nothing was stored", className="tl-stale")],
-                    "version": dash.no_update, "selected": dash.no_update, "contents": None}
+                    "version": dash.no_update, "selected": dash.no_update}
         msgs, last = accept_batch(store, files, tz)
         return {"message": msgs, "version": (version or 0) + 1,
-                "selected": dash.no_update if last is None else last, "contents": None}
+                "selected": dash.no_update if last is None else last}
 
 
 def register_list(app: dash.Dash, live) -> None:
