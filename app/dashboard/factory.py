@@ -225,11 +225,13 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
     @app.callback(
         output={"options": Output(ids.SESSION, "options"),
                 "placeholder": Output(ids.SESSION, "placeholder")},
-        inputs={"_state": Input(ids.CURSOR, "data")},
-        state={"have": State(ids.SESSION, "options"), "page_tz": State(ids.PAGE_TZ, "data")},
+        # every 3 s (the cluster tick), not every live tick: one request fewer per tick
+        inputs={"_n": Input(ids.CLUSTER_TICK, "n_intervals"),
+                "page_tz": Input(ids.PAGE_TZ, "data")},
+        state={"have": State(ids.SESSION, "options")},
         prevent_initial_call=True,
     )
-    def _sessions(_state, have, page_tz):
+    def _sessions(_n, page_tz, have):
         opts = session_options(live.history.sessions, page_zone(page_tz).key)
         if len(opts) <= 1:
             opts = []
