@@ -355,3 +355,45 @@ def test_history_zoom_pan_hover_and_click(browser, tmp_path):
         page.close()
     finally:
         shutdown()
+
+
+def test_a_typed_decode_range_gets_its_own_verdict_in_the_header(browser, tmp_path):
+    """Type the range of a labelled decode stretch with GPU 1 hot (the bundled trace, stored
+    at its own times, nothing collecting): the header reads DECODE, hot GPU 1 and names the
+    range; pausing a followed view also describes what stays on screen."""
+    from tealeaves.data import bundled_labels_path, bundled_trace_path
+    from tealeaves.data.traces import read_labels, read_trace
+
+    db = tmp_path / "s.db"
+    with SampleStore(db) as store:
+        store.append(read_trace(bundled_trace_path()).samples)
+    labels = read_labels(bundled_labels_path())
+    row = labels[(labels["phase"] == "decode") & (labels["hot_gpu"] == 1)].iloc[0]
+    t0, t1 = float(row["start"]) + 1.0, float(row["end"]) - 1.0
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    try:
+        page, errors = _open(browser, url)
+        page.fill(f"#{ids.RANGE_FROM}", f"{t0:.3f}")
+        page.fill(f"#{ids.RANGE_TO}", f"{t1:.3f}")
+        page.click(f"#{ids.RANGE_GO}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.HEADER_RANGE}')"
+                               f".innerText.includes('range on screen')", timeout=20_000)
+        stamp = datetime.fromtimestamp(t0, tz=UTC).strftime("%H:%M:%S")
+        assert stamp in page.inner_text(f"#{ids.HEADER_RANGE}")
+        assert "DECODE" in page.inner_text(f"#{ids.PHASE}")
+        assert "GPU 1" in page.inner_text(f"#{ids.HOT_GPU}")
+        assert "decode windows" in page.inner_text(f"#{ids.IMBALANCE}")
+        # back to following: the header describes the newest window again
+        page.click(f"#{ids.PRESET_1MIN}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.HEADER_RANGE}')"
+                               f".innerText.includes('following live')", timeout=20_000)
+        assert "newest window" in page.inner_text(f"#{ids.HEADER_RANGE}")
+        # pause: the header and the note describe the range that stays on screen
+        page.click(f"#{ids.FOLLOW}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.HEADER_RANGE}')"
+                               f".innerText.includes('range on screen')", timeout=20_000)
+        assert "paused" in page.inner_text(f"#{ids.VIEW_NOTE}")
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()

@@ -344,3 +344,34 @@ def test_followed_view_marks_only_screenshots_in_view_and_redraws_when_that_chan
                                  .yaxis.plotly_name]
     assert ribbon.range[0] <= F.SHOT_Y <= ribbon.range[1]  # markers inside the ribbon
     store.close()
+
+
+def test_the_header_of_a_range_describes_that_range(filled):
+    """Paused, zoomed or typed, the header summarises the range on screen (issue 21): a
+    decode stretch with GPU 0 hot reads DECODE and hot GPU 0, an idle one IDLE, and the
+    summary names its range; following live it describes the newest window again."""
+    from tealeaves.app.dashboard.panels import header_cells
+    from tealeaves.data import bundled_labels_path
+    from tealeaves.data.traces import read_labels
+
+    store, h = filled
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    labels = read_labels(bundled_labels_path())
+    hot0 = labels[(labels["phase"] == "decode") & (labels["hot_gpu"] == 0)].iloc[0]
+    idle = labels[labels["phase"] == "idle"].iloc[0]
+    t0, t1 = float(hot0["start"]) + 1.0, float(hot0["end"]) - 1.0
+    s = live.range_summary(t0, t1)
+    assert s.range == (t0, t1) and s.phase == "decode" and s.shares["decode"] > 0.8
+    assert s.hot_set == (0,) and s.imbalance_ratio > 1.1 and s.flagged > 0
+    text = str(header_cells(s, "UTC"))
+    assert "DECODE" in text and "the range on screen" in text and "GPU 0" in text
+    s_idle = live.range_summary(float(idle["start"]) + 0.5, float(idle["end"]) - 0.5)
+    assert s_idle.phase == "idle" and s_idle.hot_set == () and s_idle.flagged == 0
+    # a range action puts that summary in the header; following live gives the newest window
+    step = live.range_step({"tz": "UTC"}, t0, t1, 800)
+    assert step.summary is not None and step.summary.range == (t0, t1)
+    assert live.snapshot(60.0).summary.range is None
+    assert "newest window" in str(header_cells(live.snapshot(60.0).summary, "UTC"))
+    empty = live.range_summary(t0 - 10 * 86400, t0 - 9 * 86400)
+    assert empty.phase is None and "no labelled window in this range" in str(
+        header_cells(empty, "UTC"))

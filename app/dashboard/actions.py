@@ -14,6 +14,7 @@ from ...data.schema import EARLIEST_TS
 from .config import LATEST_TS
 from .cursor import Action, Cursor
 from .live import LiveView, Step
+from .panels import follow_note
 from .timefmt import parse_time
 
 
@@ -109,8 +110,14 @@ def act(live: LiveView, action: Action, state: Cursor, selected) -> tuple[Step, 
         # "want" is what the page showed the user when they clicked (the opposite of it),
         # so a click answered late or twice still does what the button said
         want = action.get("want", not state.get("follow"))
-        if not want:
-            return Step(state={**state, "follow": False}), nu
+        if not want:  # paused: the header describes what stays on screen
+            st = {**state, "follow": False}
+            try:
+                t0, t1 = shown_range(live, st)
+            except ValueError:
+                return Step(state=st), nu
+            note = follow_note(st, c) if st.get("mode") == "follow" else nu
+            return Step(state=st, summary=live.range_summary(t0, t1)), note
         if state.get("follow") and state.get("mode") == "follow":
             return Step(state=state), nu
         if state.get("preset") == "all" and state.get("mode") == "range":

@@ -22,6 +22,8 @@ PHASE = "tl-phase"
 IMBALANCE = "tl-imbalance"
 HOT_GPU = "tl-hot-gpu"
 STRAGGLER = "tl-straggler"
+#: The header cell naming what the header describes (newest window or the range on screen).
+HEADER_RANGE = "tl-header-range"
 #: The small source / sample-count / last-sample-age line.
 STATUS = "tl-status"
 #: The phase-colour legend.

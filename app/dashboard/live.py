@@ -32,6 +32,7 @@ from ..figures import (
     fmt_span,
     header_summary,
     hot_counts,
+    range_summary,
     range_update,
     shots_between,
     trace_keys,
@@ -454,6 +455,8 @@ class LiveView:
             w = h.windows(h.j_next - self.HOT_TAIL, h.j_next) if h.j_next is not None else None
             if w is not None and len(w):
                 summary = self._summary(w, self._tail(w, []))
+        else:  # a range held still: the header describes it
+            summary = self.range_summary(v.t0, v.t1)
         if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
             self._rev += 1
             fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
@@ -461,6 +464,13 @@ class LiveView:
             return Step(state=self._meta(new_state), figure=fig, summary=summary)
         return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
                     summary=summary)
+
+    def range_summary(self, t0: float, t1: float) -> HeaderSummary:
+        """The header's summary of ``[t0, t1]`` (epoch s): the history's windows there
+        (``figures.range_summary``)."""
+        w = self.config.window_s
+        return range_summary(self.history.windows(bin_index(t0, w) - 1, bin_index(t1, w) + 2),
+                             t0, t1)
 
     def range_figure(self, v: RangeView, *, height: int | None, uirevision: str,
                      shots: pd.DataFrame | None = None, tz: str | None = None):

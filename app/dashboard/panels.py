@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 from dash import dcc, html
 
@@ -194,40 +195,82 @@ def _recent_text(counts: dict[int, int]) -> str:
 
 def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
     """Header cells (phase, imbalance ratio, the hot set with its shares of the work,
-    straggler tax) for a summary; times in the page's zone ``tz``."""
+    straggler tax, and what they describe) for a summary; times in the page's zone ``tz``.
+
+    A summary of the newest window (``header_summary``: following live) speaks of that
+    window and the last ones; a summary of a range (``range_summary``: paused, zoomed, typed
+    or a session) speaks of the range's windows and names the range."""
+    zone = page_zone(tz)
+    in_range = s.range is not None
     if s.phase is None:
-        phase_value = html.Span("waiting", className="tl-pill",
+        phase_value = html.Span("none" if in_range else "waiting", className="tl-pill",
                                 style={"background": "#eef0f3", "color": "#6b7280"})
-        phase_sub = "no complete window yet"
+        phase_sub = "no labelled window in this range" if in_range else "no complete window yet"
     else:
         phase_value = html.Span(s.phase.upper(), className="tl-pill",
                                 style={"background": PHASE_COLORS.get(s.phase, "#999"),
                                        "color": "#1f2937" if s.phase == "idle" else "white"})
-        end = clock(s.window_end, page_zone(tz), 2)
-        phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
-                     f"{end}")
+        if in_range:
+            phase_sub = " · ".join(f"{p} {v:.0%}" for p, v in s.shares.items()) + (
+                f" of {s.windows} windows")
+        else:
+            phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
+                         f"{clock(s.window_end, zone, 2)}")
     ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
     tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
     hot_set = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
-    if hot_set:
-        pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
-        hot_value = [html.Span(f"GPU {g}" if len(hot_set) == 1 else f"{g}", className="tl-pill",
-                               title=f"GPU {g}", style={**pill, "background": gpu_color(g)})
-                     for g in hot_set]
-        shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
-        if shares:
-            hot_value.append(html.Span(f" {shares}", className="tl-hot-share"))
-    else:
-        hot_value = html.Span("none", className="tl-muted")
-    hot_sub = (f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"
-               if s.hot_recent else f"none hot in the last {s.windows} windows" if s.windows
-               else "")
+    over = "mean over the range's decode windows" if in_range else None
     return [
         _cell("Phase", phase_value, phase_sub, ids.PHASE),
-        _cell("Imbalance", ratio, "max / mean GPU work (1.00 = balanced)", ids.IMBALANCE),
-        _cell("Hot set" if len(hot_set) > 1 else "Hot GPU", hot_value, hot_sub, ids.HOT_GPU),
-        _cell("Straggler tax", tax, "GPU time spent waiting for the slowest", ids.STRAGGLER),
+        _cell("Imbalance", ratio, over or "max / mean GPU work (1.00 = balanced)",
+              ids.IMBALANCE),
+        _cell("Hot set" if len(hot_set) > 1 else "Hot GPU", _hot_value(s, hot_set),
+              _hot_sub(s), ids.HOT_GPU),
+        _cell("Straggler tax", tax, over or "GPU time spent waiting for the slowest",
+              ids.STRAGGLER),
+        _described(s, zone),
     ]
+
+
+def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
+    """The hot set as GPU-coloured pills and its shares of the work (or "none")."""
+    if not hot_set:
+        return html.Span("none", className="tl-muted")
+    pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
+    value: list = [html.Span(f"GPU {g}" if len(hot_set) == 1 else f"{g}", className="tl-pill",
+                             title=f"GPU {g}", style={**pill, "background": gpu_color(g)})
+                   for g in hot_set]
+    shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
+    if shares:
+        value.append(html.Span(f" {shares}", className="tl-hot-share"))
+    return value
+
+
+def _hot_sub(s: HeaderSummary) -> str:
+    """How often each GPU was hot: in the last windows (live) or in the range's flagged
+    windows."""
+    if s.range is not None:
+        if not s.flagged:
+            return f"no imbalanced window of {s.windows}" if s.windows else ""
+        return (f"{s.flagged} of {s.windows} windows imbalanced; hot: "
+                f"{_recent_text(s.hot_recent)}")
+    if s.hot_recent:
+        return f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"
+    return f"none hot in the last {s.windows} windows" if s.windows else ""
+
+
+def _described(s: HeaderSummary, zone: ZoneInfo) -> html.Div:
+    """The cell naming what the header describes: the newest window (following live) or the
+    range on screen, with its dates in the page's zone."""
+    if s.range is None:
+        return _cell("Describes", "newest window", "following live", ids.HEADER_RANGE)
+    t0, t1 = s.range
+    d0 = datetime.fromtimestamp(t0, tz=zone)
+    d1 = datetime.fromtimestamp(t1, tz=zone)
+    end = d1.strftime("%H:%M:%S") if d1.date() == d0.date() else d1.strftime("%Y-%m-%d %H:%M:%S")
+    return _cell("Describes", f"{d0:%H:%M:%S}–{end}",
+                 f"the range on screen, {d0:%Y-%m-%d} {zone.key} ({fmt_span(t1 - t0)}); "
+                 f"follow live for the newest window", ids.HEADER_RANGE)
 
 
 def legend(gpus: list[int] | None = None) -> html.Div:
@@ -275,7 +318,8 @@ def follow_note(state: Cursor, c: DashboardConfig) -> str:
     f = int(state.get("factor", 1))
     ribbon = ("0.1-s phase segments" if state.get("m") is not None
               else f"one bar per {c.window_s:g}-s window")
-    return (f"last {fmt_span(float(state.get('span') or c.view_s))}, following · lanes: "
+    held = "following" if state.get("follow", True) else "paused"
+    return (f"last {fmt_span(float(state.get('span') or c.view_s))}, {held} · lanes: "
             f"{c.bin_s * f:g}-s bins (mean) · ribbon: {ribbon}")
 
 

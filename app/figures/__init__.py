@@ -61,6 +61,7 @@ from .header import (  # noqa: F401
     header_summary,
     hot_counts,
     hot_set_text,
+    range_summary,
 )
 from .plot import (  # noqa: F401
     band_axis,

@@ -4,7 +4,7 @@ certainty, imbalance ratio, hot set and how often each GPU was hot) and the hot 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pandas as pd
 
@@ -52,6 +52,11 @@ class HeaderSummary:
         hot_share: mean share (%) of the summed work a GPU of the hot set holds (NaN when
             not flagged).
         cold_share: mean share (%) another GPU holds (NaN when not flagged).
+        range: ``(t0, t1)`` epoch s when the summary describes a range on screen (paused,
+            zoomed or typed: ``range_summary``), None for the newest window.
+        shares: the range's phases and their share of its windows (0-1), most first (empty
+            for the newest window).
+        flagged: the range's imbalanced windows (0 for the newest window).
     """
 
     phase: str | None
@@ -66,6 +71,9 @@ class HeaderSummary:
     hot_set: tuple[int, ...] = ()
     hot_share: float = math.nan
     cold_share: float = math.nan
+    range: tuple[float, float] | None = None
+    shares: dict[str, float] = field(default_factory=dict)
+    flagged: int = 0
 
     def hot_text(self) -> str:
         """The hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"``, ``"GPU 1 — 71 %
@@ -123,6 +131,51 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         hot_set=hot_set,
         hot_share=as_float(last.get("hot_share")) if hot_set else math.nan,
         cold_share=as_float(last.get("cold_share")) if hot_set else math.nan,
+    )
+
+
+def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
+    """Summarise a range on screen: the windows of ``windows`` (classifier output) that
+    overlap ``[t0, t1]`` (epoch s).
+
+    The phase is the one most windows of the range got, ``confidence`` its share of them and
+    ``shares`` every phase's; imbalance ratio and straggler tax are means over the range's
+    decode windows, and the hot set is the one flagged most often
+    (``classifier.summary.imbalance_summary``), ``hot_recent`` how often each GPU was hot.
+    With no window in the range the phase is None and the numbers NaN.
+    """
+    from ...classifier.summary import imbalance_summary
+
+    rng = (float(min(t0, t1)), float(max(t0, t1)))
+    if windows is None or windows.empty:
+        return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
+                             range=rng)
+    w = windows[(windows["end"] > rng[0]) & (windows["start"] < rng[1])]
+    if w.empty:
+        return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
+                             range=rng)
+    counts = w["phase"].astype(str).value_counts()
+    shares = {str(k): float(v) / len(w) for k, v in counts.items()}
+    phase = max(shares, key=lambda k: (shares[k], -RIBBON_PHASES.index(k)
+                                       if k in RIBBON_PHASES else 0))
+    imb = imbalance_summary(w)
+    hot_set = tuple(int(g) for g in imb["hot_set"])
+    return HeaderSummary(
+        phase=phase,
+        confidence=shares[phase],
+        imbalance_ratio=float(imb["imbalance_ratio"]),
+        straggler_tax=float(imb["straggler_tax"]),
+        hot_gpu=hot_set[0] if hot_set else None,
+        window_end=float(w["end"].max()),
+        hot_recent={int(g): int(n) for g, n in imb["hot_gpus"].items()},
+        windows=len(w),
+        certainty=f"{shares[phase]:.0%} of the range's windows",
+        hot_set=hot_set,
+        hot_share=as_float(imb["hot_share"]) if hot_set else math.nan,
+        cold_share=as_float(imb["cold_share"]) if hot_set else math.nan,
+        range=rng,
+        shares=dict(sorted(shares.items(), key=lambda kv: -kv[1])),
+        flagged=int(imb["imbalanced_windows"]),
     )
 
 
