@@ -375,3 +375,40 @@ def test_the_header_of_a_range_describes_that_range(filled):
     empty = live.range_summary(t0 - 10 * 86400, t0 - 9 * 86400)
     assert empty.phase is None and "no labelled window in this range" in str(
         header_cells(empty, "UTC"))
+
+
+def test_every_view_but_a_followed_one_marks_every_screenshot(trace, tmp_path):
+    """Screenshot markers (issue 21): a followed view marks the screenshots of its span only
+    (its x axis autoranges), "all", a zoom or a typed range mark every screenshot, so one
+    taken long before the followed minute shows in "all"."""
+    store, h = caught_up_store(trace, tmp_path / "s.db")
+    try:
+        live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+        first, last = h.span()
+        for i, ts in enumerate((first + 1.0, last - 2.0)):
+            store.put_screenshot({"sha256": f"{i:064x}", "name": f"shot{i}.png", "nbytes": 1,
+                                  "width": 1, "height": 1, "format": "PNG", "uploaded": ts,
+                                  "capture_ts": ts, "tz": "UTC", "time_source": "test",
+                                  "regions": "[]"}, b"x")
+        live.shots_changed()
+
+        def marked(patch) -> list[float]:
+            keys = F.trace_keys(h.gpus, h.has_server)
+            i = keys.index(("shots",))
+            ops = patch.to_plotly_json()["operations"]
+            return [x for op in ops if op["location"] == ["data", i, "x"]
+                    for x in op["params"]["value"]]
+
+        follow = live.snapshot(10.0)
+        step = live.range_step(follow.state, first, last, 800, follow=True)
+        assert step.patch is not None
+        assert sorted(marked(step.patch)) == pytest.approx([(first + 1.0) * 1000.0,
+                                                           (last - 2.0) * 1000.0])
+        zoom = live.range_step(step.state, first, first + 5.0, 800)
+        assert len(marked(zoom.patch)) == 2  # off-screen ones are simply off screen
+        from tealeaves.app.dashboard.live import shots_patch
+
+        assert marked(shots_patch(store.screenshots(), follow.state)) == pytest.approx(
+            [(last - 2.0) * 1000.0])
+    finally:
+        store.close()

@@ -25,6 +25,7 @@ from ...data.store import HostView, SampleStore, StoreError
 from ..figures import (
     HeaderSummary,
     band_axis,
+    base_shapes,
     bin_index,
     build_figure,
     extend_data,
@@ -34,6 +35,9 @@ from ..figures import (
     hot_counts,
     range_summary,
     range_update,
+    rows,
+    shot_lines,
+    shot_points,
     shots_between,
     trace_keys,
 )
@@ -462,8 +466,8 @@ class LiveView:
             fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
                                     shots=self.shots(), tz=state.get("tz"))
             return Step(state=self._meta(new_state), figure=fig, summary=summary)
-        return Step(state=self._meta(new_state), patch=range_patch(v, gpus, server),
-                    summary=summary)
+        patch = mark_shots(range_patch(v, gpus, server), self.shots(), new_state)
+        return Step(state=self._meta(new_state), patch=patch, summary=summary)
 
     def range_summary(self, t0: float, t1: float) -> HeaderSummary:
         """The header's summary of ``[t0, t1]`` (epoch s): the history's windows there
@@ -595,3 +599,42 @@ def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None,
         note += (f" · {len(inside)} sessions, pauses up to {fmt_span(pause)} drawn as gaps: "
                  f"pick one under session")
     return note
+
+
+def fixed_shapes(state: Cursor) -> list[dict]:
+    """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
+    screenshot lines are replaced)."""
+    gpus = list(state.get("gpus") or [])
+    server = bool(state.get("server"))
+    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), gpus,
+                            server=pd.DataFrame(columns=["pf_batches"]) if server else None)
+    return base_shapes(skeleton, gpus, rows(server))
+
+
+def mark_shots(patch: dash.Patch, shots: pd.DataFrame | None, state: Cursor | None) -> dash.Patch:
+    """Put the screenshot markers of ``shots`` (``SampleStore.screenshots``) into ``patch``
+    of the page's figure (cursor ``state``): the screenshot trace's points and the figure's
+    shapes (its own and one line per screenshot).  A followed view marks only the screenshots
+    of its span (its x axis autoranges, so one outside would stretch it); any other view
+    (a zoom, "all", a typed range, a session) marks every screenshot: the ones outside its
+    range are simply off screen.  Nothing when the figure has no screenshot trace."""
+    st = state or {}
+    keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
+    if ("shots",) not in keys:
+        return patch
+    if st.get("mode") == "follow" and st.get("span") and st.get("edge") is not None:
+        edge = float(st["edge"]) / 1000.0
+        shots = shots_between(shots, edge - float(st["span"]), edge)
+    x, y, text, sha = shot_points(shots)
+    i = keys.index(("shots",))
+    patch["data"][i]["x"] = x
+    patch["data"][i]["y"] = y
+    patch["data"][i]["text"] = text
+    patch["data"][i]["customdata"] = sha
+    patch["layout"]["shapes"] = fixed_shapes(st) + shot_lines(shots)
+    return patch
+
+
+def shots_patch(shots: pd.DataFrame | None, state: Cursor | None) -> dash.Patch:
+    """A patch of the page's figure (cursor ``state``) marking ``shots`` (``mark_shots``)."""
+    return mark_shots(dash.Patch(), shots, state)

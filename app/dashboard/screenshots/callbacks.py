@@ -14,6 +14,7 @@ from dash import ALL, ClientsideFunction, Input, Output, State, html
 
 from ....data.screenshots import ScreenshotError, zone_name
 from .. import ids
+from ..live import shots_patch
 from .model import (
     MAX_REQUEST_BYTES,
     PICTURE_ROUTE,
@@ -29,7 +30,7 @@ from .model import (
     span_seconds,
 )
 from .upload import accept_batch
-from .views import compare_view, detail, shot_table, shots_patch
+from .views import compare_view, detail, shot_table
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).

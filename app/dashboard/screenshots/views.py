@@ -17,13 +17,6 @@ from dash import dcc, html
 
 from ...figures import (
     PHASE_COLORS,
-    base_shapes,
-    build_figure,
-    rows,
-    shot_lines,
-    shot_points,
-    shots_between,
-    trace_keys,
 )
 from .. import ids
 from .model import (
@@ -140,16 +133,6 @@ def moment_figure(live, ts: float, span: float, regions: list[dict],
     return fig
 
 
-def fixed_shapes(state: dict) -> list[dict]:
-    """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
-    screenshot lines are replaced)."""
-    gpus = list(state.get("gpus") or [])
-    server = bool(state.get("server"))
-    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), gpus,
-                            server=pd.DataFrame(columns=["pf_batches"]) if server else None)
-    return base_shapes(skeleton, gpus, rows(server))
-
-
 def shot_table(shots: pd.DataFrame, verdict_at: Callable[[float | None], Verdict]):
     """The screenshot list: one row per kept screenshot (``SampleStore.screenshots``) with
     thumbnail, name and size, capture time, the verdict of its moment (``verdict_at(ts)``)
@@ -174,29 +157,6 @@ def shot_table(shots: pd.DataFrame, verdict_at: Callable[[float | None], Verdict
         ], className="tl-shot-row"))
     return (html.Table([html.Tbody(rows_)], className="tl-table tl-shot-table") if rows_
             else html.Div("No screenshots yet.", className="tl-muted"))
-
-
-def shots_patch(shots: pd.DataFrame, state: dict | None) -> dash.Patch:
-    """A patch of the live figure (cursor ``state``) marking ``shots`` on it: the screenshot
-    trace's points and the figure's shapes (its own and one line per screenshot). Empty when
-    the figure has no screenshot trace."""
-    patch = dash.Patch()
-    st = state or {}
-    keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
-    if ("shots",) in keys:
-        if st.get("mode") == "follow" and st.get("span") and st.get("edge") is not None:
-            # a followed x axis autoranges: mark only what is in view (the page is
-            # redrawn when that changes)
-            edge = float(st["edge"]) / 1000.0
-            shots = shots_between(shots, edge - float(st["span"]), edge)
-        x, y, text, sha = shot_points(shots)
-        i = keys.index(("shots",))
-        patch["data"][i]["x"] = x
-        patch["data"][i]["y"] = y
-        patch["data"][i]["text"] = text
-        patch["data"][i]["customdata"] = sha
-        patch["layout"]["shapes"] = fixed_shapes(st) + shot_lines(shots)
-    return patch
 
 
 def _cell(v) -> str:
@@ -234,5 +194,5 @@ def compare_view(sub: pd.DataFrame, verdicts: list[Verdict], gpus: list[int]) ->
                        className="tl-table tl-cmp-table")]
 
 
-__all__ = ["compare_view", "detail", "fixed_shapes", "moment_figure", "picture_figure",
-           "shot_table", "shots_patch", "verdict_line"]
+__all__ = ["compare_view", "detail", "moment_figure", "picture_figure",
+           "shot_table", "verdict_line"]
