@@ -7,7 +7,7 @@ import io
 import math
 import struct
 import zlib
-from datetime import datetime
+from datetime import UTC, datetime
 
 import pytest
 from PIL import Image, PngImagePlugin
@@ -405,3 +405,27 @@ def test_clientside_functions_are_in_the_assets_and_read_their_settings_from_the
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.Constant) and isinstance(node.value, str):
                 assert not re.search(r"\bfunction\s*\(|=>", node.value), (f.name, node.value)
+
+
+def test_a_moment_without_telemetry_says_what_the_store_holds_and_offers_the_zone_shift():
+    from tealeaves.app.dashboard.screenshots.model import ZONE_SHIFTS_H, no_telemetry
+
+    t0 = datetime(2026, 12, 1, 15, 10, 2, tzinfo=UTC).timestamp()
+    sessions = [(t0, t0 + 15 * 60.0)]
+    # read as Berlin time though the clock showed UTC: one hour early
+    taken = t0 + 300.0 - 3600.0
+    why = no_telemetry(taken, "Europe/Berlin", sessions, 15.0)
+    assert why.text == ("no samples at 2026-12-01 15:15:02 (Europe/Berlin); this store holds "
+                        "2026-12-01 16:10:02–16:25:02 (Europe/Berlin)")
+    assert why.shift_h == 1.0 and why.fix_ts == pytest.approx(taken + 3600.0)
+    assert "place it at 2026-12-01 16:15:02 (Europe/Berlin)" in why.fix_label
+    # the smallest shift wins; half hours count (India, Newfoundland)
+    assert no_telemetry(t0 + 60.0 - 5.5 * 3600, "UTC", sessions, 15.0).shift_h == 5.5
+    assert ZONE_SHIFTS_H[:3] == (-0.5, 0.5, -1.0) and max(ZONE_SHIFTS_H) == 14.0
+    # another day: no shift reaches the data; the store's sessions are still named
+    far = no_telemetry(t0 - 3 * 86400, "UTC", [*sessions, (t0 + 7200, t0 + 7300)], 15.0)
+    assert far.fix_ts is None and far.fix_label == ""
+    assert "this store holds 2026-12-01 15:10:02–15:25:02 (UTC) and 1 other session" in far.text
+    assert no_telemetry(t0, "UTC", [], 15.0).text.endswith("this store holds no samples yet")
+    # an unknown stored zone reads as UTC instead of failing
+    assert "(UTC)" in no_telemetry(taken, "Mars/Olympus", sessions, 15.0).text

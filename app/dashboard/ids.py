@@ -81,6 +81,8 @@ SHOT_TIME = "tl-shot-time"
 SHOT_ZONE = "tl-shot-zone"
 SHOT_OFFSETS = "tl-shot-offsets"
 SHOT_SAVE = "tl-shot-save"
+#: One click: move a screenshot with no telemetry by the zone shift that reaches the data.
+SHOT_FIX = "tl-shot-fix"
 SHOT_SPLIT = "tl-shot-split"
 SHOT_CLEAR = "tl-shot-clear"
 SHOT_SPAN = "tl-shot-span"

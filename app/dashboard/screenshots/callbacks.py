@@ -6,13 +6,16 @@ comparison.  ``register`` adds them all to an app."""
 from __future__ import annotations
 
 import json
+import math
 import re
+from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import dash
 import pandas as pd
 from dash import ALL, ClientsideFunction, Input, Output, State, html
 
-from ....data.screenshots import ScreenshotError, zone_name
+from ....data.screenshots import ScreenshotError, plausible, zone_name
 from .. import ids
 from ..live import shots_patch
 from .model import (
@@ -199,7 +202,10 @@ def register_opened(app: dash.Dash, live) -> None:
                "view_style": Output(ids.SHOT_VIEW, "style"),
                "time": Output(ids.SHOT_TIME, "value"),
                "zone": Output(ids.SHOT_ZONE, "value"),
-               "offsets": Output(ids.SHOT_OFFSETS, "children")}
+               "offsets": Output(ids.SHOT_OFFSETS, "children"),
+               "fix_style": Output(ids.SHOT_FIX, "style"),
+               "fix_label": Output(ids.SHOT_FIX, "children"),
+               "fix_value": Output(ids.SHOT_FIX, "value")}
 
     @app.callback(
         output=outputs,
@@ -228,6 +234,8 @@ def register_opened(app: dash.Dash, live) -> None:
         Input(ids.SHOT_SPLIT, "n_clicks"),
         Input(ids.SHOT_CLEAR, "n_clicks"),
         Input(ids.SHOT_IMAGE, "relayoutData"),
+        Input(ids.SHOT_FIX, "n_clicks"),
+        State(ids.SHOT_FIX, "value"),
         State(ids.SHOT_SELECTED, "data"),
         State(ids.SHOT_TIME, "value"),
         State(ids.SHOT_ZONE, "value"),
@@ -235,20 +243,45 @@ def register_opened(app: dash.Dash, live) -> None:
         State(ids.SHOTS_VERSION, "data"),
         prevent_initial_call=True,
     )
-    def _edit(_save, _split, _clear, relayout, sha, when, zone, offsets, version):
+    def _edit(_save, _split, _clear, relayout, _fix, fix_value, sha, when, zone, offsets,
+              version):
         trig = dash.ctx.triggered_id
         shots = store.screenshots()
         row = shots[shots["sha256"] == sha]
         if not sha or row.empty:
             raise dash.exceptions.PreventUpdate
         try:
-            fields = _edited_fields(trig, row.iloc[0], when, zone, offsets, relayout)
+            if trig == ids.SHOT_FIX:
+                fields = _shifted_fields(row.iloc[0], fix_value)
+            else:
+                fields = _edited_fields(trig, row.iloc[0], when, zone, offsets, relayout)
         except ScreenshotError as exc:
             return dash.no_update, html.Div(f"✗ {exc}", className="tl-stale"), None
         if fields:
             store.update_screenshot(sha, **fields)
         # relayoutData is emptied so the same rectangle drawn again still reaches here
         return (version or 0) + 1, [], None
+
+
+def _shifted_fields(r, fix_value) -> dict:
+    """The store fields that move screenshot row ``r`` to ``fix_value`` (epoch s, the zone
+    shift ``model.no_telemetry`` found), its zone kept and the shift named as the time's
+    source.
+
+    Raises:
+        dash.exceptions.PreventUpdate: no shift offered or the row has no time.
+    """
+    try:
+        ts = float(fix_value)
+        old = float(r.capture_ts)
+    except (TypeError, ValueError):
+        raise dash.exceptions.PreventUpdate from None
+    if not (math.isfinite(ts) and math.isfinite(old)) or not plausible(ts):
+        raise dash.exceptions.PreventUpdate
+    zone = ZoneInfo(zone_name(r.tz or "UTC"))
+    local = datetime.fromtimestamp(ts, tz=zone).replace(tzinfo=None)
+    return {"capture_ts": ts, "capture_local": local.isoformat(sep=" "),
+            "time_source": f"{r.time_source}, moved {(ts - old) / 3600:+g} h by the user"}
 
 
 def _edited_fields(trig, r, when, zone, offsets, relayout) -> dict:

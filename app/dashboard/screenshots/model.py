@@ -322,3 +322,57 @@ __all__ = ["MAX_REGION_OFFSET_S", "MAX_REQUEST_BYTES", "PICTURE_ROUTE", "REGION_
            "SPAN_S", "Verdict", "compare_table", "edited_time", "fmt_local", "halves",
            "moment_verdict", "parse_regions", "picture_url", "region_color",
            "region_from_shape", "region_offset", "span_note", "span_seconds", "verdict"]
+
+
+#: Shifts (hours) tried when a screenshot's moment holds no telemetry: a clock or zone off by
+#: a whole or half hour (UTC-12 to UTC+14 covers every zone in use).
+ZONE_SHIFTS_H: tuple[float, ...] = tuple(sorted(
+    (h / 2 for h in range(-28, 29) if h), key=lambda h: (abs(h), h)))
+
+
+@dataclass(frozen=True)
+class NoTelemetry:
+    """Why a screenshot's moment has no verdict, and the one correction that would give it one.
+
+    Attributes:
+        text: ``"no samples at 2026-05-31 18:31:15 (Europe/Berlin); this store holds
+            2026-12-01 16:10:02–16:25:40 (Europe/Berlin)"`` (and how many other sessions).
+        fix_ts: the capture time (epoch s) a zone shift of ``shift_h`` hours gives, inside
+            the store's data; None when no shift of at most 14 h reaches it.
+        shift_h: that shift, hours (``fix_ts - t``), or None.
+        fix_label: the correction in words, for its button (``""`` without one).
+    """
+
+    text: str
+    fix_ts: float | None = None
+    shift_h: float | None = None
+    fix_label: str = ""
+
+
+def no_telemetry(t: float, tz: str, sessions: list, span: float) -> NoTelemetry:
+    """Say that ``t ± span`` (epoch s, shown in zone ``tz``) holds no sample, what the store
+    holds instead (``History.sessions``: ``[(t0, t1), ...]`` epoch s), and the smallest whole
+    or half-hour shift (``ZONE_SHIFTS_H``) that would put ``t`` inside a session: a picture
+    whose time was read in the wrong zone."""
+    try:
+        zone = ZoneInfo(zone_name(tz or "UTC"))
+    except ScreenshotError:  # a zone stored by an older version and unknown here
+        zone = ZoneInfo("UTC")
+
+    def when(x: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
+        return datetime.fromtimestamp(x, tz=zone).strftime(fmt)
+
+    head = f"no samples at {when(t)} ({zone.key})"
+    if not sessions:
+        return NoTelemetry(f"{head}; this store holds no samples yet")
+    t0, t1 = min(sessions, key=lambda s: min(abs(t - s[0]), abs(t - s[1])))
+    end = when(t1, "%H:%M:%S") if when(t0, "%Y-%m-%d") == when(t1, "%Y-%m-%d") else when(t1)
+    others = len(sessions) - 1
+    text = (f"{head}; this store holds {when(t0)}–{end} ({zone.key})"
+            + (f" and {others} other session{'s' if others > 1 else ''}" if others else ""))
+    for h in ZONE_SHIFTS_H:
+        ts = t + h * 3600.0
+        if any(a - span <= ts <= b + span for a, b in sessions):
+            return NoTelemetry(text, ts, h, f"taken {h:+g} h off? place it at {when(ts)} "
+                                            f"({zone.key})")
+    return NoTelemetry(text)

@@ -24,6 +24,7 @@ from .model import (
     compare_table,
     fmt_local,
     moment_verdict,
+    no_telemetry,
     parse_regions,
     picture_url,
     region_color,
@@ -73,7 +74,9 @@ def detail(live, r, span: float, page_tz: str | None = None) -> dict:
         outlined), ``verdicts`` (lines: whole picture and each region), ``view`` (the moment's
         figure, time axis in the browser's zone ``page_tz``, or no_update), ``view_style``,
         ``time`` and ``zone`` (the local capture time and zone, for editing) and ``offsets``
-        (the regions' offset inputs).
+        (the regions' offset inputs); ``fix_style``, ``fix_label``, ``fix_value``: the
+        one-click correction of a moment with no telemetry (``model.no_telemetry``: the zone
+        shift that reaches the store's data; hidden when there is none).
     """
     h = live.history
     ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
@@ -87,13 +90,19 @@ def detail(live, r, span: float, page_tz: str | None = None) -> dict:
             local_value = datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
     verdicts: list = []
     view, view_style = dash.no_update, {"display": "none"}
+    fix = {"style": {"display": "none"}, "label": "", "value": ""}
     if ts is None:
         verdicts.append(html.Div("No capture time: set it below to place this screenshot.",
                                  className="tl-stale"))
     else:
         h.update()
-        verdicts.append(html.Div([html.B("whole picture: "),
-                                  verdict_line(moment_verdict(h, ts, span))]))
+        whole = moment_verdict(h, ts, span)
+        verdicts.append(html.Div([html.B("whole picture: "), verdict_line(whole)]))
+        if not whole.windows:
+            why = no_telemetry(ts, tz, h.sessions, span)
+            verdicts.append(html.Div(why.text, className="tl-stale tl-no-telemetry"))
+            if why.fix_ts is not None:
+                fix = {"style": {}, "value": f"{why.fix_ts:.3f}", "label": why.fix_label}
         for i, reg in enumerate(regions):
             off = float(reg.get("offset_s", 0.0))
             verdicts.append(html.Div([html.B(f"region {i + 1} ({reg['name']}, {off:+g} s): "),
@@ -114,7 +123,8 @@ def detail(live, r, span: float, page_tz: str | None = None) -> dict:
     return {"title": title,
             "picture": picture_figure(r.sha256, int(r.width), int(r.height), regions),
             "verdicts": verdicts, "view": view, "view_style": view_style,
-            "time": local_value, "zone": tz, "offsets": offsets}
+            "time": local_value, "zone": tz, "offsets": offsets,
+            "fix_style": fix["style"], "fix_label": fix["label"], "fix_value": fix["value"]}
 
 
 def moment_figure(live, ts: float, span: float, regions: list[dict],
