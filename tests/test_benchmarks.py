@@ -20,7 +20,7 @@ PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 
 def _bench(*args, timeout: float = 600) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "bench", *map(str, args)],
-                          capture_output=True, text=True, timeout=timeout)
+                          check=False, capture_output=True, text=True, timeout=timeout)
 
 
 def test_bench_dashboard_runs_small_with_its_own_flags(tmp_path):
@@ -32,7 +32,7 @@ def test_bench_dashboard_runs_small_with_its_own_flags(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     for name in ("full range", "1-min zoom", "10-s zoom (raw samples)", "live tick"):
-        row = re.search(rf"^{re.escape(name)}\s+([\d.]+) / ([\d.]+)\s+([\d.]+)$", out, re.M)
+        row = re.search(rf"^{re.escape(name)}.*?\s([\d.]+) / ([\d.]+)\s+([\d.]+)$", out, re.MULTILINE)
         assert row, (name, out)
         median, worst, kb = map(float, row.groups())
         assert 0 < median <= worst and kb > 0, row.group(0)
