@@ -373,6 +373,15 @@ def test_a_typed_decode_range_gets_its_own_verdict_in_the_header(browser, tmp_pa
     url, shutdown = start_in_thread(store_path=db, collect=False)
     try:
         page, errors = _open(browser, url)
+        # the load bands' labels sit left of the plot area: no line crosses them (issue 21)
+        boxes = page.evaluate(f"""() => {{
+            const gd = {GD};
+            const left = gd.querySelector('.nsewdrag').getBoundingClientRect().left;
+            return Array.from(gd.querySelectorAll('.yaxislayer-above text'))
+                .filter(t => t.textContent.startsWith('GPU '))
+                .map(t => [t.textContent, t.getBoundingClientRect().right, left]);
+        }}""")
+        assert len(boxes) == 2 and all(right <= left + 1 for _, right, left in boxes), boxes
         page.fill(f"#{ids.RANGE_FROM}", f"{t0:.3f}")
         page.fill(f"#{ids.RANGE_TO}", f"{t1:.3f}")
         page.click(f"#{ids.RANGE_GO}")

@@ -408,14 +408,15 @@ def shot_lines(shots: pd.DataFrame | None) -> list[dict]:
 
 
 def band_axis(order: list[int]) -> dict:
-    """Tick positions and labels of the load bands' y axis for a GPU order (top first)."""
+    """Tick positions and labels of the load bands' y axis for a GPU order (top first); the
+    labels sit left of the plot area, where no band's line crosses them."""
 
     slots = band_slots(order)
     return {"range": [-0.08, max(len(order), 1) - 0.02],
             "tickvals": [slots[g] + 0.42 for g in order],
             "ticktext": [f"<span style='color:{gpu_color(g)}'><b>GPU {g}</b></span>"
                          for g in order],
-            "ticklabelposition": "inside"}
+            "ticklabelposition": "outside"}
 
 
 def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Rows,
