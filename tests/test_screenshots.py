@@ -429,3 +429,15 @@ def test_a_moment_without_telemetry_says_what_the_store_holds_and_offers_the_zon
     assert no_telemetry(t0, "UTC", [], 15.0).text.endswith("this store holds no samples yet")
     # an unknown stored zone reads as UTC instead of failing
     assert "(UTC)" in no_telemetry(taken, "Mars/Olympus", sessions, 15.0).text
+
+
+def test_sizes_and_the_opened_picture_are_readable():
+    from tealeaves.app.dashboard.screenshots.model import fmt_bytes
+    from tealeaves.app.dashboard.screenshots.views import PICTURE_PANEL_PX, picture_height
+
+    assert [fmt_bytes(n) for n in (0, 350, 1024, 3500, 5 * 2**20)] == [
+        "0 B", "350 B", "1.0 KB", "3.4 KB", "5.0 MB"]
+    # a 1920x1080 screenshot is drawn at the panel's width with its own aspect
+    assert picture_height(1920, 1080) == PICTURE_PANEL_PX * 1080 // 1920
+    assert picture_height(3335, 1907) > 700
+    assert picture_height(200, 5000) == 1000 and picture_height(5000, 100) == 300

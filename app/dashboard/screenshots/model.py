@@ -376,3 +376,13 @@ def no_telemetry(t: float, tz: str, sessions: list, span: float) -> NoTelemetry:
             return NoTelemetry(text, ts, h, f"taken {h:+g} h off? place it at {when(ts)} "
                                             f"({zone.key})")
     return NoTelemetry(text)
+
+
+def fmt_bytes(n: float) -> str:
+    """A file size in words: ``"350 B"``, ``"3.4 KB"``, ``"2.1 MB"`` (1 KB = 1024 B); never
+    ``"0 KB"`` for a small file."""
+    if n < 1024:
+        return f"{int(n)} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"

@@ -22,6 +22,7 @@ from .. import ids
 from .model import (
     Verdict,
     compare_table,
+    fmt_bytes,
     fmt_local,
     moment_verdict,
     no_telemetry,
@@ -36,6 +37,20 @@ def verdict_line(v: Verdict) -> html.Span:
     color = PHASE_COLORS.get(v.phase or "", "#9ca3af")
     return html.Span([html.Span("●", style={"color": color}), f" {v.text()}"],
                      className="tl-verdict")
+
+
+#: Width (px) the opened picture is drawn at when it spans the panel (a 1920x1080 window);
+#: its height follows the picture's aspect, within ``PICTURE_HEIGHT_PX``.
+PICTURE_PANEL_PX = 1280
+PICTURE_HEIGHT_PX = (300, 1000)
+
+
+def picture_height(width: int, height: int) -> int:
+    """Height (px) of the opened picture's figure: the picture's aspect at the panel's width
+    (``PICTURE_PANEL_PX``), within ``PICTURE_HEIGHT_PX`` (a very tall or wide picture is
+    letterboxed; scroll zooms)."""
+    lo, hi = PICTURE_HEIGHT_PX
+    return max(lo, min(hi, int(PICTURE_PANEL_PX * height / max(width, 1))))
 
 
 def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go.Figure:
@@ -58,7 +73,7 @@ def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go
     fig.update_layout(margin={"l": 0, "r": 0, "t": 0, "b": 0}, dragmode="drawrect",
                       plot_bgcolor="white",
                       newshape={"line": {"color": "#d62728", "width": 3}},
-                      height=max(260, min(620, int(560 * height / max(width, 1)))),
+                      height=picture_height(width, height),
                       uirevision=sha)
     fig.update_xaxes(visible=False, range=[0, width])
     fig.update_yaxes(visible=False, range=[height, 0], scaleanchor="x")
@@ -154,7 +169,7 @@ def shot_table(shots: pd.DataFrame, verdict_at: Callable[[float | None], Verdict
         rows_.append(html.Tr([
             html.Td(html.Img(src=picture_url(r.sha256), className="tl-thumb")),
             html.Td([html.B(r.name), html.Br(),
-                     html.Span(f"{r.width} x {r.height} px · {r.nbytes / 1024:,.0f} KB",
+                     html.Span(f"{r.width} x {r.height} px · {fmt_bytes(r.nbytes)}",
                                className="tl-muted")]),
             html.Td([fmt_local(ts, r.tz), html.Br(),
                      html.Span(f"from {r.time_source}", className="tl-muted")]),
