@@ -197,6 +197,7 @@ def register_opened(app: dash.Dash, live) -> None:
     outputs = {"style": Output(ids.SHOT_DETAIL, "style"),
                "title": Output(ids.SHOT_DETAIL_TITLE, "children"),
                "picture": Output(ids.SHOT_IMAGE, "figure"),
+               "picture_style": Output(ids.SHOT_IMAGE, "style"),
                "verdicts": Output(ids.SHOT_VERDICTS, "children"),
                "view": Output(ids.SHOT_VIEW, "figure"),
                "view_style": Output(ids.SHOT_VIEW, "style"),

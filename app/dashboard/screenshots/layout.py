@@ -73,8 +73,10 @@ def detail_skeleton() -> html.Div:
         html.Div(id=ids.SHOT_DETAIL_TITLE, className="tl-panel-title"),
         html.Div(className="tl-shot-detail", children=[
             html.Div(className="tl-shot-pic", children=[
-                dcc.Graph(id=ids.SHOT_IMAGE, figure=empty,
-                          config={"displaylogo": False, "scrollZoom": True,
+                # responsive: the panel is hidden until a picture opens, and plotly would
+                # otherwise keep the default 700 px width it measured while hidden
+                dcc.Graph(id=ids.SHOT_IMAGE, figure=empty, style={"width": "100%"},
+                          config={"displaylogo": False, "scrollZoom": True, "responsive": True,
                                   "modeBarButtonsToAdd": ["drawrect"]}),
                 html.Div("Scroll to zoom; draw a rectangle to add a region.",
                          className="tl-muted"),

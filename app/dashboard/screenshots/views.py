@@ -75,8 +75,10 @@ def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go
                       newshape={"line": {"color": "#d62728", "width": 3}},
                       height=picture_height(width, height),
                       uirevision=sha)
-    fig.update_xaxes(visible=False, range=[0, width])
-    fig.update_yaxes(visible=False, range=[height, 0], scaleanchor="x")
+    # constrain="domain": square pixels by narrowing the plot, never by widening the ranges
+    # (a resize after the panel opens would otherwise zoom the picture out)
+    fig.update_xaxes(visible=False, range=[0, width], constrain="domain")
+    fig.update_yaxes(visible=False, range=[height, 0], scaleanchor="x", constrain="domain")
     return fig
 
 
@@ -86,7 +88,8 @@ def detail(live, r, span: float, page_tz: str | None = None) -> dict:
 
     Returns:
         By output name (``callbacks.register_opened``): ``title``, ``picture`` (figure, regions
-        outlined), ``verdicts`` (lines: whole picture and each region), ``view`` (the moment's
+        outlined) and ``picture_style`` (its size: the panel's width, the picture's aspect),
+        ``verdicts`` (lines: whole picture and each region), ``view`` (the moment's
         figure, time axis in the browser's zone ``page_tz``, or no_update), ``view_style``,
         ``time`` and ``zone`` (the local capture time and zone, for editing) and ``offsets``
         (the regions' offset inputs); ``fix_style``, ``fix_label``, ``fix_value``: the
@@ -137,6 +140,8 @@ def detail(live, r, span: float, page_tz: str | None = None) -> dict:
     title = f"{r['name']} · {fmt_local(ts, tz)} · time from {r.time_source}"
     return {"title": title,
             "picture": picture_figure(r.sha256, int(r.width), int(r.height), regions),
+            "picture_style": {"width": "100%",
+                              "height": f"{picture_height(int(r.width), int(r.height))}px"},
             "verdicts": verdicts, "view": view, "view_style": view_style,
             "time": local_value, "zone": tz, "offsets": offsets,
             "fix_style": fix["style"], "fix_label": fix["label"], "fix_value": fix["value"]}
