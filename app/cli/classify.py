@@ -102,6 +102,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
         server = _server_log_truth(args, trace) if args.server_log else None
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
+    from .imports import placement_note
+
+    note = placement_note(trace.meta, args.utc, fix="import it with --start-time")
+    if note:
+        print(f"{args.trace}: {note}", file=sys.stderr)
     if server is not None:
         print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
         if labels is None:
