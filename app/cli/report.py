@@ -64,6 +64,9 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"{time_text(r['start'], args.utc)} to {time_text(r['end'], args.utc)}: "
                   f"the report has no server section (a log of another run?)",
                   file=sys.stderr)
+        if fmt in ("pdf", "png"):  # Chromium takes seconds: say what is going on
+            print(f"rendering {args.out} with Chromium (a few seconds) ...", file=sys.stderr,
+                  flush=True)
         write_report(report, fmt, args.out)
     except (ReportError, ServerLogError, ValueError) as exc:
         return fail(str(exc))
