@@ -45,7 +45,9 @@ Time.  nvidia-smi prints wall-clock local time without a zone; ``tz`` says which
 header block) is one instant, ``interval`` seconds apart (defaults: dmon 1 s = ``dmon -d``
 default, dcgmi 1 s = ``dcgmi dmon -d 1000`` default, query 1 s, dcgm-exporter 30 s = its
 default collect interval).  ``start_time`` pins the first instant; without it the *last*
-instant is the file's modification time (the moment the last line was written).
+instant is the file's modification time (the moment the last line was written);
+``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which, and
+``placed_at`` when, so the caller can say so (``tealeaves import`` does, loudly).
 
 Values are checked, not trusted: a data line with the wrong number of fields, an unparsable
 or non-finite number, a negative value or a percentage outside 0-100 (ratio outside 0-1) is
