@@ -580,8 +580,9 @@ def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResul
     """
     res = parse_file(path, tz=tz)
     if not res.events:
+        n = len(res.skipped)
         raise ServerLogError(f"{path}: no SGLang or vLLM scheduler line found "
-                             f"({len(res.skipped)} lines skipped)")
+                             f"({n} line{'' if n == 1 else 's'} skipped)")
     return res
 
 

@@ -45,7 +45,9 @@ Time.  nvidia-smi prints wall-clock local time without a zone; ``tz`` says which
 header block) is one instant, ``interval`` seconds apart (defaults: dmon 1 s = ``dmon -d``
 default, dcgmi 1 s = ``dcgmi dmon -d 1000`` default, query 1 s, dcgm-exporter 30 s = its
 default collect interval).  ``start_time`` pins the first instant; without it the *last*
-instant is the file's modification time (the moment the last line was written).
+instant is the file's modification time (the moment the last line was written);
+``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which, and
+``placed_at`` when, so the caller can say so (``tealeaves import`` does, loudly).
 
 Values are checked, not trusted: a data line with the wrong number of fields, an unparsable
 or non-finite number, a negative value or a percentage outside 0-100 (ratio outside 0-1) is
@@ -161,6 +163,14 @@ class ImportResult:
             code or a text marker such as ``[N/A]``), stored as NaN.
         out_of_range: ``{column: n}`` of a Parquet trace's values outside
             ``schema.FIELD_LIMITS``, stored as NaN (a text format refuses their rows instead).
+        placed: how rows without a time of their own were placed: ``"start_time"`` (the
+            caller's), ``"mtime"`` (the file's modification time is the last instant),
+            ``"now"`` (no file time known) or None when every row carries its time.
+        dated: like ``placed``, for rows with a time of day but no date (``dmon -o T``): where
+            their date came from, or None.
+        placed_at: the instant the file was placed at: its last instant for ``"mtime"`` and
+            ``"now"``, its first for ``"start_time"``; NaN when ``placed`` and ``dated`` are
+            None.
     """
 
     samples: pd.DataFrame
@@ -172,6 +182,9 @@ class ImportResult:
     time_span: tuple[float, float] = (math.nan, math.nan)
     blanks: dict[str, int] = field(default_factory=dict)
     out_of_range: dict[str, int] = field(default_factory=dict)
+    placed: str | None = None
+    dated: str | None = None
+    placed_at: float = math.nan
 
     @property
     def duration_s(self) -> float:
@@ -601,6 +614,7 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
     t0 = _anchor(start, end, cycles.count, interval)
     for r in untimed:
         r["timestamp"] = t0 + r.pop("_instant") * interval
+        r["_placed"] = True
     timed = [r for r in records if "_tod" in r]
     if timed:
         day_off, prev, offs = 0, None, []
@@ -616,7 +630,10 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             base_day = datetime.fromtimestamp(end, zone).date() - timedelta(days=day_off)
         for r, off in zip(timed, offs, strict=True):
             tod = r.pop("_tod")
-            d = r.pop("_date", None) or base_day + timedelta(days=off)
+            d = r.pop("_date", None)
+            if d is None:
+                d = base_day + timedelta(days=off)
+                r["_dated"] = True
             dt = datetime(d.year, d.month, d.day, tzinfo=zone) + timedelta(seconds=tod)
             r["timestamp"] = dt.timestamp()
     return records, len(records), skipped
@@ -675,7 +692,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             cycles.new_block()
             continue
         if header is None:
-            skipped.append((n, f"not data (no --query-gpu header; pass columns=): {_short(s)}"))
+            skipped.append((n, f"not data (no --query-gpu header; give --columns): {_short(s)}"))
             continue
         if len(fields) != len(header):
             skipped.append((n, f"expected {len(header)} fields, got {len(fields)}: {_short(s)}"))
@@ -718,6 +735,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
     for r in records:
         if "_instant" in r:
             r["timestamp"] = t0 + r.pop("_instant") * interval
+            r["_placed"] = True
     return records, len(records), skipped
 
 
@@ -806,6 +824,8 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
     for row in rows.values():
         kind, val = row.pop("_key")
         row["timestamp"] = val if kind == "ts" else t0 + val * interval
+        if kind != "ts":
+            row["_placed"] = True
         records.append(row)
     return records, accepted, skipped
 
@@ -883,6 +903,7 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
     for r in records:
         if "_instant" in r:
             r["timestamp"] = t0 + r.pop("_instant") * interval
+            r["_placed"] = True
     return records, len(records), skipped
 
 
@@ -933,6 +954,12 @@ def _parse_tealeaves_csv(text: str, *, host: str
 
 # --------------------------------------------------------------------------- public entry
 
+def _server_log_message(name: str, fmt: str) -> str:
+    """Why a server log is refused, and where it goes instead."""
+    return (f"{name}: is a server log ({fmt}), not GPU telemetry; give it as --server-log "
+            f"FILE to classify, report, dashboard or collect")
+
+
 def _normalise_format(fmt: str) -> str:
     f = fmt.strip().lower()
     f = _ALIASES.get(f, f)
@@ -972,7 +999,7 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     """
     fmt = _normalise_format(format)
     if fmt in LOG_FORMATS:
-        raise ImportFormatError(f"{name}: is a server log ({fmt}); use the server-log parser")
+        raise ImportFormatError(_server_log_message(name, fmt))
     if fmt == "tealeaves_parquet":
         raise ImportFormatError(f"{name}: Parquet is binary; use import_file")
     zone = _tz(tz)
@@ -999,9 +1026,16 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     if not records and detect_text(text) != fmt:
         raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                 f"expected {_EXPECTED}")
+    how = "start_time" if start is not None else ("mtime" if end_time is not None else "now")
+    placed = how if any(r.get("_placed") for r in records) else None
+    dated = how if any(r.get("_dated") for r in records) else None
     records, refused, blanks = _screen(records, _time.time())
-    return _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
-                    name, blanks)
+    res = _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
+                   name, blanks)
+    res.placed, res.dated = placed, dated
+    if placed or dated:
+        res.placed_at = start if start is not None else end
+    return res
 
 
 def import_file(path: str | Path, format: str | None = None,
@@ -1047,7 +1081,7 @@ def import_file(path: str | Path, format: str | None = None,
         if not data.strip():
             raise ImportFormatError(f"{name}: file is empty; expected {_EXPECTED}")
     if fmt in LOG_FORMATS:
-        raise ImportFormatError(f"{name}: is a server log ({fmt}); use the server-log parser")
+        raise ImportFormatError(_server_log_message(name, fmt))
     if fmt == "tealeaves_parquet":
         counts: dict = {}
         try:
@@ -1073,8 +1107,9 @@ def import_file(path: str | Path, format: str | None = None,
     if fmt == "nvidia_smi_query" and not columns and not any(
             "," in ln and _is_query_header(_csv_fields(ln.strip()))
             for ln in text.split("\n")[:_SCAN_LINES]):
-        raise ImportFormatError(f"{name}: --query-gpu CSV without a header line; pass "
-                                "columns=[the --query-gpu names, in order]")
+        raise ImportFormatError(f"{name}: --query-gpu CSV without a header line; give its "
+                                "--query-gpu names, in order, with --columns (columns= in "
+                                "Python)")
     try:
         mtime = path.stat().st_mtime
     except OSError:
@@ -1099,8 +1134,10 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
         return read_trace(path)
     res = import_file(path, format=fmt, **kwargs)
     if res.samples.empty:
+        n = len(res.skipped)
         raise ImportFormatError(f"{path}: {res.format} file holds no samples "
-                                f"({len(res.skipped)} lines skipped)")
+                                f"({n} line{'' if n == 1 else 's'} skipped)")
     return Trace(samples=res.samples, devices=pd.DataFrame(),
                  meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
-                       "skipped": len(res.skipped)})
+                       "skipped": len(res.skipped), "placed": res.placed,
+                       "dated": res.dated, "placed_at": res.placed_at})

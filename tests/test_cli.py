@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -15,9 +19,17 @@ from tealeaves.data import bundled_labels_path, bundled_trace_path
 from tealeaves.data.store import SampleStore
 
 
-def tealeaves(*args, cwd=None):
+def tealeaves(*args, cwd=None, tz=None):
+    env = None if tz is None else {**os.environ, "TZ": tz}  # the machine's local zone
     return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *map(str, args)],
-                          capture_output=True, text=True, cwd=cwd, timeout=120, check=False)
+                          capture_output=True, text=True, cwd=cwd, timeout=120, check=False,
+                          env=env)
+
+
+#: A dmon of two GPUs without a time column (``nvidia-smi dmon -c 2``): rows carry no time.
+UNTIMED_DMON = ("# gpu   pwr  gtemp    sm   mem\n# Idx     W      C     %     %\n"
+                "    0    70     30     5     1\n    1    71     30     6     1\n"
+                "    0    72     30     5     1\n    1    73     30     6     1\n")
 
 
 @pytest.mark.parametrize("cmd", [[], ["dashboard"], ["collect"], ["classify"], ["evaluate"],
@@ -80,13 +92,15 @@ def test_collect_without_gpu_fails_clearly_and_creates_no_store(tmp_path):
     assert not (tmp_path / "x.db").exists()
 
 
-def test_doctor_without_gpu_says_so_in_one_line_and_exits_0():
+def test_doctor_without_gpu_says_so_in_one_line_and_exits_3():
+    # 3, as collect: a script tells "no GPU here" by the exit status (documented in --help)
     r = tealeaves("doctor")
     if "no NVIDIA GPU" not in r.stdout:
         pytest.skip("a GPU is present")
-    assert r.returncode == 0 and len(r.stdout.strip().splitlines()) == 1
+    assert r.returncode == 3 and len(r.stdout.strip().splitlines()) == 1
     j = tealeaves("doctor", "--json")
-    assert j.returncode == 0 and json.loads(j.stdout)["gpus"] == []
+    assert j.returncode == 3 and json.loads(j.stdout)["gpus"] == []
+    assert "3 when no GPU" in " ".join(tealeaves("doctor", "--help").stdout.split())
 
 
 @pytest.mark.parametrize("args,expect", [
@@ -213,3 +227,138 @@ def test_bench_verify_attention_refuses_bad_arguments_before_needing_a_gpu(args,
     lines = r.stderr.strip().splitlines()
     assert r.returncode == 2 and message in lines[-1], r.stderr
     assert "Traceback" not in r.stderr
+
+
+# -- the CLI speaks in times (issue 21) ---------------------------------------------------------
+
+#: A real two-GPU H200 run (bundled), with its SGLang log beside it.
+BURSTS = bundled_trace_path().parent / "h200x2_bursts.parquet"
+#: An ISO 8601 time with milliseconds and a UTC offset, as the CLI prints times for people.
+ISO = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}[+-]\d\d:\d\d"
+
+
+def test_classify_table_speaks_in_local_times_or_utc_with_empty_unknowns(tmp_path):
+    r = tealeaves("classify", BURSTS, tz="Europe/Berlin")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    first = lines[1].split()
+    # the bundled trace starts 2026-11-30 16:07:19.5 UTC: 17:07:19.500 in Berlin (+01:00)
+    assert " ".join(first[:2]) == "2026-11-30 17:07:19.500+01:00", lines[1]
+    assert not re.search(r"\b1\d{9}\.\d", r.stdout)  # no epoch seconds
+    assert "NaN" not in r.stdout and "nan" not in r.stdout
+    rows = [x for x in lines if re.match(ISO, x)]
+    assert len(rows) > 100
+    hot = {x.split()[-2] for x in rows}  # the hot_set column: GPU indices, "-" when none
+    assert hot <= {"-", "0", "1"} and {"0", "1"} <= hot
+    imb = next(x for x in lines if x.startswith("imbalance:"))
+    assert re.match(r"imbalance: \d+ of \d+ decode windows imbalanced; mean ratio \d\.\d\d", imb)
+    assert "straggler tax 15.7%" in imb
+    hs = next(x for x in lines if x.startswith("hot set:"))
+    assert "rotates, 3 changes" in hs
+    u = tealeaves("classify", BURSTS, "--utc", tz="Europe/Berlin")
+    assert u.stdout.splitlines()[1].split()[:2] == ["2026-11-30", "16:07:19.500+00:00"]
+    # a dmon without profiling counters: the imbalance ratio is unknown, an empty cell
+    one = tmp_path / "one.txt"
+    one.write_text("# gpu   pwr  gtemp    sm   mem\n# Idx     W      C     %     %\n"
+                   "    0    70     30     5     1\n")
+    r = tealeaves("classify", one)
+    assert r.returncode == 0, r.stderr
+    row = r.stdout.splitlines()[1]
+    assert "NaN" not in row and re.match(ISO + "  " + ISO + r"  idle +\d\.\d{3} +-  no$", row), row
+    assert "imbalance: n/a (no decode window" in r.stdout
+    # placed at the file's modification time, said on stderr
+    assert "no timestamps in the file: placed with its last row at its modification time" \
+        in r.stderr and "import it with --start-time" in r.stderr
+
+
+def test_classify_csv_and_json_keep_epoch_times_with_integer_gpus_and_empty_unknowns(tmp_path):
+    r = tealeaves("classify", BURSTS, "--csv")
+    assert r.returncode == 0, r.stderr
+    rows = list(csv.DictReader(io.StringIO(r.stdout.split("windows:")[0])))
+    assert float(rows[0]["start"]) > 1.7e9  # machines read epoch seconds, as before
+    hot = {w["hot_gpu"] for w in rows}
+    assert hot == {"", "0", "1"}  # whole numbers, empty where no GPU is hot (was 1.0000, "")
+    assert "nan" not in r.stdout.lower()
+    j = json.loads(tealeaves("classify", BURSTS, "--json").stdout)
+    assert {type(w["hot_gpu"]) for w in j["windows"]} == {int, type(None)}
+    assert isinstance(j["windows"][0]["start"], float)
+
+
+def test_classify_unknown_format_is_one_line_and_exit_2():
+    r = tealeaves("classify", BURSTS, "--format", "xyz")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown format 'xyz'" in lines[0], r.stderr
+
+
+def test_import_summary_speaks_in_times_and_says_where_an_untimed_file_went(tmp_path):
+    p = tmp_path / "snap.txt"
+    p.write_text(UNTIMED_DMON)
+    os.utime(p, (1_796_047_789, 1_796_047_789))  # 2026-11-30 14:09:49 UTC
+    r = tealeaves("import", p, "--store", tmp_path / "s.db", tz="Europe/Berlin")
+    assert r.returncode == 0, r.stderr
+    assert "GPUs 0, 1, 1.000 s from 2026-11-30 15:09:48.000+01:00 to " \
+           "2026-11-30 15:09:49.000+01:00, 0 lines skipped" in r.stdout, r.stdout
+    assert ("NOTE: no timestamps in the file: placed with its last row at its modification "
+            "time 2026-11-30 15:09:49.000+01:00; give --start-time to place it") in r.stdout
+    assert "stored 4 samples in" in r.stdout
+    r = tealeaves("import", p, "--store", tmp_path / "t.db", "--start-time", "1796000000",
+                  "--utc", tz="Europe/Berlin")
+    assert "from 2026-11-30 00:53:20.000+00:00" in r.stdout, r.stdout
+    assert "placed from --start-time 2026-11-30 00:53:20.000+00:00" in r.stdout
+    assert "NOTE" not in r.stdout
+    j = json.loads(tealeaves("import", p, "--store", tmp_path / "u.db", "--json").stdout)
+    f = j["files"][0]
+    assert (f["placed"], f["placed_at"]) == ("mtime", 1_796_047_789)
+    # one skipped line, one sample, one GPU: singular
+    one = tmp_path / "one.txt"
+    one.write_text("junk\n" + UNTIMED_DMON.split("    1    71")[0])
+    r = tealeaves("import", one, "--store", tmp_path / "v.db")
+    assert "1 row read, 1 sample, GPU 0, one instant, " in r.stdout, r.stdout
+    assert "1 line skipped" in r.stdout and "stored 1 sample in" in r.stdout
+
+
+def test_import_messages_name_the_flag_to_use(tmp_path):
+    log = BURSTS.with_suffix(".sglang.log")
+    r = tealeaves("import", log, "--store", tmp_path / "s.db")
+    assert r.returncode == 2 and "server-log parser" not in r.stderr
+    assert ("give it as --server-log FILE to classify, report, dashboard or collect "
+            "(nothing was imported)") in r.stderr, r.stderr
+    q = tmp_path / "q.csv"
+    q.write_text("2024/01/16 14:44:16.977, 0, 45 %\n")
+    r = tealeaves("import", q, "--store", tmp_path / "s.db", "--format", "query")
+    assert r.returncode == 2 and "with --columns" in r.stderr and "columns=[" not in r.stderr
+    r = tealeaves("import", q, "--store", tmp_path / "s.db", "--columns",
+                  "timestamp,index,utilization.gpu")
+    assert r.returncode == 0 and "1 sample, GPU 0" in r.stdout, r.stderr
+
+
+def test_report_summary_line_speaks_in_times_and_readable_spans(tmp_path):
+    out = tmp_path / "r.json"
+    r = tealeaves("report", "--trace", BURSTS, "--out", out, tz="Europe/Berlin")
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.strip()
+    assert re.search(r": 2026-11-30 17:07:19\.\d{3}\+01:00 to 2026-11-30 17:08:19\.\d{3}\+01:00 "
+                     r"\(60 s\), 121 windows, hot GPU 1 — 69 % vs 31 % \(rotates\), imbalance "
+                     r"ratio 1\.22, straggler tax 15\.7%$", line), line
+    r = tealeaves("report", "--trace", BURSTS, "--out", out, "--utc")
+    assert "2026-11-30 16:07:19" in r.stdout and "+00:00 to" in r.stdout
+    # a span of weeks in days, and a range without decode says why the tax is n/a
+    db = tmp_path / "s.db"
+    for i, t in enumerate((1_790_000_000, 1_794_000_000)):
+        p = tmp_path / f"d{i}.txt"
+        p.write_text(UNTIMED_DMON)
+        assert tealeaves("import", p, "--store", db, "--start-time", t).returncode == 0
+    r = tealeaves("report", "--store", db, "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "(46.3 d)" in r.stdout and "s, " not in r.stdout.split("(46.3 d)")[0][-12:]
+    assert "straggler tax n/a (no decode window in the range)" in r.stdout, r.stdout
+
+
+def test_collect_with_an_unknown_log_zone_is_one_line_and_exit_2(tmp_path):
+    log = BURSTS.with_suffix(".sglang.log")
+    r = tealeaves("collect", "--replay", BURSTS, "--store", tmp_path / "c.db",
+                  "--server-log", log, "--tz", "Nope/Nope", "--duration", "1")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--tz: unknown time zone 'Nope/Nope'" in lines[0], r.stderr

@@ -72,7 +72,9 @@ def test_every_public_case_file_imports_or_is_recognised():
         fmt = detect_format(case(name))
         if name in LOGS or fmt in ("sglang_log", "vllm_log"):
             assert fmt == LOGS[name]
-            with pytest.raises(ImportFormatError, match="server-log parser"):
+            # names the option that takes it, not an internal parser
+            with pytest.raises(ImportFormatError, match=r"give it as --server-log FILE to "
+                               r"classify, report, dashboard or collect"):
                 import_file(case(name))
             continue
         assert fmt == TELEMETRY[name], name
@@ -80,6 +82,32 @@ def test_every_public_case_file_imports_or_is_recognised():
         assert res.format == fmt
         assert list(res.samples.columns) == list(COLUMNS)
         assert len(res.samples) > 0
+        # without --start-time every file still imports; one without times says where it went
+        res = import_file(case(name))
+        assert len(res.samples) > 0
+        if res.placed is not None:
+            assert res.placed == "mtime"
+            assert res.placed_at == pytest.approx(case(name).stat().st_mtime)
+            assert res.time_span[1] == pytest.approx(res.placed_at)
+
+
+def test_import_says_how_rows_without_times_were_placed(tmp_path):
+    """A dmon without a time column is placed at the file's mtime (last row) or at
+    --start-time (first row), and the result says which; a file with times says nothing."""
+    p = tmp_path / "dmon.txt"
+    p.write_text("# gpu   pwr  gtemp    sm   mem\n# Idx     W      C     %     %\n"
+                 "    0    70     30     5     1\n    0    71     30     6     1\n")
+    os.utime(p, (1_790_000_000, 1_790_000_000))
+    res = import_file(p)
+    assert (res.placed, res.dated) == ("mtime", None)
+    assert res.placed_at == 1_790_000_000 and res.time_span == (1_789_999_999, 1_790_000_000)
+    res = import_file(p, start_time=1_780_000_000)
+    assert res.placed == "start_time" and res.placed_at == 1_780_000_000
+    assert res.time_span[0] == 1_780_000_000
+    q = tmp_path / "q.csv"
+    q.write_text("timestamp, index, utilization.gpu [%]\n2024/01/16 14:44:16.977, 0, 45 %\n")
+    res = import_file(q)
+    assert (res.placed, res.dated) == (None, None) and math.isnan(res.placed_at)
 
 
 # --------------------------------------------------------------------------- nvidia-smi dmon
@@ -212,7 +240,7 @@ def test_query_headerless_needs_columns(tmp_path):
     p = tmp_path / "q.csv"
     p.write_text("2024/01/16 14:44:16.977, 0, 45 %, 72.50 W, 1410 MHz, [N/A]\n"
                  "2024/01/16 14:44:17.977, 0, [Not Supported], N/A, 1410 MHz, 100 MiB\n")
-    with pytest.raises(ImportFormatError, match="columns="):
+    with pytest.raises(ImportFormatError, match="with --columns"):
         import_file(p)
     cols = ["timestamp", "index", "utilization.gpu", "power.draw", "clocks.sm", "memory.used"]
     res = import_file(p, columns=cols)

@@ -176,6 +176,7 @@ def test_pdf_and_png_by_one_command_each(tmp_path):
         r = tealeaves("report", "--trace", bundled_trace_path(), "--out", out)
         assert r.returncode == 0, r.stderr
         assert f"wrote {out} ({fmt}" in r.stdout
+        assert f"rendering {out} with Chromium" in r.stderr  # not seconds of silence
     pdf = pdfium.PdfDocument(str(tmp_path / "r.pdf"))
     try:
         assert 1 <= len(pdf) <= 6

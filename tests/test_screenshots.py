@@ -266,6 +266,10 @@ def test_a_stored_time_out_of_range_is_shown_not_raised():
     at = to_epoch(datetime(2026, 5, 31, 18, 31, 15), "Europe/Berlin")
     assert _fmt_local(at, "Europe/Berlin") == ("2026-05-31 18:31:15 Europe/Berlin "
                                                "(16:31:15 UTC)")
+    # in UTC the time is said once, not "16:31:15 UTC (16:31:15 UTC)"
+    assert _fmt_local(at, "UTC") == "2026-05-31 16:31:15 UTC"
+    assert _fmt_local(at, None) == "2026-05-31 16:31:15 UTC"
+    assert _fmt_local(at, "Etc/UTC") == "2026-05-31 16:31:15 Etc/UTC"
 
 
 # -- what a user types: zones, times, offsets --------------------------------------------------

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from .args import classifier_window, upto
-from .common import fail, na
+from .common import add_utc_flag, fail, na, plural, time_text
 
 
 def hot_set_line(imb: dict) -> str:
@@ -23,11 +23,49 @@ def hot_set_line(imb: dict) -> str:
     if not imb["hot_set"]:
         return "hot set: none (no imbalanced decode window)"
     pattern = ("stays" if imb["hot_pattern"] == "stays"
-               else f"rotates, {imb['hot_changes']} changes")
+               else f"rotates, {plural(imb['hot_changes'], 'change')}")
     per_gpu = ", ".join(f"{g} ×{n}" for g, n in imb["hot_gpus"].items())
     return (f"hot set: {format_hot_set(imb['hot_set'], imb['hot_share'], imb['cold_share'])} "
             f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
             f"({pattern}); per GPU: {per_gpu}")
+
+
+def imbalance_line(imb: dict) -> str:
+    """One line on a range's decode imbalance from ``classifier.summary.imbalance_summary``:
+    ``"imbalance: 42 of 70 decode windows imbalanced; mean ratio 1.22 (max/mean work),
+    straggler tax 15.7 %"``, or why there is none."""
+    n = imb["decode_windows"]
+    if not n:
+        return "imbalance: n/a (no decode window: imbalance is measured on decode)"
+    ratio, tax = imb["imbalance_ratio"], imb["straggler_tax"]
+    return (f"imbalance: {imb['imbalanced_windows']} of {plural(n, 'decode window')} "
+            f"imbalanced; mean ratio {na(ratio, 0, 2)} (max/mean work), straggler tax "
+            + (f"{tax:.1%}" if isinstance(tax, float) and math.isfinite(tax) else "n/a"))
+
+
+def window_table(windows, utc: bool = False) -> str:
+    """The windows as the text table ``classify`` prints: start and end as ISO 8601 times
+    (local with the offset, or UTC), figures with three decimals, the hot set as GPU indices
+    ("-" when none), and an unknown value as an empty cell (never NaN)."""
+    from ...classifier.summary import set_text, window_hot_sets
+
+    def fig(v) -> str:
+        return f"{v:.3f}" if isinstance(v, float | int) and math.isfinite(v) else ""
+
+    rows = [["start", "end", "phase", "confidence", "imbalance_ratio", "hot_set",
+             "imbalanced"]]
+    cols = windows.reindex(columns=["start", "end", "phase", "confidence", "imbalance_ratio",
+                                    "imbalanced"])
+    for r, hs in zip(cols.itertuples(index=False), window_hot_sets(windows), strict=True):
+        rows.append([time_text(float(r.start), utc), time_text(float(r.end), utc),
+                     "" if r.phase is None or r.phase != r.phase else str(r.phase),
+                     fig(r.confidence), fig(r.imbalance_ratio), set_text(hs) or "-",
+                     "yes" if r.imbalanced is True else "no"])
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    left = {2, 6}  # phase and imbalanced read as words: left-aligned
+    return "\n".join("  ".join(c.ljust(w) if i in left else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
+                     for row in rows)
 
 
 #: Units of the window fields ``classify --json`` writes (the windows frame's own: loads and
@@ -49,9 +87,9 @@ def cmd_classify(args: argparse.Namespace) -> int:
     exit status (0; 2 bad input)."""
     from ...classifier import classify_with_segments, default_labeller, score_against_labels
     from ...classifier.evaluate import time_accuracy
-    from ...classifier.summary import imbalance_summary, set_text, window_hot_sets
+    from ...classifier.summary import imbalance_summary
     from ...collectors.server_log import ServerLogError
-    from ...data.importers import ImportFormatError, load_trace
+    from ...data.importers import load_trace
     from ...data.traces import TraceError, read_labels
 
     try:
@@ -62,8 +100,13 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
             check_gpus_in_trace(labels, trace.samples, args.labels)
         server = _server_log_truth(args, trace) if args.server_log else None
-    except (TraceError, ServerLogError, ImportFormatError) as exc:
+    except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
+    from .imports import placement_note
+
+    note = placement_note(trace.meta, args.utc, fix="import it with --start-time")
+    if note:
+        print(f"{args.trace}: {note}", file=sys.stderr)
     if server is not None:
         print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
         if labels is None:
@@ -82,26 +125,26 @@ def cmd_classify(args: argparse.Namespace) -> int:
                  if len(segments) else float("nan")}
     if score is not None and score["labelled_windows"] == 0:
         return fail(f"{args.labels}: no label interval overlaps the trace's "
-                     f"{windows['start'].min():.1f}-{windows['end'].max():.1f} (epoch s); "
-                     f"labels of another trace?")
+                    f"{time_text(windows['start'].min(), args.utc)} to "
+                    f"{time_text(windows['end'].max(), args.utc)}; labels of another trace?")
     imb = imbalance_summary(windows)
     if args.json:
         out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
         print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
         return 0
-    if args.csv:
-        windows.to_csv(sys.stdout, index=False, float_format="%.4f")
+    if args.csv:  # an unknown value is an empty cell; GPU indices whole numbers
+        out = windows.copy()
+        if "hot_gpu" in out:
+            out["hot_gpu"] = out["hot_gpu"].astype("Int64")
+        out.to_csv(sys.stdout, index=False, float_format="%.4f", na_rep="")
     else:
-        cols = ["start", "end", "phase", "confidence", "imbalance_ratio", "hot_set",
-                "imbalanced"]
-        table = windows.reindex(columns=cols)
-        table["hot_set"] = [set_text(hs) or "-" for hs in window_hot_sets(windows)]
-        print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        print(window_table(windows, args.utc))
     print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
           + f"  (labeller: {windows.attrs.get('labeller')}"
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
     if not args.csv:
         print(hot_set_line(imb))
+        print(imbalance_line(imb))
         print(segments_line(segments, float(trace.samples["timestamp"].min())
                             if len(trace.samples) else 0.0))
     if score is not None:
@@ -115,7 +158,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
               f"{na(timed['windows'])}, 0.1-s segments "
               + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
         for st in score["stretches"]:
-            print(f"  skewed decode {st['start']:.1f}-{st['end']:.1f} (GPU {st['hot_gpu']} hot): "
+            print(f"  skewed decode {time_text(st['start'], args.utc)} to "
+                  f"{time_text(st['end'], args.utc)} (GPU {st['hot_gpu']} hot): "
                   f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
                   f"{st['hot_gpu']}")
     return 0
@@ -130,6 +174,8 @@ def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, im
     records = json.loads(windows.to_json(orient="records"))
     for rec, hs in zip(records, window_hot_sets(windows), strict=True):
         rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
+        if rec.get("hot_gpu") is not None:  # NaN-able float in the frame: an int (or null)
+            rec["hot_gpu"] = int(rec["hot_gpu"])
     out = {
         "trace": str(args.trace),
         "window_s": args.window,
@@ -216,4 +262,5 @@ def add_parser(sub) -> None:
     fmt = k.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
     fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
+    add_utc_flag(k)
     k.set_defaults(func=cmd_classify)

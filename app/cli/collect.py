@@ -17,9 +17,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
     """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
     summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
     from ...collectors.bench import CpuMeter, rss_mb
+    from ...collectors.server_log import ServerLogError, resolve_tz
     from ...data.store import StoreError
     from ..session import Session
 
+    if args.server_log is not None:  # a bad --tz is refused before anything is opened
+        try:
+            resolve_tz(args.tz)
+        except ServerLogError as exc:
+            return fail(f"--tz: {exc}")
     opened = _open_source(args)
     if isinstance(opened, int):
         return opened
@@ -51,9 +57,13 @@ def cmd_collect(args: argparse.Namespace) -> int:
                 return fail(f"--prometheus-port {args.prometheus_port}: {exc.strerror or exc}")
             print(f"serving /metrics on http://{args.prometheus_host}:{port}/metrics",
                   flush=True)
-        session.follow_server(server_log=args.server_log, from_start=args.server_log_from_start,
-                              tz=args.tz, server_metrics=args.server_metrics,
-                              interval_s=args.server_metrics_interval)
+        try:
+            session.follow_server(server_log=args.server_log,
+                                  from_start=args.server_log_from_start, tz=args.tz,
+                                  server_metrics=args.server_metrics,
+                                  interval_s=args.server_metrics_interval)
+        except ServerLogError as exc:  # nothing was collected yet
+            return fail(str(exc))
         n = session.run(duration=args.duration, on_batch=sample_rss)
         session.halt()
         cpu_s, elapsed = meter.stop()

@@ -35,6 +35,33 @@ def utc_text(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " UTC"
 
 
+def time_text(t: float, utc: bool = False, ms: bool = True) -> str:
+    """UTC epoch seconds for people: ISO 8601 in this machine's local time with its UTC offset
+    (``"2026-11-30 15:09:49.000+01:00"``; the ``TZ`` variable picks the zone), or in UTC
+    (``"2026-11-30 14:09:49.000+00:00"``) when ``utc``; ``ms`` False drops the milliseconds.
+    An unknown time (None, NaN) is ``""``."""
+    import datetime as dt
+
+    if t is None or not math.isfinite(t):
+        return ""
+    d = (dt.datetime.fromtimestamp(t, dt.UTC) if utc
+         else dt.datetime.fromtimestamp(t, dt.UTC).astimezone())
+    return d.isoformat(sep=" ", timespec="milliseconds" if ms else "seconds")
+
+
+def add_utc_flag(parser) -> None:
+    """Add ``--utc`` (times for people in UTC instead of local time) to ``parser``."""
+    parser.add_argument("--utc", action="store_true",
+                        help="print times in UTC (default: this machine's local time, with "
+                             "its UTC offset)")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 line"``, ``"2 lines"``: ``n`` and ``word``, plural (``many``, default ``word + "s"``)
+    unless ``n`` is 1."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
 def json_float(v) -> float:
     """A JSON number back to a float (null: NaN)."""
     return math.nan if v is None else float(v)

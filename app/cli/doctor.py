@@ -6,11 +6,14 @@ import argparse
 
 from ...data.jsontext import dumps as json_dumps
 from .args import upto
+from .common import EXIT_NO_GPU
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    """``tealeaves doctor``: print the probe as a table or JSON.  Returns 0 (also without a GPU:
-    the output says so)."""
+    """``tealeaves doctor``: print the probe as a table or JSON.  Returns the exit status: 0, or
+    ``EXIT_NO_GPU`` (3, as ``collect``) when NVML finds no GPU; the output says so then too
+    (one line, or ``{"gpus": [], "error": ...}`` with ``--json``), so a script can test for a
+    GPU with the exit status alone."""
     from ...collectors.nvml_shim import NvmlUnavailable
     from ...collectors.probe import format_table, probe
 
@@ -21,7 +24,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(json_dumps({"gpus": [], "error": str(exc)}))
         else:
             print(f"no NVIDIA GPU found: {exc}")
-        return 0
+        return EXIT_NO_GPU
     print(json_dumps(report) if args.json else format_table(report))
     return 0
 
@@ -31,7 +34,8 @@ def add_parser(sub) -> None:
     dr = sub.add_parser("doctor", help="probe the GPUs: capabilities and reachable rates",
                         description="List every GPU's capabilities (GPM, PCIe counters, MIG, "
                                     "NVLink, processes) and the rate each metric group can "
-                                    "reach on this machine.")
+                                    "reach on this machine. Exit status 0, or 3 when no GPU "
+                                    "(NVML) is found.")
     dr.add_argument("--json", action="store_true", help="print one JSON object")
     dr.add_argument("--poll", type=upto(60, "the poll (s)"), default=0.5,
                     help="seconds of tight polling to measure refresh rates (default 0.5)")

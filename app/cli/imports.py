@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from .args import epoch_time
-from .common import fail, utc_text
+from .common import add_utc_flag, fail, plural, time_text
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -43,7 +43,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                "samples": len(r.samples), "gpus": r.gpus,
                "time_span": list(r.time_span), "blanks": r.blanks,
                "out_of_range": r.out_of_range,
-               "skipped": [{"line": n, "reason": why} for n, why in r.skipped]}
+               "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
+               "placed": r.placed, "dated": r.dated,
+               "placed_at": r.placed_at if r.placed or r.dated else None}
               for path, r in zip(args.files, results, strict=True)]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
@@ -51,10 +53,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         return 0
     for f in report:
         t0, t1 = f["time_span"]
-        span = f"{t1 - t0:.3f} s from {utc_text(t0)}" if math.isfinite(t0) else "no time span"
-        print(f"{f['file']}: {f['format']}, {f['rows_read']} rows read, {f['samples']} samples, "
-              f"GPUs {f['gpus']}, {span}, {len(f['skipped'])} "
-              f"line{'s' if len(f['skipped']) != 1 else ''} skipped")
+        if not math.isfinite(t0):
+            span = "no time span"
+        elif t1 == t0:
+            span = f"one instant, {time_text(t0, args.utc)}"
+        else:
+            span = (f"{t1 - t0:.3f} s from {time_text(t0, args.utc)} to "
+                    f"{time_text(t1, args.utc)}")
+        gpus = ", ".join(str(g) for g in f["gpus"]) or "none"
+        print(f"{f['file']}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
+              f"{plural(f['samples'], 'sample')}, GPU{'s' if len(f['gpus']) != 1 else ''} "
+              f"{gpus}, {span}, {plural(len(f['skipped']), 'line')} skipped")
+        note = placement_note(f, args.utc)
+        if note:
+            print(f"  {note}")
         for col, n in f["blanks"].items():
             print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
         for col, n in f["out_of_range"].items():
@@ -65,8 +77,27 @@ def cmd_import(args: argparse.Namespace) -> int:
         if len(f["skipped"]) > 20:
             print(f"  ... {len(f['skipped']) - 20} more")
     again = f" ({repeats} already stored, passed over)" if repeats else ""
-    print(f"stored {stored} samples in {args.store}{again}")
+    print(f"stored {plural(stored, 'sample')} in {args.store}{again}")
     return 0
+
+
+def placement_note(f: dict, utc: bool = False, fix: str = "give --start-time") -> str:
+    """The warning for a file whose rows carry no time (or no date) of their own, from one
+    ``files`` entry of ``import --json`` (or a ``load_trace`` trace's meta): where they were
+    placed and how to place them elsewhere (``fix``); ``""`` when every row carries its
+    time."""
+    at = time_text(f.get("placed_at"), utc)
+    if f.get("placed") in ("mtime", "now"):
+        where = ("its modification time" if f["placed"] == "mtime" else "the time of the import")
+        return (f"NOTE: no timestamps in the file: placed with its last row at {where} {at}; "
+                f"{fix} to place it")
+    if f.get("placed") == "start_time":
+        return f"no timestamps in the file: placed from --start-time {at}"
+    if f.get("dated") in ("mtime", "now"):
+        where = ("its modification time" if f["dated"] == "mtime" else "the time of the import")
+        return (f"NOTE: times of day without a date: dated by {where} {at}; {fix} to date "
+                f"it")
+    return ""
 
 
 def add_parser(sub) -> None:
@@ -84,10 +115,13 @@ def add_parser(sub) -> None:
                                      "parquet or a full name)")
     im.add_argument("--start-time", type=epoch_time,
                     help="UTC epoch s of the first instant for files without timestamps "
-                         "(default: the file's mtime is the last instant)")
+                         "(dcgm-exporter text, dcgmi dmon, a dmon without a time column), and "
+                         "the date of a dmon -o T file (default: the file's modification time "
+                         "is the last instant; the summary says so)")
     im.add_argument("--tz", help="time zone of the files' wall-clock times (default UTC)")
     im.add_argument("--host", help="host name where the file names none")
     im.add_argument("--columns", help="query names of a header-less --query-gpu CSV, "
                                       "comma-separated")
     im.add_argument("--json", action="store_true", help="print one JSON object")
+    add_utc_flag(im)
     im.set_defaults(func=cmd_import)

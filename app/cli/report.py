@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .args import classifier_window, count
-from .common import fail, json_float
+from .common import add_utc_flag, fail, json_float, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -61,24 +61,49 @@ def cmd_report(args: argparse.Namespace) -> int:
         if args.server_log is not None and report.data["server"] is None:
             r = report.data["range"]
             print(f"server log {args.server_log}: none of its events falls in "
-                  f"{r['start_utc']}-{r['end_utc']} UTC: the report has no server section "
-                  f"(a log of another run?)", file=sys.stderr)
+                  f"{time_text(r['start'], args.utc)} to {time_text(r['end'], args.utc)}: "
+                  f"the report has no server section (a log of another run?)",
+                  file=sys.stderr)
+        if fmt in ("pdf", "png"):  # Chromium takes seconds: say what is going on
+            print(f"rendering {args.out} with Chromium (a few seconds) ...", file=sys.stderr,
+                  flush=True)
         write_report(report, fmt, args.out)
     except (ReportError, ServerLogError, ValueError) as exc:
         return fail(str(exc))
     except OSError as exc:
         return fail(f"--out {args.out}: {exc.strerror or exc}")
-    from ...classifier.imbalance import format_hot_set
-
-    s = report.data["summary"]
-    tax = s["straggler_tax"]
-    hot = (format_hot_set(s["hot_set"], json_float(s["hot_share"]) * 100,  # the report's shares: 0-1
-                          json_float(s["cold_share"]) * 100) if s["hot_set"] else "none")
     print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
-          f"{report.data['range']['span_s']:.1f} s, {s['windows']} windows, hot "
-          f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({s['hot_pattern']}), "
-          f"straggler tax {'n/a' if tax is None else f'{tax:.1%}'}")
+          + summary_line(report.data, args.utc))
     return 0
+
+
+def summary_line(data: dict, utc: bool = False) -> str:
+    """What ``report`` says of a report's JSON ``data`` after writing it: the range (ISO 8601
+    times, local with the offset or UTC, and its length in readable units), the windows, the
+    hot set and how it behaves, the mean imbalance ratio and the straggler tax, or why one is
+    n/a: ``"2026-11-30 17:07:19.500+01:00 to 2026-11-30 17:08:20.000+01:00 (1.0 min), 121
+    windows, hot GPU 1 — 69 % vs 31 % (rotates), imbalance ratio 1.22, straggler tax 15.7%"``."""
+    from ...classifier.imbalance import format_hot_set
+    from ..figures import fmt_span
+
+    s, r = data["summary"], data["range"]
+    tax, ratio = s["straggler_tax"], s["imbalance_ratio"]
+    hot = (format_hot_set(s["hot_set"], json_float(s["hot_share"]) * 100,  # shares: 0-1
+                          json_float(s["cold_share"]) * 100) if s["hot_set"] else "none")
+    pattern = {"stays": "stays", "rotates": "rotates"}.get(s["hot_pattern"],
+                                                           "no imbalanced decode window")
+    n = s["windows"]
+    if not s["decode_windows"]:
+        imb = "imbalance ratio and straggler tax n/a (no decode window in the range)"
+    elif ratio is None and tax is None:  # one GPU, or no per-GPU work counters
+        imb = ("imbalance ratio and straggler tax n/a (no decode window holds the work of two "
+               "or more GPUs)")
+    else:
+        imb = (f"imbalance ratio {'n/a' if ratio is None else f'{ratio:.2f}'}, straggler tax "
+               f"{'n/a' if tax is None else f'{tax:.1%}'}")
+    return (f"{time_text(r['start'], utc)} to {time_text(r['end'], utc)} "
+            f"({fmt_span(r['span_s'])}), {n} window{'' if n == 1 else 's'}, hot "
+            f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({pattern}), {imb}")
 
 
 def add_parser(sub) -> None:
@@ -114,4 +139,5 @@ def add_parser(sub) -> None:
     r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],
                    help="output format (default: from --out's suffix)")
     r.add_argument("--out", type=Path, required=True, help="file to write")
+    add_utc_flag(r)
     r.set_defaults(func=cmd_report)

@@ -284,7 +284,7 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
          if s["hot_pattern"] == "rotates" else set_words.partition(" — ")[0],
          (f"{set_words.partition(' — ')[2]} of the work · "
           if " — " in set_words and s["hot_pattern"] == "stays" else "")
-         + {"stays": "stays", "rotates": f"rotates ({s['hot_changes']} changes)",
+         + {"stays": "stays", "rotates": f"rotates ({_changes(s['hot_changes'])})",
             "none": "no imbalanced window"}[s["hot_pattern"]]
          + f" · {s['imbalanced_windows']} imbalanced windows"),
     ]
@@ -292,6 +292,11 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
         cards.append(("server", _f(srv["gen_throughput_tok_s"], ",.0f", " tok/s"),
                       f"accept length {_f(srv['accept_len'])}"))
     return cards
+
+
+def _changes(n: int) -> str:
+    """``"1 change"``, ``"3 changes"``."""
+    return f"{n} change{'' if n == 1 else 's'}"
 
 
 def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
@@ -313,7 +318,7 @@ def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
         return (f"GPU {hot_set[0]} is the hot GPU and stays hot: it holds the most work "
                 f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
                 f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
-    return (f"The hot set rotates ({s['hot_changes']} changes); most often "
+    return (f"The hot set rotates ({_changes(s['hot_changes'])}); most often "
             f"{set_words} ({n_set} of {s['imbalanced_windows']} imbalanced decode "
             f"windows); per GPU: {counts}. {lost}")
 

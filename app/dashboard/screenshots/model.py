@@ -302,8 +302,9 @@ def span_seconds(value) -> float:
 
 def fmt_local(ts: float | None, tz: str | None) -> str:
     """Epoch seconds ``ts`` as ``"YYYY-MM-DD HH:MM:SS <tz> (HH:MM:SS UTC)"`` in zone ``tz``
-    (UTC for none or one that no longer resolves); ``"unknown"`` for no time and
-    ``"out of range (...)"`` for one no clock shows."""
+    (UTC for none or one that no longer resolves; the UTC time is not repeated when ``tz`` is
+    UTC itself); ``"unknown"`` for no time and ``"out of range (...)"`` for one no clock
+    shows."""
     if ts is None or not math.isfinite(ts):
         return "unknown"
     try:
@@ -315,7 +316,15 @@ def fmt_local(ts: float | None, tz: str | None) -> str:
         utc = datetime.fromtimestamp(ts, tz=UTC)
     except (ValueError, OverflowError, OSError):
         return f"out of range ({ts:g})"
-    return f"{loc:%Y-%m-%d %H:%M:%S} {tz or 'UTC'} ({utc:%H:%M:%S} UTC)"
+    name = tz or "UTC"
+    if zone is UTC or name.upper() in _UTC_NAMES:  # "18:31:15 UTC (18:31:15 UTC)": once
+        return f"{loc:%Y-%m-%d %H:%M:%S} {name}"
+    return f"{loc:%Y-%m-%d %H:%M:%S} {name} ({utc:%H:%M:%S} UTC)"
+
+
+#: Zone names that are UTC itself (its time is not repeated in ``fmt_local``).
+_UTC_NAMES = frozenset({"UTC", "ETC/UTC", "UCT", "ETC/UCT", "GMT", "ETC/GMT", "Z", "ZULU",
+                        "UNIVERSAL", "ETC/UNIVERSAL", "+00:00", "-00:00"})
 
 
 __all__ = ["MAX_REGION_OFFSET_S", "MAX_REQUEST_BYTES", "PICTURE_ROUTE", "REGION_COLORS",
