@@ -112,8 +112,9 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         print(f"stored-to-page lag over {len(lags)} batches: median {lags[len(lags) // 2]:.2f} s, "
               f"max {lags[-1]:.2f} s")
         # Every stored sample reaches the page, promptly. The latency itself is a benchmark
-        # figure (`tealeaves bench dashboard`: p50 0.63 s, p95 0.89 s on an idle machine); the
-        # bounds here are loose on purpose, so a 2-core machine busy with other work does not
+        # figure (`tealeaves bench dashboard`, eight GPUs at 20 Hz: p50 1.45 s, p95 2.41 s on an
+        # idle machine, 2026-12-02; two GPUs here); the bounds here are loose on purpose, so a
+        # 2-core machine busy with other work does not
         # flake this test (measured under such load: median 1.1 s, max 1.3 s).
         assert lags[len(lags) // 2] < 2.0, lags
         assert lags[-1] < 4.0, lags

@@ -9,6 +9,8 @@ or the session picker) gets a ``dash.Patch`` of that range downsampled to the pl
 
 from __future__ import annotations
 
+import copy
+import functools
 import itertools
 import math
 import sqlite3
@@ -603,12 +605,17 @@ def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None,
 
 def fixed_shapes(state: Cursor) -> list[dict]:
     """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
-    screenshot lines are replaced)."""
-    gpus = list(state.get("gpus") or [])
-    server = bool(state.get("server"))
-    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), gpus,
+    screenshot lines are replaced); a fresh copy, made once per GPU list and lane set."""
+    shapes = _fixed_shapes(tuple(state.get("gpus") or []), bool(state.get("server")))
+    return copy.deepcopy(list(shapes))
+
+
+@functools.lru_cache(maxsize=64)
+def _fixed_shapes(gpus: tuple[int, ...], server: bool) -> tuple[dict, ...]:
+    # building the skeleton figure costs about 0.1 s for eight GPUs: once, not per request
+    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), list(gpus),
                             server=pd.DataFrame(columns=["pf_batches"]) if server else None)
-    return base_shapes(skeleton, gpus, rows(server))
+    return tuple(base_shapes(skeleton, list(gpus), rows(server)))
 
 
 def mark_shots(patch: dash.Patch, shots: pd.DataFrame | None, state: Cursor | None) -> dash.Patch:
