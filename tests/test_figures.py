@@ -298,3 +298,10 @@ def test_config_validation():
     with pytest.raises(ValueError):
         DashboardConfig(view_s=0)
     assert math.isclose(DashboardConfig().window_s / DashboardConfig().bin_s, 5)
+
+
+def test_fmt_span_picks_its_unit_after_rounding():
+    cases = {0.85: "850 ms", 0.9996: "1.0 s", 4.24: "4.2 s", 119.6: "2.0 min", 7199: "2.0 h",
+             172799: "2.0 d", 35: "35 s"}
+    assert {s: F.fmt_span(s) for s in cases} == cases
+    assert {F.fmt_span(v) for v in (float("nan"), -1.0, None)} == {"n/a"}

@@ -425,7 +425,15 @@ def test_a_moment_without_telemetry_says_what_the_store_holds_and_offers_the_zon
     assert "place it at 2026-12-01 16:15:02 (Europe/Berlin)" in why.fix_label
     # the smallest shift wins; half hours count (India, Newfoundland)
     assert no_telemetry(t0 + 60.0 - 5.5 * 3600, "UTC", sessions, 15.0).shift_h == 5.5
-    assert ZONE_SHIFTS_H[:3] == (-0.5, 0.5, -1.0) and max(ZONE_SHIFTS_H) == 14.0
+    assert ZONE_SHIFTS_H[:3] == (-0.25, 0.25, -0.5) and max(ZONE_SHIFTS_H) == 14.0
+    # Kathmandu (+5:45) is reached too; times no clock shows, a huge span or a reversed
+    # session neither fail nor invent a fix
+    assert no_telemetry(t0 + 60.0 - 5.75 * 3600, "Asia/Kathmandu", sessions, 15.0).shift_h == 5.75
+    for bad in (float("nan"), float("inf"), 1e12, -1e12):
+        why = no_telemetry(bad, "UTC", sessions, 15.0)
+        assert why.fix_ts is None and "unknown or outside" in why.text
+    assert no_telemetry(t0 - 10 * 3600, "UTC", sessions, 1e9).shift_h == 10.0
+    assert "15:10:02–15:25:02" in no_telemetry(t0 - 86400, "UTC", [(t0 + 900, t0)], 5.0).text
     # another day: no shift reaches the data; the store's sessions are still named
     far = no_telemetry(t0 - 3 * 86400, "UTC", [*sessions, (t0 + 7200, t0 + 7300)], 15.0)
     assert far.fix_ts is None and far.fix_label == ""
@@ -439,8 +447,9 @@ def test_sizes_and_the_opened_picture_are_readable():
     from tealeaves.app.dashboard.screenshots.model import fmt_bytes
     from tealeaves.app.dashboard.screenshots.views import PICTURE_PANEL_PX, picture_height
 
-    assert [fmt_bytes(n) for n in (0, 350, 1024, 3500, 5 * 2**20)] == [
-        "0 B", "350 B", "1.0 KB", "3.4 KB", "5.0 MB"]
+    assert [fmt_bytes(n) for n in (0, 350, 1024, 3500, 5 * 2**20, 2**20 - 1, 5 * 2**30)] == [
+        "0 B", "350 B", "1.0 KB", "3.4 KB", "5.0 MB", "1.0 MB", "5.0 GB"]
+    assert {fmt_bytes(v) for v in (None, float("nan"), float("inf"), -5)} == {"size unknown"}
     # a 1920x1080 screenshot is drawn at the panel's width with its own aspect
     assert picture_height(1920, 1080) == PICTURE_PANEL_PX * 1080 // 1920
     assert picture_height(3335, 1907) > 700

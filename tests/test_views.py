@@ -372,6 +372,14 @@ def test_the_header_of_a_range_describes_that_range(filled):
     assert step.summary is not None and step.summary.range == (t0, t1)
     assert live.snapshot(60.0).summary.range is None
     assert "newest window" in str(header_cells(live.snapshot(60.0).summary, "UTC"))
+    # either order; non-finite or absurd bounds are clamped, never an exception
+    assert live.range_summary(t1, t0).phase == "decode"
+    for a, b in ((math.nan, t1), (t0, math.inf), (-1e12, 1e12)):
+        header_cells(live.range_summary(a, b), "UTC")
+    inside = math.floor(t0 * 2) / 2 + 0.2  # within one 0.5-s window
+    one = live.range_summary(inside, inside + 0.1)
+    assert one.windows == 1 and "of 1 window" in str(header_cells(one, "UTC"))
+    assert "of 1 windows" not in str(header_cells(one, "UTC"))
     empty = live.range_summary(t0 - 10 * 86400, t0 - 9 * 86400)
     assert empty.phase is None and "no labelled window in this range" in str(
         header_cells(empty, "UTC"))

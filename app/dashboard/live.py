@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from ...classifier.summary import window_hot_sets
+from ...data.schema import EARLIEST_TS
 from ...data.store import HostView, SampleStore, StoreError
 from ..figures import (
     HeaderSummary,
@@ -43,7 +44,7 @@ from ..figures import (
     shots_between,
     trace_keys,
 )
-from .config import ALL_REFRESH_S, MAX_LIVE_POINTS, DashboardConfig
+from .config import ALL_REFRESH_S, LATEST_TS, MAX_LIVE_POINTS, DashboardConfig
 from .cursor import Cursor
 from .explain import row_hot_set, window_ceilings
 from .history import History
@@ -472,8 +473,11 @@ class LiveView:
         return Step(state=self._meta(new_state), patch=patch, summary=summary)
 
     def range_summary(self, t0: float, t1: float) -> HeaderSummary:
-        """The header's summary of ``[t0, t1]`` (epoch s): the history's windows there
+        """The header's summary of ``[t0, t1]`` (epoch s, either order; clamped to 2000-2100,
+        a non-finite bound read as 2000): the history's windows there
         (``figures.range_summary``)."""
+        t0, t1 = sorted(min(max(float(t), EARLIEST_TS), LATEST_TS)
+                        if math.isfinite(float(t)) else EARLIEST_TS for t in (t0, t1))
         w = self.config.window_s
         return range_summary(self.history.windows(bin_index(t0, w) - 1, bin_index(t1, w) + 2),
                              t0, t1)

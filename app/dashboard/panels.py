@@ -212,7 +212,7 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
                                        "color": "#1f2937" if s.phase == "idle" else "white"})
         if in_range:
             phase_sub = " · ".join(f"{p} {v:.0%}" for p, v in s.shares.items()) + (
-                f" of {s.windows} windows")
+                f" of {s.windows} window{'s' if s.windows != 1 else ''}")
         else:
             phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
                          f"{clock(s.window_end, zone, 2)}")
@@ -252,7 +252,8 @@ def _hot_sub(s: HeaderSummary) -> str:
     if s.range is not None:
         if not s.flagged:
             return f"no imbalanced window of {s.windows}" if s.windows else ""
-        return (f"{s.flagged} of {s.windows} windows imbalanced; hot: "
+        return (f"{s.flagged} of {s.windows} window{'s' if s.windows != 1 else ''} "
+                f"imbalanced; hot: "
                 f"{_recent_text(s.hot_recent)}")
     if s.hot_recent:
         return f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"

@@ -600,14 +600,20 @@ def shots_between(shots: pd.DataFrame | None, t0: float, t1: float) -> pd.DataFr
 
 
 def fmt_span(s: float) -> str:
-    """A duration for people: "850 ms", "4.2 s", "35 s", "12.5 min", "3.0 h", "30.0 d"."""
-    if s < 1:
+    """A duration for people: "850 ms", "4.2 s", "35 s", "12.5 min", "3.0 h", "30.0 d"; each
+    unit is chosen after rounding (119.6 s reads "2.0 min", not "120 s"); "n/a" for NaN or a
+    negative duration."""
+    if s is None or not math.isfinite(s) or s < 0:
+        return "n/a"
+    if round(s * 1000) < 1000:
         return f"{s * 1000:.0f} ms"
-    if s < 120:
-        return f"{s:.1f} s" if s < 10 else f"{s:.0f} s"
-    if s < 7200:
+    if round(s, 1) < 10:
+        return f"{s:.1f} s"
+    if round(s) < 120:
+        return f"{s:.0f} s"
+    if round(s / 60, 1) < 120:
         return f"{s / 60:.1f} min"
-    if s < 172_800:
+    if round(s / 3600, 1) < 48:
         return f"{s / 3600:.1f} h"
     return f"{s / 86400:.1f} d"
 

@@ -334,9 +334,10 @@ __all__ = ["MAX_REGION_OFFSET_S", "MAX_REQUEST_BYTES", "PICTURE_ROUTE", "REGION_
 
 
 #: Shifts (hours) tried when a screenshot's moment holds no telemetry: a clock or zone off by
-#: a whole or half hour (UTC-12 to UTC+14 covers every zone in use).
+#: whole, half or quarter hours (zones run from UTC-12 to UTC+14 in steps of 15 min at the
+#: finest: Kathmandu +5:45, Chatham +12:45), smallest first.
 ZONE_SHIFTS_H: tuple[float, ...] = tuple(sorted(
-    (h / 2 for h in range(-28, 29) if h), key=lambda h: (abs(h), h)))
+    (h / 4 for h in range(-56, 57) if h), key=lambda h: (abs(h), h)))
 
 
 @dataclass(frozen=True)
@@ -371,6 +372,12 @@ def no_telemetry(t: float, tz: str, sessions: list, span: float) -> NoTelemetry:
     def when(x: float, fmt: str = "%Y-%m-%d %H:%M:%S") -> str:
         return datetime.fromtimestamp(x, tz=zone).strftime(fmt)
 
+    sessions = sorted((min(a, b), max(a, b)) for a, b in sessions
+                      if plausible(a) and plausible(b))
+    span = min(max(span, 0.0), SPAN_MAX_S) if math.isfinite(span) else SPAN_S
+    if not plausible(t):
+        return NoTelemetry(f"no samples: the capture time is unknown or outside "
+                           f"{YEARS[0]}-{YEARS[1]}; set it below")
     head = f"no samples at {when(t)} ({zone.key})"
     if not sessions:
         return NoTelemetry(f"{head}; this store holds no samples yet")
@@ -388,10 +395,18 @@ def no_telemetry(t: float, tz: str, sessions: list, span: float) -> NoTelemetry:
 
 
 def fmt_bytes(n: float) -> str:
-    """A file size in words: ``"350 B"``, ``"3.4 KB"``, ``"2.1 MB"`` (1 KB = 1024 B); never
-    ``"0 KB"`` for a small file."""
+    """A file size in words: ``"350 B"``, ``"3.4 KB"``, ``"2.1 MB"``, ``"5.0 GB"`` (1 KB =
+    1024 B; the unit chosen after rounding); never ``"0 KB"`` for a small file; ``"size
+    unknown"`` for None, NaN or a negative size."""
+    try:
+        n = float(n)
+    except (TypeError, ValueError):
+        return "size unknown"
+    if not math.isfinite(n) or n < 0:
+        return "size unknown"
     if n < 1024:
         return f"{int(n)} B"
-    if n < 1024 * 1024:
-        return f"{n / 1024:.1f} KB"
-    return f"{n / (1024 * 1024):.1f} MB"
+    for unit, scale in (("KB", 1024), ("MB", 1024**2), ("GB", 1024**3)):
+        if round(n / scale, 1) < 1024 or unit == "GB":
+            return f"{n / scale:.1f} {unit}"
+    return ""  # not reached
