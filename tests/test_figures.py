@@ -100,15 +100,18 @@ def test_ribbon_covers_each_window_with_its_phase_colour(built):
     ribbon = _traces(fig, [0, 1], "phase")
     assert [k[1] for k, _ in ribbon] == list(F.RIBBON_PHASES)
     centers = (windows["start"].to_numpy() + WINDOW_S / 2) * 1000
-    for _, t in ribbon:
-        np.testing.assert_allclose(np.asarray(t.x, dtype=float), centers, atol=0.11)
+    # each phase trace holds only its own windows (no None placeholders: plotly styles every
+    # bar point, gaps included), and together they cover every window exactly once
+    drawn = np.zeros((len(ribbon), len(centers)), dtype=bool)
+    for row, (key, t) in enumerate(ribbon):
         assert t.width == pytest.approx(WINDOW_S * 1000)
-    drawn = np.array([[y is not None for y in t.y] for _, t in ribbon])
+        assert all(y == 1.0 for y in t.y) and len(t.y) == len(t.x)
+        i = np.searchsorted(centers, np.asarray(t.x, dtype=float) - 0.11)
+        np.testing.assert_allclose(centers[i], np.asarray(t.x, dtype=float), atol=0.11)
+        drawn[row, i] = True
+        assert t.marker.color == F.PHASE_COLORS[key[1]]
+        np.testing.assert_array_equal(drawn[row], windows["phase"].to_numpy() == key[1])
     assert (drawn.sum(axis=0) == 1).all(), "every window is exactly one band"
-    for (key, t), row in zip(ribbon, drawn):
-        phase = key[1]
-        assert t.marker.color == F.PHASE_COLORS[phase]
-        np.testing.assert_array_equal(row, windows["phase"].to_numpy() == phase)
     assert {"idle", "prefill", "decode"} <= set(windows["phase"])
     assert len({F.PHASE_COLORS[p] for p in ("idle", "prefill", "decode")}) == 3
     # the imbalanced bar sits above exactly the flagged windows
@@ -281,6 +284,56 @@ def test_live_view_sends_only_new_complete_bins(tmp_path, trace, first_minute):
     stale = {**step.state, "k": step.state["k"] - 2000, "cursor": 0}
     assert live.advance(stale).figure is not None
     store.close()
+
+
+def test_background_updates_keep_the_history_and_the_tick_only_reads(tmp_path, trace,
+                                                                        first_minute):
+    """The served dashboard's thread (``start_updates``) reads new samples while a page is
+    watching; a tick then reads the history without updating it; a failing update ends the
+    thread and the ticks update (and fail) themselves again."""
+    import time as _time
+
+    store = SampleStore(tmp_path / "bg.db")
+    store.put_devices(trace.devices)
+    t0 = float(first_minute["timestamp"].min())
+    store.append(first_minute[first_minute["timestamp"] < t0 + 20])
+    live = LiveView(store, DashboardConfig(source="test"))
+    h = live.history
+    st = live.snapshot().state
+    k0 = h.k_next
+    live.start_updates(period_s=3600.0)  # alive, but not due: only the ticks could update
+    try:
+        store.append(first_minute[(first_minute["timestamp"] >= t0 + 20)
+                                  & (first_minute["timestamp"] < t0 + 25)])
+        h._last_update = -math.inf
+        step = live.advance(st)
+        assert h.k_next == k0 and step.extend is None  # the tick read, it did not update
+    finally:
+        live.stop_updates()
+    live.start_updates(period_s=0.05)
+    try:
+        live.advance(st)  # a page is watching
+        deadline = _time.monotonic() + 10
+        while h.k_next == k0 and _time.monotonic() < deadline:
+            _time.sleep(0.05)
+        assert h.k_next >= k0 + 45  # the 5 s appended above, read by the thread alone
+        step = live.advance(st)
+        assert step.extend is not None and step.state["k"] == h.k_next
+        # a failing update ends the thread; the next tick updates itself and raises
+        store.append(first_minute[(first_minute["timestamp"] >= t0 + 25)
+                                  & (first_minute["timestamp"] < t0 + 30)])
+
+        def broken(*a, **k):
+            raise RuntimeError("store gone")
+        h._catch_up = broken
+        live._updater.join(timeout=10)
+        assert not live._updater.is_alive()
+        h._last_update = -math.inf
+        with pytest.raises(RuntimeError, match="store gone"):
+            live.advance(step.state)
+    finally:
+        live.stop_updates()
+        store.close()
 
 
 def test_live_view_on_empty_store_waits(tmp_path):

@@ -261,25 +261,33 @@ def test_followed_ribbon_draws_a_bar_per_slot_and_extends_by_slots(bursts, tmp_p
     assert st["m"] is not None
     bars = [snap.figure.data[keys.index(("phase", p))] for p in F.RIBBON_PHASES]
     assert all(b.width == pytest.approx(HOP * 1000.0) for b in bars)
-    x = np.asarray(bars[0].x, dtype=float) / 1000.0
+    # each phase trace holds only its own slots; together one bar per slot
+    xs = [np.asarray(b.x, dtype=float) / 1000.0 for b in bars]
+    x = np.sort(np.concatenate(xs))
     assert 150 <= len(x) <= 200  # 20 s of 0.1-s slots, one window short of the edge
-    lit = np.array([[v is not None for v in b.y] for b in bars])
-    assert (lit.sum(axis=0) == 1).all()  # one phase per slot
+    assert len(np.unique(np.floor(x / HOP))) == len(x)  # one phase per slot
+    kind = np.concatenate([np.full(len(v), i) for i, v in enumerate(xs)])[
+        np.argsort(np.concatenate(xs), kind="stable")]
     starts = x - HOP / 2
-    kind = lit.argmax(axis=0)
     assert _off_grid(starts[1:][kind[1:] != kind[:-1]]).any()
+    assert sum(len(v) > 0 for v in xs) >= 2
     assert "ribbon: 0.1-s phase segments" in follow_note(st, DashboardConfig())
     store.append(s[(s["timestamp"] >= t0 + 30.0) & (s["timestamp"] < t0 + 35.0)])
     step = live.advance(st)
     update, _, limits = step.extend
     new = step.state["m"] - st["m"]
     assert 45 <= new <= 52
+    new_x = np.sort(np.concatenate([update["x"][keys.index(("phase", p))]
+                                    for p in F.RIBBON_PHASES]))
+    assert len(new_x) == new  # one bar per new slot, in the trace of its phase
+    assert new_x[0] == pytest.approx((st["m"] + 0.5) * HOP * 1000.0, abs=0.1)
+    # each phase trace keeps exactly its bars among the view's last 20 s of slots
+    _, in_view = live.history.slots(step.state["m"] - round(20.0 / HOP), step.state["m"])
     for p in F.RIBBON_PHASES:
         i = keys.index(("phase", p))
-        assert len(update["x"][i]) == new
-        assert limits["x"][i] == round(20.0 / HOP)
-    assert update["x"][keys.index(("phase", "idle"))][0] == pytest.approx(
-        (st["m"] + 0.5) * HOP * 1000.0, abs=0.1)
+        assert limits["x"][i] == max(1, int((np.asarray(in_view) == p).sum())), p
+    assert sum(limits["x"][keys.index(("phase", p))] for p in F.RIBBON_PHASES) >= round(
+        20.0 / HOP) - 5
     # a 10-min view draws 0.5-s live bins: one ribbon bar per window, as before
     wide = live.snapshot(600.0)
     assert wide.state["m"] is None

@@ -48,14 +48,16 @@ def test_followed_ribbon_extends_a_bar_per_slot(browser):
         first = _ribbon(page, keys)
         page.wait_for_timeout(3000)
         later = _ribbon(page, keys)
-        n0, n1 = len(first[0]["x"]), len(later[0]["x"])
-        assert n1 >= n0 + 30  # 3 s at 2x: about 60 new 0.1-s slots, appended
+        # each phase trace holds only its own slots: together, one bar per slot
+        n0 = sum(len(tr["x"]) for tr in first)
+        xs = sorted(x for tr in later for x in tr["x"])
+        assert len(xs) >= n0 + 30  # 3 s at 2x: about 60 new 0.1-s slots, appended
         for tr in later:
-            assert tr["width"] == pytest.approx(100.0)
-            assert len(tr["x"]) == n1
-        assert sum(tr["lit"] for tr in later) == n1  # one phase per slot
-        gaps = {round(b - a, 1) for a, b in zip(later[0]["x"], later[0]["x"][1:])}
-        assert gaps <= {100.0} or min(gaps) == 100.0
+            assert tr["lit"] == len(tr["x"])  # no placeholder bars
+            if tr["x"]:  # (a trace with no bar has no width either)
+                assert tr["width"] == pytest.approx(100.0)
+        gaps = {round(b - a, 1) for a, b in zip(xs, xs[1:])}
+        assert min(gaps) == 100.0  # one phase per slot, slots 0.1 s apart
         assert not errors, errors
         page.close()
     finally:

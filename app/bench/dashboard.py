@@ -5,7 +5,9 @@ What it measures, side by side with plotly-resampler (the well-known alternative
 
 1. **Server time and payload** of the three requests a page makes: the full-range view
    ("all"), a 1-minute zoom (and a 10-s zoom, the raw-sample path), and a live tick in follow
-   mode after 0.25 s of new samples.  Measured in this process through the app's own Flask
+   mode after 0.25 s of new samples; apart, the history update that reads, bins and labels
+   those samples (the served dashboard runs it in a background thread, so the tick only
+   reads).  Measured in this process through the app's own Flask
    server (``app.server.test_client()``: the real Dash callback, JSON encoding included, no
    network), warm history, median and worst of ``repeat`` requests.  The first load of the
    history (reading, binning and labelling the whole hour) is reported apart as the cold start.
@@ -16,7 +18,8 @@ What it measures, side by side with plotly-resampler (the well-known alternative
    stamped with the wall clock (as ``tealeaves collect`` would).  The page is hooked on
    ``plotly_afterplot``: every redraw records (paint time, end of the newest bin drawn); each
    written sample's latency is the first paint whose newest bin covers its stamp minus the
-   stamp.  The page's own estimate (its status line) is read too.
+   stamp.  The page's own estimate (its status line) is read too, and the server's CPU use
+   (user + system, ``/proc``) while that one page follows.
 3. **Server memory**: resident set (VmRSS) of that subprocess with 1 and then 5 pages open;
    plotly-resampler's: a fresh process holding 1 and then 5 ``FigureResampler`` figures (one
    per page, as its per-session cache keeps them).
@@ -46,6 +49,9 @@ import pandas as pd
 PX = 1060
 #: Name of the full-range request in the figures.
 FULL = "full range"
+#: Names of a followed page's tick and of the history update beside it, in the figures.
+TICK = "live tick (0.25 s new)"
+UPDATE = "history update (0.25 s)"
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -235,15 +241,20 @@ def server_figures(path: Path, pattern: pd.DataFrame, repeat: int = 7, log=print
     _, _, resp = _post(client, _update_body(app, {"kind": "preset", "span": 60, "px": PX, "n": 0},
                                             state))
     st = resp["response"]["tl-cursor"]["data"]
-    times, sizes = [], []
+    times, sizes, updates = [], [], []
     for i in range(max(repeat, 20)):
         writer.write_now(store, 0.25)
-        live.history._last_update = -math.inf  # every tick reads what was just written
+        # the served dashboard's background thread reads, bins and labels the new samples
+        # (LiveView.start_updates); the tick then only reads the history
+        t = time.perf_counter()
+        live.history.update(force=True)
+        updates.append(time.perf_counter() - t)
         dt, n, resp = _post(client, _update_body(app, None, st, pull=i + 2))
         st = resp["response"]["tl-cursor"]["data"]
         times.append(dt)
         sizes.append(n)
-    out["live tick (0.25 s new)"] = _stats(times, sizes)
+    out[TICK] = _stats(times, sizes)
+    out[UPDATE] = _stats(updates, [0] * len(updates))
     store.close()
     return out
 
@@ -252,6 +263,14 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def _cpu_s(pid: int) -> float:
+    """CPU seconds (user + system, every thread) process ``pid`` has used (Linux /proc)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _rss_mb(pid: int) -> dict:
@@ -298,7 +317,10 @@ def browser_figures(path: Path, pattern: pd.DataFrame, live_s: float = 30.0,
             out["first_page_s"] = time.perf_counter() - t
             first.evaluate((JS_DIR / "paint_hook.js").read_text(), lane)
             t_hook = time.time()
+            cpu0, wall0 = _cpu_s(proc.pid), time.monotonic()
             first.wait_for_timeout(live_s * 1000)
+            out["server_cpu_pct"] = (100.0 * (_cpu_s(proc.pid) - cpu0)
+                                     / (time.monotonic() - wall0))
             paints = first.evaluate("() => window.__paints")
             out["page_estimate"] = first.inner_text("#tl-latency")
             out["rss_1_page_mb"] = _rss_mb(proc.pid)["VmRSS"]
@@ -464,10 +486,10 @@ def _report(f: dict, pages: int, log) -> None:
     log("")
     log(f"{'request':<28} {'server ms (median / max)':>26} {'payload KB':>11}")
     log(f"(full range: all {f['store']['seconds']:.0f} s of the store)")
-    for name in (FULL, "1-min zoom", "10-s zoom (raw samples)", "live tick (0.25 s new)"):
+    for name in (FULL, "1-min zoom", "10-s zoom (raw samples)", TICK, UPDATE):
         v = s[name]
-        log(f"{name:<28} {v['server_ms_median']:>14.1f} / {v['server_ms_max']:<9.1f} "
-            f"{v['payload_kb']:>11.1f}")
+        kb = f"{v['payload_kb']:>11.1f}" if name != UPDATE else f"{'(no request)':>11}"
+        log(f"{name:<28} {v['server_ms_median']:>14.1f} / {v['server_ms_max']:<9.1f} {kb}")
     r = f.get("plotly_resampler") or {}
     if "error" not in r and r:
         log(f"{'plotly-resampler full range':<28} {r['full_ms']:>14.1f} {'':<11} "
@@ -484,7 +506,8 @@ def _report(f: dict, pages: int, log) -> None:
         log(f"sample-to-screen over {b['samples_timed']} samples, {b['paints']} paints: "
             f"p50 {b.get('latency_ms_p50', math.nan):.0f} ms, p95 "
             f"{b.get('latency_ms_p95', math.nan):.0f} ms, max "
-            f"{b.get('latency_ms_max', math.nan):.0f} ms (page says: {b['page_estimate']})")
+            f"{b.get('latency_ms_max', math.nan):.0f} ms (page says: {b['page_estimate']}); "
+            f"server CPU while one page follows: {b['server_cpu_pct']:.0f} % of a core")
         log(f"server RSS: idle {b['rss_idle_mb']:.0f} MB, 1 page {b['rss_1_page_mb']:.0f} MB, "
             f"{pages} pages {b[f'rss_{pages}_pages_mb']:.0f} MB (peak {b['rss_peak_mb']:.0f} MB)"
             f"; first page load {b['first_page_s']:.1f} s")

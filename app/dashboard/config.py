@@ -31,6 +31,15 @@ MIN_HEIGHT_PX = 640
 ALL_REFRESH_S = 5.0
 
 
+#: The served dashboard reads new samples into its history this often (s), beside the pages'
+#: ticks (``LiveView.start_updates``); the history's own ``min_update_s`` is the same 0.1 s.
+UPDATE_PERIOD_S = 0.1
+
+
+#: ... and stops doing so when no page has ticked for this long (s): nobody is watching.
+UPDATER_IDLE_S = 5.0
+
+
 @dataclass
 class DashboardConfig:
     """Settings of one dashboard.
@@ -58,7 +67,7 @@ class DashboardConfig:
 
     source: str = "sample store"
     view_s: float = 60.0
-    interval_ms: int = 250
+    interval_ms: int = 100
     bin_s: float = 0.1
     window_s: float = 0.5
     hold_s: float = 0.35

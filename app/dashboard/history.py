@@ -150,15 +150,21 @@ class History:
         self._rebuild = False
 
     # -- catching up ---------------------------------------------------------------------
-    def update(self, force: bool = False) -> bool:
+    def update(self, force: bool = False, wait: bool = True) -> bool:
         """Read what the store gained since the last call and extend the history.
+
+        Args:
+            force: update even if the last update is less than ``min_update_s`` old.
+            wait: False returns at once (False) while another thread is updating.
 
         Returns:
             True when bins, windows or cells were added.
         """
         if not force and time.monotonic() - self._last_update < self.min_update_s:
             return False
-        with self._lock:
+        if not self._lock.acquire(blocking=wait):
+            return False
+        try:
             if not force and time.monotonic() - self._last_update < self.min_update_s:
                 return False
             grew = self._catch_up()
@@ -168,6 +174,8 @@ class History:
                 grew = self._catch_up() or True
             self._last_update = time.monotonic()
             return grew
+        finally:
+            self._lock.release()
 
     def _catch_up(self) -> bool:
         grew = False

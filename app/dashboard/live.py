@@ -14,6 +14,7 @@ import functools
 import itertools
 import math
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -44,7 +45,14 @@ from ..figures import (
     shots_between,
     trace_keys,
 )
-from .config import ALL_REFRESH_S, LATEST_TS, MAX_LIVE_POINTS, DashboardConfig
+from .config import (
+    ALL_REFRESH_S,
+    LATEST_TS,
+    MAX_LIVE_POINTS,
+    UPDATE_PERIOD_S,
+    UPDATER_IDLE_S,
+    DashboardConfig,
+)
 from .cursor import Cursor
 from .explain import row_hot_set, window_ceilings
 from .history import History
@@ -159,6 +167,51 @@ class LiveView:
         self._rev = 0
         self._shots: pd.DataFrame | None = None
         self._shots_at = -math.inf
+        self._updater: threading.Thread | None = None
+        self._stop_updates = threading.Event()
+        self._ticked_at = -math.inf
+
+    # -- keeping the history current -----------------------------------------------------
+    def start_updates(self, period_s: float = UPDATE_PERIOD_S) -> None:
+        """Keep the shown history current from a background thread, every ``period_s``
+        seconds while a page ticked in the last ``UPDATER_IDLE_S`` seconds.
+
+        A followed page's tick then only reads: the store is read, binned and labelled
+        beside the page's request and the browser's redraw rather than inside the request
+        (a window's classifier pass is tens of ms that every tick would otherwise wait for;
+        docs/benchmarks.md).  Without it (``LiveView`` used directly) each tick updates the
+        history itself.  Idempotent; ``stop_updates`` ends the thread.
+        """
+        if self._updater is not None and self._updater.is_alive():
+            return
+        self._stop_updates.clear()
+
+        def run() -> None:
+            while not self._stop_updates.wait(period_s):
+                if time.monotonic() - self._ticked_at > UPDATER_IDLE_S:
+                    continue  # nobody is watching: the next tick catches up
+                try:
+                    self.history.update(wait=False)
+                except Exception:  # noqa: BLE001
+                    # the thread ends: the pages' ticks update again themselves, and the
+                    # error reaches them (and the page) as it did before the thread
+                    return
+        self._updater = threading.Thread(target=run, name="tealeaves-history", daemon=True)
+        self._updater.start()
+
+    def stop_updates(self) -> None:
+        """End the thread ``start_updates`` started (waits for it; idempotent)."""
+        self._stop_updates.set()
+        if self._updater is not None:
+            self._updater.join(timeout=10)
+            self._updater = None
+
+    def _tick_update(self) -> None:
+        """The history update of a followed page's tick: none while the background thread
+        keeps it current (and was told a page is watching), else here."""
+        self._ticked_at = time.monotonic()
+        if self._updater is None or not self._updater.is_alive():
+            self.history.update()
 
     # -- hosts ---------------------------------------------------------------------------
     def _new_history(self, store) -> History:
@@ -307,6 +360,19 @@ class LiveView:
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
+    def _phases_in_view(self, span: float, m_end: int | None) -> dict[str, int]:
+        """``{phase: ribbon bars}`` of a followed view of ``span`` seconds ending at the
+        history's edge: its segment slots (``m_end``: slot cursor) or else its windows."""
+        h = self.history
+        if m_end is not None and h.hop_s:
+            _, phases = h.slots(m_end - math.ceil(span / h.hop_s - 1e-9), m_end)
+        else:
+            w = h.windows(h.j_next - math.ceil(span / self.config.window_s), h.j_next)
+            phases = w["phase"].to_numpy() if len(w) else np.zeros(0, dtype=object)
+        names, counts = np.unique(np.asarray(phases, dtype=object).astype(str),
+                                  return_counts=True)
+        return dict(zip(names.tolist(), counts.tolist()))
+
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
         0.1-s bins draws the ribbon from segments (factor 1 and segments made), else None."""
@@ -345,7 +411,7 @@ class LiveView:
             return self.snapshot()
         if state.get("host") != self.host:  # another node was chosen: draw it
             return self.redraw({**state, "host": self.host})
-        h.update()
+        self._tick_update()
         if state.get("k") is None and state.get("mode") == "follow":
             if h.k_next is None:
                 return Step(state=self._meta(state))
@@ -394,7 +460,8 @@ class LiveView:
                      "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
-                              order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1)
+                              order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
+                              phases_in_view=self._phases_in_view(float(state["span"]), m_end))
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)

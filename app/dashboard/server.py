@@ -201,6 +201,7 @@ class RunningDashboard:
             self.server.shutdown()
             self._serving_thread.join(timeout=5)
         self.server.server_close()
+        self.app.tealeaves_live.stop_updates()
         self.session.stop()
         if self._tmpdir is not None:
             shutil.rmtree(self._tmpdir, ignore_errors=True)
@@ -324,6 +325,7 @@ def _app_and_server(session: Session, source: Source, collect: bool, host: str, 
     cfg = DashboardConfig(source=source.label, health=health_now if collect else None, **config)
     app = create_app(session.store, cfg)
     threading.Thread(target=default_labeller, name="tealeaves-model-load", daemon=True).start()
+    app.tealeaves_live.start_updates()  # followed pages' ticks then only read
     sock = _listen(host, port)
     try:
         server = make_server(host, sock.getsockname()[1], app.server, threaded=True,

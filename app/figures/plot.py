@@ -165,16 +165,21 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         members = np.zeros((0, len(gpus)), dtype=bool)
         flagged = np.array([], dtype=bool)
         set_text = []
+    # The phase bars hold only their own slots or windows, no None placeholders: plotly
+    # styles every point of a bar trace, gaps included, and four traces of placeholders cost
+    # a followed eight-GPU page about 80 ms per redraw (docs/benchmarks.md).
     if slots is not None:
         idx, sphase = slots
-        sx = _ms((np.asarray(idx, dtype=float) + 0.5) * hop_s)
+        sx = np.asarray(_ms((np.asarray(idx, dtype=float) + 0.5) * hop_s), dtype=float)
         sphase = np.asarray(sphase, dtype=object).astype(str)
         for p in RIBBON_PHASES:
-            out[("phase", p)] = (sx, [1.0 if mi else None for mi in sphase == p], [])
+            m = sphase == p
+            out[("phase", p)] = (sx[m].tolist(), [1.0] * int(m.sum()), [])
     else:
+        wxa = np.asarray(wx, dtype=float)
         for p in RIBBON_PHASES:
             m = phase == p
-            out[("phase", p)] = (wx, [1.0 if mi else None for mi in m], [])
+            out[("phase", p)] = (wxa[m].tolist(), [1.0] * int(m.sum()), [])
     why = [f"hot set {st}: max/mean work {fmt_value(r, '.2f')}x, straggler tax {fmt_value(t, '.0%')}"
            if f else "" for f, st, r, t in zip(flagged, set_text, ratio, tax)]
     out[("ribbon_hot",)] = (wx, [RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
@@ -492,7 +497,8 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
 def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
                 server: pd.DataFrame | None = None, order: list[int] | None = None,
-                slots: tuple | None = None, hop_s: float = 0.1) -> list:
+                slots: tuple | None = None, hop_s: float = 0.1,
+                phases_in_view: dict[str, int] | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -508,6 +514,11 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         order: the load bands' GPU order the figure was built with.
         slots: new segment slots (``(slot indices, phases)``, none already on the page) for a
             figure built with ``slots``: the phase bars then keep ``view_s / hop_s`` points.
+        phases_in_view: ``{phase: bars of that phase in the view once extended}`` (the last
+            ``view_s / hop_s`` slots, or ``view_s / window_s`` windows without ``slots``).
+            A phase trace holds only its own bars, so this is its ``maxPoints``: what scrolled
+            out of view is dropped.  None: the placeholder-free bound above (a phase trace
+            then keeps up to that many bars, some of them off screen).
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y`` and ``text`` to one list
@@ -528,6 +539,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         update["text"].append(text)
         if key[0] == "hot":
             limits.append(3 * win_max)
+        elif key[0] == "phase" and phases_in_view is not None:
+            limits.append(max(1, int(phases_in_view.get(key[1], 0))))
         elif key[0] == "phase" and slots is not None:
             limits.append(slot_max)
         elif key[0] == "shots":  # never appended to: keep every marker
