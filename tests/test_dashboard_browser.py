@@ -65,6 +65,12 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         assert sum(counts[KEYS.index(("phase", p))] for p in F.RIBBON_PHASES) > 0
         assert "replay of h200x2_workload_v1.parquet" in page.inner_text("#tl-status")
         assert page.inner_text("#tl-phase")
+        # the plotly toolbar (shown on hover) sits above the plot area, not over the ribbon
+        box = page.query_selector("#tl-graph").bounding_box()
+        page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 150)
+        bar = page.wait_for_selector("#tl-graph .modebar", state="visible").bounding_box()
+        top = page.evaluate(f"() => {GD}._fullLayout._size.t")
+        assert bar["y"] + bar["height"] <= box["y"] + top, (bar, box, top)
 
         # When is each stored sample first on the page?  Watch the store (read-only) and the
         # page's newest bin side by side; both clocks are this machine's wall clock.

@@ -380,7 +380,9 @@ def toolbar(state: Cursor, config: DashboardConfig) -> html.Div:
             html.Button("export this range", id=ids.REPORT_GO, n_clicks=0, className="tl-btn",
                         title="an imbalance report of the range on screen (the same as "
                               "`tealeaves report --store ... --from ... --to ...`)"),
-            dcc.Loading(html.Span(id=ids.REPORT_MSG, className="tl-muted"), type="dot"),
+            # the dots take the message's own box, after the button, never over it
+            dcc.Loading(html.Span(id=ids.REPORT_MSG, className="tl-muted"), type="dot",
+                        parent_className="tl-report-msg"),
             dcc.Download(id=ids.REPORT_DOWNLOAD),
         ]),
         html.Div(className="tl-group", children=[

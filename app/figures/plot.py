@@ -430,7 +430,8 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
         height=height, uirevision=uirevision, template="plotly_white",
         barmode="overlay", bargap=0, hovermode="x", hoverdistance=-1, spikedistance=-1,
         hoverlabel={"font_size": 11, "namelength": -1},
-        margin={"l": 124, "r": 84 if R.server else 16, "t": 30, "b": 36},
+        # t: the plotly toolbar (about 30 px) sits above the ribbon, not over its red bar
+        margin={"l": 124, "r": 84 if R.server else 16, "t": 42, "b": 36},
         font={"family": "Inter, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif", "size": 11},
         legend={"orientation": "h", "yanchor": "bottom", "y": 1.005, "xanchor": "left", "x": 0.0,
                     "font": {"size": 11}, "itemclick": "toggle", "itemdoubleclick": "toggleothers",
