@@ -358,3 +358,32 @@ def test_fmt_span_picks_its_unit_after_rounding():
              172799: "2.0 d", 35: "35 s"}
     assert {s: F.fmt_span(s) for s in cases} == cases
     assert {F.fmt_span(v) for v in (float("nan"), -1.0, None)} == {"n/a"}
+
+
+def test_history_rows_lose_no_piece_when_read_while_appended():
+    """The update thread appends pieces while pages read: every piece stays (a read's
+    concatenation once replaced the parts list after an append it had not included)."""
+    import threading
+
+    from tealeaves.app.dashboard.history import _Rows
+
+    rows = _Rows()
+    n = 3000
+    done = threading.Event()
+
+    def read() -> None:
+        while not done.is_set():
+            rows.frame()
+
+    readers = [threading.Thread(target=read) for _ in range(2)]
+    for r in readers:
+        r.start()
+    try:
+        for i in range(n):
+            rows.append(pd.DataFrame({"v": [i]}, index=[i]))
+    finally:
+        done.set()
+        for r in readers:
+            r.join()
+    f = rows.frame()
+    assert len(f) == n and f["v"].tolist() == list(range(n))

@@ -60,29 +60,36 @@ METRICS_BACK_S = 5.0
 
 class _Rows:
     """Frames appended in pieces and read as one (concatenated lazily, at most once per read
-    after appends)."""
+    after appends).  Safe across threads: the dashboard's update thread appends while pages'
+    requests read (without the lock a read's concatenation could replace the parts list
+    after an append it did not include, losing that piece)."""
 
     def __init__(self, by: str | None = None) -> None:
         self._parts: list[pd.DataFrame] = []
         self._whole: pd.DataFrame | None = None
         self._by = by  # the column the rows are ordered by (None: the index)
+        self._lock = threading.Lock()
 
     def append(self, frame: pd.DataFrame) -> None:
         if len(frame):
-            self._parts.append(frame)
-            self._whole = None
+            with self._lock:
+                self._parts.append(frame)
+                self._whole = None
 
     def frame(self) -> pd.DataFrame | None:
-        if self._whole is None and self._parts:
-            whole = self._parts[0] if len(self._parts) == 1 else pd.concat(self._parts)
-            # an older session read late (a file imported after newer ones) goes in its place
-            key = whole.index if self._by is None else whole[self._by]
-            if not key.is_monotonic_increasing:
-                whole = (whole.sort_index(kind="stable") if self._by is None
-                         else whole.sort_values(self._by, kind="stable", ignore_index=True))
-            self._parts = [whole]
-            self._whole = whole
-        return self._whole
+        with self._lock:
+            if self._whole is None and self._parts:
+                whole = self._parts[0] if len(self._parts) == 1 else pd.concat(self._parts)
+                # an older session read late (a file imported after newer ones) goes in
+                # its place
+                key = whole.index if self._by is None else whole[self._by]
+                if not key.is_monotonic_increasing:
+                    whole = (whole.sort_index(kind="stable") if self._by is None
+                             else whole.sort_values(self._by, kind="stable",
+                                                    ignore_index=True))
+                self._parts = [whole]
+                self._whole = whole
+            return self._whole
 
     def __len__(self) -> int:
         f = self.frame()
