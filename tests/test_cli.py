@@ -362,3 +362,13 @@ def test_collect_with_an_unknown_log_zone_is_one_line_and_exit_2(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and "--tz: unknown time zone 'Nope/Nope'" in lines[0], r.stderr
+
+
+def test_an_unknown_tz_is_refused_by_every_command_even_without_a_log(tmp_path):
+    """``classify --tz Mars/Base`` without a server log used to run on, the zone ignored."""
+    r = tealeaves("classify", BURSTS, "--tz", "Mars/Base")
+    assert r.returncode == 2 and r.stdout == ""
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--tz: unknown time zone 'Mars/Base'" in lines[0], r.stderr
+    ok = tealeaves("classify", BURSTS, "--tz", "+05:45")
+    assert ok.returncode == 0, ok.stderr

@@ -216,7 +216,7 @@ def server_figures(path: Path, pattern: pd.DataFrame, repeat: int = 7, log=print
     out["cold_history_s"] = time.perf_counter() - t
     out["history_mb"] = live.history.memory_bytes() / 2**20
     log(f"cold start: history of {live.history.cursor:,} samples read, binned and labelled "
-        f"in {out['cold_history_s']:.1f} s ({out['history_mb']:.0f} MB held)")
+        f"in {out['cold_history_s']:.1f} s ({out['history_mb']:.1f} MB held)")
     client = app.server.test_client()
     client.get("/")  # a page load comes first (Dash sets itself up on the first request)
     first, last = live.history.span()
@@ -506,11 +506,12 @@ def _report(f: dict, pages: int, log) -> None:
         log(f"sample-to-screen over {b['samples_timed']} samples, {b['paints']} paints: "
             f"p50 {b.get('latency_ms_p50', math.nan):.0f} ms, p95 "
             f"{b.get('latency_ms_p95', math.nan):.0f} ms, max "
-            f"{b.get('latency_ms_max', math.nan):.0f} ms (page says: {b['page_estimate']}); "
+            f"{b.get('latency_ms_max', math.nan):.0f} ms from the hook on (the page's own "
+            f"meter counts from page load: {b['page_estimate']}); "
             f"server CPU while one page follows: {b['server_cpu_pct']:.0f} % of a core")
+        more = (f"{pages} pages {b[f'rss_{pages}_pages_mb']:.0f} MB, " if pages > 1 else "")
         log(f"server RSS: idle {b['rss_idle_mb']:.0f} MB, 1 page {b['rss_1_page_mb']:.0f} MB, "
-            f"{pages} pages {b[f'rss_{pages}_pages_mb']:.0f} MB (peak {b['rss_peak_mb']:.0f} MB)"
-            f"; first page load {b['first_page_s']:.1f} s")
+            f"{more}peak {b['rss_peak_mb']:.0f} MB; first page load {b['first_page_s']:.1f} s")
     if "error" not in r and r:
         log(f"plotly-resampler RSS: base {r['rss_base_mb']:.0f} MB, 1 figure "
             f"{r['rss_1_fig_mb']:.0f} MB, {pages} figures {r[f'rss_{pages}_figs_mb']:.0f} MB")

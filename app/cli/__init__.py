@@ -17,6 +17,7 @@ import os
 import sys
 
 from . import bench, classify, collect, dashboard, doctor, evaluate, imports, report
+from .args import zone_error
 from .common import fail, package_version
 
 #: The commands in the order ``tealeaves --help`` lists them.
@@ -44,6 +45,9 @@ def main(argv: list[str] | None = None) -> int:
     interrupted.  Output piped into a program that stops reading (``| head``) ends quietly.
     """
     args = build_parser().parse_args(argv)
+    bad_zone = zone_error(getattr(args, "tz", None))
+    if bad_zone:  # every command's --tz, used by its files or not
+        return fail(f"--tz: {bad_zone}")
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

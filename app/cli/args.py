@@ -106,3 +106,18 @@ def gpu_indices(text: str) -> list[int]:
     if not out or min(out) < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a list of GPU indices")
     return out
+
+
+
+def zone_error(tz: str | None) -> str | None:
+    """Why ``tz`` (a ``--tz`` value) is not a time zone, or None when it is one (or absent):
+    an IANA name or an offset like ``+02:00`` (``collectors.server_log.resolve_tz``)."""
+    from ...collectors.server_log import ServerLogError, resolve_tz
+
+    if tz is None:
+        return None
+    try:
+        resolve_tz(tz)
+    except ServerLogError as exc:
+        return str(exc)
+    return None
