@@ -71,6 +71,13 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         bar = page.wait_for_selector("#tl-graph .modebar", state="visible").bounding_box()
         top = page.evaluate(f"() => {GD}._fullLayout._size.t")
         assert bar["y"] + bar["height"] <= box["y"] + top, (bar, box, top)
+        # the load heatmap under the bands grows a column per window as the page follows
+        heat = KEYS.index(("heat",))
+        n0 = page.evaluate(f"() => {GD}.data[{heat}].z.length")
+        page.wait_for_function(f"() => {{ const t = {GD}.data[{heat}]; return t.type === "
+                               f"'heatmap' && t.z.length >= {n0} + 2 && "
+                               f"t.z.length === t.x.length && t.z[t.z.length - 1].length "
+                               f"=== 2 }}", timeout=15_000)
 
         # When is each stored sample first on the page?  Watch the store (read-only) and the
         # page's newest bin side by side; both clocks are this machine's wall clock.

@@ -201,13 +201,24 @@ def test_extend_data_appends_what_a_rebuild_would_draw(first_minute, trace):
     payload = F.extend_data(tail, w_tail, gpus, view_s=120.0)
     update, indices, max_points = payload
     assert indices == list(range(len(fig.data)))
-    assert set(update) == set(max_points) == {"x", "y", "text"}
+    assert set(update) == set(max_points) == {"x", "y", "text", "z"}
     keys = F.trace_keys(gpus)
     assert max_points["x"][keys.index(("lane", "power_w", 0))] == 1200
     assert max_points["x"][keys.index(("phase", "decode"))] == 240
     assert F.extend_point_count(payload) > 0
     ref = F.build_figure(whole, windows, gpus)
+    heat = keys.index(("heat",))
+    # the heatmap gains a column of every GPU's load per window; its rows stay
+    assert update["y"][heat] == [] and len(update["z"][heat]) == len(w_tail)
+    assert max_points["z"][heat] == max_points["x"][heat] == 240 + 2
+    assert max_points["y"][heat] >= 10**6  # its rows are never trimmed
+    cols = [list(c) for c in fig.data[heat].z] + update["z"][heat]
+    assert cols == [list(c) for c in ref.data[heat].z]
+    assert all(z == [] for i, z in enumerate(update["z"]) if i != heat)
     for i, key in enumerate(keys):
+        if key[0] == "heat":
+            assert list(fig.data[i].x) + update["x"][i] == list(ref.data[i].x)
+            continue
         got_y = list(fig.data[i].y) + update["y"][i]
         assert got_y == list(ref.data[i].y), key
         assert list(fig.data[i].x) + update["x"][i] == list(ref.data[i].x), key
@@ -239,6 +250,54 @@ def test_eight_gpus(first_minute):
     # copies of one real GPU scaled up by GPU index keep that order in their shares
     evens, odds = shares[[0, 2, 4, 6]].to_numpy(), shares[[1, 3, 5, 7]].to_numpy()
     assert (np.diff(evens, axis=1) > 0).all() and (np.diff(odds, axis=1) > 0).all()
+
+
+def test_heatmap_shades_each_gpu_behind_its_band_in_the_band_order(first_minute):
+    """Eight GPUs, busiest first: the heatmap's row behind each band holds that GPU's load per
+    window (the same numbers as the band line), rows ascending, unknown load blank."""
+    parts = []
+    for g in range(8):
+        p = first_minute[first_minute["gpu"] == g % 2].copy()
+        p["gpu"] = g
+        p["sm_active"] = p["sm_active"] * (0.3 + 0.1 * g)
+        parts.append(p)
+    samples = pd.concat(parts).sort_values(["timestamp", "gpu"]).reset_index(drop=True)
+    gpus = list(range(8))
+    windows = classify_samples(samples, None, window_s=WINDOW_S)
+    order = [7, 6, 5, 4, 3, 2, 1, 0]  # busiest (GPU 7) on top
+    fig = F.build_figure(_bins_for(samples, gpus), windows, gpus, order=order)
+    keys = F.trace_keys(gpus)
+    heat = fig.data[keys.index(("heat",))]
+    assert heat.type == "heatmap" and heat.transpose and not heat.showscale
+    ys, row_gpus = F.heat_rows(order)
+    assert list(heat.y) == ys == sorted(ys)
+    assert row_gpus[-1] == 7 and row_gpus[0] == 0  # the top row is the top band's GPU
+    slots = F.band_slots(order)
+    for y, g in zip(ys, row_gpus):  # each row sits inside its GPU's band
+        assert slots[g] <= y <= slots[g] + 1
+    assert len(heat.z) == len(heat.x) == len(windows)
+    for col, (_, w) in zip(heat.z, windows.iterrows()):
+        want = [None if not np.isfinite(w[f"load_g{g}"]) else
+                round(float(np.clip(w[f"load_g{g}"], 0, 100)), 1) for g in row_gpus]
+        assert list(col) == want
+    busy = np.nanmean(np.array([[np.nan if v is None else v for v in c] for c in heat.z],
+                               dtype=float), axis=0)
+    assert busy[-1] > busy[0]  # GPU 7 (top row) is shaded darker than GPU 0
+
+
+def test_heat_columns_leave_missing_windows_blank():
+    """A pause in the windows gets a blank column (plotly.js would stretch the last cell across
+    it), and so does a skip before the first new window of a live extension."""
+    w = 0.5
+    starts = np.array([10.0, 10.5, 12.0]) * w / w  # windows 20, 21, then 24
+    loads = np.array([[10.0, np.nan], [120.0, 30.0], [-5.0, 50.0]])
+    x, z = F.heat_columns(starts, loads, w)
+    assert z == [[10.0, None], [100.0, 30.0], [None, None], [0.0, 50.0]]
+    assert x == [10250.0, 10750.0, 11250.0, 12250.0]
+    x2, z2 = F.heat_columns(starts[:1], loads[:1], w, after_j=18)
+    assert z2 == [[None, None], [10.0, None]] and x2 == [9250.0, 10250.0]
+    assert F.heat_columns(starts[:1], loads[:1], w, after_j=20)[1] == [[10.0, None]]
+    assert F.heat_columns(np.array([]), np.zeros((0, 2)), w) == ([], [])
 
 
 def test_bin_lanes_rejects_bad_width(first_minute):
@@ -387,3 +446,40 @@ def test_history_rows_lose_no_piece_when_read_while_appended():
             r.join()
     f = rows.frame()
     assert len(f) == n and f["v"].tolist() == list(range(n))
+
+
+def test_a_tick_sends_every_window_even_when_the_update_thread_moves_the_history(
+        tmp_path, trace):
+    """The update thread can finish an update while a tick reads: the tick must send every
+    window up to the cursor it returns (it once read ``j_next`` twice and skipped those the
+    thread added in between)."""
+    s = trace.samples
+    t0 = float(s["timestamp"].min())
+    store = SampleStore(tmp_path / "race.db")
+    store.put_devices(trace.devices)
+    store.append(s[s["timestamp"] < t0 + 20])
+    live = LiveView(store, DashboardConfig(source="test"))
+    h = live.history
+    st = live.snapshot(60.0).state
+    live.start_updates(period_s=3600.0)  # alive: ticks only read
+    try:
+        store.append(s[(s["timestamp"] >= t0 + 20) & (s["timestamp"] < t0 + 22)])
+        h.update(force=True)
+        store.append(s[(s["timestamp"] >= t0 + 22) & (s["timestamp"] < t0 + 24)])
+        orig, sent = h.windows, []
+
+        def windows(j0=None, j1=None):
+            out = orig(j0, j1)
+            if not sent:  # the thread finishes an update right here
+                sent.extend(int(j) for j in out.index)
+                h.update(force=True)
+            return out
+        h.windows = windows
+        step = live.advance(st)
+        assert sent and step.state["j"] == sent[-1] + 1  # nothing skipped
+        h.windows = orig
+        nxt = live.advance(step.state)  # the next tick sends what the thread added
+        assert nxt.extend is not None and nxt.state["j"] > step.state["j"]
+    finally:
+        live.stop_updates()
+        store.close()

@@ -4,6 +4,7 @@ hover over the ribbon names the segment and its window.  Skipped without Chromiu
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from datetime import UTC, datetime
@@ -56,8 +57,34 @@ def test_followed_ribbon_extends_a_bar_per_slot(browser):
             assert tr["lit"] == len(tr["x"])  # no placeholder bars
             if tr["x"]:  # (a trace with no bar has no width either)
                 assert tr["width"] == pytest.approx(100.0)
-        gaps = {round(b - a, 1) for a, b in zip(xs, xs[1:])}
+        gaps = {round(b - a, 1) for a, b in itertools.pairwise(xs)}
         assert min(gaps) == 100.0  # one phase per slot, slots 0.1 s apart
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()
+
+
+def test_a_followed_view_keeps_its_span_when_a_phase_leaves_it(browser):
+    """A phase trace holds only its bars, trimmed to what is in view: once a phase has left
+    the view none of its bars may linger (a lingering bar stretched the autoranged axis to
+    it, 11.6 -> 38 s of a "10 s" view)."""
+    keys = F.trace_keys([0, 1])
+    url, shutdown = start_in_thread(force_replay=True, speed=2.0)
+    try:
+        page, errors = _page(browser, url, keys)
+        page.click(f"#{ids.PRESET_10S}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}').innerText"
+                               f".startsWith('last 10 s')", timeout=15_000)
+        spans = []
+        for _ in range(5):
+            page.wait_for_timeout(2500)
+            spans.append(page.evaluate(f"""() => {{ const gd = {GD};
+                const t = gd.data.filter(t => t.x && t.x.length && t.type !== 'heatmap')
+                                 .map(t => [t.x[0], t.x[t.x.length - 1]]);
+                const lo = Math.min(...t.map(v => v[0])), hi = Math.max(...t.map(v => v[1]));
+                return (hi - lo) / 1000; }}"""))
+        assert max(spans) < 13.0, spans  # 10 s of data (+ a window's width and a tick)
         assert not errors, errors
         page.close()
     finally:

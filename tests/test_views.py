@@ -206,6 +206,33 @@ def test_bands_order_busiest_first(filled):
     assert np.nanmin(top) >= len(order) - 1 - 1e-9  # the busiest GPU's band is the top one
 
 
+def test_a_range_heatmap_holds_each_buckets_mean_load_per_gpu(filled):
+    """Zoomed out (several windows per bucket), each heatmap cell is the mean load of its
+    bucket's windows for that GPU; the patch carries the columns as z."""
+    _, h = filled
+    w = h.windows()
+    order = V.load_order(w, h.gpus, "load")
+    tr = V.window_traces(w, h.gpus, 0.5, 20, order)
+    heat = tr[("heat",)]
+    ys, row_gpus = F.heat_rows(order)
+    np.testing.assert_allclose(heat.y, ys)
+    f = tr[("phase", "idle")].extra["factor"]
+    assert f > 1 and len(heat.z) == len(heat.x) <= len(w) // f + 2
+    b = w.index.to_numpy() // f
+    for x, col in zip(heat.x, heat.z):
+        k = int(np.floor(x / (f * 0.5)))
+        sel = w[b == k]
+        for g, v in zip(row_gpus, col):
+            m = sel[f"load_g{g}"].mean()
+            if np.isfinite(m):
+                assert v == pytest.approx(min(max(m, 0), 100), abs=0.06)
+            else:
+                assert v is None
+    upd = F.range_update({("heat",): heat}, h.gpus, False)
+    i = F.trace_keys(h.gpus).index(("heat",))
+    assert upd[i]["z"] == heat.z
+
+
 def test_live_factor_bounds_follow_traces():
     assert live_factor(60, 0.1) == 1
     assert live_factor(600, 0.1) == 5

@@ -57,6 +57,7 @@ from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from ...data.store import SampleStore, StoreError
 from ..figures import (
+    extendable,
     trace_keys,
 )
 from . import ids
@@ -151,7 +152,8 @@ def page_layout(live: LiveView, config: DashboardConfig) -> html.Div:
 def _graph(figure, config: DashboardConfig) -> dcc.Graph:
     """The live figure's graph, as tall as the window (at least ``MIN_HEIGHT_PX``) unless
     ``config.height`` is set."""
-    return dcc.Graph(id=ids.GRAPH, figure=figure, className="tl-graph", clear_on_unhover=False,
+    return dcc.Graph(id=ids.GRAPH, figure=extendable(figure), className="tl-graph",
+                     clear_on_unhover=False,
                      config={"displaylogo": False, "responsive": True,
                              # a double-click autoranges (read as "all"), instead of going
                              # back to the range first drawn
@@ -300,7 +302,8 @@ def page_update(live: LiveView, step: Step, st: Cursor, note, acted: bool, tz: s
     note, follow button, the range picker's text and the presets' classes."""
     nu = dash.no_update
     c = live.config
-    fig = step.figure if step.figure is not None else (
+    # a whole figure goes out with a z list on every trace: the live extendData extends z
+    fig = extendable(step.figure) if step.figure is not None else (
         step.patch if step.patch is not None else nu)
     if note is nu and st.get("mode") == "range" and (step.patch is not None
                                                       or step.figure is not None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import functools
 import itertools
+import logging
 import math
 import sqlite3
 import threading
@@ -192,9 +193,11 @@ class LiveView:
                     continue  # nobody is watching: the next tick catches up
                 try:
                     self.history.update(wait=False)
-                except Exception:  # noqa: BLE001
+                except Exception:
                     # the thread ends: the pages' ticks update again themselves, and the
                     # error reaches them (and the page) as it did before the thread
+                    logging.getLogger(__name__).exception(
+                        "the dashboard's history update failed; pages update it themselves")
                     return
         self._updater = threading.Thread(target=run, name="tealeaves-history", daemon=True)
         self._updater.start()
@@ -204,7 +207,8 @@ class LiveView:
         self._stop_updates.set()
         if self._updater is not None:
             self._updater.join(timeout=10)
-            self._updater = None
+            if not self._updater.is_alive():  # (a long update still running keeps its name)
+                self._updater = None
 
     def _tick_update(self) -> None:
         """The history update of a followed page's tick: none while the background thread
@@ -336,7 +340,8 @@ class LiveView:
                       j_end - math.ceil(span / c.window_s))
         windows = h.windows(j_start, j_end)
         order = load_order(windows, gpus, order_by)
-        server = h.cells(j_start, h.s_next) if h.has_server else None
+        s_end = h.s_next  # read once (the update thread moves it)
+        server = h.cells(j_start, s_end) if h.has_server and s_end is not None else None
         shots, shots_on = self._follow_shots(k_end * c.bin_s, span)
         m_end = self._slot_cursor(f)
         slots = None
@@ -354,20 +359,21 @@ class LiveView:
             fig.data[trace_keys(gpus, server is not None).index(("selected",))].update(
                 x=[float(v) * 1000.0 for v in sel.x], y=[float(v) for v in sel.y])
         tail = self._tail(windows, [])
-        state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": h.s_next,
+        state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": s_end,
                  "server": h.has_server,
                  "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail,
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
-    def _phases_in_view(self, span: float, m_end: int | None) -> dict[str, int]:
+    def _phases_in_view(self, span: float, m_end: int | None, j_end: int) -> dict[str, int]:
         """``{phase: ribbon bars}`` of a followed view of ``span`` seconds ending at the
-        history's edge: its segment slots (``m_end``: slot cursor) or else its windows."""
+        page's new edge: its segment slots (``m_end``: slot cursor) or else its windows
+        (``j_end``: window cursor)."""
         h = self.history
         if m_end is not None and h.hop_s:
             _, phases = h.slots(m_end - math.ceil(span / h.hop_s - 1e-9), m_end)
         else:
-            w = h.windows(h.j_next - math.ceil(span / self.config.window_s), h.j_next)
+            w = h.windows(j_end - math.ceil(span / self.config.window_s), j_end)
             phases = w["phase"].to_numpy() if len(w) else np.zeros(0, dtype=object)
         names, counts = np.unique(np.asarray(phases, dtype=object).astype(str),
                                   return_counts=True)
@@ -433,7 +439,12 @@ class LiveView:
         if rebuild:
             return self._resnap(state)
         f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
-        k_end = (h.k_next // f) * f
+        # each cursor of the history read once: the update thread moves them meanwhile, and a
+        # second read could skip what the first did not send
+        k_next, j_end, s_end = h.k_next, h.j_next, h.s_next
+        if k_next is None or j_end is None:  # the history is being rebuilt: draw it anew
+            return self._resnap(state)
+        k_end = (k_next // f) * f
         if (k_end - k) * c.bin_s > state["span"]:
             return self._resnap(state)
         if self._follow_shots(max(k, k_end) * c.bin_s, state["span"])[1] != list(
@@ -444,24 +455,26 @@ class LiveView:
         if m is None and m_now is not None:  # the segments began after the page was drawn
             return self._resnap(state)
         m_end = None if m is None else max(int(m), m_now if m_now is not None else int(m))
-        if k_end <= k and h.j_next <= j and (m is None or m_end <= int(m)):
+        if k_end <= k and j_end <= j and (m is None or m_end <= int(m)):
             return Step(state=self._meta(state))
         bins = coarse_bins(h.bins(k, k_end, dense=True), f)
-        windows = h.windows(j, h.j_next)
+        windows = h.windows(j, j_end)
         slots = None if m is None else h.slots(int(m), m_end)
         s = state.get("s")
         cells = None
-        if h.has_server:
-            s = h.s_next if s is None else int(s)
-            cells = h.cells(s, h.s_next)
-            s = h.s_next
+        if h.has_server and s_end is not None:
+            s = s_end if s is None else int(s)
+            cells = h.cells(s, s_end)
+            s = max(s, s_end)
         tail = self._tail(windows, state.get("hot_tail", []))
-        new_state = {**state, "k": max(k, k_end), "j": h.j_next, "m": m_end, "s": s,
+        new_state = {**state, "k": max(k, k_end), "j": max(j, j_end), "m": m_end, "s": s,
                      "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
                               order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
-                              phases_in_view=self._phases_in_view(float(state["span"]), m_end))
+                              phases_in_view=self._phases_in_view(float(state["span"]), m_end,
+                                                                  j_end),
+                              after_j=j)
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)

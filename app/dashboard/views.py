@@ -41,6 +41,8 @@ from ..figures import (
     SERVER_LINES,
     band_slots,
     gpu_shares,
+    heat_columns,
+    heat_rows,
     hot_members,
     prefill_size_class,
 )
@@ -72,9 +74,31 @@ class TraceData:
     base: float | np.ndarray | None = None
     text: list | None = None
     extra: dict = field(default_factory=dict)
+    #: a heatmap's columns (one list of row values per x; ``y`` then holds the rows)
+    z: list | None = None
 
     def __len__(self) -> int:
         return len(self.x)
+
+
+def _heat(windows: pd.DataFrame, order: list[int], bi: np.ndarray, ub: np.ndarray,
+          width_s: float) -> TraceData:
+    """The load heatmap of a range: per bucket (``ub``, each window's bucket position ``bi``)
+    and GPU the mean load of the bucket's windows (NaN skipped; None where none), rows in
+    ``heat_rows(order)`` order, blank columns where buckets are missing."""
+    y, gpus = heat_rows(order)
+    loads = np.full((len(ub), len(gpus)), np.nan)
+    for i, g in enumerate(gpus):
+        col = f"load_g{g}"
+        if col not in windows:
+            continue
+        v = windows[col].to_numpy(dtype=float)
+        ok = np.isfinite(v)
+        num = np.bincount(bi, weights=np.where(ok, v, 0.0), minlength=len(ub))
+        cnt = np.bincount(bi, weights=ok.astype(float), minlength=len(ub))
+        loads[:, i] = np.where(cnt > 0, num / np.where(cnt > 0, cnt, 1.0), np.nan)
+    hx, hz = heat_columns(ub * width_s, loads, width_s)
+    return TraceData(np.asarray(hx, dtype=float) / 1000.0, np.asarray(y, dtype=float), z=hz)
 
 
 def downsample_line(x: np.ndarray, y: np.ndarray, n_out: int, max_gap: float
@@ -266,6 +290,7 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
             out[("band", g)] = empty
             out[("share", g)] = empty
             out[("hot", g)] = empty
+        out[("heat",)] = TraceData(np.empty(0), np.asarray(heat_rows(order)[0]), z=[])
         out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
         return out
     j = windows.index.to_numpy(dtype=np.int64)
@@ -298,6 +323,7 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
 
     out[("ribbon_hot",)] = TraceData(centre, np.where(n_flag > 0, RIBBON_HOT_HEIGHT, np.nan),
                                      f * window_s)
+    out[("heat",)] = _heat(windows, order, bi, ub, f * window_s)
     shares = gpu_shares(windows, gpus)
     x = starts + window_s / 2.0
     for g in gpus:

@@ -179,6 +179,11 @@ def band_slots(order: list[int]) -> dict[int, int]:
 #: Share of a band's height the load line spans (so neighbouring bands do not touch).
 BAND_SCALE = 0.85
 
+#: Shade of the load heatmap under the bands (``("heat",)``): a GPU x window grid of SM
+#: active, white at 0 % to mid grey at 100 %, light enough that the GPUs' coloured lines on
+#: top stay readable; a window without a reading is left blank (NaN, never 0).
+HEAT_COLORSCALE: tuple[tuple[float, str], ...] = ((0.0, "#ffffff"), (1.0, "#8d96a6"))
+
 
 def gpu_color(gpu: int) -> str:
     """Line colour of GPU index ``gpu``."""
@@ -190,8 +195,9 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
 
     ``("phase", p)`` ribbon bars of phase ``p``; ``("ribbon_hot",)`` the imbalance bar;
     ``("selected",)`` the outline of the window the user clicked; ``("shots",)`` a marker per
-    uploaded screenshot at its capture time (``customdata`` its hash); ``("band", gpu)`` the GPU's
-    load line in its band; ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
+    uploaded screenshot at its capture time (``customdata`` its hash); ``("heat",)`` the load
+    heatmap under the bands (one column of every GPU's load per window, rows in band order);
+    ``("band", gpu)`` the GPU's load line in its band; ``("lane", column, gpu)`` one lane line; ``("share", gpu)`` the strip line of a GPU;
     ``("hot", gpu)`` the strip's red highlight of a GPU's share while it is in the hot set
     (three points per window: a segment and a break).  With ``server``, the server lane's
     traces follow at the end (so the others keep their positions): ``("server", key)`` per
@@ -203,6 +209,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     keys.append(("ribbon_hot",))
     keys.append(("selected",))
     keys.append(("shots",))
+    keys.append(("heat",))
     keys += [("band", g) for g in gpus]
     for lane in LANES:
         for g in gpus:
@@ -218,6 +225,15 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
 
 def is_window_key(key: tuple) -> bool:
     """Whether a ``trace_keys`` key is drawn per window (or cell), not per bin."""
-    return key[0] in ("phase", "ribbon_hot", "selected", "shots", "band", "share", "hot",
-                      "server", "prefill")
+    return key[0] in ("phase", "ribbon_hot", "selected", "shots", "heat", "band", "share",
+                      "hot", "server", "prefill")
+
+
+def heat_rows(order: list[int]) -> tuple[list[float], list[int]]:
+    """The load heatmap's rows for a band order (top first): ``(y centres, ascending, of the
+    bands' slots; the GPU of each row)``, so row ``i`` of a heatmap column is the load of
+    GPU ``gpus[i]`` and sits behind that GPU's band."""
+    slots = band_slots(order)
+    gpus = sorted(order, key=lambda g: slots[g])
+    return [slots[g] + 0.5 for g in gpus], gpus
 

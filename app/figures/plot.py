@@ -50,6 +50,7 @@ from .geometry import (
     BAND_SCALE,
     COLUMN_DASH,
     COLUMN_SHORT,
+    HEAT_COLORSCALE,
     HOT_COLOR,
     LANES,
     MARKER_Y,
@@ -64,6 +65,7 @@ from .geometry import (
     Rows,
     band_slots,
     gpu_color,
+    heat_rows,
     is_window_key,
     rows,
     trace_keys,
@@ -91,6 +93,42 @@ def _segments(starts: np.ndarray, window_s: float, y: np.ndarray,
         ys += [v, v, None]
         txt += [t, t, ""]
     return x, ys, txt
+
+
+def heat_columns(starts: np.ndarray, loads: np.ndarray, window_s: float,
+                 after_j: int | None = None) -> tuple[list, list]:
+    """The load heatmap's columns: ``(x, z)`` with ``x`` the windows' centres (epoch ms) and
+    ``z`` one list of loads (0-100 %, one decimal, None where unknown) per window, rows in
+    ``heat_rows`` order.
+
+    Args:
+        starts: window starts (epoch s), ascending, shape ``(n,)``.
+        loads: load per window and row, shape ``(n, rows)``.
+        window_s: window length (s).
+        after_j: index of the window the page expects next (``floor(start / window_s)``);
+            None: unknown.
+
+    A blank column (every row None) goes where windows are missing (a pause, a session's
+    end, or before the first new window when it is not ``after_j``): plotly.js widens a
+    heatmap's cells to meet their neighbours, so without it the last window before a gap
+    would be painted across the gap.
+    """
+    x: list = []
+    z: list = []
+    if not len(starts):
+        return x, z
+    j = np.floor(np.asarray(starts, dtype=float) / window_s + 1e-6).astype(np.int64)
+    vals = np.round(np.clip(np.asarray(loads, dtype=float), 0.0, 100.0), 1)
+    blank = [None] * vals.shape[1]
+    prev = None if after_j is None else int(after_j) - 1
+    for jj, row in zip(j.tolist(), vals.tolist()):
+        if prev is not None and jj > prev + 1:
+            x.append(round((prev + 1.5) * window_s * 1000.0, 1))
+            z.append(blank)
+        x.append(round((jj + 0.5) * window_s * 1000.0, 1))
+        z.append([None if not math.isfinite(v) else v for v in row])
+        prev = jj
+    return x, z
 
 
 def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list, list, list]]:
@@ -126,12 +164,14 @@ def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list
 def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
             window_s: float, server: pd.DataFrame | None = None,
             order: list[int] | None = None, slots: tuple | None = None,
-            hop_s: float = 0.1) -> dict[tuple, tuple[list, list, list]]:
+            hop_s: float = 0.1, after_j: int | None = None
+            ) -> dict[tuple, tuple[list, list, list]]:
     """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
     one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
     load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
     phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
-    point per slot instead of per window.
+    point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
+    (``heat_columns``; ``after_j`` as there).
     """
 
     band_rows = band_slots(list(gpus) if order is None else list(order))
@@ -185,6 +225,12 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
     out[("ribbon_hot",)] = (wx, [RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
     out[("selected",)] = ([], [], [])
     out[("shots",)] = ([], [], [])
+    _, heat_gpus = heat_rows(list(gpus) if order is None else list(order))
+    heat_load = np.column_stack([
+        windows[f"load_g{g}"].to_numpy(dtype=float) if n and f"load_g{g}" in windows
+        else np.full(n, np.nan) for g in heat_gpus]) if heat_gpus else np.zeros((n, 0))
+    hx, hz = heat_columns(starts, heat_load, window_s, after_j)
+    out[("heat",)] = (hx, hz, [])
     shares = gpu_shares(windows, gpus) if n else pd.DataFrame(columns=gpus, dtype=float)
     for g in gpus:
         col = f"load_g{g}"
@@ -247,6 +293,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         x, y, text = pts[key]
         if key[0] in ("server", "prefill"):
             trace, where = _server_trace(key, x, y, text, R, axes)
+        elif key[0] == "heat":
+            trace, where = heat_trace(x, y, order), {"row": R.bands, "col": 1}
         else:
             trace, where = _view_trace(key, x, y, text, R, widths, shots)
         fig.add_trace(trace, **where)
@@ -291,6 +339,16 @@ def _server_axes(fig: go.Figure, R: Rows) -> dict[str, str]:
                   "standoff": 2}}
     return {"marker": f"y{n_y + 1}", "accept": f"y{n_y + 2}",
             "x": sub.xaxis.plotly_name.replace("axis", "")}
+
+
+def heat_trace(x, z, order: list[int]) -> go.Heatmap:
+    """The load heatmap under the bands: ``z`` one column per window (``heat_columns``), a
+    row per GPU behind its band (``heat_rows(order)``); no hover of its own (the cursor panel
+    names every GPU's values)."""
+    y, _ = heat_rows(order)
+    return go.Heatmap(x=x, y=y, z=z, transpose=True, colorscale=[list(c) for c in HEAT_COLORSCALE],
+                      zmin=0.0, zmax=100.0, showscale=False, hoverinfo="skip", ygap=1,
+                      name="load heatmap", showlegend=False)
 
 
 def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
@@ -454,7 +512,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
     labels = [(R.ribbon, "<b>phase</b>", "")]
     fig.update_yaxes(showgrid=False, nticks=None, row=R.bands, col=1, **band_axis(order),
                      tickfont={"size": 9})
-    labels.append((R.bands, "<b>load by GPU</b>", "SM active 0-100 %<br>per band"))
+    labels.append((R.bands, "<b>load by GPU</b>", "SM active 0-100 %<br>line and shade"))
     if R.server:
         fig.update_yaxes(rangemode="tozero", autorange=True, row=R.server, col=1,
                          secondary_y=False)
@@ -499,7 +557,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
                 server: pd.DataFrame | None = None, order: list[int] | None = None,
                 slots: tuple | None = None, hop_s: float = 0.1,
-                phases_in_view: dict[str, int] | None = None) -> list:
+                phases_in_view: dict[str, int] | None = None,
+                after_j: int | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -520,35 +579,64 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             A phase trace holds only its own bars, so this is its ``maxPoints``: what scrolled
             out of view is dropped.  None: the placeholder-free bound above (a phase trace
             then keeps up to that many bars, some of them off screen).
+        after_j: the window index the page expects next (its cursor's ``j``): a blank
+            heatmap column marks missing windows before the first new one.
 
     Returns:
-        ``[update, indices, max_points]``: ``update`` maps ``x``, ``y`` and ``text`` to one list
-        per trace, ``indices`` lists every trace index, ``max_points`` has the same shape as
-        ``update`` (plotly's per-trace form).
+        ``[update, indices, max_points]``: ``update`` maps ``x``, ``y``, ``text`` and ``z`` to
+        one list per trace, ``indices`` lists every trace index, ``max_points`` has the same
+        shape as ``update`` (plotly's per-trace form).  Only the heatmap (``("heat",)``) gains
+        ``z`` columns, and it gains no ``y`` (its rows are fixed); plotly.js extends an
+        attribute only on traces that have it as an array, so every trace of a followed
+        figure carries a ``z`` list (``extendable``).
     """
     keys = trace_keys(gpus, server is not None)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s, after_j)
     lane_max = math.ceil(view_s / bin_s)
     win_max = math.ceil(view_s / window_s)
     slot_max = math.ceil(view_s / hop_s - 1e-9)
-    update: dict[str, list] = {"x": [], "y": [], "text": []}
+    update: dict[str, list] = {"x": [], "y": [], "text": [], "z": []}
     limits: list[int] = []
     for key in keys:
         x, y, text = pts[key]
         update["x"].append(x)
-        update["y"].append(y)
+        if key[0] == "heat":  # its y are the rows: x and z gain a column per window
+            update["y"].append([])
+            update["z"].append(y)
+        else:
+            update["y"].append(y)
+            update["z"].append([])
         update["text"].append(text)
-        if key[0] == "hot":
+        if key[0] == "heat":  # (+2: the blank columns that mark missing windows)
+            limits.append(win_max + 2)
+        elif key[0] == "hot":
             limits.append(3 * win_max)
         elif key[0] == "phase" and phases_in_view is not None:
-            limits.append(max(1, int(phases_in_view.get(key[1], 0))))
+            limits.append(int(phases_in_view.get(key[1], 0)))  # 0: none left in view
         elif key[0] == "phase" and slots is not None:
             limits.append(slot_max)
         elif key[0] == "shots":  # never appended to: keep every marker
             limits.append(10**7)
         else:
             limits.append(win_max if is_window_key(key) else lane_max)
-    return [update, list(range(len(keys))), {k: list(limits) for k in update}]
+    keep = 10**7  # never trimmed: the heatmap's fixed rows and (empty) text, others' empty z
+    heat = keys.index(("heat",))
+    max_points = {k: list(limits) for k in update}
+    max_points["y"][heat] = max_points["text"][heat] = keep
+    max_points["z"] = [limits[i] if i == heat else keep for i in range(len(keys))]
+    return [update, list(range(len(keys))), max_points]
+
+
+def extendable(fig: go.Figure) -> dict:
+    """``fig`` as the dict a page receives, every trace given an empty ``z`` (and ``text``)
+    list where it has none, so the live ``extendData`` (``extend_data``: ``z`` for the
+    heatmap's new columns) finds an array to extend on every trace (plotly.js refuses a
+    missing one)."""
+    out = fig.to_plotly_json()
+    for trace in out["data"]:
+        trace.setdefault("z", [])
+        trace.setdefault("text", [])
+    return out
 
 
 def typed_array(a, dtype: str = "f8") -> dict:
@@ -592,6 +680,8 @@ def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = Tru
                 upd["width"] = typed_array(wd, "f4") if encode else wd
             else:
                 upd["width"] = float(td.width) * 1000.0
+        if td.z is not None:  # a heatmap: its columns (plain lists, None where unknown)
+            upd["z"] = td.z
         if td.base is not None:
             if np.ndim(td.base):
                 b = np.asarray(td.base, dtype=np.float64)
