@@ -95,6 +95,9 @@ REGION_OFFSET = "tl-region-offset"
 #: ``dcc.Store``: the files of the last drop, as the browser passes them on (oversize ones
 #: named, not sent).
 SHOT_BATCH = "tl-shot-batch"
+#: ``dcc.Store``: the screenshot-list version the upload's own answer already listed (the
+#: list callback then only redraws the figure's marks).
+SHOT_LISTED = "tl-shot-listed"
 #: Screenshots page: a dummy output of the clientside callback that scrolls the opened
 #: screenshot into view.
 SHOT_SCROLL = "tl-shot-scroll"

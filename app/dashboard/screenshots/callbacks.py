@@ -54,10 +54,20 @@ def register(app: dash.Dash, live) -> None:
     app.server.config["MAX_CONTENT_LENGTH"] = MAX_REQUEST_BYTES
     register_picture_route(app.server, live.store)
     register_browser_side(app)
-    register_upload(app, live.store)
+    register_upload(app, live)
     register_list(app, live)
     register_opened(app, live)
     register_compare(app, live)
+
+
+def _listing(live) -> tuple[list, list[dict]]:
+    """The screenshot list (each row with the verdict of its moment) and the compare
+    choices, of what the store keeps now."""
+    live.shots_changed()
+    shots = live.base_store.screenshots()  # (the store, not one host's view of it)
+    table = shot_table(shots, lambda ts: _span_verdict(live, ts, SPAN_S))
+    options = [{"label": f" {r.name}", "value": r.sha256} for r in shots.itertuples()]
+    return table, options
 
 
 def _span_verdict(live, t: float | None, span: float) -> Verdict:
@@ -115,10 +125,12 @@ def register_browser_side(app: dash.Dash) -> None:
         State(ids.SHOT_CONFIG, "data"), prevent_initial_call=True)
 
 
-def register_upload(app: dash.Dash, store) -> None:
+def register_upload(app: dash.Dash, live) -> None:
     """Uploads: the browser passes a drop on as one batch (oversize files named, not sent;
     ``assets/screenshots.js``); the server keeps each file it can, says why for the others,
-    and opens the last one kept."""
+    lists them in the same answer (one round trip less before the drop shows: the list
+    callback then only redraws the figure's marks) and opens the last one kept."""
+    store = live.base_store
     app.clientside_callback(
         _js("batch"),
         Output(ids.SHOT_BATCH, "data"), Input(ids.SHOT_UPLOAD, "contents"),
@@ -128,7 +140,10 @@ def register_upload(app: dash.Dash, store) -> None:
     @app.callback(
         output={"message": Output(ids.SHOT_MSG, "children"),
                 "version": Output(ids.SHOTS_VERSION, "data", allow_duplicate=True),
-                "selected": Output(ids.SHOT_SELECTED, "data", allow_duplicate=True)},
+                "selected": Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
+                "list": Output(ids.SHOT_LIST, "children", allow_duplicate=True),
+                "options": Output(ids.SHOT_CMP, "options", allow_duplicate=True),
+                "listed": Output(ids.SHOT_LISTED, "data")},
         inputs={"batch": Input(ids.SHOT_BATCH, "data")},
         state={"tz": State(ids.SHOT_TZ, "value"), "version": State(ids.SHOTS_VERSION, "data")},
         prevent_initial_call=True,
@@ -140,12 +155,16 @@ def register_upload(app: dash.Dash, store) -> None:
         try:
             tz = zone_name(tz or "UTC")
         except ScreenshotError as exc:
+            nu = dash.no_update
             return {"message": [html.Div(f"✗ {exc}: set the time zone, then drop the files "
                                          f"again; nothing was stored", className="tl-stale")],
-                    "version": dash.no_update, "selected": dash.no_update}
+                    "version": nu, "selected": nu, "list": nu, "options": nu, "listed": nu}
         msgs, last = accept_batch(store, files, tz)
-        return {"message": msgs, "version": (version or 0) + 1,
-                "selected": dash.no_update if last is None else last}
+        table, options = _listing(live)
+        new = (version or 0) + 1
+        return {"message": msgs, "version": new,
+                "selected": dash.no_update if last is None else last,
+                "list": table, "options": options, "listed": new}
 
 
 def register_list(app: dash.Dash, live) -> None:
@@ -159,14 +178,15 @@ def register_list(app: dash.Dash, live) -> None:
         Output(ids.GRAPH, "figure", allow_duplicate=True),
         Input(ids.SHOTS_VERSION, "data"),
         State(ids.CURSOR, "data"),
+        State(ids.SHOT_LISTED, "data"),
         prevent_initial_call="initial_duplicate",
     )
-    def _list(_version, state):
+    def _list(version, state, listed):
         live.shots_changed()
-        shots = store.screenshots()
-        table = shot_table(shots, lambda ts: _span_verdict(live, ts, SPAN_S))
-        options = [{"label": f" {r.name}", "value": r.sha256} for r in shots.itertuples()]
-        return table, options, shots_patch(shots, state)
+        if listed is not None and listed == version:  # the upload's answer listed them
+            return dash.no_update, dash.no_update, shots_patch(store.screenshots(), state)
+        table, options = _listing(live)
+        return table, options, shots_patch(store.screenshots(), state)
 
     @app.callback(
         Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),

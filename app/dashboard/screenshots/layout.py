@@ -58,6 +58,7 @@ def page(store_temporary: bool) -> html.Div:
             dcc.Checklist(id=ids.SHOT_CMP, options=[], value=[], inline=True,
                           className="tl-radio tl-cmp-pick"),
             dcc.Store(id=ids.SHOT_SCROLL),
+            dcc.Store(id=ids.SHOT_LISTED, data=None),
             dcc.Store(id=ids.SHOT_CONFIG, data=js_config()),
             html.Div(id=ids.SHOT_COMPARE),
         ]),
