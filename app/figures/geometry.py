@@ -180,9 +180,10 @@ def band_slots(order: list[int]) -> dict[int, int]:
 BAND_SCALE = 0.85
 
 #: Shade of the load heatmap under the bands (``("heat",)``): a GPU x window grid of SM
-#: active, white at 0 % to mid grey at 100 %, light enough that the GPUs' coloured lines on
-#: top stay readable; a window without a reading is left blank (NaN, never 0).
-HEAT_COLORSCALE: tuple[tuple[float, str], ...] = ((0.0, "#ffffff"), (1.0, "#8d96a6"))
+#: active, pale grey at 0 % to mid grey at 100 %, light enough that the GPUs' coloured lines
+#: on top stay readable; a window without a reading is left blank (white: NaN, never the
+#: 0 % shade).
+HEAT_COLORSCALE: tuple[tuple[float, str], ...] = ((0.0, "#eceef2"), (1.0, "#7f8898"))
 
 
 def gpu_color(gpu: int) -> str:
