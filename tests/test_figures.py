@@ -210,7 +210,7 @@ def test_extend_data_appends_what_a_rebuild_would_draw(first_minute, trace):
     heat = keys.index(("heat",))
     # the heatmap gains a column of every GPU's load per window; its rows stay
     assert update["y"][heat] == [] and len(update["z"][heat]) == len(w_tail)
-    assert max_points["z"][heat] == max_points["x"][heat] == 240 + 2
+    assert max_points["z"][heat] == max_points["x"][heat] == 240
     assert max_points["y"][heat] >= 10**6  # its rows are never trimmed
     cols = [list(c) for c in fig.data[heat].z] + update["z"][heat]
     assert cols == [list(c) for c in ref.data[heat].z]
@@ -289,13 +289,17 @@ def test_heat_columns_leave_missing_windows_blank():
     """A pause in the windows gets a blank column (plotly.js would stretch the last cell across
     it), and so does a skip before the first new window of a live extension."""
     w = 0.5
-    starts = np.array([10.0, 10.5, 12.0]) * w / w  # windows 20, 21, then 24
-    loads = np.array([[10.0, np.nan], [120.0, 30.0], [-5.0, 50.0]])
+    starts = np.array([10.0, 10.5, 12.0, 13.0])  # windows 20, 21, then 24 (22, 23 missing), 26
+    loads = np.array([[10.0, np.nan], [120.0, 30.0], [-5.0, 50.0], [1.0, 2.0]])
     x, z = F.heat_columns(starts, loads, w)
-    assert z == [[10.0, None], [100.0, 30.0], [None, None], [0.0, 50.0]]
-    assert x == [10250.0, 10750.0, 11250.0, 12250.0]
+    blank = [None, None]
+    # a blank in the first and in the last missing window of each gap (one if only one is
+    # missing): plotly.js meets neighbouring cells halfway, so neither side spills over
+    assert z == [[10.0, None], [100.0, 30.0], blank, blank, [0.0, 50.0], blank, [1.0, 2.0]]
+    assert x == [10250.0, 10750.0, 11250.0, 11750.0, 12250.0, 12750.0, 13250.0]
+    assert F.heat_blanks(np.array([20, 21, 24, 26])) == 3 == len(x) - len(starts)
     x2, z2 = F.heat_columns(starts[:1], loads[:1], w, after_j=18)
-    assert z2 == [[None, None], [10.0, None]] and x2 == [9250.0, 10250.0]
+    assert z2 == [blank, blank, [10.0, None]] and x2 == [9250.0, 9750.0, 10250.0]
     assert F.heat_columns(starts[:1], loads[:1], w, after_j=20)[1] == [[10.0, None]]
     assert F.heat_columns(np.array([]), np.zeros((0, 2)), w) == ([], [])
 

@@ -37,6 +37,7 @@ from ..figures import (
     extend_point_count,
     fmt_span,
     header_summary,
+    heat_blanks,
     hot_counts,
     range_summary,
     range_update,
@@ -379,6 +380,12 @@ class LiveView:
                                   return_counts=True)
         return dict(zip(names.tolist(), counts.tolist()))
 
+    def _heat_in_view(self, span: float, j_end: int) -> int:
+        """Columns of the load heatmap in a followed view of ``span`` seconds ending at
+        window cursor ``j_end``: its windows and the blank columns between them."""
+        w = self.history.windows(j_end - math.ceil(span / self.config.window_s), j_end)
+        return len(w) + heat_blanks(w.index.to_numpy()) if len(w) else 0
+
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
         0.1-s bins draws the ribbon from segments (factor 1 and segments made), else None."""
@@ -474,7 +481,8 @@ class LiveView:
                               order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
                               phases_in_view=self._phases_in_view(float(state["span"]), m_end,
                                                                   j_end),
-                              after_j=j)
+                              after_j=j, heat_in_view=self._heat_in_view(float(state["span"]),
+                                                                          j_end))
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)

@@ -73,6 +73,7 @@ from .plot import (  # noqa: F401
     extend_point_count,
     extendable,
     fmt_span,
+    heat_blanks,
     heat_columns,
     heat_trace,
     range_update,

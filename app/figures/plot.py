@@ -108,10 +108,11 @@ def heat_columns(starts: np.ndarray, loads: np.ndarray, window_s: float,
         after_j: index of the window the page expects next (``floor(start / window_s)``);
             None: unknown.
 
-    A blank column (every row None) goes where windows are missing (a pause, a session's
-    end, or before the first new window when it is not ``after_j``): plotly.js widens a
-    heatmap's cells to meet their neighbours, so without it the last window before a gap
-    would be painted across the gap.
+    Blank columns (every row None) go where windows are missing (a pause, a session's end,
+    or before the first new window when it is not ``after_j``): one in the first missing
+    window and one in the last (``heat_blanks``).  plotly.js widens a heatmap's cells to
+    meet their neighbours, so without them the windows either side of a gap would be painted
+    across it.
     """
     x: list = []
     z: list = []
@@ -123,12 +124,20 @@ def heat_columns(starts: np.ndarray, loads: np.ndarray, window_s: float,
     prev = None if after_j is None else int(after_j) - 1
     for jj, row in zip(j.tolist(), vals.tolist()):
         if prev is not None and jj > prev + 1:
-            x.append(round((prev + 1.5) * window_s * 1000.0, 1))
-            z.append(blank)
+            for b in sorted({prev + 1, jj - 1}):  # the gap's first and last missing window
+                x.append(round((b + 0.5) * window_s * 1000.0, 1))
+                z.append(blank)
         x.append(round((jj + 0.5) * window_s * 1000.0, 1))
         z.append([None if not math.isfinite(v) else v for v in row])
         prev = jj
     return x, z
+
+
+def heat_blanks(j: np.ndarray) -> int:
+    """Blank columns ``heat_columns`` puts between windows of indices ``j`` (ascending): one
+    per gap of a single missing window, two per longer gap."""
+    d = np.diff(np.asarray(j, dtype=np.int64))
+    return int(np.sum(d == 2) + 2 * np.sum(d > 2))
 
 
 def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list, list, list]]:
@@ -558,7 +567,7 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 server: pd.DataFrame | None = None, order: list[int] | None = None,
                 slots: tuple | None = None, hop_s: float = 0.1,
                 phases_in_view: dict[str, int] | None = None,
-                after_j: int | None = None) -> list:
+                after_j: int | None = None, heat_in_view: int | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -581,6 +590,9 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             then keeps up to that many bars, some of them off screen).
         after_j: the window index the page expects next (its cursor's ``j``): a blank
             heatmap column marks missing windows before the first new one.
+        heat_in_view: the heatmap's columns in the view once extended (its windows there
+            and the blank columns between them): its ``maxPoints``.  None: ``view_s /
+            window_s``, as the other window traces.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y``, ``text`` and ``z`` to
@@ -607,8 +619,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             update["y"].append(y)
             update["z"].append([])
         update["text"].append(text)
-        if key[0] == "heat":  # (+2: the blank columns that mark missing windows)
-            limits.append(win_max + 2)
+        if key[0] == "heat":
+            limits.append(win_max if heat_in_view is None else max(0, int(heat_in_view)))
         elif key[0] == "hot":
             limits.append(3 * win_max)
         elif key[0] == "phase" and phases_in_view is not None:
