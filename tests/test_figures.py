@@ -226,15 +226,20 @@ def test_extend_data_appends_what_a_rebuild_would_draw(first_minute, trace):
             assert len(update["text"][i]) == len(update["x"][i])
 
 
-def test_eight_gpus(first_minute):
-    """Plan for TP8: eight GPUs, eight distinct colours, one trace per GPU in every lane."""
+def _eight_gpus(first_minute: pd.DataFrame, base: float, step: float) -> pd.DataFrame:
+    """The two real GPUs copied onto eight, GPU g's SM activity scaled by ``base + step*g``."""
     parts = []
     for g in range(8):
         p = first_minute[first_minute["gpu"] == g % 2].copy()
         p["gpu"] = g
-        p["sm_active"] = p["sm_active"] * (0.6 + 0.05 * g)
+        p["sm_active"] = p["sm_active"] * (base + step * g)
         parts.append(p)
-    samples = pd.concat(parts).sort_values(["timestamp", "gpu"]).reset_index(drop=True)
+    return pd.concat(parts).sort_values(["timestamp", "gpu"]).reset_index(drop=True)
+
+
+def test_eight_gpus(first_minute):
+    """Plan for TP8: eight GPUs, eight distinct colours, one trace per GPU in every lane."""
+    samples = _eight_gpus(first_minute, 0.6, 0.05)
     gpus = list(range(8))
     windows = classify_samples(samples, None, window_s=WINDOW_S)
     assert [c for c in windows.columns if c.startswith("load_g")] == [f"load_g{g}"
@@ -255,13 +260,7 @@ def test_eight_gpus(first_minute):
 def test_heatmap_shades_each_gpu_behind_its_band_in_the_band_order(first_minute):
     """Eight GPUs, busiest first: the heatmap's row behind each band holds that GPU's load per
     window (the same numbers as the band line), rows ascending, unknown load blank."""
-    parts = []
-    for g in range(8):
-        p = first_minute[first_minute["gpu"] == g % 2].copy()
-        p["gpu"] = g
-        p["sm_active"] = p["sm_active"] * (0.3 + 0.1 * g)
-        parts.append(p)
-    samples = pd.concat(parts).sort_values(["timestamp", "gpu"]).reset_index(drop=True)
+    samples = _eight_gpus(first_minute, 0.3, 0.1)
     gpus = list(range(8))
     windows = classify_samples(samples, None, window_s=WINDOW_S)
     order = [7, 6, 5, 4, 3, 2, 1, 0]  # busiest (GPU 7) on top
