@@ -70,6 +70,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 
+from . import pasted
 from .metrics import (
     MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
     dcgm_fields,
@@ -171,6 +172,9 @@ class ImportResult:
         placed_at: the instant the file was placed at: its last instant for ``"mtime"`` and
             ``"now"``, its first for ``"start_time"``; NaN when ``placed`` and ``dated`` are
             None.
+        normalised: what was undone of a paste before reading (``data.pasted``: "read as
+            UTF-16 LE (byte-order mark)", "CR line ends read as line breaks", "quote prefix
+            ('> ') removed from 7 lines", ...); empty for a plain file.
     """
 
     samples: pd.DataFrame
@@ -185,6 +189,7 @@ class ImportResult:
     placed: str | None = None
     dated: str | None = None
     placed_at: float = math.nan
+    normalised: list[str] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -232,14 +237,23 @@ def _binary_kind(data: bytes) -> str | None:
     return None
 
 
-def _decode(data: bytes, name: str) -> str:
+def _decode(data: bytes, name: str) -> tuple[str, list[str]]:
+    """The text of a file's bytes and what its encoding took (``pasted.decode``: UTF-16 from
+    PowerShell, a byte-order mark), else UTF-8.
+
+    Raises:
+        ImportFormatError: the bytes are an image, an archive or other binary data.
+    """
+    text, notes = pasted.decode(data)
+    if text is not None:
+        return text, notes
     kind = _binary_kind(data)
     if kind:
         raise ImportFormatError(f"{name}: is {kind}, not telemetry text; expected {_EXPECTED}")
     text = data.decode("utf-8", errors="replace")
     if text and text.count("\ufffd") > max(8, len(text) // 100):
         raise ImportFormatError(f"{name}: is binary data, not telemetry text; expected {_EXPECTED}")
-    return text.removeprefix("\ufeff")
+    return text.removeprefix("\ufeff"), []
 
 
 def _csv_fields(line: str) -> list[str]:
@@ -332,7 +346,7 @@ def _detect_bytes(data: bytes, name: str) -> str:
         raise ImportFormatError(f"{name}: file is empty; expected {_EXPECTED}")
     if data.startswith(b"PAR1"):
         return "tealeaves_parquet"
-    text = _decode(data, name)
+    text = pasted.normalise(_decode(data, name)[0]).text
     fmt = detect_text(text)
     if fmt is None:
         what = "text in no known format"
@@ -1004,6 +1018,8 @@ def import_text(text: str, format: str, *, name: str = "<text>",
         raise ImportFormatError(f"{name}: Parquet is binary; use import_file")
     zone = _tz(tz)
     start = _epoch(start_time, zone)
+    plain = pasted.normalise(text)
+    text = plain.text
     end = float(end_time) if end_time is not None else _time.time()
     step = float(interval) if interval is not None else _DEFAULT_INTERVAL.get(fmt, 1.0)
     if not math.isfinite(step) or step <= 0:
@@ -1033,6 +1049,7 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     res = _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
                    name, blanks)
     res.placed, res.dated = placed, dated
+    res.normalised = plain.notes
     if placed or dated:
         res.placed_at = start if start is not None else end
     return res
@@ -1103,10 +1120,11 @@ def import_file(path: str | Path, format: str | None = None,
         res.out_of_range = {c: v["out_of_range"] for c, v in counts.items()
                             if v["out_of_range"]}
         return res
-    text = _decode(data, name)
+    text, decoded = _decode(data, name)
+    plain = pasted.normalise(text).text
     if fmt == "nvidia_smi_query" and not columns and not any(
             "," in ln and _is_query_header(_csv_fields(ln.strip()))
-            for ln in text.split("\n")[:_SCAN_LINES]):
+            for ln in plain.split("\n")[:_SCAN_LINES]):
         raise ImportFormatError(f"{name}: --query-gpu CSV without a header line; give its "
                                 "--query-gpu names, in order, with --columns (columns= in "
                                 "Python)")
@@ -1114,8 +1132,10 @@ def import_file(path: str | Path, format: str | None = None,
         mtime = path.stat().st_mtime
     except OSError:
         mtime = None
-    return import_text(text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
-                       columns=columns, tz=tz, interval=interval)
+    res = import_text(text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
+                      columns=columns, tz=tz, interval=interval)
+    res.normalised = [*decoded, *res.normalised]
+    return res
 
 
 def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:

@@ -162,7 +162,8 @@ def test_import_every_gpu_case_file_into_the_store_and_refuse_others(tmp_path):
     out = json.loads(r.stdout)
     assert [f["format"] for f in out["files"]] == [
         "nvidia_smi_dmon", "nvidia_smi_dmon", "nvidia_smi_query", "dcgmi_dmon", "dcgm_exporter"]
-    assert out["files"][0]["skipped"][0]["line"] == 1  # the shell prompt
+    assert out["files"][0]["skipped"] == []  # the shell prompt is a pasted command:
+    assert out["files"][0]["normalised"] == ["1 shell prompt line dropped"]  # named, not refused
     with SampleStore(db, readonly=True) as s:
         n = s.count()
     assert n == sum(f["samples"] for f in out["files"]) == 6 + 4 + 5 + 10 + 4

@@ -117,9 +117,9 @@ def test_dmon_td_one_gpu_six_seconds():
     res = import_file(case(DMON_TD))
     df = res.samples
     assert res.gpus == [0] and len(df) == 6 and res.rows_read == 6
-    # The shell-prompt line is skipped and counted; the blank line is structure, not counted.
-    assert [n for n, _ in res.skipped] == [1]
-    assert "nvidia-smi dmon" in res.skipped[0][1]
+    # The shell-prompt line is a pasted command, not a refused row: dropped and named in the
+    # summary (data.pasted); the blank line is structure, not counted.
+    assert res.skipped == [] and res.normalised == ["1 shell prompt line dropped"]
     # -o TD: the file's own date and time (UTC unless tz= says otherwise), 1 s apart.
     assert res.time_span == (utc(2024, 1, 4, 13, 54, 35), utc(2024, 1, 4, 13, 54, 40))
     assert np.allclose(np.diff(df["timestamp"]), 1.0)
@@ -226,7 +226,7 @@ def test_query_csv_five_rows_with_millisecond_timestamps():
     res = import_file(case(QUERY))
     df = res.samples
     assert len(df) == 5 and res.gpus == [0]
-    assert [n for n, _ in res.skipped] == [1]  # the prompt line
+    assert res.skipped == [] and res.normalised == ["1 shell prompt line dropped"]  # the prompt
     assert df["timestamp"].iloc[0] == pytest.approx(utc(2024, 1, 16, 14, 44, 16) + 0.977)
     gaps = np.round(np.diff(df["timestamp"]) * 1000).astype(int).tolist()
     assert gaps == [4, 5, 4, 105]  # irregular -lms gaps

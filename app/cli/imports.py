@@ -45,7 +45,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                "out_of_range": r.out_of_range,
                "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
                "placed": r.placed, "dated": r.dated,
-               "placed_at": r.placed_at if r.placed or r.dated else None}
+               "placed_at": r.placed_at if r.placed or r.dated else None,
+               "normalised": r.normalised}
               for path, r in zip(args.files, results, strict=True)]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
@@ -67,6 +68,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         note = placement_note(f, args.utc)
         if note:
             print(f"  {note}")
+        if f["normalised"]:
+            print(f"  pasted text: {'; '.join(f['normalised'])}")
         for col, n in f["blanks"].items():
             print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
         for col, n in f["out_of_range"].items():
