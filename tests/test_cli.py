@@ -373,3 +373,31 @@ def test_an_unknown_tz_is_refused_by_every_command_even_without_a_log(tmp_path):
     assert len(lines) == 1 and "--tz: unknown time zone 'Mars/Base'" in lines[0], r.stderr
     ok = tealeaves("classify", BURSTS, "--tz", "+05:45")
     assert ok.returncode == 0, ok.stderr
+
+
+def test_columns_and_start_time_wherever_a_file_is_read(tmp_path):
+    """A header-less --query-gpu CSV (the real case file without its header) is read by
+    classify, evaluate and report with --columns, as by import; without it the one line names
+    the flag (issue 22)."""
+    from cases import case_path
+
+    lines = case_path("query_gpu_csv_lms_timestamp_1gpu_prompt_01.txt").read_text().splitlines()
+    header = next(ln for ln in lines if ln.startswith("timestamp"))
+    rows = [ln for ln in lines if ln[:4].isdigit()]
+    f = tmp_path / "headerless.csv"
+    f.write_text("\n".join(rows) + "\n")
+    cols = ",".join(c.split("[")[0].strip() for c in header.split(","))
+    r = tealeaves("classify", f)
+    assert r.returncode == 2 and "--columns" in r.stderr, r.stderr
+    r = tealeaves("classify", f, "--columns", cols, "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["windows"]
+    r = tealeaves("report", "--trace", f, "--columns", cols, "--out", tmp_path / "r.json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "r.json").read_text())
+    labels = tmp_path / "labels.csv"
+    labels.write_text("start,end,phase\n1705416256.977,1705416257.095,idle\n")  # its span
+    r = tealeaves("evaluate", "--trace", f, "--labels", labels)
+    assert r.returncode == 2 and "--columns" in r.stderr, r.stderr
+    r = tealeaves("evaluate", "--trace", f, "--labels", labels, "--columns", cols)
+    assert r.returncode == 0, r.stderr

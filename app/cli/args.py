@@ -121,3 +121,24 @@ def zone_error(tz: str | None) -> str | None:
     except ServerLogError as exc:
         return str(exc)
     return None
+
+
+def add_file_reading(p: argparse.ArgumentParser, what: str = "the trace") -> None:
+    """Add how a telemetry file is read, as ``tealeaves import`` takes it: ``--columns`` (the
+    --query-gpu names of a header-less CSV) and ``--start-time`` (where a file without
+    timestamps starts).  The zone of its wall-clock times is the command's ``--tz``."""
+    p.add_argument("--columns", help=f"query names of {what} when it is a header-less "
+                                     f"--query-gpu CSV, comma-separated")
+    p.add_argument("--start-time", type=epoch_time,
+                   help=f"UTC epoch s of {what}'s first instant when it has no timestamps "
+                        f"(dcgm-exporter text, dcgmi dmon, a dmon without a time column), "
+                        f"and the date of a dmon -o T file (default: its modification time "
+                        f"is the last instant)")
+
+
+def file_reading(args: argparse.Namespace) -> dict:
+    """The ``data.importers.load_trace`` keywords of ``add_file_reading``'s flags (and
+    ``--tz``, the zone of the file's wall-clock times)."""
+    cols = getattr(args, "columns", None)
+    return {"columns": [c.strip() for c in cols.split(",") if c.strip()] if cols else None,
+            "start_time": getattr(args, "start_time", None), "tz": getattr(args, "tz", None)}

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
-from .args import classifier_window, upto
+from .args import add_file_reading, classifier_window, file_reading, upto
 from .common import add_utc_flag, fail, na, plural, time_text
 
 
@@ -93,7 +93,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from ...data.traces import TraceError, read_labels
 
     try:
-        trace = load_trace(args.trace, format=args.format)
+        trace = load_trace(args.trace, format=args.format, **file_reading(args))
         labels = read_labels(args.labels) if args.labels else None
         if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
             from ...classifier.evaluate import check_gpus_in_trace
@@ -255,8 +255,9 @@ def add_parser(sub) -> None:
                    help="SGLang/vLLM log of the same run: its clock offset is estimated from "
                         "the data and it becomes the ground truth when --labels is absent")
     k.add_argument("--tz", default="UTC",
-                   help="time zone of the server log's timestamps (IANA name or +HH:MM; "
-                        "default UTC)")
+                   help="time zone of the server log's timestamps and of the trace's "
+                        "wall-clock times (IANA name or +HH:MM; default UTC)")
+    add_file_reading(k)
     k.add_argument("--max-offset", type=upto(3600, "the largest clock offset (s)"), default=60.0,
                    help="largest clock offset searched, seconds (default 60)")
     fmt = k.add_mutually_exclusive_group()

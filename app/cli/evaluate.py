@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
+from .args import add_file_reading, file_reading
 from .common import fail, na
 
 
@@ -35,7 +36,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.trace is None or args.labels is None:
         return fail("evaluate needs --trace and --labels, or --corpus")
     try:
-        trace = load_trace(args.trace, format=args.format)
+        trace = load_trace(args.trace, format=args.format, **file_reading(args))
         labels = read_labels(args.labels, phases=PHASE_ORDER)
         check_labels_in_trace(labels, trace.samples, args.labels)
     except (TraceError, ImportFormatError) as exc:
@@ -197,6 +198,9 @@ def add_parser(sub) -> None:
     e.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
     e.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     e.add_argument("--format", help="force the trace's format (default: detected)")
+    e.add_argument("--tz", type=str, default=None,
+                   help="time zone of the trace's wall-clock times (default UTC)")
+    add_file_reading(e)
     e.add_argument("--rules", action="store_true", help="score the v0 rules instead")
     e.add_argument("--corpus", nargs="?", const="",
                    help="leave-one-family-out (then leave-one-trace-out) validation on a "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import classifier_window, count
+from .args import add_file_reading, classifier_window, count, file_reading
 from .common import add_utc_flag, fail, json_float, time_text
 
 
@@ -40,7 +40,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"--out {args.out}: is one of the inputs; give another file name")
     try:
         if args.trace is not None:
-            inp = from_trace(args.trace, format=args.trace_format)
+            inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
         else:
             store = args.store or Path("tealeaves.db")
             t0 = parse_time(args.t_from) if args.t_from else None
@@ -116,6 +116,7 @@ def add_parser(sub) -> None:
                                    "provenance. JSON/CSV layout: docs/report-schema.md.")
     r.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
     r.add_argument("--trace-format", help="force the trace's format (default: detected)")
+    add_file_reading(r, "the --trace file")
     r.add_argument("--store", type=Path,
                    help="a tealeaves store to read instead (default tealeaves.db)")
     r.add_argument("--from", dest="t_from", metavar="T",
@@ -132,7 +133,8 @@ def add_parser(sub) -> None:
                    help="expert-parallel size (default 1: pure TP)")
     r.add_argument("--server-log", type=Path,
                    help="the server's log (SGLang/vLLM), aligned to the trace's clock")
-    r.add_argument("--tz", default="UTC", help="time zone of the log's stamps (default UTC)")
+    r.add_argument("--tz", default="UTC", help="time zone of the log's stamps and of the "
+                                               "--trace file's wall-clock times (default UTC)")
     r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
     r.add_argument("--top", type=count(10_000, "--top"), default=10,
                    help="most imbalanced windows to list (default 10)")

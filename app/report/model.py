@@ -118,8 +118,9 @@ def _progress(total: int, desc: str, show: bool):
                 leave=False)
 
 
-def from_trace(path: str | Path, format: str | None = None) -> ReportInput:
-    """A report's input from a trace file (any format ``tealeaves import`` reads).
+def from_trace(path: str | Path, format: str | None = None, **reading) -> ReportInput:
+    """A report's input from a trace file (any format ``tealeaves import`` reads); ``reading``:
+    how to read it (``columns``, ``start_time``, ``tz``: as for ``data.importers.import_file``).
 
     Raises:
         ReportError: the file cannot be read (the message names it).
@@ -129,7 +130,7 @@ def from_trace(path: str | Path, format: str | None = None) -> ReportInput:
 
     path = Path(path)
     try:
-        tr = load_trace(path, format=format)
+        tr = load_trace(path, format=format, **reading)
     except (TraceError, ImportFormatError) as exc:
         raise ReportError(str(exc)) from None
     return ReportInput(tr.samples, tr.devices, dict(tr.meta or {}), None,
