@@ -28,6 +28,7 @@ from tealeaves.data.importers import (
     QUERY_COLUMNS,
     ImportFormatError,
     detect_format,
+    detect_text,
     import_file,
     import_text,
 )
@@ -553,3 +554,43 @@ def test_arbitrary_text_in_every_parser(payload):
         except ImportFormatError:
             continue
         assert list(res.samples.columns) == list(COLUMNS)
+
+
+def test_the_full_query_gpu_field_list_is_read_by_its_documented_names():
+    """``nvidia-smi --query-gpu=<every field> --format=csv``: the header carries nvidia-smi's
+    documented names (``--help-query-gpu``), camelCase ones too (``pci.baseClass``); values
+    hold spaces, hex, blanks, ``[N/A]``, ``[Not Supported]`` and ``[Requested functionality
+    has been deprecated]``.  No published output of the whole list was found, so this one is
+    built from the documented names and value forms (issue 22): the header must be taken for
+    one, every unreadable value NaN, the read values exact."""
+    names = ["timestamp", "driver_version", "vgpu_driver_capability.heterogenous_multivGPU",
+             "count", "name", "serial", "uuid", "pci.bus_id", "pci.domain", "pci.device_id",
+             "pci.baseClass", "pci.subClass", "pcie.link.gen.current", "index",
+             "display_mode", "driver_model.current", "fan.speed [%]", "pstate",
+             "clocks_event_reasons.active", "utilization.gpu [%]", "utilization.memory [%]",
+             "memory.total [MiB]", "memory.used [MiB]", "temperature.gpu",
+             "power.draw [W]", "power.limit [W]", "clocks.sm [MHz]", "clocks.mem [MHz]",
+             "mig.mode.current", "compute_cap"]
+    rows = [
+        ["2026/05/31 18:31:15.123", "550.54.15", "[Not Supported]", "2", "NVIDIA H200",
+         "1654123456789", "GPU-aaaa", "00000000:18:00.0", "0x0000", "0x233510DE", "0x03",
+         "0x02", "5", "0", "Disabled", "[Requested functionality has been deprecated]",
+         "[N/A]", "P0", "0x0000000000000001", "97 %", "41 %", "143771 MiB", "120000 MiB",
+         "61", "612.35 W", "700.00 W", "1980 MHz", "3201 MHz", "Disabled", "9.0"],
+        ["2026/05/31 18:31:15.127", "550.54.15", "[Not Supported]", "2", "NVIDIA H200",
+         "1654123456790", "GPU-bbbb", "00000000:2A:00.0", "0x0000", "0x233510DE", "0x03",
+         "0x02", "5", "1", "Disabled", "[Requested functionality has been deprecated]",
+         "[N/A]", "P0", "0x0000000000000001", "", "[N/A]", "143771 MiB", "1 MiB", "45",
+         "[Not Supported]", "700.00 W", "1980 MHz", "3201 MHz", "Disabled", "9.0"],
+    ]
+    text = ", ".join(names) + "\n" + "\n".join(", ".join(r) for r in rows) + "\n"
+    assert detect_text(text) == "nvidia_smi_query"
+    res = import_text(text, "nvidia_smi_query")
+    df = res.samples.set_index("gpu")
+    assert res.skipped == [] and res.gpus == [0, 1]
+    assert df.loc[0, "gpu_util"] == 97.0 and df.loc[0, "power_w"] == pytest.approx(612.35)
+    assert df.loc[0, "mem_used_bytes"] == 120000 * MIB and df.loc[0, "sm_clock_mhz"] == 1980
+    for col in ("gpu_util", "mem_copy_util", "power_w"):  # blank, [N/A], [Not Supported]
+        assert math.isnan(df.loc[1, col]), col
+    assert df.loc[1, "mem_used_bytes"] == 1 * MIB
+    assert res.blanks.get("gpu_util") == 1 and res.blanks.get("power_w") == 1
