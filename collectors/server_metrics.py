@@ -41,6 +41,7 @@ Nothing here imports ``app``.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 import urllib.error
@@ -64,6 +65,7 @@ __all__ = [
     "labels_string",
     "parse_labels",
     "parse_metrics",
+    "read_page",
     "samples_frame",
     "summary",
 ]
@@ -280,6 +282,113 @@ class RateTracker:
     def reset(self) -> None:
         """Forget every series (the next scrape gives NaN rates)."""
         self._prev = {}
+
+
+# --------------------------------------------------------------------------------------------
+# saved pages
+
+#: A sample line of the exposition: series (name and labels), value, optional timestamp (ms).
+_RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_RE_HELP = re.compile(r"^#\s*HELP\s+(\S+)")
+
+
+@dataclass
+class PageRead:
+    """A saved ``/metrics`` page, read (``read_page``).
+
+    Attributes:
+        frame: every scrape's samples (:data:`FRAME_COLUMNS`; counters' rates between the
+            page's scrapes), oldest first.
+        scrapes: scrapes found in the page (a series seen again starts the next one).
+        stamped: where the scrapes' times came from: ``"file"`` (the samples' own
+            timestamps), ``"start_time"`` (the caller's first instant, ``interval`` apart) or
+            ``"end"`` (the last scrape at the caller's ``end``: the file's modification time).
+        engine: ``"sglang"``, ``"vllm"`` or both joined with ``+``.
+    """
+
+    frame: pd.DataFrame
+    scrapes: int
+    stamped: str
+    engine: str
+
+
+def _split_scrapes(text: str) -> list[str]:
+    """The page cut into scrapes: a scrape ends where a ``# HELP`` family or a sample series
+    it already holds appears again (pages saved by appending ``curl /metrics`` in a loop)."""
+    chunks: list[list[str]] = [[]]
+    helps: set[str] = set()
+    series: set[str] = set()
+    for line in text.splitlines():
+        s = line.strip()
+        m = _RE_HELP.match(s)
+        key = None
+        if m:
+            key = ("help", m.group(1))
+            repeat = m.group(1) in helps
+        else:
+            ms = _RE_SAMPLE.match(s) if s and not s.startswith("#") else None
+            repeat = bool(ms) and ms.group(1) in series
+            if ms:
+                key = ("series", ms.group(1))
+        if repeat and (helps or series):
+            chunks.append([])
+            helps, series = set(), set()
+        if key is not None:
+            (helps if key[0] == "help" else series).add(key[1])
+        chunks[-1].append(line)
+    return ["\n".join(c) + "\n" for c in chunks if any(x.strip() for x in c)]
+
+
+def _file_stamp(chunk: str) -> float | None:
+    """The newest sample timestamp written in a scrape (epoch s), or None."""
+    stamps = [int(m.group(3)) for ln in chunk.splitlines()
+              if (m := _RE_SAMPLE.match(ln.strip())) and m.group(3) is not None]
+    return max(stamps) / 1000.0 if stamps else None
+
+
+def read_page(text: str, *, start: float | None = None, end: float | None = None,
+              interval: float = 1.0, name: str = "<page>") -> PageRead:
+    """Read a saved SGLang/vLLM ``/metrics`` page: one scrape or many appended.
+
+    Args:
+        text: the page (Prometheus text exposition; pasted forms already undone).
+        start: UTC epoch s of the first scrape when the samples carry no timestamps.
+        end: UTC epoch s of the last scrape when neither the samples nor ``start`` give one
+            (the file's modification time); default now.
+        interval: seconds between scrapes placed by ``start`` or ``end``.
+        name: the file name, for messages.
+
+    Returns:
+        A ``PageRead``.
+
+    Raises:
+        ValueError: the page holds no ``sglang:``/``vllm:`` series, or a scrape is not valid
+            exposition (the message names the file and the scrape).
+    """
+    chunks = _split_scrapes(text)
+    stamps = [_file_stamp(c) for c in chunks]
+    if stamps and all(t is not None for t in stamps):
+        times, how = [float(t) for t in stamps], "file"
+    elif start is not None:
+        times, how = [start + i * interval for i in range(len(chunks))], "start_time"
+    else:
+        last = time.time() if end is None else float(end)
+        times = [last - (len(chunks) - 1 - i) * interval for i in range(len(chunks))]
+        how = "end"
+    tracker = RateTracker()
+    frames = []
+    for i, (chunk, t) in enumerate(zip(chunks, times, strict=True)):
+        try:
+            samples = parse_metrics(chunk, t)
+        except ValueError as exc:
+            raise ValueError(f"{name}: scrape {i + 1} is not Prometheus text ({exc})") from None
+        frames.append(tracker.update(samples))
+    frame = (pd.concat(frames, ignore_index=True) if frames
+             else samples_frame([]))
+    if frame.empty:
+        raise ValueError(f"{name}: holds no sglang: or vllm: series")
+    engines = sorted({n.split(":", 1)[0] for n in frame["name"].unique()})
+    return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines))
 
 
 # --------------------------------------------------------------------------------------------

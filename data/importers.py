@@ -98,12 +98,14 @@ from .traces import Trace, TraceError, read_trace
 __all__ = [
     "FORMATS",
     "LOG_FORMATS",
+    "SERVER_METRICS_FORMAT",
     "ImportFormatError",
     "ImportResult",
     "detect_format",
     "detect_text",
     "import_file",
     "import_text",
+    "read_text",
 ]
 
 #: Formats the importers turn into samples.
@@ -117,6 +119,9 @@ FORMATS: tuple[str, ...] = (
 )
 #: Formats recognised but handled by the server-log parser, not here.
 LOG_FORMATS: tuple[str, ...] = ("sglang_log", "vllm_log")
+#: A saved SGLang/vLLM ``/metrics`` page (Prometheus text of ``sglang:``/``vllm:`` series):
+#: server signals, read by ``collectors.server_metrics.read_page``, not here.
+SERVER_METRICS_FORMAT = "server_metrics"
 
 _ALIASES = {
     "dmon": "nvidia_smi_dmon",
@@ -205,6 +210,7 @@ _RE_PROM_DCGM = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?DCGM_\w+")
 _RE_SGLANG = re.compile(r"(?:Prefill|Decode) batch[.,]")
 _RE_SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 _RE_VLLM = re.compile(r"Avg prompt throughput:|Avg generation throughput:")
+_RE_SERVER_METRICS = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?(?:sglang|vllm):[A-Za-z_]")
 #: A --query-gpu field name as nvidia-smi documents it (``--help-query-gpu``), any case: most
 #: are lower-case, some camelCase (``pci.baseClass``, ``...heterogenous_multivGPU``).
 _RE_QUERY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?:\s*\[[^\]]*\])?$")
@@ -304,6 +310,8 @@ def detect_text(text: str) -> str | None:
             flags.add("nvidia_smi_dmon")
         elif _RE_PROM_DCGM.match(line):
             flags.add("dcgm_exporter")
+        elif _RE_SERVER_METRICS.match(line):
+            flags.add(SERVER_METRICS_FORMAT)
         elif _RE_SGLANG.search(line) and _RE_SGLANG_PREFIX.match(line):
             flags.add("sglang_log")
         elif _RE_VLLM.search(line):
@@ -322,7 +330,7 @@ def detect_text(text: str) -> str | None:
             return fmt
     if "query_header" in flags:
         return "nvidia_smi_query"
-    for fmt in LOG_FORMATS:
+    for fmt in (*LOG_FORMATS, SERVER_METRICS_FORMAT):
         if fmt in flags:
             return fmt
     if "query_values" in flags:
@@ -330,11 +338,27 @@ def detect_text(text: str) -> str | None:
     return None
 
 
+def read_text(path: str | Path) -> tuple[str, list[str]]:
+    """A text file as the importers read it: decoded (UTF-16, byte-order marks) and with what
+    pasting did undone (``data.pasted``).
+
+    Returns:
+        ``(text, notes)``: the plain text and what was undone (empty for a plain file).
+
+    Raises:
+        ImportFormatError: missing, a directory, unreadable, or binary.
+    """
+    path = Path(path)
+    text, decoded = _decode(_read_bytes(path), str(path))
+    plain = pasted.normalise(text)
+    return plain.text, [*decoded, *plain.notes]
+
+
 def detect_format(path: str | Path) -> str:
     """Detect the format of the file at ``path`` from its content.
 
     Returns:
-        One of ``FORMATS`` or ``LOG_FORMATS``.
+        One of ``FORMATS``, ``LOG_FORMATS`` or ``SERVER_METRICS_FORMAT``.
 
     Raises:
         ImportFormatError: the file is missing, empty, binary (PNG, random bytes...), JSON,
@@ -1103,6 +1127,9 @@ def import_file(path: str | Path, format: str | None = None,
             raise ImportFormatError(f"{name}: file is empty; expected {_EXPECTED}")
     if fmt in LOG_FORMATS:
         raise ImportFormatError(_server_log_message(name, fmt))
+    if fmt == SERVER_METRICS_FORMAT:
+        raise ImportFormatError(f"{name}: is a saved /metrics page (server signals), not GPU "
+                                f"telemetry; `tealeaves import` stores it as server metrics")
     if fmt == "tealeaves_parquet":
         counts: dict = {}
         try:

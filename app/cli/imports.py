@@ -20,13 +20,18 @@ def cmd_import(args: argparse.Namespace) -> int:
     from ...data.importers import import_file
     from ...data.store import SampleStore, StoreError
 
-    results = []
+    results, gpu_files, pages = [], [], []
     for path in args.files:
         try:
+            page = read_saved_page(path, args)
+            if page is not None:
+                pages.append(page)
+                continue
             results.append(import_file(path, format=args.format, start_time=args.start_time,
                                        host=args.host, tz=args.tz,
                                        columns=args.columns.split(",") if args.columns
                                        else None))
+            gpu_files.append(path)
         except ValueError as exc:  # ImportFormatError, unknown --format or --tz
             return fail(f"{exc} (nothing was imported)")
     try:
@@ -36,6 +41,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     with store:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
             stored, repeats = store.append_all(r.samples for r in results)
+            for page in pages:
+                store.put_server_metrics(page["read"].frame)
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
@@ -47,11 +54,15 @@ def cmd_import(args: argparse.Namespace) -> int:
                "placed": r.placed, "dated": r.dated,
                "placed_at": r.placed_at if r.placed or r.dated else None,
                "normalised": r.normalised}
-              for path, r in zip(args.files, results, strict=True)]
+              for path, r in zip(gpu_files, results, strict=True)]
+    page_report = [page_summary(p) for p in pages]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
-                          "already_stored": repeats, "files": report}))
+                          "already_stored": repeats, "files": report,
+                          "server_metrics": page_report}))
         return 0
+    for p in page_report:
+        print_page(p, args.utc)
     for f in report:
         t0, t1 = f["time_span"]
         if not math.isfinite(t0):
@@ -82,6 +93,95 @@ def cmd_import(args: argparse.Namespace) -> int:
     again = f" ({repeats} already stored, passed over)" if repeats else ""
     print(f"stored {plural(stored, 'sample')} in {args.store}{again}")
     return 0
+
+
+#: DP ranks whose mean throughput is this far from the ranks' mean are named as uneven.
+RANK_SPREAD = 0.2
+
+
+def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
+    """A saved SGLang/vLLM ``/metrics`` page read for the store (``{"file", "read", "notes"}``),
+    or None when ``path`` is another kind of file.
+
+    Raises:
+        ValueError: the page cannot be read (names the file).
+    """
+    import os
+
+    from ...collectors.server_metrics import read_page
+    from ...data.importers import SERVER_METRICS_FORMAT, detect_format, read_text
+
+    fmt = args.format or detect_format(path)
+    if fmt != SERVER_METRICS_FORMAT:
+        return None
+    text, notes = read_text(path)
+    read = read_page(text, start=args.start_time, end=os.path.getmtime(path), name=str(path))
+    return {"file": str(path), "read": read, "notes": notes}
+
+
+def page_summary(page: dict) -> dict:
+    """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
+    came from, and per DP rank the mean generation throughput, running and queued requests
+    with the ranks' spread (``mean / mean of the ranks``)."""
+    from ...collectors.server_metrics import summary
+
+    r = page["read"]
+    f = r.frame
+    per = summary(f, by=("dp_rank",))
+    ranks = []
+    if len(per) and per["dp_rank"].ne("").any():
+        means = per.groupby("dp_rank")[["gen_throughput_tok_s", "running_req",
+                                         "queue_req"]].mean()
+        gen = means["gen_throughput_tok_s"]
+        overall = float(gen.mean()) if gen.notna().any() else math.nan
+        for rank, row in means.sort_index(key=lambda ix: ix.map(_rank_key)).iterrows():
+            ratio = (float(row["gen_throughput_tok_s"]) / overall
+                     if overall and math.isfinite(overall) else math.nan)
+            ranks.append({"dp_rank": rank, "gen_throughput_tok_s": row["gen_throughput_tok_s"],
+                          "running_req": row["running_req"], "queue_req": row["queue_req"],
+                          "vs_mean": ratio})
+    uneven = [x["dp_rank"] for x in ranks
+              if math.isfinite(x["vs_mean"]) and abs(x["vs_mean"] - 1.0) > RANK_SPREAD]
+    return {"file": page["file"], "format": "server_metrics", "engine": r.engine,
+            "scrapes": r.scrapes, "series": int(f[["name", "labels"]].drop_duplicates().shape[0]),
+            "time_span": [float(f["timestamp"].min()), float(f["timestamp"].max())],
+            "stamped": r.stamped, "dp_ranks": ranks, "uneven_ranks": uneven,
+            "normalised": page["notes"]}
+
+
+def _rank_key(v: str) -> float:
+    try:
+        return float(v)
+    except ValueError:
+        return math.inf
+
+
+def print_page(p: dict, utc: bool) -> None:
+    """The import summary of one ``/metrics`` page (``page_summary``)."""
+    t0, t1 = p["time_span"]
+    when = (time_text(t0, utc) if t0 == t1
+            else f"{time_text(t0, utc)} to {time_text(t1, utc)}")
+    print(f"{p['file']}: {p['engine']} /metrics page, {plural(p['scrapes'], 'scrape')}, "
+          f"{plural(p['series'], 'series', 'series')}, {when}; stored as server metrics")
+    if p["stamped"] != "file":
+        how = ("from --start-time" if p["stamped"] == "start_time"
+               else "with the last at its modification time; give --start-time to place it")
+        print(f"  NOTE: no timestamps in the page: scrapes placed 1 s apart {how}")
+    if p["normalised"]:
+        print(f"  pasted text: {'; '.join(p['normalised'])}")
+    if len(p["dp_ranks"]) > 1:
+        cells = ", ".join(f"{x['dp_rank']}: {_num(x['gen_throughput_tok_s'])} tok/s "
+                          f"({_num(x['running_req'])} running, {_num(x['queue_req'])} queued)"
+                          for x in p["dp_ranks"])
+        print(f"  DP ranks (generation throughput, mean over scrapes): {cells}")
+        if p["uneven_ranks"]:
+            far = [x for x in p["dp_ranks"] if x["dp_rank"] in p["uneven_ranks"]]
+            print("  UNEVEN DP ranks: " + ", ".join(
+                f"rank {x['dp_rank']} at {x['vs_mean']:.2f}x the ranks' mean" for x in far))
+
+
+def _num(v: float) -> str:
+    return "–" if v is None or not math.isfinite(v) else f"{v:,.0f}"
 
 
 def placement_note(f: dict, utc: bool = False, fix: str = "give --start-time") -> str:

@@ -1,0 +1,92 @@
+"""A saved SGLang ``/metrics`` page imported as server signals (issue 22, Build 4): the page
+format is the one published in vllm-project/aibrix issue 1614 (DeepSeek-R1 on eight DP ranks:
+``dp_rank``, ``engine_type``, ``model_name``, ``pid``, ``pp_rank``, ``tp_rank`` labels; its
+``num_retracted_reqs`` / ``num_paused_reqs`` lines are copied as published); the throughput and
+request gauges, which that excerpt does not show, are written here in the same form with one
+slow rank, and the page is saved twice (two scrapes appended, as ``curl`` in a loop does)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tealeaves.app.cli import main
+from tealeaves.collectors.server_metrics import read_page
+from tealeaves.data.importers import ImportFormatError, detect_text, import_file
+from tealeaves.data.store import SampleStore
+
+LABELS = ('dp_rank="{r}",engine_type="unified",model_name="deepseek-r1",pid="{pid}",'
+          'pp_rank="0",tp_rank="{r}"')
+GEN = [812.0, 790.0, 805.0, 401.0, 820.0, 798.0, 811.0, 803.0]  # rank 3 at about half
+
+
+def _page(scale: float = 1.0, stamp: int | None = None) -> str:
+    ts = "" if stamp is None else f" {stamp}"
+    out = ["# HELP sglang:num_retracted_reqs The number of retracted requests.",
+           "# TYPE sglang:num_retracted_reqs gauge"]
+    for r in (5, 4, 6, 7):  # as published
+        out.append(f"sglang:num_retracted_reqs{{{LABELS.format(r=r, pid=910 + r)}}} 0.0{ts}")
+    out += ["# HELP sglang:num_paused_reqs The number of paused requests by async weight sync.",
+            "# TYPE sglang:num_paused_reqs gauge"]
+    for r in (2, 0, 3, 1, 5, 4):  # as published
+        out.append(f"sglang:num_paused_reqs{{{LABELS.format(r=r, pid=910 + r)}}} 0.0{ts}")
+    out += ["# HELP sglang:gen_throughput The generation throughput (token/s).",
+            "# TYPE sglang:gen_throughput gauge"]
+    for r, g in enumerate(GEN):
+        out.append(f"sglang:gen_throughput{{{LABELS.format(r=r, pid=910 + r)}}} "
+                   f"{g * scale:.1f}{ts}")
+    out += ["# HELP sglang:num_running_reqs The number of running requests.",
+            "# TYPE sglang:num_running_reqs gauge"]
+    for r in range(8):
+        out.append(f"sglang:num_running_reqs{{{LABELS.format(r=r, pid=910 + r)}}} "
+                   f"{12.0 if r == 3 else 30.0}{ts}")
+    return "\n".join(out) + "\n"
+
+
+def test_a_saved_page_is_detected_and_cut_into_its_scrapes():
+    text = _page() + _page(1.1)
+    assert detect_text(text) == "server_metrics"
+    r = read_page(text, start=1_796_000_000.0)
+    assert r.scrapes == 2 and r.stamped == "start_time" and r.engine == "sglang"
+    assert sorted(r.frame["timestamp"].unique()) == [1_796_000_000.0, 1_796_000_001.0]
+    gen = r.frame[r.frame["name"] == "sglang:gen_throughput"]
+    assert len(gen) == 16 and gen["value"].max() == pytest.approx(820.0 * 1.1, abs=0.05)
+    # the samples' own timestamps (ms) win over any placement
+    s = read_page(_page(stamp=1_796_000_000_000) + _page(stamp=1_796_000_005_000))
+    assert s.stamped == "file" and sorted(s.frame["timestamp"].unique()) == [
+        1_796_000_000.0, 1_796_000_005.0]
+
+
+def test_import_stores_the_page_as_server_metrics_and_flags_the_slow_rank(tmp_path, capsys):
+    page = tmp_path / "metrics.txt"
+    page.write_text(_page() + _page())
+    with pytest.raises(ImportFormatError, match="saved /metrics page"):
+        import_file(page)  # not GPU telemetry: the sample importer says where it goes
+    db = tmp_path / "s.db"
+    assert main(["import", str(page), "--store", str(db), "--start-time", "1796000000"]) == 0
+    out = capsys.readouterr().out
+    assert "sglang /metrics page, 2 scrapes" in out and "stored as server metrics" in out
+    assert "UNEVEN DP ranks: rank 3 at 0.53x the ranks' mean" in out, out
+    with SampleStore(db, readonly=True) as s:
+        m = s.server_metrics()
+    assert len(m) == 2 * (4 + 6 + 8 + 8)
+    assert set(m["timestamp"]) == {1_796_000_000.0, 1_796_000_001.0}
+    assert main(["import", str(page), "--store", str(tmp_path / "j.db"), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)["server_metrics"][0]
+    assert j["uneven_ranks"] == ["3"] and j["stamped"] == "end" and len(j["dp_ranks"]) == 8
+    r3 = next(x for x in j["dp_ranks"] if x["dp_rank"] == "3")
+    assert r3["gen_throughput_tok_s"] == pytest.approx(401.0) and r3["running_req"] == 12.0
+
+
+def test_an_even_page_names_no_rank_and_a_broken_page_stores_nothing(tmp_path, capsys):
+    even = tmp_path / "even.txt"
+    even.write_text(_page().replace("401.0", "800.0"))
+    assert main(["import", str(even), "--store", str(tmp_path / "e.db")]) == 0
+    assert "UNEVEN" not in capsys.readouterr().out
+    bad = tmp_path / "bad.txt"
+    bad.write_text(_page() + 'sglang:gen_throughput{dp_rank="0" 5\n')
+    db = tmp_path / "b.db"
+    assert main(["import", str(even), str(bad), "--store", str(db)]) == 2
+    assert "bad.txt" in capsys.readouterr().err
+    assert not db.exists() or SampleStore(db, readonly=True).server_metrics().empty
