@@ -304,12 +304,39 @@ class PageRead:
             timestamps), ``"start_time"`` (the caller's first instant, ``interval`` apart) or
             ``"end"`` (the last scrape at the caller's ``end``: the file's modification time).
         engine: ``"sglang"``, ``"vllm"`` or both joined with ``+``.
+        skipped: ``(line number, line)`` of every non-blank line that is neither a comment
+            nor a sample (a prompt, a ``date`` between scrapes, a ``---``): left out.
     """
 
     frame: pd.DataFrame
     scrapes: int
     stamped: str
     engine: str
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+
+def _sample_line(s: str) -> bool:
+    m = _RE_SAMPLE.match(s)
+    if not m:
+        return False
+    try:
+        float(m.group(2))
+    except ValueError:
+        return False
+    return True
+
+
+def _drop_strays(text: str) -> tuple[str, list[tuple[int, str]]]:
+    """The page with every line that is neither blank, a comment nor a sample blanked (kept
+    as an empty line), and those lines ``(number, text)``."""
+    lines = text.split("\n")
+    skipped = []
+    for i, ln in enumerate(lines):
+        s = ln.strip()
+        if s and not s.startswith("#") and not _sample_line(s):
+            skipped.append((i + 1, s if len(s) <= 60 else s[:57] + "..."))
+            lines[i] = ""
+    return "\n".join(lines), skipped
 
 
 def _split_scrapes(text: str) -> list[str]:
@@ -361,10 +388,14 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     Returns:
         A ``PageRead``.
 
+    Lines that are neither comments nor samples (a prompt, a ``date`` printed between
+    scrapes, a ``---``) are left out and listed in ``skipped``.
+
     Raises:
         ValueError: the page holds no ``sglang:``/``vllm:`` series, or a scrape is not valid
             exposition (the message names the file and the scrape).
     """
+    text, skipped = _drop_strays(text)
     chunks = _split_scrapes(text)
     stamps = [_file_stamp(c) for c in chunks]
     if stamps and all(t is not None for t in stamps):
@@ -388,7 +419,8 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     if frame.empty:
         raise ValueError(f"{name}: holds no sglang: or vllm: series")
     engines = sorted({n.split(":", 1)[0] for n in frame["name"].unique()})
-    return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines))
+    return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines),
+                    skipped=skipped)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1002,10 +1002,16 @@ def _server_log_message(name: str, fmt: str) -> str:
             f"FILE to classify, report, dashboard or collect")
 
 
+def _page_message(name: str) -> str:
+    """Why a saved ``/metrics`` page is not read as GPU samples, and where it goes."""
+    return (f"{name}: is a saved /metrics page (server signals), not GPU telemetry; "
+            f"`tealeaves import {name}` stores it as server metrics")
+
+
 def _normalise_format(fmt: str) -> str:
     f = fmt.strip().lower()
     f = _ALIASES.get(f, f)
-    if f not in FORMATS and f not in LOG_FORMATS:
+    if f not in FORMATS and f not in LOG_FORMATS and f != SERVER_METRICS_FORMAT:
         raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     return f
 
@@ -1042,6 +1048,8 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     fmt = _normalise_format(format)
     if fmt in LOG_FORMATS:
         raise ImportFormatError(_server_log_message(name, fmt))
+    if fmt == SERVER_METRICS_FORMAT:
+        raise ImportFormatError(_page_message(name))
     if fmt == "tealeaves_parquet":
         raise ImportFormatError(f"{name}: Parquet is binary; use import_file")
     zone = _tz(tz)
@@ -1128,8 +1136,7 @@ def import_file(path: str | Path, format: str | None = None,
     if fmt in LOG_FORMATS:
         raise ImportFormatError(_server_log_message(name, fmt))
     if fmt == SERVER_METRICS_FORMAT:
-        raise ImportFormatError(f"{name}: is a saved /metrics page (server signals), not GPU "
-                                f"telemetry; `tealeaves import` stores it as server metrics")
+        raise ImportFormatError(_page_message(name))
     if fmt == "tealeaves_parquet":
         counts: dict = {}
         try:

@@ -51,9 +51,10 @@ class Normalised:
 
 
 def decode(data: bytes) -> tuple[str | None, list[str]]:
-    """Text of ``data`` when it is UTF-16 (with or without a byte-order mark) or UTF-8 with a
-    byte-order mark: ``(text, notes)``; ``(None, [])`` for anything else (the caller decodes
-    it as UTF-8 and judges whether it is binary).
+    """Text of ``data`` when it is UTF-16 (with or without a byte-order mark), UTF-32 with
+    one, or UTF-8 with one: ``(text, notes)``; ``(None, [])`` for anything else (the caller
+    decodes it as UTF-8 and judges whether it is binary), a wide decode that does not give
+    mostly printable ASCII (``PLAIN_SHARE``) included.
 
     UTF-16 without a mark is recognised by its zero bytes: at least 30 % of the first 4 KB
     zero, nearly all at odd offsets (little-endian) or at even ones (big-endian), which text
@@ -61,22 +62,40 @@ def decode(data: bytes) -> tuple[str | None, list[str]]:
     """
     if data.startswith(b"\xef\xbb\xbf"):
         return data[3:].decode("utf-8", errors="replace"), ["UTF-8 byte-order mark dropped"]
-    for bom, codec, name in ((b"\xff\xfe", "utf-16-le", "UTF-16 LE"),
+    candidates = []
+    for bom, codec, name in ((b"\xff\xfe\x00\x00", "utf-32-le", "UTF-32 LE"),
+                             (b"\x00\x00\xfe\xff", "utf-32-be", "UTF-32 BE"),
+                             (b"\xff\xfe", "utf-16-le", "UTF-16 LE"),
                              (b"\xfe\xff", "utf-16-be", "UTF-16 BE")):
         if data.startswith(bom):
-            return (data[2:].decode(codec, errors="replace"),
-                    [f"read as {name} (byte-order mark)"])
+            candidates.append((data[len(bom):], codec, f"read as {name} (byte-order mark)"))
+            break
     head = data[:4096]
-    if len(head) >= 8 and head.count(0) >= 0.3 * len(head):
-        odd = head[1::2].count(0)
-        even = head[0::2].count(0)
-        if odd >= 0.9 * head.count(0):
-            return (data.decode("utf-16-le", errors="replace"),
-                    ["read as UTF-16 LE (no byte-order mark)"])
-        if even >= 0.9 * head.count(0):
-            return (data.decode("utf-16-be", errors="replace"),
-                    ["read as UTF-16 BE (no byte-order mark)"])
+    if not candidates and len(head) >= 8 and head.count(0) >= 0.3 * len(head):
+        zeros = head.count(0)
+        if head[1::2].count(0) >= 0.9 * zeros:
+            candidates.append((data, "utf-16-le", "read as UTF-16 LE (no byte-order mark)"))
+        elif head[0::2].count(0) >= 0.9 * zeros:
+            candidates.append((data, "utf-16-be", "read as UTF-16 BE (no byte-order mark)"))
+    for payload, codec, note in candidates:
+        text = payload.decode(codec, errors="replace")
+        if _plain_share(text) >= PLAIN_SHARE:
+            return text, [note]
     return None, []
+
+
+#: Share of printable ASCII (and tabs, line ends) a wide-encoding decode must give to be
+#: taken for text: telemetry is ASCII, while binary data decoded as UTF-16 (an int16 array,
+#: an executable) gives scattered CJK and control characters.
+PLAIN_SHARE = 0.9
+
+
+def _plain_share(text: str) -> float:
+    head = text[:4096]
+    if not head:
+        return 1.0
+    ok = sum(1 for c in head if (" " <= c <= "~") or c in "\t\r\n")
+    return ok / len(head)
 
 
 def normalise(text: str) -> Normalised:

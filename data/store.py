@@ -413,33 +413,32 @@ class SampleStore:
             SchemaError: a frame does not fit the schema (nothing is written).
             sqlite3.Error: the database cannot be written; nothing is written.
         """
+        out = self.append_import(frames, ())
+        return out["stored"], out["repeats"]
+
+    @_guarded
+    def append_import(self, frames: Iterable[pd.DataFrame],
+                      metrics: Iterable[pd.DataFrame]) -> dict[str, int]:
+        """``append_all`` of sample frames and of server-metrics frames (saved ``/metrics``
+        pages: ``collectors.server_metrics`` frames) in one transaction; a metrics row
+        already stored (same timestamp, name and labels) or coming twice is stored once.
+
+        Returns:
+            ``{"stored", "repeats", "metrics_stored", "metrics_repeats"}`` (rows).
+
+        Raises:
+            As ``append_all``.
+        """
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only")
         conformed = [conform(f) for f in frames]
-        placeholders = ", ".join("?" for _ in COLUMNS)
+        metric_frames = [m for m in metrics if m is not None and not m.empty]
         conn = self._conn()
-        stored = repeats = 0
-        seen: set[tuple] = set()
         with conn:
-            for frame in conformed:
-                if frame.empty:
-                    continue
-                lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
-                have = set(conn.execute(
-                    f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "
-                    f"timestamp <= ?", (lo, hi)).fetchall())
-                rows = []
-                for row in frame.itertuples(index=False, name=None):
-                    key = tuple(_nullable(v) for v in row)
-                    if key in have or key in seen:  # the same row, every value the same
-                        repeats += 1
-                        continue
-                    seen.add(key)
-                    rows.append(key)
-                conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
-                                 f"({placeholders})", rows)
-                stored += len(rows)
-        return stored, repeats
+            stored, repeats = _insert_samples(conn, conformed)
+            m_stored, m_repeats = _insert_metrics(conn, metric_frames)
+        return {"stored": stored, "repeats": repeats, "metrics_stored": m_stored,
+                "metrics_repeats": m_repeats}
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
@@ -775,3 +774,53 @@ class HostView:
 
     def __getattr__(self, name: str):
         return getattr(self._store, name)
+
+
+def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
+    """Insert conformed sample frames, passing over rows stored already (every value the same)
+    or coming twice; ``(stored, repeats)``.  The caller holds the transaction."""
+    placeholders = ", ".join("?" for _ in COLUMNS)
+    stored = repeats = 0
+    seen: set[tuple] = set()
+    for frame in frames:
+        if frame.empty:
+            continue
+        lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
+        have = set(conn.execute(
+            f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "
+            f"timestamp <= ?", (lo, hi)).fetchall())
+        rows = []
+        for row in frame.itertuples(index=False, name=None):
+            key = tuple(_nullable(v) for v in row)
+            if key in have or key in seen:  # the same row, every value the same
+                repeats += 1
+                continue
+            seen.add(key)
+            rows.append(key)
+        conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
+                         f"({placeholders})", rows)
+        stored += len(rows)
+    return stored, repeats
+
+
+def _insert_metrics(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
+    """Insert server-metrics frames, passing over a (timestamp, name, labels) already stored
+    or coming twice; ``(stored, repeats)``.  The caller holds the transaction."""
+    cols = ["timestamp", "name", "labels", "value", "rate_per_s", "kind"]
+    stored = repeats = 0
+    seen: set[tuple] = set()
+    for frame in frames:
+        lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
+        have = set(conn.execute("SELECT timestamp, name, labels FROM server_metrics WHERE "
+                                "timestamp >= ? AND timestamp <= ?", (lo, hi)).fetchall())
+        rows = []
+        for r in frame[cols].itertuples(index=False, name=None):
+            row = tuple(_nullable(v) for v in r)
+            if row[:3] in have or row[:3] in seen:
+                repeats += 1
+                continue
+            seen.add(row[:3])
+            rows.append(row)
+        conn.executemany("INSERT INTO server_metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
+        stored += len(rows)
+    return stored, repeats

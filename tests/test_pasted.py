@@ -120,3 +120,26 @@ def test_the_import_command_names_what_it_undid(tmp_path, capsys):
     assert main(["import", str(p), "--store", str(tmp_path / "t.db"), "--json", *start]) == 0
     assert json.loads(capsys.readouterr().out)["files"][0]["normalised"] == [
         "read as UTF-16 LE (byte-order mark)"]
+
+
+def test_binary_data_is_not_taken_for_utf16(tmp_path):
+    """Many zero bytes at odd offsets is UTF-16 text only if it decodes to printable ASCII:
+    an int16 array stays 'binary data' (a first version read it as UTF-16 text)."""
+    import numpy as np
+
+    from tealeaves.data.importers import ImportFormatError
+
+    p = tmp_path / "arr.bin"
+    p.write_bytes(np.arange(3000, dtype="<i2").tobytes())
+    with pytest.raises(ImportFormatError, match="binary data"):
+        detect_format(p)
+    assert pasted.decode(b"\xff\xfe\x00\x00" + "# gpu\n".encode("utf-32-le"))[1] == [
+        "read as UTF-32 LE (byte-order mark)"]
+
+
+def test_a_saved_metrics_page_given_to_classify_says_where_it_goes(tmp_path, capsys):
+    p = tmp_path / "m.txt"
+    p.write_text("# TYPE sglang:num_running_reqs gauge\nsglang:num_running_reqs 3.0\n")
+    assert main(["classify", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "saved /metrics page" in err and "tealeaves import" in err and "m.txt" in err

@@ -84,9 +84,47 @@ def test_an_even_page_names_no_rank_and_a_broken_page_stores_nothing(tmp_path, c
     even.write_text(_page().replace("401.0", "800.0"))
     assert main(["import", str(even), "--store", str(tmp_path / "e.db")]) == 0
     assert "UNEVEN" not in capsys.readouterr().out
+    # lines that are no exposition (a prompt, a `date` between scrapes) are named, not fatal
+    stray = tmp_path / "stray.txt"
+    stray.write_text("[user@gpu01 ~]$ curl -s localhost:30000/metrics\n" + _page()
+                     + "Wed Dec  2 02:58:22 UTC 2026\n" + _page())
+    assert main(["import", str(stray), "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "2 scrapes" in out and "line 1: not Prometheus text: [user@gpu01" in out, out
+    assert f"line {len(_page().splitlines()) + 2}: not Prometheus text: Wed Dec" in out
+    # a page the Prometheus parser refuses stores nothing, with the GPU file beside it
     bad = tmp_path / "bad.txt"
-    bad.write_text(_page() + 'sglang:gen_throughput{dp_rank="0" 5\n')
+    bad.write_text(_page().replace("# TYPE sglang:gen_throughput gauge",
+                                   "# TYPE sglang:gen_throughput nonsense"))
+    gpu = tmp_path / "dmon.txt"
+    gpu.write_text("# gpu    sm\n# Idx     %\n    0    98\n")
     db = tmp_path / "b.db"
-    assert main(["import", str(even), str(bad), "--store", str(db)]) == 2
+    assert main(["import", str(gpu), str(bad), "--store", str(db),
+                 "--start-time", "1796000000"]) == 2
     assert "bad.txt" in capsys.readouterr().err
-    assert not db.exists() or SampleStore(db, readonly=True).server_metrics().empty
+    if db.exists():
+        with SampleStore(db, readonly=True) as s:
+            assert s.server_metrics().empty and s.read_since(0)[0].empty
+
+
+def test_a_page_imported_twice_is_stored_once_and_vllm_engines_are_ranks(tmp_path, capsys):
+    page = tmp_path / "p.txt"
+    page.write_text(_page() + _page())
+    db = tmp_path / "s.db"
+    for _ in range(2):
+        assert main(["import", str(page), "--store", str(db), "--start-time",
+                     "1796000000"]) == 0
+    assert "52 already stored, passed over" in capsys.readouterr().out
+    with SampleStore(db, readonly=True) as s:
+        assert len(s.server_metrics()) == 52
+    vl = tmp_path / "vllm.txt"
+    rows = ["# HELP vllm:num_requests_running Number of requests running.",
+            "# TYPE vllm:num_requests_running gauge"]
+    rows += [f'vllm:num_requests_running{{engine="{e}",model_name="m"}} {n}'
+             for e, n in ((0, 20), (1, 21), (2, 6))]
+    vl.write_text("\n".join(rows) + "\n")
+    assert main(["import", str(vl), "--store", str(tmp_path / "v.db"), "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)["server_metrics"][0]
+    assert j["rank_label"] == "engine" and [x["dp_rank"] for x in j["dp_ranks"]] == [
+        "0", "1", "2"]
+    assert [x["running_req"] for x in j["dp_ranks"]] == [20, 21, 6]

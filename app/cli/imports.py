@@ -40,9 +40,9 @@ def cmd_import(args: argparse.Namespace) -> int:
         return fail(str(exc))
     with store:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
-            stored, repeats = store.append_all(r.samples for r in results)
-            for page in pages:
-                store.put_server_metrics(page["read"].frame)
+            counts = store.append_import((r.samples for r in results),
+                                         (p["read"].frame for p in pages))
+            stored, repeats = counts["stored"], counts["repeats"]
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
@@ -59,7 +59,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
                           "already_stored": repeats, "files": report,
-                          "server_metrics": page_report}))
+                          "server_metrics": page_report,
+                          "server_metrics_stored": counts["metrics_stored"],
+                          "server_metrics_already_stored": counts["metrics_repeats"]}))
         return 0
     for p in page_report:
         print_page(p, args.utc)
@@ -90,8 +92,13 @@ def cmd_import(args: argparse.Namespace) -> int:
             print(f"  line {s['line']}: {s['reason']}")
         if len(f["skipped"]) > 20:
             print(f"  ... {len(f['skipped']) - 20} more")
-    again = f" ({repeats} already stored, passed over)" if repeats else ""
-    print(f"stored {plural(stored, 'sample')} in {args.store}{again}")
+    what = plural(stored, "sample") + (f" ({repeats} already stored, passed over)"
+                                         if repeats else "")
+    if pages:
+        what += f" and {plural(counts['metrics_stored'], 'server metric row')}" + (
+            f" ({counts['metrics_repeats']} already stored, passed over)"
+            if counts["metrics_repeats"] else "")
+    print(f"stored {what} in {args.store}")
     return 0
 
 
@@ -127,11 +134,15 @@ def page_summary(page: dict) -> dict:
 
     r = page["read"]
     f = r.frame
-    per = summary(f, by=("dp_rank",))
+    # SGLang names a data-parallel replica dp_rank, vLLM engine
+    label = next((k for k in ("dp_rank", "engine") if f["labels"].str.contains(
+        rf"(?:^|,){k}=", regex=True).any()), "dp_rank")
+    per = summary(f, by=(label,))
+    per = per[per[label] != ""]  # series of another engine without replicas
     ranks = []
-    if len(per) and per["dp_rank"].ne("").any():
-        means = per.groupby("dp_rank")[["gen_throughput_tok_s", "running_req",
-                                         "queue_req"]].mean()
+    if len(per):
+        means = per.replace([math.inf, -math.inf], math.nan).groupby(label)[
+            ["gen_throughput_tok_s", "running_req", "queue_req"]].mean()
         gen = means["gen_throughput_tok_s"]
         overall = float(gen.mean()) if gen.notna().any() else math.nan
         for rank, row in means.sort_index(key=lambda ix: ix.map(_rank_key)).iterrows():
@@ -145,8 +156,10 @@ def page_summary(page: dict) -> dict:
     return {"file": page["file"], "format": "server_metrics", "engine": r.engine,
             "scrapes": r.scrapes, "series": int(f[["name", "labels"]].drop_duplicates().shape[0]),
             "time_span": [float(f["timestamp"].min()), float(f["timestamp"].max())],
-            "stamped": r.stamped, "dp_ranks": ranks, "uneven_ranks": uneven,
-            "normalised": page["notes"]}
+            "stamped": r.stamped, "rank_label": label, "dp_ranks": ranks,
+            "uneven_ranks": uneven, "normalised": page["notes"],
+            "skipped": [{"line": n, "reason": f"not Prometheus text: {t}"}
+                        for n, t in r.skipped]}
 
 
 def _rank_key(v: str) -> float:
@@ -169,11 +182,16 @@ def print_page(p: dict, utc: bool) -> None:
         print(f"  NOTE: no timestamps in the page: scrapes placed 1 s apart {how}")
     if p["normalised"]:
         print(f"  pasted text: {'; '.join(p['normalised'])}")
+    for sk in p["skipped"][:20]:
+        print(f"  line {sk['line']}: {sk['reason']}")
+    if len(p["skipped"]) > 20:
+        print(f"  ... {len(p['skipped']) - 20} more")
     if len(p["dp_ranks"]) > 1:
         cells = ", ".join(f"{x['dp_rank']}: {_num(x['gen_throughput_tok_s'])} tok/s "
                           f"({_num(x['running_req'])} running, {_num(x['queue_req'])} queued)"
                           for x in p["dp_ranks"])
-        print(f"  DP ranks (generation throughput, mean over scrapes): {cells}")
+        print(f"  DP ranks ({p['rank_label']}; generation throughput, mean over scrapes): "
+              f"{cells}")
         if p["uneven_ranks"]:
             far = [x for x in p["dp_ranks"] if x["dp_rank"] in p["uneven_ranks"]]
             print("  UNEVEN DP ranks: " + ", ".join(
