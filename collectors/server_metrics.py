@@ -157,7 +157,7 @@ def parse_labels(s: str) -> dict[str, str]:
 
 
 def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
-                  keep_created: bool = False) -> list[MetricSample]:
+                  keep_created: bool = False, own_times: bool = False) -> list[MetricSample]:
     """Parse Prometheus text exposition into samples stamped with the scrape time.
 
     Args:
@@ -168,6 +168,8 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
             ``("sglang:", "vllm:")``); ``None`` keeps every family.
         keep_created: keep the ``<family>_created`` gauges that prometheus_client writes
             next to counters, histograms and summaries (creation times, epoch s).
+        own_times: a sample that carries its own timestamp (exposition's optional
+            milliseconds after the value) keeps it instead of ``t`` (a saved page).
 
     Returns:
         The samples in exposition order.
@@ -191,8 +193,9 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
             if not keep_created and s.name.endswith("_created") and fam.type != "gauge" \
                     and fam.type != "unknown":
                 continue
+            ts = float(s.timestamp) if own_times and s.timestamp is not None else float(t)
             out.append(MetricSample(name=s.name, labels=dict(s.labels), value=float(s.value),
-                                    kind=fam.type, t=float(t), family=fam.name))
+                                    kind=fam.type, t=ts, family=fam.name))
     return out
 
 
@@ -410,7 +413,9 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     frames = []
     for i, (chunk, t) in enumerate(zip(chunks, times, strict=True)):
         try:
-            samples = parse_metrics(chunk, t)
+            # with stamps in the file each sample keeps its own: a page cut into scrapes
+            # where a series repeats need not start at a scrape's first line
+            samples = parse_metrics(chunk, t, own_times=how == "file")
         except ValueError as exc:
             raise ValueError(f"{name}: scrape {i + 1} is not Prometheus text ({exc})") from None
         frames.append(tracker.update(samples))

@@ -26,9 +26,11 @@ _RE_QUOTE = re.compile(r"^[ \t]{0,3}(?:>[ \t]?)+")
 _RE_FENCE = re.compile(r"^\s*(?:```|~~~)[\w+-]*\s*$")
 #: A shell prompt followed by a command: ``$ cmd``, ``user@host:~/dir$ cmd``, ``root@h:/# cmd``
 #: (a ``#`` prompt only after ``user@host``: a bare ``# gpu`` is nvidia-smi dmon's header),
-#: ``(venv) user@host:~$ cmd``, PowerShell's ``PS C:\\> cmd``, ``%`` (zsh).
+#: RHEL's ``[user@host ~]$ cmd`` / ``[root@host dir]# cmd``, ``(venv) user@host:~$ cmd``,
+#: PowerShell's ``PS C:\\> cmd``, zsh's ``%`` and ``user@mac ~ % cmd``.
 _RE_PROMPT = re.compile(
-    r"^\s*(?:\([^)]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#%]|\$|%|PS [^>]*>)\s*"
+    r"^\s*(?:\([^)]*\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s?[$#%]|\[[\w.-]+@[\w.-]+[^\]]*\][$#]"
+    r"|[\w.-]+@[\w.-]+ [^\s]+ %|\$|%|PS [^>]*>)\s*"
     r"(?:sudo\s+)?(?:nvidia-smi|dcgmi|watch|gpustat|nvitop|curl|cat|tee|head|tail|less|more|"
     r"python3?|tealeaves|docker|kubectl|ssh|\S+\.sh)\b.*$")
 #: Share of non-blank lines that must carry a quote prefix before prefixes are removed.

@@ -314,7 +314,8 @@ def test_dcgmi_eight_gpus_all_na_then_sparse_cycle():
     res = import_file(case(DCGMI), start_time=T0)
     df = res.samples
     assert res.gpus == list(range(8)) and len(df) == 10
-    assert [n for n, _ in res.skipped] == [1, 2]  # the status line and the prompt
+    assert [n for n, _ in res.skipped] == [1]  # the status line; the prompt (line 2)
+    assert res.normalised == ["1 shell prompt line dropped"]  # is a pasted command
     first = df[df["timestamp"] == T0]
     assert len(first) == 8
     assert first[list(METRIC_NAMES)].isna().all().all()  # the all-N/A cycle

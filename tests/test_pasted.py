@@ -143,3 +143,13 @@ def test_a_saved_metrics_page_given_to_classify_says_where_it_goes(tmp_path, cap
     assert main(["classify", str(p)]) == 2
     err = capsys.readouterr().err
     assert "saved /metrics page" in err and "tealeaves import" in err and "m.txt" in err
+
+
+@pytest.mark.parametrize("prompt", ["[root@host00001 user1]# dcgmi dmon -e 1001",
+                                    "[user@gpu01 ~]$ nvidia-smi dmon -c 1 -s pucm",
+                                    "user@mac ~ % nvidia-smi dmon", "PS C:\\> nvidia-smi dmon",
+                                    "(base) root@h200:/# sudo nvidia-smi dmon"])
+def test_the_prompts_people_paste_are_dropped(prompt):
+    out = pasted.normalise(prompt + "\n# gpu    sm\n    0    98\n")
+    assert out.notes == ["1 shell prompt line dropped"]
+    assert out.text.split("\n")[0] == "" and out.text.split("\n")[1] == "# gpu    sm"

@@ -86,12 +86,13 @@ def test_an_even_page_names_no_rank_and_a_broken_page_stores_nothing(tmp_path, c
     assert "UNEVEN" not in capsys.readouterr().out
     # lines that are no exposition (a prompt, a `date` between scrapes) are named, not fatal
     stray = tmp_path / "stray.txt"
-    stray.write_text("[user@gpu01 ~]$ curl -s localhost:30000/metrics\n" + _page()
+    stray.write_text("[user@gpu01 ~]$ curl -s localhost:30000/metrics\n---\n" + _page()
                      + "Wed Dec  2 02:58:22 UTC 2026\n" + _page())
     assert main(["import", str(stray), "--store", str(tmp_path / "s.db")]) == 0
     out = capsys.readouterr().out
-    assert "2 scrapes" in out and "line 1: not Prometheus text: [user@gpu01" in out, out
-    assert f"line {len(_page().splitlines()) + 2}: not Prometheus text: Wed Dec" in out
+    assert "2 scrapes" in out and "pasted text: 1 shell prompt line dropped" in out, out
+    assert "line 2: not Prometheus text: ---" in out, out
+    assert f"line {len(_page().splitlines()) + 3}: not Prometheus text: Wed Dec" in out
     # a page the Prometheus parser refuses stores nothing, with the GPU file beside it
     bad = tmp_path / "bad.txt"
     bad.write_text(_page().replace("# TYPE sglang:gen_throughput gauge",
@@ -128,3 +129,20 @@ def test_a_page_imported_twice_is_stored_once_and_vllm_engines_are_ranks(tmp_pat
     assert j["rank_label"] == "engine" and [x["dp_rank"] for x in j["dp_ranks"]] == [
         "0", "1", "2"]
     assert [x["running_req"] for x in j["dp_ranks"]] == [20, 21, 6]
+
+
+def test_a_stamped_page_that_starts_mid_scrape_keeps_every_samples_own_time():
+    """Cut where a series repeats, a page saved from the middle of a scrape mixes two scrapes
+    in its first piece: each sample keeps the time written beside it, so the counter's rate
+    is right (it was given the piece's newest time: a scrape misplaced, a rate lost)."""
+    def scrape(t_ms: int, v: int) -> str:
+        return (f'# TYPE vllm:generation_tokens_total counter\n'
+                f'vllm:generation_tokens_total{{engine="0"}} {v} {t_ms}\n'
+                f'# TYPE vllm:num_requests_running gauge\n'
+                f'vllm:num_requests_running{{engine="0"}} 3 {t_ms}\n')
+    full = [scrape(1_796_000_000_000 + 10_000 * i, 1000 + 100 * i) for i in range(3)]
+    r = read_page(full[0].split("\n", 2)[2] + full[1] + full[2])
+    gen = r.frame[r.frame["name"] == "vllm:generation_tokens_total"]
+    assert gen["timestamp"].tolist() == [1_796_000_010.0, 1_796_000_020.0]
+    assert gen["value"].tolist() == [1100.0, 1200.0]
+    assert gen["rate_per_s"].iloc[-1] == pytest.approx(10.0)
