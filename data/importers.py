@@ -1159,10 +1159,10 @@ def import_file(path: str | Path, format: str | None = None,
                             if v["out_of_range"]}
         return res
     text, decoded = _decode(data, name)
-    plain = pasted.normalise(text).text
+    plain = pasted.normalise(text)  # once: import_text finds nothing left to undo
     if fmt == "nvidia_smi_query" and not columns and not any(
             "," in ln and _is_query_header(_csv_fields(ln.strip()))
-            for ln in plain.split("\n")[:_SCAN_LINES]):
+            for ln in plain.text.split("\n")[:_SCAN_LINES]):
         raise ImportFormatError(f"{name}: --query-gpu CSV without a header line; give its "
                                 "--query-gpu names, in order, with --columns (columns= in "
                                 "Python)")
@@ -1170,9 +1170,9 @@ def import_file(path: str | Path, format: str | None = None,
         mtime = path.stat().st_mtime
     except OSError:
         mtime = None
-    res = import_text(text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
+    res = import_text(plain.text, fmt, name=name, start_time=start_time, end_time=mtime, host=host,
                       columns=columns, tz=tz, interval=interval)
-    res.normalised = [*decoded, *res.normalised]
+    res.normalised = [*decoded, *plain.notes, *res.normalised]
     return res
 
 
