@@ -146,3 +146,13 @@ def test_a_stamped_page_that_starts_mid_scrape_keeps_every_samples_own_time():
     assert gen["timestamp"].tolist() == [1_796_000_010.0, 1_796_000_020.0]
     assert gen["value"].tolist() == [1100.0, 1200.0]
     assert gen["rate_per_s"].iloc[-1] == pytest.approx(10.0)
+
+
+def test_the_page_check_does_not_stand_in_the_way_of_columns(tmp_path, capsys):
+    """A header-less CSV no format is detected in is read with --columns (the page check ran
+    detection first and refused it as 'text in no known format')."""
+    f = tmp_path / "bare.csv"
+    f.write_text("0, 98\n1, 60\n")
+    assert main(["import", str(f), "--store", str(tmp_path / "b.db"), "--columns",
+                 "index,utilization.gpu", "--start-time", "1796000000"]) == 0
+    assert "2 samples" in capsys.readouterr().out

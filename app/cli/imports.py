@@ -116,9 +116,17 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
     import os
 
     from ...collectors.server_metrics import read_page
-    from ...data.importers import SERVER_METRICS_FORMAT, detect_format, read_text
+    from ...data.importers import (
+        SERVER_METRICS_FORMAT,
+        ImportFormatError,
+        detect_format,
+        read_text,
+    )
 
-    fmt = args.format or detect_format(path)
+    try:
+        fmt = args.format or detect_format(path)
+    except ImportFormatError:  # import_file says why (or reads it with --columns)
+        return None
     if fmt != SERVER_METRICS_FORMAT:
         return None
     text, notes = read_text(path)
