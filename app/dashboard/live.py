@@ -366,25 +366,22 @@ class LiveView:
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
-    def _phases_in_view(self, span: float, m_end: int | None, j_end: int) -> dict[str, int]:
-        """``{phase: ribbon bars}`` of a followed view of ``span`` seconds ending at the
-        page's new edge: its segment slots (``m_end``: slot cursor) or else its windows
-        (``j_end``: window cursor)."""
+    def _in_view(self, span: float, m_end: int | None, j_end: int
+                 ) -> tuple[dict[str, int], int]:
+        """What a followed view of ``span`` seconds ending at the page's new edge holds of the
+        traces trimmed by count: ``({phase: ribbon bars}, load heatmap columns)``.  The bars
+        are its segment slots (``m_end``: slot cursor) or else its windows (``j_end``: window
+        cursor); the columns are its windows and the blank columns between them."""
         h = self.history
+        w = h.windows(j_end - math.ceil(span / self.config.window_s), j_end)
         if m_end is not None and h.hop_s:
             _, phases = h.slots(m_end - math.ceil(span / h.hop_s - 1e-9), m_end)
         else:
-            w = h.windows(j_end - math.ceil(span / self.config.window_s), j_end)
             phases = w["phase"].to_numpy() if len(w) else np.zeros(0, dtype=object)
         names, counts = np.unique(np.asarray(phases, dtype=object).astype(str),
                                   return_counts=True)
-        return dict(zip(names.tolist(), counts.tolist()))
-
-    def _heat_in_view(self, span: float, j_end: int) -> int:
-        """Columns of the load heatmap in a followed view of ``span`` seconds ending at
-        window cursor ``j_end``: its windows and the blank columns between them."""
-        w = self.history.windows(j_end - math.ceil(span / self.config.window_s), j_end)
-        return len(w) + heat_blanks(w.index.to_numpy()) if len(w) else 0
+        heat = len(w) + heat_blanks(w.index.to_numpy()) if len(w) else 0
+        return dict(zip(names.tolist(), counts.tolist())), heat
 
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
@@ -476,13 +473,12 @@ class LiveView:
         tail = self._tail(windows, state.get("hot_tail", []))
         new_state = {**state, "k": max(k, k_end), "j": max(j, j_end), "m": m_end, "s": s,
                      "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
+        phases_in_view, heat_in_view = self._in_view(float(state["span"]), m_end, j_end)
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
                               order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
-                              phases_in_view=self._phases_in_view(float(state["span"]), m_end,
-                                                                  j_end),
-                              after_j=j, heat_in_view=self._heat_in_view(float(state["span"]),
-                                                                          j_end))
+                              phases_in_view=phases_in_view, after_j=j,
+                              heat_in_view=heat_in_view)
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
