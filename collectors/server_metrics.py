@@ -293,6 +293,7 @@ class RateTracker:
 #: A sample line of the exposition: series (name and labels), value, optional timestamp (ms).
 _RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d+))?\s*$")
 _RE_HELP = re.compile(r"^#\s*HELP\s+(\S+)")
+_EARLIEST_S = 946_684_800.0  # 2000-01-01: an older sample timestamp is a misread one
 
 
 @dataclass
@@ -339,6 +340,11 @@ def _drop_strays(text: str) -> tuple[str, list[tuple[int, str]]]:
         if s and not s.startswith("#") and not _sample_line(s):
             skipped.append((i + 1, s if len(s) <= 60 else s[:57] + "..."))
             lines[i] = ""
+    last = lines[-1].strip() if lines else ""
+    if last and not last.startswith("#") and lines[-1]:  # no line end after it: cut off?
+        why = f"{last[:40]} (the page ends inside this line: a cut-off value is not read)"
+        skipped.append((len(lines), why))
+        lines[-1] = ""
     return "\n".join(lines), skipped
 
 
@@ -366,7 +372,9 @@ def _split_scrapes(text: str) -> list[str]:
         if key is not None:
             (helps if key[0] == "help" else series).add(key[1])
         chunks[-1].append(line)
-    return ["\n".join(c) + "\n" for c in chunks if any(x.strip() for x in c)]
+    # a piece of comments alone (a page cut inside its last HELP) is no scrape
+    return ["\n".join(c) + "\n" for c in chunks
+            if any(x.strip() and not x.strip().startswith("#") for x in c)]
 
 
 def _file_stamp(chunk: str) -> float | None:
@@ -402,6 +410,10 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     chunks = _split_scrapes(text)
     stamps = [_file_stamp(c) for c in chunks]
     if stamps and all(t is not None for t in stamps):
+        if min(stamps) < _EARLIEST_S:
+            raise ValueError(f"{name}: its sample timestamps read as before 2000 (written in "
+                             f"seconds? the exposition format's are milliseconds); give "
+                             f"--start-time instead")
         times, how = [float(t) for t in stamps], "file"
     elif start is not None:
         times, how = [start + i * interval for i in range(len(chunks))], "start_time"

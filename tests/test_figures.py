@@ -301,6 +301,8 @@ def test_heat_columns_leave_missing_windows_blank():
     assert z2 == [blank, blank, [10.0, None]] and x2 == [9250.0, 9750.0, 10250.0]
     assert F.heat_columns(starts[:1], loads[:1], w, after_j=20)[1] == [[10.0, None]]
     assert F.heat_columns(np.array([]), np.zeros((0, 2)), w) == ([], [])
+    # an infinite load is no reading (blank), not a full or empty cell
+    assert F.heat_columns(starts[:1], np.array([[np.inf, -np.inf]]), w)[1] == [[None, None]]
 
 
 def test_bin_lanes_rejects_bad_width(first_minute):

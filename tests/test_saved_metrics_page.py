@@ -156,3 +156,19 @@ def test_the_page_check_does_not_stand_in_the_way_of_columns(tmp_path, capsys):
     assert main(["import", str(f), "--store", str(tmp_path / "b.db"), "--columns",
                  "index,utilization.gpu", "--start-time", "1796000000"]) == 0
     assert "2 samples" in capsys.readouterr().out
+
+
+def test_a_cut_off_page_stores_no_cut_value_and_no_empty_scrape():
+    """A page saved while it was being written: a last line without its line end may be a
+    cut-off number (8 of 820...), a last HELP cut off is no scrape; timestamps in seconds
+    (read as 1970) are refused."""
+    text = _page() + _page()
+    cut = text[:text.rindex("803.0") + 1]  # '... 8'
+    r = read_page(cut, start=1_796_000_000.0)
+    assert r.skipped and "ends inside this line" in r.skipped[-1][1]
+    gen = r.frame[r.frame["name"] == "sglang:gen_throughput"]
+    assert gen["value"].min() >= 401.0  # the cut '8' is not stored
+    half = _page() + "# HELP sglang:num_retracted_reqs The "
+    assert read_page(half, start=1_796_000_000.0).scrapes == 1
+    with pytest.raises(ValueError, match="before 2000"):
+        read_page(_page(stamp=1_796_000_000))

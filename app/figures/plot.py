@@ -119,7 +119,8 @@ def heat_columns(starts: np.ndarray, loads: np.ndarray, window_s: float,
     if not len(starts):
         return x, z
     j = np.floor(np.asarray(starts, dtype=float) / window_s + 1e-6).astype(np.int64)
-    vals = np.round(np.clip(np.asarray(loads, dtype=float), 0.0, 100.0), 1)
+    vals = np.asarray(loads, dtype=float)
+    vals = np.round(np.clip(np.where(np.isfinite(vals), vals, np.nan), 0.0, 100.0), 1)
     blank = [None] * vals.shape[1]
     prev = None if after_j is None else int(after_j) - 1
     for jj, row in zip(j.tolist(), vals.tolist()):
