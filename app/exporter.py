@@ -28,8 +28,9 @@ raw samples**:
 - the collector's health: sweeps, missed deadlines, dropped samples, store errors, GPUs
   offline, the sweep rate.
 
-Labels reuse dcgm-exporter's keys (``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``)
-so PromQL joins tealeaves' series with ``DCGM_FI_*`` ones.  Missing readings are NaN, never 0.
+Labels reuse dcgm-exporter's keys (``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``,
+and ``GPU_I_ID`` for a MIG instance: its parent's index in ``gpu``, empty on a whole GPU) so
+PromQL joins tealeaves' series with ``DCGM_FI_*`` ones.  Missing readings are NaN, never 0.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from ..classifier.rules import PHASE_ORDER
 from ..classifier.summary import window_hot_sets
 from ..data.metrics import exported_gauges
+from ..data.schema import mig_parent
 
 if TYPE_CHECKING:
     from ..collectors.health import CollectorHealth
@@ -63,7 +65,7 @@ STALE_S = 10.0
 #: Sample column -> (metric name, scale to base units, help): the metric table's
 #: ``prometheus`` entries (``data.metrics``), one gauge per metric column, in column order.
 GPU_GAUGES: tuple[tuple[str, str, float, str], ...] = exported_gauges()
-GPU_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname")
+GPU_LABELS = ("gpu", "UUID", "device", "modelName", "Hostname", "GPU_I_ID")
 
 
 def _num(v) -> float:
@@ -140,7 +142,12 @@ class TealeavesCollector(Collector):
             g = int(g)
             host = self.hostname or str(grp["host"].iloc[-1] or "")
             uuid, name = names.get(g, (str(grp["uuid"].iloc[-1] or ""), ""))
-            out[g] = [str(g), uuid, f"nvidia{g}", name, host]
+            # a MIG instance as dcgm-exporter labels it: its GPU's index, GPU_I_ID its id
+            # (empty for a whole GPU, which Prometheus stores as no label)
+            parts = mig_parent(g)
+            gpu, inst = (str(g), "") if parts is None else (
+                "" if parts[0] is None else str(parts[0]), str(parts[1]))
+            out[g] = [gpu, uuid, f"nvidia{gpu}", name, host, inst]
         return out
 
     def _node_host(self, samples: pd.DataFrame) -> str:

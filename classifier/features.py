@@ -62,12 +62,17 @@ MODEL_COLUMNS: tuple[str, ...] = tuple(
 
 
 def gpu_load(per_gpu: pd.DataFrame) -> pd.Series:
-    """Load of each GPU in each window, in %: ``sm_active`` (GPM), else ``gpu_util`` (NVML).
+    """Load of each GPU in each window, in %: ``sm_active`` (GPM), else ``gr_engine_active``
+    (DCGM's GRACT), else ``gpu_util`` (NVML).
 
     ``sm_active`` measures how many SMs are busy; ``gpu_util`` only whether any kernel ran,
-    so it is the fallback for GPUs or files without GPM/DCGM profiling fields.
+    so it is the fallback for GPUs or files without GPM/DCGM profiling fields.  GRACT stands
+    in before it: DCGM gives it per MIG instance, where ``gpu_util`` is N/A.
     """
-    return per_gpu["sm_active"].fillna(per_gpu["gpu_util"])
+    load = per_gpu["sm_active"]
+    if "gr_engine_active" in per_gpu:
+        load = load.fillna(per_gpu["gr_engine_active"])
+    return load.fillna(per_gpu["gpu_util"])
 
 
 class WindowFeatures:

@@ -35,6 +35,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..data.schema import entity_name, entity_short
+
 #: Balanced decode windows under this mean work (%) measure the noise floor.
 NOISE_LOAD = 10.0
 #: Quantile of the balanced windows' spread taken as the noise (robust to the few windows
@@ -183,7 +185,7 @@ def format_hot_set(hot_set, hot_share: float = np.nan, cold_share: float = np.na
     gpus = [int(g) for g in (hot_set or ())]
     if not gpus:
         return ""
-    text = ", ".join(str(g) for g in gpus)
+    text = ", ".join(entity_short(g) for g in gpus)
     if np.isfinite(hot_share) and np.isfinite(cold_share):
         each = " each" if len(gpus) > 1 else ""
         text += f" — {hot_share:.0f} %{each} vs {cold_share:.0f} %"
@@ -345,12 +347,12 @@ def describe_ceiling(gpu: int, c: dict) -> str:
     names = {"tensor": "tensor pipes", "dram": "DRAM bandwidth", "pcie": "PCIe",
              "nvlink": "NVLink"}
     if c["pipe"] == "unknown":
-        return f"GPU {gpu}: no tensor or DRAM readings (no profiling counters), no verdict"
+        return f"{entity_name(gpu)}: no tensor or DRAM readings (no profiling counters), no verdict"
     others = f"others {c['others'] * 100:.0f} %" if np.isfinite(c["others"]) else "others n/a"
     if c["pipe"] == "launch-bound":
-        return (f"GPU {gpu}: launch-bound (kernels ran {c['level'] * 100:.0f} % of the time, "
+        return (f"{entity_name(gpu)}: launch-bound (kernels ran {c['level'] * 100:.0f} % of the time, "
                 f"every pipe under {LAUNCH_BOUND_PIPE:.0%}; {others})")
-    return f"GPU {gpu}: {names[c['pipe']]} {c['level'] * 100:.0f} % of its limit ({others})"
+    return f"{entity_name(gpu)}: {names[c['pipe']]} {c['level'] * 100:.0f} % of its limit ({others})"
 
 
 def hot_set_of(value) -> tuple[int, ...]:

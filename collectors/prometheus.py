@@ -28,7 +28,7 @@ from collections.abc import Iterator
 import pandas as pd
 
 from ..data.metrics import dcgm_fields, exported_names
-from ..data.schema import DEVICE_COLUMNS, conform, empty_frame
+from ..data.schema import DEVICE_COLUMNS, conform, empty_frame, mig_entity
 from .health import CollectorHealth, new_health
 
 #: tealeaves exporter metric -> (schema column, factor to the schema's unit): the inverse of
@@ -111,16 +111,20 @@ class PrometheusReader:
                     m = series.get("metric", {})
                     try:
                         gpu = int(m.get("gpu"))
+                        if m.get("GPU_I_ID"):  # a MIG instance: its own entity (schema)
+                            gpu = mig_entity(gpu, int(m["GPU_I_ID"]))
                     except (TypeError, ValueError):
                         continue
                     host = str(m.get("Hostname") or m.get("instance") or "")
+                    uuid = m.get("UUID", "")
+                    if m.get("GPU_I_ID"):
+                        uuid = f"MIG-{uuid or 'GPU'}/{m['GPU_I_ID']}"
                     key = (host, gpu)
                     if source == "tealeaves":
                         seen_tl.add(key)
                     elif key in seen_tl:
                         continue  # tealeaves' own reading of this GPU wins
-                    devices.setdefault(key, {"host": host, "gpu": gpu,
-                                             "uuid": m.get("UUID", ""),
+                    devices.setdefault(key, {"host": host, "gpu": gpu, "uuid": uuid,
                                              "name": m.get("modelName", "")})
                     for ts, val in series.get("values", ()):
                         try:
@@ -129,7 +133,7 @@ class PrometheusReader:
                             v = math.nan
                         r = rows.setdefault((float(ts), host, gpu), {
                             "timestamp": float(ts), "monotonic": math.nan, "host": host,
-                            "gpu": gpu, "uuid": m.get("UUID", "")})
+                            "gpu": gpu, "uuid": uuid})
                         r[col] = v if math.isfinite(v) else math.nan
         frame = pd.DataFrame(list(rows.values()))
         if not len(frame):

@@ -91,6 +91,7 @@ from .schema import (
     empty_frame,
     gpus_in,
     is_blank,
+    mig_entity,
     out_of_range,
 )
 from .traces import Trace, TraceError, read_trace
@@ -622,11 +623,14 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
         row = dict(zip(names, toks, strict=True))
         try:
             gpu = _gpu_index(row["gpu"])
-            if row.get("gi", "-") not in ("-", "N/A") or row.get("ci", "-") not in ("-", "N/A"):
-                why = f"MIG instance row (gi={row.get('gi')}, ci={row.get('ci')})"
-                skipped.append((n, why + " not imported"))
-                continue
-            rec: dict = {"host": host, "gpu": gpu, "uuid": "", "_line": n}
+            uuid = ""
+            gi, ci = row.get("gi", "-"), row.get("ci", "-")
+            if gi not in ("-", "N/A"):  # a MIG GPU instance: an entity under its GPU
+                uuid = f"MIG-GPU/{gi}" + (f"/{ci}" if ci not in ("-", "N/A") else "")
+                gpu = mig_entity(gpu, _gpu_index(gi))
+            elif ci not in ("-", "N/A"):
+                raise ValueError(f"compute instance {ci!r} without a GPU instance")
+            rec: dict = {"host": host, "gpu": gpu, "uuid": uuid, "_line": n}
             for col, (target, factor) in DMON_COLUMNS.items():
                 if col in row:
                     rec[target] = _scaled(target, _number(row[col]), factor)
@@ -829,9 +833,8 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
                 raise ValueError("no gpu label")
             gpu = _gpu_index(labels["gpu"])
             mig = labels.get("GPU_I_ID", "")
-            if mig:
-                skipped.append((n, f"MIG instance sample (GPU_I_ID={mig}) not imported"))
-                continue
+            if mig:  # a MIG GPU instance: its own entity under GPU ``gpu``
+                gpu = mig_entity(gpu, _gpu_index(mig))
             value = float(smp.value)
             if math.isinf(value) or value < 0:
                 raise ValueError(f"value {smp.value!r} out of range")
@@ -847,6 +850,8 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
             continue
         h = labels.get("Hostname") or labels.get("hostname") or host
         uuid = labels.get("UUID") or labels.get("uuid") or ""
+        if mig:
+            uuid = f"MIG-{uuid or 'GPU'}/{mig}"
         if ts is None:
             # pods sharing a GPU (MPS, time slicing) each get the GPU's series in one scrape:
             # the same instant, not one instant per pod
@@ -876,8 +881,8 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
 
 #: dcgmi dmon field short name -> (schema column, factor), from the metric table
 #: (``data.metrics``, the rows' ``dcgmi``, at the DCGM field's scale).  GRACT
-#: (DCGM_FI_PROF_GR_ENGINE_ACTIVE) is deliberately not mapped to gpu_util: it is a different
-#: counter.
+#: (DCGM_FI_PROF_GR_ENGINE_ACTIVE) is its own column, ``gr_engine_active``, not gpu_util: it
+#: is a different counter (and the one DCGM gives per MIG instance, where GPU_UTIL is N/A).
 DCGMI_FIELDS: dict[str, tuple[str, float]] = dcgmi_fields()
 _RE_DCGMI_ROW = re.compile(r"^([A-Za-z][A-Za-z-]*)\s+(\d+)(?:\s+(.*))?$", re.ASCII)
 _RE_LEADING_TS = re.compile(
@@ -890,6 +895,7 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
     cycles = _Cycles()
+    whole: set[int] = set()  # the GPU (not GPU-I) entities of the file
     for n, line in _lines(text):
         s = line.strip()
         if not s:
@@ -911,16 +917,17 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             else:
                 skipped.append((n, f"bad #Entity header: {_short(s)}"))
             continue
-        if s.split()[0] == "ID":
-            continue  # the units line under #Entity
+        if s.split()[0].upper() == "ID":
+            continue  # the units line under #Entity ("ID", or "Id" in older dcgmi)
         mrow = _RE_DCGMI_ROW.match(s)
         if fields is None or not mrow:
             skipped.append((n, f"not data: {_short(s)}"))
             continue
         entity, ident, rest = mrow.group(1), mrow.group(2), (mrow.group(3) or "")
-        if entity.upper() != "GPU":
-            what = "MIG instance" if entity.upper().startswith("GPU-") else "entity"
-            skipped.append((n, f"{what} {entity} {ident} not imported"))
+        kind = entity.upper().replace("_", "-")
+        if kind not in ("GPU", "GPU-I"):
+            what = "compute instance" if kind == "GPU-CI" else "entity"
+            skipped.append((n, f"{what} {entity} {ident} not imported (GPU and GPU-I rows are)"))
             continue
         toks = rest.split()
         if len(toks) != len(fields):
@@ -929,6 +936,11 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
         try:
             gpu = _gpu_index(ident)
             rec: dict = {"host": host, "gpu": gpu, "uuid": "", "_line": n}
+            if kind == "GPU-I":  # its parent GPU is settled below, once every row is read
+                rec["_gi"] = gpu
+                gpu = ("GPU-I", gpu)
+            else:
+                whole.add(gpu)
             for name, tok in zip(fields, toks, strict=True):
                 if name in DCGMI_FIELDS:
                     target, factor = DCGMI_FIELDS[name]
@@ -942,10 +954,17 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             rec["_instant"] = cycles.place(gpu)
         records.append(rec)
     t0 = _anchor(start, end, cycles.count, interval)
+    # dcgmi prints a GPU-I row without its GPU: with one GPU in the file it is that GPU's,
+    # with several (or none) the parent is not known (DCGM numbers GPU-I entities host-wide)
+    parent = next(iter(whole)) if len(whole) == 1 else None
     for r in records:
         if "_instant" in r:
             r["timestamp"] = t0 + r.pop("_instant") * interval
             r["_placed"] = True
+        if "_gi" in r:
+            gi = r.pop("_gi")
+            r["gpu"] = mig_entity(parent, gi)
+            r["uuid"] = f"MIG-GPU/{gi}"
     return records, len(records), skipped
 
 

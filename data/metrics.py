@@ -114,7 +114,7 @@ class Metric:
     smi_query: tuple[SourceName, ...] = ()
 
 
-#: The table, in the sample frame's column order (13 rows).
+#: The table, in the sample frame's column order (14 rows).
 METRICS: tuple[Metric, ...] = (
     Metric(
         "gpu_util", "%", "nvmlDeviceGetUtilizationRates.gpu / DCGM_FI_DEV_GPU_UTIL",
@@ -223,6 +223,14 @@ METRICS: tuple[Metric, ...] = (
         dcgm=SourceName("DCGM_FI_DEV_FB_USED", MIB, 252), dcgmi="FBUSD",
         smi_dmon=(SourceName("fb", MIB),),  # "MB" = MiB
         smi_query=(SourceName("memory.used", MIB, unit="MiB"),)),
+    Metric(
+        "gr_engine_active", "%", "DCGM_FI_PROF_GR_ENGINE_ACTIVE (ratio x 100)",
+        "share of time the graphics/compute engine was busy (per MIG instance: of its own "
+        "slices)",
+        Exported("tealeaves_gr_engine_active_ratio", 0.01,
+                 "Share of time the graphics/compute engine was busy "
+                 "(DCGM_FI_PROF_GR_ENGINE_ACTIVE), newest window"),
+        dcgm=SourceName("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100.0, 1001), dcgmi="GRACT"),
 )
 
 #: Column name -> its row.

@@ -1,7 +1,8 @@
 """The one sample frame every collector and importer yields, and everything downstream reads.
 
-A *sample* is one reading of one GPU at one instant: one row of a pandas DataFrame in long
-form (``timestamp``, ``gpu``) with the columns below.  Metric names follow NVIDIA's DCGM
+A *sample* is one reading of one GPU (or one MIG GPU instance: ``mig_entity``) at one
+instant: one row of a pandas DataFrame in long form (``timestamp``, ``gpu``) with the columns
+below.  Metric names follow NVIDIA's DCGM
 profiling fields in snake_case (``DCGM_FI_PROF_SM_ACTIVE`` -> ``sm_active``), with units in
 the name where they are not obvious (see ``shared/DESIGN.md``, "Terms").  The metric columns,
 their units and every source's names for them are the rows of ``data.metrics.METRICS`` (the one
@@ -62,6 +63,97 @@ RAW_FACTORS: tuple[float, ...] = (1.0, 1e-3, 2.0**20, 1e6, 1e3, 1024.0)
 
 #: GPU indices run from 0 to this - 1.
 MAX_GPUS = 4096
+
+#: A MIG GPU instance is an entity of its own under its parent GPU.  Its ``gpu`` value is an
+#: *entity number* ``MIG_BASE + (parent + 1) * MIG_SLOTS + instance``: ``parent`` the parent
+#: GPU's index (-1 where the source does not say, as ``dcgmi dmon`` of GPU-I entities alone),
+#: ``instance`` the source's instance id (dcgm-exporter's ``GPU_I_ID``, ``nvidia-smi dmon``'s
+#: ``gi``, or ``dcgmi``'s GPU-I entity id, which DCGM numbers across the host).  Every frame,
+#: store, window and lane then keys on ``gpu`` as before, whole GPUs and instances alike;
+#: :func:`entity_name` names it and :func:`mig_parent` finds its GPU.  The instance's ``uuid``
+#: is ``MIG-<parent UUID>/<GI>[/<CI>]``, NVIDIA's MIG device-identifier form (MIG user guide,
+#: "CUDA device enumeration"), with ``GPU`` standing in for an unknown parent UUID.
+MIG_BASE = 1 << 20
+#: Instance ids per parent GPU in the entity number (DCGM's GPU-I entity ids reach
+#: GPUs x 14 on a host; 4096 leaves room).
+MIG_SLOTS = 1 << 12
+
+
+def mig_entity(parent: int | None, instance: int) -> int:
+    """The entity number of GPU instance ``instance`` of GPU ``parent`` (None: not known).
+
+    Raises:
+        ValueError: ``parent`` outside 0..``MAX_GPUS``-1 or ``instance`` outside
+            0..``MIG_SLOTS``-1.
+    """
+    p = -1 if parent is None else int(parent)
+    if not -1 <= p < MAX_GPUS:
+        raise ValueError(f"parent GPU {parent!r} out of range")
+    if not 0 <= int(instance) < MIG_SLOTS:
+        raise ValueError(f"GPU instance id {instance!r} out of range 0-{MIG_SLOTS - 1}")
+    return MIG_BASE + (p + 1) * MIG_SLOTS + int(instance)
+
+
+def is_mig(gpu) -> bool:
+    """True when ``gpu`` is a MIG instance's entity number (``mig_entity``), not a GPU index."""
+    return int(gpu) >= MIG_BASE
+
+
+def mig_parent(gpu: int) -> tuple[int | None, int] | None:
+    """``(parent GPU index or None, instance id)`` of a MIG entity number; None for a GPU."""
+    g = int(gpu)
+    if g < MIG_BASE:
+        return None
+    p, inst = divmod(g - MIG_BASE, MIG_SLOTS)
+    return (None if p == 0 else p - 1), inst
+
+
+def entity_name(gpu) -> str:
+    """How the user reads entity ``gpu``: ``"GPU 3"``, ``"GPU 0 · GI 1"`` for a MIG instance,
+    ``"GPU ? · GI 21"`` for an instance whose parent the source did not name."""
+    parts = mig_parent(gpu)
+    if parts is None:
+        return f"GPU {int(gpu)}"
+    p, inst = parts
+    return f"GPU {'?' if p is None else p} · GI {inst}"
+
+
+def entity_short(gpu) -> str:
+    """``entity_name`` after a ``GPU``/``GPUs`` prefix: ``"3"``, ``"0·GI 1"``, ``"?·GI 21"``."""
+    parts = mig_parent(gpu)
+    if parts is None:
+        return str(int(gpu))
+    p, inst = parts
+    return f"{'?' if p is None else p}·GI {inst}"
+
+
+def entities_text(gpus) -> str:
+    """A list of entities in words: ``"GPU 3"``, ``"GPUs 0, 1, 2"``, ``"GPUs 0, 0·GI 1"``;
+    ``"none"`` for none."""
+    gs = [int(g) for g in gpus]
+    if not gs:
+        return "none"
+    return f"GPU{'s' if len(gs) > 1 else ''} " + ", ".join(entity_short(g) for g in gs)
+
+
+def entity_count_text(gpus) -> str:
+    """How many entities in words: ``"8 GPUs"``, ``"1 GPU, 3 MIG instances"``."""
+    gs = [int(g) for g in gpus]
+    n_mig = sum(1 for g in gs if g >= MIG_BASE)
+    n = len(gs) - n_mig
+    text = f"{n} GPU{'s' if n != 1 else ''}"
+    if n_mig:
+        text += f", {n_mig} MIG instance{'s' if n_mig != 1 else ''}"
+    return text
+
+
+def valid_entity(gpu: np.ndarray) -> np.ndarray:
+    """Bool mask: ``gpu`` (numbers) are whole GPU indices 0..``MAX_GPUS``-1 or MIG entity
+    numbers (``mig_entity``)."""
+    g = np.asarray(gpu, dtype=np.float64)
+    whole = np.isfinite(g) & (g == np.floor(g))
+    top = MIG_BASE + (MAX_GPUS + 1) * MIG_SLOTS
+    return whole & (((g >= 0) & (g < MAX_GPUS)) | ((g >= MIG_BASE) & (g < top)))
 #: Timestamps before this (2000-01-01 UTC) are not readings of a GPU that runs an LLM.
 EARLIEST_TS = 946_684_800.0
 #: How far (s) a timestamp may lie past now, or past the rest of its file, before it is refused.
@@ -190,7 +282,7 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
 
     Raises:
         SchemaError: ``timestamp`` or ``gpu`` is missing, a timestamp is missing or infinite,
-            a ``gpu`` is not a whole number 0..``MAX_GPUS``-1, or a column cannot be made
+            a ``gpu`` is neither a whole number 0..``MAX_GPUS``-1 nor a MIG entity number, or a column cannot be made
             numeric.
     """
     for required in ("timestamp", "gpu"):
@@ -211,10 +303,10 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
     for col in ("host", "uuid"):  # a missing name is no name, not the text "None"/"nan"
         out[col] = out[col].where(out[col].notna(), "localhost" if col == "host" else "")
     gpu = pd.to_numeric(out["gpu"], errors="coerce")
-    bad_gpu = ~(gpu.notna() & (gpu == np.floor(gpu)) & (gpu >= 0) & (gpu < MAX_GPUS))
+    bad_gpu = ~valid_entity(gpu.to_numpy(dtype=np.float64, na_value=np.nan))
     if bad_gpu.any():
         raise SchemaError(f"{source}: column 'gpu' holds {out['gpu'][bad_gpu].iloc[0]!r}, not a "
-                          f"GPU index (a whole number 0-{MAX_GPUS - 1})")
+                          f"GPU index (a whole number 0-{MAX_GPUS - 1}) or a MIG entity number")
     for col in COLUMNS:
         dtype = _DTYPES[col]
         if dtype == "object":
@@ -232,6 +324,17 @@ def conform(df: pd.DataFrame, *, source: str = "frame",
     return out.sort_values(["timestamp", "gpu"], kind="stable").reset_index(drop=True)
 
 
+def entity_key(gpu) -> tuple[int, int]:
+    """Sort key of an entity: a GPU, then its MIG instances by id; instances of an unknown
+    parent last."""
+    parts = mig_parent(gpu)
+    if parts is None:
+        return int(gpu), -1
+    p, inst = parts
+    return (MAX_GPUS if p is None else p), inst
+
+
 def gpus_in(df: pd.DataFrame) -> list[int]:
-    """Sorted GPU indices present in a sample frame."""
-    return sorted(int(g) for g in pd.unique(df["gpu"]))
+    """The entities (GPU indices, MIG entity numbers) of a sample frame, each GPU followed by
+    its instances (``entity_key``)."""
+    return sorted((int(g) for g in pd.unique(df["gpu"])), key=entity_key)

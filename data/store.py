@@ -80,8 +80,12 @@ class StoreError(RuntimeError):
 #: ``PRAGMA application_id`` of a tealeaves store ("teal" in ASCII): what marks a file as ours.
 APPLICATION_ID = 0x7465616C
 #: ``PRAGMA user_version``: the store's layout version (1: samples, devices, meta, processes,
-#: server events and metrics, screenshots).
-STORE_VERSION = 1
+#: server events and metrics, screenshots; 2: the ``gr_engine_active`` sample column).  A
+#: store of an older layout gains the newer columns (``ADDED_COLUMNS``, NULL in its old rows)
+#: when it is opened for writing; opened read-only, they read as NaN.
+STORE_VERSION = 2
+#: Sample columns added after layout 1, with the layout that added them.
+ADDED_COLUMNS: dict[str, int] = {"gr_engine_active": 2}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Tables a tealeaves store may hold (a file with any other table belongs to someone else).
 STORE_TABLES = frozenset({"samples", "devices", "meta", "processes", "server_events",
@@ -301,7 +305,8 @@ class SampleStore:
         if not objects and version == 0:
             return  # an empty SQLite file: made a store
         # a store from before the identity: exactly tealeaves' objects, its sample columns
-        ours = {"samples", "devices", "meta"} <= tables and set(COLUMNS) <= sample_cols and \
+        v1_cols = set(COLUMNS) - set(ADDED_COLUMNS)
+        ours = {"samples", "devices", "meta"} <= tables and v1_cols <= sample_cols and \
             all(n in STORE_TABLES or (t == "index" and n.endswith("_ts")) for t, n in objects)
         if app_id != 0 or version != 0 or not ours:
             others = sorted(n for _, n in objects if n not in STORE_TABLES)
@@ -345,6 +350,11 @@ class SampleStore:
             conn.execute(f"CREATE TABLE IF NOT EXISTS screenshots ({shot_cols})")
             conn.execute("CREATE TABLE IF NOT EXISTS screenshot_data (sha256 TEXT PRIMARY KEY, "
                          "data BLOB NOT NULL)")
+            have = {r[1] for r in conn.execute("PRAGMA table_info(samples)")}
+            for col in COLUMNS:  # an older layout's store gains the newer columns
+                if col not in have:
+                    conn.execute(f"ALTER TABLE samples ADD COLUMN {col} "
+                                 f"{_SQL_TYPES.get(col, 'REAL')}")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
@@ -354,6 +364,9 @@ class SampleStore:
         missing = {"samples", "devices", "meta"} - names
         if missing:
             raise StoreError(f"{self.path}: not a tealeaves store (missing tables {sorted(missing)})")
+        have = {r[1] for r in self._conn().execute("PRAGMA table_info(samples)")}
+        # a read-only store of an older layout: its missing columns read as NULL (NaN)
+        self._select = ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
 
     # -- writing -----------------------------------------------------------------------
     @_guarded
@@ -519,9 +532,15 @@ class SampleStore:
             conn.executemany("INSERT INTO server_metrics VALUES (?, ?, ?, ?, ?, ?)", rows)
 
     @_guarded
-    def server_metrics(self, start: float | None = None) -> pd.DataFrame:
-        """Stored scrapes at or after ``start`` (all when None), oldest first."""
-        where, params = _time_range(start, None)
+    def server_metrics(self, start: float | None = None, end: float | None = None,
+                       names: list[str] | tuple[str, ...] | None = None) -> pd.DataFrame:
+        """Stored scrapes with ``start <= timestamp <= end`` (either end open when None),
+        oldest first; only the series ``names`` when given."""
+        where, params = _time_range(start, end)
+        if names is not None:
+            where += (" AND " if where else " WHERE ") + \
+                f"name IN ({', '.join('?' for _ in names)})"
+            params = [*params, *names]
         return pd.read_sql_query(f"SELECT * FROM server_metrics{where} ORDER BY timestamp, name",
                                  self._conn(), params=params)
 
@@ -621,7 +640,7 @@ class SampleStore:
         Returns:
             ``(frame, new_cursor)``; ``new_cursor`` equals ``cursor`` when nothing is new.
         """
-        sql = f"SELECT id, {', '.join(COLUMNS)} FROM samples WHERE id > ?"
+        sql = f"SELECT id, {self._select} FROM samples WHERE id > ?"
         params: tuple = (int(cursor),)
         top = None
         if host is not None:  # other hosts' rows up to ``top`` are passed over for good
@@ -648,7 +667,7 @@ class SampleStore:
         if host is not None:
             where = (where + " AND" if where else " WHERE") + " host = ?"
             params = [*params, host]
-        sql = f"SELECT {', '.join(COLUMNS)} FROM samples{where} ORDER BY timestamp, gpu"
+        sql = f"SELECT {self._select} FROM samples{where} ORDER BY timestamp, gpu"
         df = pd.read_sql_query(sql, self._conn(), params=params)
         return self._typed(df) if not df.empty else empty_frame()
 
@@ -699,7 +718,7 @@ class SampleStore:
     @_guarded
     def _page(self, where: str, params: list, rows: int) -> pd.DataFrame:
         return pd.read_sql_query(
-            f"SELECT id, {', '.join(COLUMNS)} FROM samples{where} ORDER BY timestamp, id "
+            f"SELECT id, {self._select} FROM samples{where} ORDER BY timestamp, id "
             f"LIMIT ?", self._conn(), params=[*params, rows])
 
     @_guarded

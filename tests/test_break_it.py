@@ -195,7 +195,8 @@ def test_a_parquet_trace_with_blank_codes_counts_them(tmp_path):
     assert res.blanks == {"power_w": 10, "sm_clock_mhz": 2}
     assert res.out_of_range == {"sm_active": 1}
     assert res.samples["power_w"].isna().sum() >= 10
-    assert (res.samples[list(METRIC_NAMES)].max() <= 1e13).all()
+    top = res.samples[list(METRIC_NAMES)].max()  # a column the trace lacks: NaN, no reading
+    assert (top.isna() | (top <= 1e13)).all() and top.notna().sum() >= 10
 
 
 def test_the_collector_stores_no_blank_code(tmp_path):

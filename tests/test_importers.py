@@ -32,7 +32,7 @@ from tealeaves.data.importers import (
     import_file,
     import_text,
 )
-from tealeaves.data.schema import COLUMNS, METRIC_NAMES
+from tealeaves.data.schema import COLUMNS, METRIC_NAMES, mig_entity
 from tealeaves.data.traces import Trace, write_trace
 
 needs_cases = pytest.mark.skipif(
@@ -203,8 +203,12 @@ def test_dmon_date_only_and_mig_rows():
     text = ("#Date       gpu    gi    ci     sm\n#YYYYMMDD   Idx    ID    ID      %\n"
             " 20240104     0     -     -     40\n 20240104     0     1     0     20\n")
     res = import_text(text, "dmon", start_time=T0)
-    assert len(res.samples) == 1 and res.samples.loc[0, "gpu_util"] == 40
-    assert res.skipped[0][0] == 4 and "MIG" in res.skipped[0][1]
+    assert not res.skipped
+    whole = res.samples[res.samples["gpu"] == 0]
+    assert len(whole) == 1 and whole["gpu_util"].tolist() == [40]
+    inst = res.samples[res.samples["gpu"] == mig_entity(0, 1)]  # GI 1 of GPU 0: its own entity
+    assert inst["gpu_util"].tolist() == [20] and inst["uuid"].tolist() == ["MIG-GPU/1/0"]
+    assert inst["timestamp"].tolist() == whole["timestamp"].tolist()
 
 
 def test_dmon_bad_rows_are_skipped_not_shifted():
@@ -303,8 +307,9 @@ def test_dcgm_exporter_units_mig_timestamps_and_scrapes():
     assert g0.loc[0, "host"] == "h0"
     g1 = df[df["gpu"] == 1].iloc[0]
     assert g1["timestamp"] == 1700000005.0 and g1["power_w"] == 100.5
-    assert [n for n, _ in res.skipped] == [4, 7]
-    assert "MIG" in res.skipped[0][1]
+    assert [n for n, _ in res.skipped] == [7]
+    mig = df[df["gpu"] == mig_entity(0, 1)].iloc[0]  # GI 1 of GPU 0: its own entity
+    assert mig["sm_active"] == 50.0 and mig["uuid"] == "MIG-GPU-0/1" and mig["timestamp"] == T0
 
 
 # --------------------------------------------------------------------------- dcgmi dmon
@@ -336,11 +341,13 @@ def test_dcgmi_units_entities_and_timestamps():
             "Error: Unable to connect\n"
             "GPU 0     252    1000   5000\n")             # short row
     res = import_text(text, "dcgmi", start_time=T0)
-    assert len(res.samples) == 1
-    row = res.samples.iloc[0]
+    assert len(res.samples) == 2
+    row = res.samples[res.samples["gpu"] == 0].iloc[0]
     assert row["power_w"] == 250.5 and row["mem_used_bytes"] == 1000 * MIB
     assert row["pcie_tx_bytes_per_s"] == 5000 and row["dram_active"] == 50
-    assert [n for n, _ in res.skipped] == [4, 5, 6, 7]
+    gi = res.samples[res.samples["gpu"] == mig_entity(0, 3)].iloc[0]  # the only GPU's GPU-I 3
+    assert gi["mem_used_bytes"] == 10 * MIB and math.isnan(gi["power_w"])
+    assert [n for n, _ in res.skipped] == [5, 6, 7]
     stamped = import_text("#Entity SMACT\nID\n2024-01-16 14:44:16 GPU 0  0.5\n"
                           "2024-01-16 14:44:18 GPU 0  0.6\n", "dcgmi")
     assert stamped.time_span == (utc(2024, 1, 16, 14, 44, 16), utc(2024, 1, 16, 14, 44, 18))

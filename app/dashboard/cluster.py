@@ -17,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...classifier.rules import PHASE_ORDER
+from ...data.schema import entity_name
 from ..figures import PHASE_COLORS
 
 #: Seconds shown and column width.
@@ -74,7 +75,7 @@ def overview(histories: dict, t_end: float | None = None, span_s: float = OVERVI
             s = pd.Series(w[f"load_g{g}"].to_numpy(dtype=float)).groupby(col).mean()
             row = np.full(n, np.nan)
             row[s.index.to_numpy()] = s.to_numpy()
-            rows.append(f"{host} · GPU {g}")
+            rows.append(f"{host} · {entity_name(g)}")
             loads.append(row)
     load = np.vstack(loads) if loads else np.empty((0, n))
     return hosts, phase, rows, load, centres

@@ -28,6 +28,7 @@ import pandas as pd
 from ...classifier.imbalance import describe_ceiling, format_hot_set, hot_set_of
 from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from ...classifier.summary import hot_ceilings
+from ...data.schema import entity_name
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
     hot_set = row_hot_set(row)
     if hot_set:
         pers = str(row.get("persistence") or "")
-        top = f"GPU {int(hot)}" if math.isfinite(hot) else f"GPU {hot_set[0]}"
+        top = entity_name(int(hot)) if math.isfinite(hot) else entity_name(hot_set[0])
         shares = format_hot_set(hot_set, _f(row, "hot_share"), _f(row, "cold_share"))
         reasons.append(f"hot set {shares} of the work; the busiest, {top}, carries "
                        f"{ratio:.2f}× the mean (threshold {thr:.2f}×): flagged imbalanced"
@@ -180,5 +181,5 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
          if math.isfinite(_f(row, "balancedness")) else "n/a"),
         ("straggler tax", _pct(_f(row, "straggler_tax") * 100)),
     ]
-    features += [(f"GPU {g} load", _pct(_f(row, f"load_g{g}"))) for g in gpus]
+    features += [(f"{entity_name(g)} load", _pct(_f(row, f"load_g{g}"))) for g in gpus]
     return Explanation(name, reasons, features)

@@ -11,6 +11,13 @@ from zoneinfo import ZoneInfo
 
 from dash import dcc, html
 
+from ...data.schema import (
+    entities_text,
+    entity_count_text,
+    entity_key,
+    entity_name,
+    entity_short,
+)
 from ..figures import (
     HOT_COLOR,
     MIN_SHARE_LOAD,
@@ -189,7 +196,7 @@ def _recent_text(counts: dict[int, int]) -> str:
     by: dict[int, list[int]] = {}
     for g, n in counts.items():
         by.setdefault(n, []).append(g)
-    return ", ".join(f"GPU{'s' if len(gs) > 1 else ''} {', '.join(map(str, sorted(gs)))} ×{n}"
+    return ", ".join(f"{entities_text(sorted(gs, key=entity_key))} ×{n}"
                      for n, gs in sorted(by.items(), key=lambda kv: -kv[0]))
 
 
@@ -237,8 +244,8 @@ def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
     if not hot_set:
         return html.Span("none", className="tl-muted")
     pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
-    value: list = [html.Span(f"GPU {g}" if len(hot_set) == 1 else f"{g}", className="tl-pill",
-                             title=f"GPU {g}", style={**pill, "background": gpu_color(g)})
+    value: list = [html.Span(entity_name(g) if len(hot_set) == 1 else entity_short(g),
+                             className="tl-pill", title=entity_name(g), style={**pill, "background": gpu_color(g)})
                    for g in hot_set]
     shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
     if shares:
@@ -301,7 +308,7 @@ def legend(gpus: list[int] | None = None) -> html.Div:
     items.append(html.Span(className="tl-key", children=[
         *[html.Span(className="tl-dot", style={"background": gpu_color(g)})
           for g in (gpus or [0])],
-        html.B(f" GPU {', '.join(map(str, gpus or [0]))}"),
+        html.B(" " + entities_text(gpus or [0])),
         html.Span(" line colours; PCIe tx solid, rx dotted; gaps: no data",
                   className="tl-key-help"),
     ]))
@@ -407,7 +414,7 @@ def status_line(c: DashboardConfig, h, state: Cursor | None, health: dict | None
     collector's ``health`` (``DashboardConfig.health``'s answer)."""
     parts: list = [html.Span(c.source, className="tl-source")]
     gpus = (state or {}).get("gpus") or []
-    parts.append(f" · {len(gpus)} GPU{'s' if len(gpus) != 1 else ''}")
+    parts.append(f" · {entity_count_text(gpus)}")
     if host is not None:
         parts.append(f" on {host} ({n_hosts} hosts)")
     parts.append(f" · {h.cursor:,} samples stored")

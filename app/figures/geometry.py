@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ...data.schema import mig_parent
+
 # -- what is drawn ---------------------------------------------------------------------------
 
 
@@ -187,7 +189,11 @@ HEAT_COLORSCALE: tuple[tuple[float, str], ...] = ((0.0, "#eceef2"), (1.0, "#7f88
 
 
 def gpu_color(gpu: int) -> str:
-    """Line colour of GPU index ``gpu``."""
+    """Line colour of GPU index ``gpu`` (a MIG instance: the colour after its GPU's, one
+    more per instance id)."""
+    parts = mig_parent(gpu)
+    if parts is not None:
+        return GPU_COLORS[((parts[0] or 0) + parts[1] + 1) % len(GPU_COLORS)]
     return GPU_COLORS[int(gpu) % len(GPU_COLORS)]
 
 

@@ -45,6 +45,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ...data.schema import entity_name, entity_short, is_mig
 from .binning import gpu_shares, hot_members, prefill_size_class
 from .geometry import (
     BAND_SCALE,
@@ -252,7 +253,7 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         out[("share", g)] = (wx, _values(s, 2), [])
         is_hot = members[:, gpus.index(g)] if n else np.array([], dtype=bool)
         out[("hot", g)] = _segments(starts, window_s, np.where(is_hot, s, np.nan),
-                                    [f"GPU {g} hot · {t}" if h else ""
+                                    [f"{entity_name(g)} hot · {t}" if h else ""
                                      for t, h in zip(why, is_hot)])
     if server is not None:
         out.update(_server_points(server, window_s))
@@ -397,7 +398,7 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
     if kind == "band":
         g = key[1]
         return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=f"GPU {g} load", legendgroup=f"gpu{g}",
+            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} load", legendgroup=f"gpu{g}",
             showlegend=False, connectgaps=False, hoverinfo="none",
             line={"color": gpu_color(g), "width": 1.4}, fill="none"), {"row": R.bands, "col": 1}
     if kind == "lane":
@@ -406,21 +407,21 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
         lane = LANES[li]
         suffix = f" {COLUMN_SHORT[col]}" if col in COLUMN_SHORT else ""
         return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=f"GPU {g}",
+            x=x, y=y, text=text, mode="lines", name=entity_name(g),
             legendgroup=f"gpu{g}", showlegend=(li == 0 and col == lane.columns[0]),
             line={"color": gpu_color(g), "width": 1.4, "dash": COLUMN_DASH.get(col, "solid")},
-            connectgaps=False, hoverinfo="none", meta=f"GPU {g}{suffix}"), {
+            connectgaps=False, hoverinfo="none", meta=f"{entity_name(g)}{suffix}"), {
                 "row": R.first_lane + li, "col": 1}
     g = key[1]
     if kind == "share":
         return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=f"GPU {g} share",
+            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} share",
             legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
             line={"color": gpu_color(g), "width": 1.6}, hoverinfo="none"), {
                 "row": R.strip, "col": 1}
     # "hot": a wide translucent red stroke under a hot GPU's share
     return go.Scatter(
-        x=x, y=y, text=text, mode="lines", name=f"GPU {g} hot",
+        x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} hot",
         legendgroup=f"gpu{g}", showlegend=False, connectgaps=False, opacity=0.45,
         line={"color": HOT_COLOR, "width": 7}, hoverinfo="skip"), {"row": R.strip, "col": 1}
 
@@ -487,7 +488,9 @@ def band_axis(order: list[int]) -> dict:
     slots = band_slots(order)
     return {"range": [-0.08, max(len(order), 1) - 0.02],
             "tickvals": [slots[g] + 0.42 for g in order],
-            "ticktext": [f"<span style='color:{gpu_color(g)}'><b>GPU {g}</b></span>"
+            # a MIG instance as "0·GI 1": the band's label stays as short as "GPU 0"
+            "ticktext": [f"<span style='color:{gpu_color(g)}'><b>"
+                         f"{entity_short(g) if is_mig(g) else entity_name(g)}</b></span>"
                          for g in order],
             "ticklabelposition": "outside"}
 
@@ -522,7 +525,7 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
     labels = [(R.ribbon, "<b>phase</b>", "")]
     fig.update_yaxes(showgrid=False, nticks=None, row=R.bands, col=1, **band_axis(order),
                      tickfont={"size": 9})
-    labels.append((R.bands, "<b>load by GPU</b>", "SM active 0-100 %<br>line and shade"))
+    labels.append((R.bands, "<b>load by GPU</b>", "SM/GR active %<br>line and shade"))
     if R.server:
         fig.update_yaxes(rangemode="tozero", autorange=True, row=R.server, col=1,
                          secondary_y=False)
