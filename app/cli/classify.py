@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
+from ...data.schema import entity_short
 from .args import add_file_reading, classifier_window, file_reading, upto
 from .common import add_utc_flag, fail, na, plural, time_text
 
@@ -24,7 +25,7 @@ def hot_set_line(imb: dict) -> str:
         return "hot set: none (no imbalanced decode window)"
     pattern = ("stays" if imb["hot_pattern"] == "stays"
                else f"rotates, {plural(imb['hot_changes'], 'change')}")
-    per_gpu = ", ".join(f"{g} ×{n}" for g, n in imb["hot_gpus"].items())
+    per_gpu = ", ".join(f"{entity_short(g)} ×{n}" for g, n in imb["hot_gpus"].items())
     return (f"hot set: {format_hot_set(imb['hot_set'], imb['hot_share'], imb['cold_share'])} "
             f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
             f"({pattern}); per GPU: {per_gpu}")
@@ -87,6 +88,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     exit status (0; 2 bad input)."""
     from ...classifier import classify_with_segments, default_labeller, score_against_labels
     from ...classifier.evaluate import time_accuracy
+    from ...classifier.mig import balance_line, instance_balance
     from ...classifier.summary import imbalance_summary
     from ...collectors.server_log import ServerLogError
     from ...data.importers import load_trace
@@ -100,6 +102,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
             check_gpus_in_trace(labels, trace.samples, args.labels)
         server = _server_log_truth(args, trace) if args.server_log else None
+        balance = _server_balance(args.server_metrics) if args.server_metrics else None
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
     from .imports import placement_note
@@ -128,8 +131,13 @@ def cmd_classify(args: argparse.Namespace) -> int:
                     f"{time_text(windows['start'].min(), args.utc)} to "
                     f"{time_text(windows['end'].max(), args.utc)}; labels of another trace?")
     imb = imbalance_summary(windows)
+    mig = instance_balance(trace.samples, args.window)
     if args.json:
         out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
+        if mig:
+            out["mig_balance"] = mig
+        if balance is not None:
+            out["server_metrics"] = balance["json"]
         print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
         return 0
     if args.csv:  # an unknown value is an empty cell; GPU indices whole numbers
@@ -145,6 +153,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
     if not args.csv:
         print(hot_set_line(imb))
         print(imbalance_line(imb))
+        for group in mig:
+            print(balance_line(group))
+        for line in (balance or {}).get("lines", []):
+            print(line)
         print(segments_line(segments, float(trace.samples["timestamp"].min())
                             if len(trace.samples) else 0.0))
     if score is not None:
@@ -214,6 +226,33 @@ def segments_line(segments, t0: float, shown: int = 8) -> str:
             if len(change) else f"segments (0.1-s): {len(segments)}, no phase change")
 
 
+def _server_balance(path: Path) -> dict:
+    """``--server-metrics FILE``: the DP ranks' spread and SGLang's expert balance of a saved
+    ``/metrics`` page, as lines to print and as ``classify --json``'s ``server_metrics``.
+
+    Raises:
+        ValueError: not a ``/metrics`` page (names the file).
+    """
+    from ...classifier.server_balance import expert_heatmap, rank_spread, spread_line
+    from .imports import metrics_file
+
+    frame = metrics_file(path).frame
+    spread, heat = rank_spread(frame), expert_heatmap(frame)
+    lines, out = [], {"file": str(path), "dp_ranks": spread, "expert_balance": None}
+    if spread is not None:
+        lines.append(f"{path}: {spread_line(spread)}")
+    if heat is not None:
+        lines.append(f"{path}: expert balance (sglang:eplb_gpu_physical_count, "
+                     f"{len(heat['layers'])} layers x {len(heat['ranks'])} GPU ranks, "
+                     f"{heat['basis']}): balancedness {heat['balancedness']:.2f} (mean/max), "
+                     f"most load on GPU rank {heat['hot_rank']}")
+        out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
+                                 for k, v in heat.items()}
+    if not lines:
+        lines.append(f"{path}: no DP ranks (dp_rank/engine labels) and no eplb metrics in it")
+    return {"lines": lines, "json": out}
+
+
 def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
     ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
@@ -254,6 +293,9 @@ def add_parser(sub) -> None:
     k.add_argument("--server-log", type=Path,
                    help="SGLang/vLLM log of the same run: its clock offset is estimated from "
                         "the data and it becomes the ground truth when --labels is absent")
+    k.add_argument("--server-metrics", type=Path, metavar="FILE",
+                   help="a saved SGLang/vLLM /metrics page: print the DP ranks' spread and "
+                        "SGLang's expert balance")
     k.add_argument("--tz", default="UTC",
                    help="time zone of the server log's timestamps and of the trace's "
                         "wall-clock times (IANA name or +HH:MM; default UTC)")

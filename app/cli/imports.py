@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
+from ...data.schema import entities_text
 from .args import epoch_time
 from .common import add_utc_flag, fail, plural, time_text
 
@@ -74,10 +75,10 @@ def cmd_import(args: argparse.Namespace) -> int:
         else:
             span = (f"{t1 - t0:.3f} s from {time_text(t0, args.utc)} to "
                     f"{time_text(t1, args.utc)}")
-        gpus = ", ".join(str(g) for g in f["gpus"]) or "none"
+        gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
         print(f"{f['file']}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
-              f"{plural(f['samples'], 'sample')}, GPU{'s' if len(f['gpus']) != 1 else ''} "
-              f"{gpus}, {span}, {plural(len(f['skipped']), 'line')} skipped")
+              f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
+              f"{plural(len(f['skipped']), 'line')} skipped")
         note = placement_note(f, args.utc)
         if note:
             print(f"  {note}")
@@ -100,10 +101,6 @@ def cmd_import(args: argparse.Namespace) -> int:
             if counts["metrics_repeats"] else "")
     print(f"stored {what} in {args.store}")
     return 0
-
-
-#: DP ranks whose mean throughput is this far from the ranks' mean are named as uneven.
-RANK_SPREAD = 0.2
 
 
 def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
@@ -134,47 +131,53 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
     return {"file": str(path), "read": read, "notes": notes}
 
 
+def metrics_file(path: Path):
+    """A saved SGLang/vLLM ``/metrics`` page given with ``--server-metrics FILE``, read whole
+    (``collectors.server_metrics.PageRead``; scrapes without timestamps end at the file's
+    modification time).
+
+    Raises:
+        ValueError: no such file, or not a ``/metrics`` page (names the file and what to do).
+    """
+    import os
+
+    from ...collectors.server_metrics import read_page
+    from ...data.importers import read_text
+
+    if not path.is_file():
+        raise ValueError(f"--server-metrics {path}: no such file")
+    text, _ = read_text(path)
+    try:
+        return read_page(text, end=os.path.getmtime(path), name=str(path))
+    except ValueError as exc:
+        raise ValueError(f"--server-metrics {exc} (give a /metrics page saved from an SGLang "
+                         f"or vLLM server, e.g. curl http://HOST:PORT/metrics > FILE)") from None
+
+
 def page_summary(page: dict) -> dict:
     """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
     came from, and per DP rank the mean generation throughput, running and queued requests
-    with the ranks' spread (``mean / mean of the ranks``)."""
-    from ...collectors.server_metrics import summary
+    and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
+    from ...classifier.server_balance import expert_heatmap, rank_label, rank_spread
 
     r = page["read"]
     f = r.frame
-    # SGLang names a data-parallel replica dp_rank, vLLM engine
-    label = next((k for k in ("dp_rank", "engine") if f["labels"].str.contains(
-        rf"(?:^|,){k}=", regex=True).any()), "dp_rank")
-    per = summary(f, by=(label,))
-    per = per[per[label] != ""]  # series of another engine without replicas
-    ranks = []
-    if len(per):
-        means = per.replace([math.inf, -math.inf], math.nan).groupby(label)[
-            ["gen_throughput_tok_s", "running_req", "queue_req"]].mean()
-        gen = means["gen_throughput_tok_s"]
-        overall = float(gen.mean()) if gen.notna().any() else math.nan
-        for rank, row in means.sort_index(key=lambda ix: ix.map(_rank_key)).iterrows():
-            ratio = (float(row["gen_throughput_tok_s"]) / overall
-                     if overall and math.isfinite(overall) else math.nan)
-            ranks.append({"dp_rank": rank, "gen_throughput_tok_s": row["gen_throughput_tok_s"],
-                          "running_req": row["running_req"], "queue_req": row["queue_req"],
-                          "vs_mean": ratio})
-    uneven = [x["dp_rank"] for x in ranks
-              if math.isfinite(x["vs_mean"]) and abs(x["vs_mean"] - 1.0) > RANK_SPREAD]
+    spread = rank_spread(f)
+    ranks = [{"dp_rank": x["rank"], **{k: v for k, v in x.items() if k != "rank"}}
+             for x in (spread["ranks"] if spread else [])]
+    heat = expert_heatmap(f)
+    experts = None if heat is None else {
+        "layers": len(heat["layers"]), "ranks": len(heat["ranks"]),
+        "balancedness": heat["balancedness"], "hot_rank": heat["hot_rank"],
+        "basis": heat["basis"]}
     return {"file": page["file"], "format": "server_metrics", "engine": r.engine,
             "scrapes": r.scrapes, "series": int(f[["name", "labels"]].drop_duplicates().shape[0]),
             "time_span": [float(f["timestamp"].min()), float(f["timestamp"].max())],
-            "stamped": r.stamped, "rank_label": label, "dp_ranks": ranks,
-            "uneven_ranks": uneven, "normalised": page["notes"],
+            "stamped": r.stamped, "rank_label": rank_label(f) or "dp_rank", "dp_ranks": ranks,
+            "uneven_ranks": spread["uneven_ranks"] if spread else [],
+            "expert_balance": experts, "normalised": page["notes"],
             "skipped": [{"line": n, "reason": f"not Prometheus text: {t}"}
                         for n, t in r.skipped]}
-
-
-def _rank_key(v: str) -> float:
-    try:
-        return float(v)
-    except ValueError:
-        return math.inf
 
 
 def print_page(p: dict, utc: bool) -> None:
@@ -204,6 +207,13 @@ def print_page(p: dict, utc: bool) -> None:
             far = [x for x in p["dp_ranks"] if x["dp_rank"] in p["uneven_ranks"]]
             print("  UNEVEN DP ranks: " + ", ".join(
                 f"rank {x['dp_rank']} at {x['vs_mean']:.2f}x the ranks' mean" for x in far))
+    ex = p.get("expert_balance")
+    if ex:
+        basis = ("increase over the page's scrapes" if ex["basis"] == "increase"
+                 else "counts since the server started")
+        print(f"  expert balance (sglang:eplb_gpu_physical_count, {ex['layers']} layers x "
+              f"{ex['ranks']} GPU ranks, {basis}): balancedness {ex['balancedness']:.2f} "
+              f"(mean/max), most load on GPU rank {ex['hot_rank']}")
 
 
 def _num(v: float) -> str:

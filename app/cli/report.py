@@ -34,8 +34,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail(f"--format: give one of {', '.join(FORMATS)} (or an --out ending in one)")
     if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
         return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
-    inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log)
-              if p is not None]
+    inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log,
+                          args.server_metrics) if p is not None]
     if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
         return fail(f"--out {args.out}: is one of the inputs; give another file name")
     try:
@@ -55,6 +55,12 @@ def cmd_report(args: argparse.Namespace) -> int:
                      else "no confident clock offset: taken as written"), file=sys.stderr)
             inp.server_events = events_frame(events)
             inp.sources.append(Source("server_log", args.server_log))
+        if args.server_metrics is not None:
+            from .imports import metrics_file
+
+            page = metrics_file(args.server_metrics)
+            inp.server_metrics = page.frame
+            inp.sources.append(Source("server_metrics", args.server_metrics))
         report = build_report(inp, window_s=args.window, labels=args.labels,
                               experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
                               top_n=args.top)
@@ -133,6 +139,10 @@ def add_parser(sub) -> None:
                    help="expert-parallel size (default 1: pure TP)")
     r.add_argument("--server-log", type=Path,
                    help="the server's log (SGLang/vLLM), aligned to the trace's clock")
+    r.add_argument("--server-metrics", type=Path, metavar="FILE",
+                   help="a saved SGLang/vLLM /metrics page (one scrape or many): the DP "
+                        "ranks' spread and SGLang's expert balance (the store's own scrapes "
+                        "are read without it)")
     r.add_argument("--tz", default="UTC", help="time zone of the log's stamps and of the "
                                                "--trace file's wall-clock times (default UTC)")
     r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")

@@ -106,6 +106,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     _register_panels(app, live, config)
     register_screenshots(app, live)
     _register_cluster(app, live)
+    _register_server_panel(app, live)
     _register_export(app, live)
     return app
 
@@ -176,6 +177,13 @@ def side_panels() -> html.Aside:
             html.Div("Window", className="tl-panel-title"),
             html.Div(id=ids.WINDOW_PANEL, children=window_panel(None, [], "")),
         ]),
+        html.Div(className="tl-panel", id=ids.SERVER_PANEL, style={"display": "none"},
+                 children=[
+                     html.Div("Server ranks and experts", className="tl-panel-title"),
+                     html.Div(id=ids.SERVER_BODY),
+                     dcc.Graph(id=ids.EXPERT_GRAPH, config={"displaylogo": False},
+                               style={"display": "none"}),
+                 ]),
     ])
 
 
@@ -403,6 +411,43 @@ def _register_cluster(app: dash.Dash, live: LiveView) -> None:
         fig = overview_figure({h: live.host_history(h) for h in hosts}, selected=live.host)
         return {"style": {}, "figure": fig,
                 "options": [{"label": h, "value": h} for h in hosts], "value": live.host}
+
+
+def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
+    """The server panel: every 3 s, the DP-rank spread and SGLang's expert balance of the
+    range on screen, from its stored ``/metrics`` scrapes; hidden when it holds neither.
+    Recomputed only when the range or the scrapes in it change."""
+    from ...classifier.server_balance import BALANCE_SERIES
+    from .actions import shown_range
+    from .server_panel import server_panel
+
+    last: dict = {}
+
+    @app.callback(output={"style": Output(ids.SERVER_PANEL, "style"),
+                          "body": Output(ids.SERVER_BODY, "children"),
+                          "figure": Output(ids.EXPERT_GRAPH, "figure"),
+                          "graph_style": Output(ids.EXPERT_GRAPH, "style")},
+                  inputs={"_n": Input(ids.CLUSTER_TICK, "n_intervals")},
+                  state={"state": State(ids.CURSOR, "data"), "tz": State(ids.PAGE_TZ, "data")})
+    def _server(_n, state, tz):
+        nu = dash.no_update
+        hidden = {"style": {"display": "none"}, "body": [], "figure": nu, "graph_style": nu}
+        try:
+            t0, t1 = shown_range(live, state or {})
+        except ValueError:
+            return hidden
+        frame = live.store.server_metrics(t0, t1, names=BALANCE_SERIES)
+        key = (t0, t1, len(frame), float(frame["timestamp"].max()) if len(frame) else 0.0, tz)
+        if last.get("key") == key:
+            raise dash.exceptions.PreventUpdate
+        last["key"] = key
+        out = server_panel(frame, page_zone(tz))
+        if out is None:
+            return hidden
+        body, fig = out
+        return {"style": {}, "body": body, "figure": fig if fig is not None else nu,
+                "graph_style": {"height": f"{fig.layout.height}px"} if fig is not None
+                else {"display": "none"}}
 
 
 def _register_export(app: dash.Dash, live: LiveView) -> None:

@@ -121,3 +121,8 @@ CLUSTER_TICK = "tl-cluster-tick"
 #: The live page's constants for its clientside code (assets/live.js): the stuck-request limit
 #: and the range presets' spans.
 CLIENT_CONFIG = "tl-client-config"
+#: The server panel beside the lanes (DP-rank spread, SGLang's expert balance): the panel,
+#: its text and its expert figure.
+SERVER_PANEL = "tl-server-panel"
+SERVER_BODY = "tl-server-body"
+EXPERT_GRAPH = "tl-expert-graph"

@@ -14,7 +14,9 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
+from ...data.schema import entity_name
 from ..figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
+from ..figures.eplb import eplb_figure
 from .model import Report
 
 #: Most columns of the timeline (windows are grouped beyond that).
@@ -80,6 +82,14 @@ are grouped; red: imbalanced decode windows), then each GPU's load (SM active %)
 <td>{{ g.pcie }}</td><td>{{ g.nvlink }}</td><td>{{ g.power }}</td><td>{{ g.hot_s }}</td></tr>
 {% endfor %}</tbody></table>
 <div class="fig">{{ fig_gpus }}</div>
+{% if d.mig_balance %}
+<h2>MIG instances</h2>
+<div class="muted">Each GPU instance's load (SM active, else GR engine active: a share of its own
+slices) against the other instances of its GPU; a window is flagged when the busiest exceeds the
+idlest by 20 points and the mean by 15 %.</div>
+<ul>{% for m in d.mig_balance %}<li{% if m.uneven %} class="hot"{% endif %}>{{ m.line }}</li>
+{% endfor %}</ul>
+{% endif %}
 
 <h2>Most imbalanced decode windows</h2>
 {% if d.top_windows %}
@@ -94,6 +104,26 @@ are grouped; red: imbalanced decode windows), then each GPU's load (SM active %)
 <h2>Server</h2>
 <table class="kv"><tbody>{% for k, v in server_rows %}<tr><td>{{ k }}</td><td>{{ v }}</td></tr>{% endfor %}
 </tbody></table>
+{% endif %}
+
+{% if d.server_ranks %}
+<h2>Server DP ranks</h2>
+<div class="muted">{{ rank_source }}: each rank's means over the scrapes; a rank more than 20 %
+from the ranks' mean generation throughput is marked.</div>
+<table><thead><tr><th>{{ d.server_ranks.rank_label }}</th><th>gen tok/s</th><th>running</th>
+<th>queued</th><th>accept len</th><th>× mean</th></tr></thead><tbody>
+{% for r in rank_rows %}<tr{% if r.hot %} class="hot"{% endif %}><td>{{ r.rank }}</td>
+<td>{{ r.gen }}</td><td>{{ r.run }}</td><td>{{ r.queue }}</td><td>{{ r.accept }}</td>
+<td>{{ r.vs }}</td></tr>{% endfor %}</tbody></table>
+<p>{{ d.server_ranks.line }}</p>
+{% endif %}
+
+{% if d.expert_balance %}
+<h2>Expert balance (SGLang eplb metrics{{ '' if d.experts else '; no expert dump given' }})</h2>
+<div class="muted">{{ eplb_source }}</div>
+<p>Balancedness {{ eplb_bal }} (mean/max of the GPU ranks' summed expert selections); most
+load on GPU rank {{ d.expert_balance.hot_rank }}.</p>
+<div class="fig">{{ fig_eplb }}</div>
 {% endif %}
 
 {% if d.labels %}
@@ -178,7 +208,8 @@ def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> 
                              hoverinfo="skip"), row=1, col=1)
         z = [g[f"load_g{gpu}"].mean().to_numpy(dtype=float) if f"load_g{gpu}" in windows
              else np.full(len(size), np.nan) for gpu in gpus]
-        fig.add_trace(go.Heatmap(x=x, y=[f"GPU {gpu}" for gpu in gpus], z=z, zmin=0, zmax=100,
+        fig.add_trace(go.Heatmap(x=x, y=[entity_name(int(gpu)) for gpu in gpus], z=z, zmin=0,
+                                 zmax=100,
                                  colorscale="YlOrRd", colorbar={"title": {"text": "load %"},
                                                                  "len": 0.75, "y": 0.38},
                                  hovertemplate="%{y} %{x}<br>load %{z:.0f} %<extra></extra>"),
@@ -214,7 +245,7 @@ def gpu_figure(d: dict) -> go.Figure:
     gpus = [g["gpu"] for g in d["gpus"]]
     hot = _hot_gpus(d["summary"])
     colors = [HOT_COLOR if g in hot else gpu_color(g) for g in gpus]
-    fig = go.Figure(go.Bar(x=[f"GPU {g}" for g in gpus],
+    fig = go.Figure(go.Bar(x=[entity_name(int(g)) for g in gpus],
                            y=[g["load_mean"] for g in d["gpus"]], marker={"color": colors},
                            name="mean load %", hovertemplate="%{x}: %{y:.1f} %<extra></extra>"))
     fig.update_layout(height=170, template="plotly_white", margin={"l": 50, "r": 10, "t": 24,
@@ -280,7 +311,7 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
         ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU work"),
         ("straggler tax", _f(s["straggler_tax"], ".1%"), "decode GPU-time lost waiting"),
         ("hot set" if len(hot_set) > 1 else "hot GPU",
-         "none" if not hot_set else ", ".join(f"GPU {g}" for g in s["hot_gpus"])
+         "none" if not hot_set else ", ".join(entity_name(int(g)) for g in s["hot_gpus"])
          if s["hot_pattern"] == "rotates" else set_words.partition(" — ")[0],
          (f"{set_words.partition(' — ')[2]} of the work · "
           if " — " in set_words and s["hot_pattern"] == "stays" else "")
@@ -305,7 +336,7 @@ def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
     if not hot_set:
         return (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
                 f"windows.")
-    counts = ", ".join(f"GPU {g} in {n}" for g, n in s["hot_gpus"].items())
+    counts = ", ".join(f"{entity_name(int(g))} in {n}" for g, n in s["hot_gpus"].items())
     lost = (f"Decode GPU-time lost waiting for the slowest rank: "
             f"{_f(s['straggler_tax'], '.1%')}.")
     n_set = s.get("hot_set_windows") or s["hot_gpus"].get(str(s["hot_gpu"]), 0)
@@ -315,7 +346,8 @@ def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
                 f"{n_set} of {s['imbalanced_windows']} imbalanced decode windows "
                 f"({counts}). {lost}")
     if s["hot_pattern"] == "stays":
-        return (f"GPU {hot_set[0]} is the hot GPU and stays hot: it holds the most work "
+        return (f"{entity_name(int(hot_set[0]))} is the hot GPU and stays hot: it holds the "
+                f"most work "
                 f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
                 f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
     return (f"The hot set rotates ({_changes(s['hot_changes'])}); most often "
@@ -326,7 +358,8 @@ def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
 def _gpu_rows(d: dict, hot_set: list[int]) -> list[dict]:
     """One row of formatted cells per GPU (busy share, load, activities, PCIe and NVLink MB/s
     tx / rx, power W, hot seconds); ``hot`` marks a GPU of the hot set."""
-    return [{"gpu": g["gpu"], "name": g["name"] or "–", "hot": g["gpu"] in hot_set,
+    return [{"gpu": entity_name(g["gpu"]), "name": g["name"] or "–",
+             "hot": g["gpu"] in hot_set,
              "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
              "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
                                                                   " %"),
@@ -347,8 +380,8 @@ def _top_rows(d: dict) -> list[dict]:
              "tax": _f(w["straggler_tax"], ".1%"),
              "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
                      if w.get("hot_set") else "–" if w["hot_gpu"] is None
-                     else f"GPU {w['hot_gpu']}"),
-             "top": "–" if w["top_gpu"] is None else f"GPU {w['top_gpu']}"}
+                     else entity_name(int(w['hot_gpu']))),
+             "top": "–" if w["top_gpu"] is None else entity_name(int(w['top_gpu']))}
             for w in d["top_windows"]]
 
 
@@ -454,7 +487,48 @@ def render_html(report: Report, print_layout: bool = False) -> str:
         prov_rows=_provenance_rows(p), **experts,
         fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),
                                   print_layout),
-        fig_gpus=_figure_html(gpu_figure(d), print_layout))
+        fig_gpus=_figure_html(gpu_figure(d), print_layout), **_server_balance_parts(d, print_layout))
+
+
+def _server_balance_parts(d: dict, print_layout: bool) -> dict:
+    """The template's values for the server DP-rank and expert-balance sections."""
+    out: dict = {}
+    sr = d.get("server_ranks")
+    if sr:
+        engine = "vLLM" if sr["rank_label"] == "engine" else "SGLang"
+        t0, t1 = sr["span"]
+        out["rank_source"] = (f"{engine} /metrics, {sr['scrapes']} scrape"
+                              f"{'s' if sr['scrapes'] != 1 else ''}, {_utc_text(t0)} to "
+                              f"{_utc_text(t1)} UTC")
+        out["rank_rows"] = [{"rank": r["rank"], "hot": r["rank"] in sr["uneven_ranks"],
+                             "gen": _f(r["gen_throughput_tok_s"], ",.0f"),
+                             "run": _f(r["running_req"], ".1f"),
+                             "queue": _f(r["queue_req"], ".1f"),
+                             "accept": _f(r["accept_len"], ".2f"),
+                             "vs": _f(r["vs_mean"], ".2f")} for r in sr["ranks"]]
+    eb = d.get("expert_balance")
+    if eb:
+        t0, t1 = eb["span"]
+        basis = ("the increase between the first and last scrape" if eb["basis"] == "increase"
+                 else "counts since the server started")
+        out["eplb_source"] = (f"{eb['source']}, {len(eb['layers'])} layers × "
+                              f"{len(eb['ranks'])} GPU ranks, {basis}; {_utc_text(t0)} to "
+                              f"{_utc_text(t1)} UTC. Each cell: the rank's share of the "
+                              f"layer's expert selections.")
+        out["eplb_bal"] = _f(eb["balancedness"], ".2f")
+        counts = [[math.nan if v is None else v for v in row] for row in eb["counts"]]
+        sb = eb["server_balancedness"]
+        fig = eplb_figure(eb["layers"], eb["ranks"], counts, [x["timestamp"] for x in sb],
+                          [math.nan if x["balancedness"] is None else x["balancedness"]
+                           for x in sb])
+        out["fig_eplb"] = _figure_html(fig, print_layout)
+    return out
+
+
+def _utc_text(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(float(t), tz=UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 def _mb(v):

@@ -35,6 +35,15 @@ import numpy as np
 import pandas as pd
 
 from ...classifier.imbalance import hot_set_of
+from ...classifier.mig import balance_line, instance_balance
+from ...classifier.server_balance import (
+    BALANCE_SERIES,
+    HEATMAP_SERIES,
+    balancedness_series,
+    expert_heatmap,
+    rank_spread,
+    spread_line,
+)
 from ...classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
@@ -88,14 +97,16 @@ class Source:
 @dataclass
 class ReportInput:
     """What a report reads: samples (sample schema), device rows, the trace's facts
-    (``meta``: driver, collector ...), server events (or None) and the files they came
-    from."""
+    (``meta``: driver, collector ...), server events (or None), the files they came from,
+    and the server's ``/metrics`` scrapes (``collectors.server_metrics.FRAME_COLUMNS``, the
+    series of ``classifier.server_balance.BALANCE_SERIES``; or None)."""
 
     samples: pd.DataFrame
     devices: pd.DataFrame
     meta: dict = field(default_factory=dict)
     server_events: pd.DataFrame | None = None
     sources: list[Source] = field(default_factory=list)
+    server_metrics: pd.DataFrame | None = None
 
 
 @dataclass
@@ -197,9 +208,11 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
     events = store.server_events(start, end)
+    metrics = store.server_metrics(start, end, names=BALANCE_SERIES)
     sources = [Source("store", Path(path))] if path is not None else []
     return ReportInput(samples, store.devices(), store.meta(),
-                       events if len(events) else None, sources)
+                       events if len(events) else None, sources,
+                       metrics if len(metrics) else None)
 
 
 # -- the report ---------------------------------------------------------------------------------
@@ -304,6 +317,7 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         bar.update(1)
         phases = phase_summary(windows, window_s)
         imb = imbalance_summary(windows)
+        mig = instance_balance(s, window_s)
         table = gpu_table(s, windows, window_s)
         top = top_imbalanced(windows, top_n)
         why = hot_ceilings(s, windows, window_s, inp.devices if len(inp.devices) else None,
@@ -333,8 +347,53 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
             inp.server_events = ev[(ts >= t0) & (ts <= t1)]  # the range's events only
         data = _document(inp, windows, window_s, t0, t1, phases, imb, table, top,
                          label_part, expert_part, labels, experts, why)
+        if mig:
+            data["mig_balance"] = [_mig_group(m) for m in mig]
+        if inp.server_metrics is not None and len(inp.server_metrics):
+            data.update(_server_balance(inp.server_metrics))
         bar.update(1)
     return Report(data, windows, expert_arrays)
+
+
+def _server_balance(frame: pd.DataFrame) -> dict:
+    """The ``server_ranks`` and ``expert_balance`` parts from the server's ``/metrics``
+    scrapes (``classifier.server_balance``); a part the scrapes cannot give is left out."""
+    out: dict = {}
+    spread = rank_spread(frame)
+    if spread is not None:
+        out["server_ranks"] = {
+            "rank_label": spread["rank_label"], "scrapes": spread["scrapes"],
+            "span": [float(t) for t in spread["span"]],
+            "ranks": [{k: (v if k == "rank" else _num(v)) for k, v in r.items()}
+                      for r in spread["ranks"]],
+            "uneven_ranks": spread["uneven_ranks"],
+            "spread": {k: _num(v) for k, v in spread["spread"].items()},
+            "line": spread_line(spread)}
+    heat = expert_heatmap(frame)
+    if heat is not None:
+        bal = balancedness_series(frame)
+        out["expert_balance"] = {
+            "source": HEATMAP_SERIES, "basis": heat["basis"],
+            "span": [float(t) for t in heat["span"]], "layers": heat["layers"],
+            "ranks": heat["ranks"],
+            "counts": [[_num(v) for v in row] for row in heat["counts"]],
+            "rank_share": [_num(v) for v in heat["share"]],
+            "layer_balancedness": [_num(v) for v in heat["layer_balancedness"]],
+            "balancedness": _num(heat["balancedness"]), "hot_rank": heat["hot_rank"],
+            "server_balancedness": [{"timestamp": float(r.timestamp),
+                                     "balancedness": _num(r.balancedness),
+                                     "passes": _num(r.passes)}
+                                    for r in bal.itertuples(index=False)]}
+    return out
+
+
+def _mig_group(m: dict) -> dict:
+    """One ``classifier.mig.instance_balance`` group as JSON (``mig_balance`` items)."""
+    return {"gpu": m["gpu"], "name": m["name"], "instances": [int(g) for g in m["instances"]],
+            "mean_load": {k: _num(v) for k, v in m["mean_load"].items()},
+            "windows": m["windows"], "uneven_windows": m["uneven_windows"],
+            "busiest": m["busiest"], "idlest": m["idlest"], "spread": _num(m["spread"]),
+            "uneven": m["uneven"], "line": balance_line(m)}
 
 
 def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:

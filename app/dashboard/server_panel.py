@@ -1,0 +1,101 @@
+"""The server panel beside the lanes: the spread across the server's data-parallel ranks and
+SGLang's own expert balance (``classifier.server_balance``), from the ``/metrics`` scrapes
+stored for the range on screen.  Hidden when the range holds neither."""
+
+from __future__ import annotations
+
+import math
+from zoneinfo import ZoneInfo
+
+import numpy as np
+import plotly.graph_objects as go
+from dash import html
+
+from ...classifier.server_balance import (
+    RANK_SPREAD,
+    balancedness_series,
+    expert_heatmap,
+    rank_spread,
+)
+from ..figures.eplb import eplb_figure
+from .timefmt import clock
+
+
+def _n(v: float, spec: str = ",.0f") -> str:
+    return "–" if v is None or not math.isfinite(v) else format(v, spec)
+
+
+def _when(span: list[float], zone: ZoneInfo) -> str:
+    t0, t1 = span
+    return clock(t0, zone, 0) if t0 == t1 else f"{clock(t0, zone, 0)} to {clock(t1, zone, 0)}"
+
+
+def _engine(s: dict) -> str:
+    return "vLLM" if s["rank_label"] == "engine" else "SGLang"
+
+
+def rank_table(s: dict, zone: ZoneInfo) -> html.Div:
+    """The per-rank table of ``rank_spread``'s answer ``s``, its header naming the label, the
+    scrapes and their span; a rank off the mean by more than ``RANK_SPREAD`` is marked."""
+    head = html.Tr([html.Th(x) for x in (s["rank_label"], "gen tok/s", "run", "queue",
+                                          "accept", "× mean")])
+    rows = []
+    for r in s["ranks"]:
+        off = r["rank"] in s["uneven_ranks"]
+        rows.append(html.Tr(className="tl-hot-row" if off else "", children=[
+            html.Td(r["rank"]), html.Td(_n(r["gen_throughput_tok_s"])),
+            html.Td(_n(r["running_req"], ".1f")), html.Td(_n(r["queue_req"], ".1f")),
+            html.Td(_n(r["accept_len"], ".2f")), html.Td(_n(r["vs_mean"], ".2f"))]))
+    far = [r for r in s["ranks"] if r["rank"] in s["uneven_ranks"]]
+    verdict = ("UNEVEN: " + ", ".join(f"rank {r['rank']} at {r['vs_mean']:.2f}× the ranks' "
+                                      f"mean throughput" for r in far)
+               if far else f"even: every rank within {RANK_SPREAD:.0%} of the mean throughput")
+    return html.Div(id="tl-server-ranks", children=[
+        html.Div(f"DP ranks · {_engine(s)} /metrics, {s['scrapes']} scrape"
+                 f"{'s' if s['scrapes'] != 1 else ''}, {_when(s['span'], zone)} (means)",
+                 className="tl-muted"),
+        html.Table(className="tl-table", children=[html.Thead(head), html.Tbody(rows)]),
+        html.Div(verdict, className="tl-stale" if far else "tl-muted"),
+    ])
+
+
+def expert_text(heat: dict, bal, zone: ZoneInfo) -> html.Div:
+    """The expert section's header: the source, the layers and ranks, the basis and span,
+    the balancedness (summed load) and the server's own mean balancedness."""
+    basis = ("increase over the range" if heat["basis"] == "increase"
+             else "counts since the server started")
+    own = ""
+    if len(bal):
+        passes = bal["passes"].to_numpy(dtype=float)
+        vals = bal["balancedness"].to_numpy(dtype=float)
+        ok = np.isfinite(vals) & (passes > 0)
+        if ok.any():
+            own = (f"; the server's eplb_balancedness {np.average(vals[ok], weights=passes[ok]):.2f}"
+                   f" over {passes[ok].sum():,.0f} passes")
+    return html.Div([
+        html.Div(f"Expert balance · sglang:eplb_gpu_physical_count, {len(heat['layers'])} "
+                 f"layers × {len(heat['ranks'])} GPU ranks, {basis}, "
+                 f"{_when(heat['span'], zone)}", className="tl-muted"),
+        html.Div(f"balancedness {_n(heat['balancedness'], '.2f')} (mean/max over ranks); most "
+                 f"load on GPU rank {heat['hot_rank']}{own}", id="tl-expert-verdict"),
+    ])
+
+
+def server_panel(frame, zone: ZoneInfo) -> tuple[list, go.Figure | None] | None:
+    """The panel's children and expert figure for the stored scrapes ``frame`` of the range
+    on screen, or None when they hold neither two ranks nor eplb buckets."""
+    spread = rank_spread(frame) if len(frame) else None
+    heat = expert_heatmap(frame) if len(frame) else None
+    if spread is None and heat is None:
+        return None
+    children: list = []
+    if spread is not None:
+        children.append(rank_table(spread, zone))
+    fig = None
+    if heat is not None:
+        bal = balancedness_series(frame)
+        children.append(expert_text(heat, bal, zone))
+        fig = eplb_figure(heat["layers"], heat["ranks"], heat["counts"],
+                          bal["timestamp"].to_numpy(dtype=float),
+                          bal["balancedness"].to_numpy(dtype=float))
+    return children, fig

@@ -1,0 +1,221 @@
+"""Balance read from the inference server's own ``/metrics``: data-parallel ranks and experts.
+
+Two signals an engine exports about its own imbalance, read from stored scrapes (frames of
+``collectors.server_metrics.FRAME_COLUMNS``):
+
+* **Per-rank spread.**  SGLang labels every scheduler metric with ``dp_rank`` (vLLM with
+  ``engine``).  :func:`rank_spread` gives each rank's mean generation throughput, running and
+  queued requests and accept length over the frame's scrapes, and flags a rank whose
+  throughput is more than ``RANK_SPREAD`` from the ranks' mean: a DP rank that lags holds every
+  other rank back at the next synchronised step (DP attention, MoE all-to-all).
+* **Expert balance (SGLang EPLB).**  ``sglang:eplb_gpu_physical_count`` is a histogram per MoE
+  ``layer`` whose bucket ``le=r`` (cumulative, as Prometheus exposes it) counts the expert
+  selections served by GPU ranks ``0..r`` (SGLang ``expert_distribution.py``,
+  ``_handle_metric_eplb_heatmap``: bucket ``r`` is incremented by rank ``r``'s physical count,
+  every ``SGLANG_EPLB_HEATMAP_COLLECTION_INTERVAL`` passes), so rank ``r``'s count is bucket
+  ``r`` minus bucket ``r - 1``.  :func:`expert_heatmap` gives the layer x rank matrix of the
+  range, and the balancedness of each layer and of the summed load, ``mean / max`` over the
+  ranks (SGLang's and DeepSeek EPLB's "balancedness": 1.0 even, ``1 / ranks`` all on one).
+  ``sglang:eplb_balancedness`` (a summary, ``_sum``/``_count`` over forward passes) gives the
+  server's own balancedness: :func:`balancedness_series` returns the mean over each interval
+  between scrapes.
+
+Counters grow from the server's start: over a range of two or more scrapes the figures are the
+increase between the first and the last; a single scrape (a page saved once) gives the totals
+since the server started, and ``"basis"`` says which.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from ..collectors.server_metrics import parse_labels, summary
+
+#: A rank whose mean generation throughput is further than this from the ranks' mean (as a
+#: fraction of it) is flagged: 20 %, above the few-percent scatter of ranks fed from one queue.
+RANK_SPREAD = 0.20
+#: Labels that name a data-parallel replica: SGLang's ``dp_rank``, vLLM's ``engine``.
+RANK_LABELS: tuple[str, ...] = ("dp_rank", "engine")
+#: The series ``expert_heatmap`` and ``balancedness_series`` read.
+HEATMAP_SERIES = "sglang:eplb_gpu_physical_count_bucket"
+BALANCEDNESS_SERIES = ("sglang:eplb_balancedness_sum", "sglang:eplb_balancedness_count")
+#: Every stored series this module reads (the rank quantities of
+#: ``collectors.server_metrics.summary`` and the eplb metrics): a reader asks the store for
+#: these only, so a range's read costs their scrapes, not every series the server exports.
+BALANCE_SERIES: tuple[str, ...] = (
+    "sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs",
+    "sglang:spec_accept_length", "vllm:generation_tokens_total", "vllm:num_requests_running",
+    "vllm:num_requests_waiting", "vllm:spec_decode_num_accepted_tokens_total",
+    "vllm:spec_decode_num_drafts_total", HEATMAP_SERIES, *BALANCEDNESS_SERIES)
+
+
+def _num_key(v: str) -> float:
+    try:
+        return float(v)
+    except ValueError:
+        return math.inf
+
+
+def rank_label(frame: pd.DataFrame) -> str | None:
+    """The label that names replicas in ``frame`` (``RANK_LABELS``, first found), or None."""
+    if frame.empty:
+        return None
+    labels = frame["labels"].astype(str)
+    for k in RANK_LABELS:
+        if labels.str.contains(rf"(?:^|,){k}=", regex=True).any():
+            return k
+    return None
+
+
+def rank_spread(frame: pd.DataFrame) -> dict | None:
+    """Each replica's means over a metrics frame's scrapes, and which ranks lag or lead.
+
+    Args:
+        frame: stored scrapes (``FRAME_COLUMNS``), any number of them.
+
+    Returns:
+        None when the frame names fewer than two replicas; else ``{"rank_label", "ranks",
+        "uneven_ranks", "scrapes", "span", "spread"}``: ``ranks`` one dict per replica in rank
+        order (``rank``; ``gen_throughput_tok_s`` tok/s, ``running_req``, ``queue_req``
+        requests, ``accept_len`` tokens per verify step: means, NaN where the server exports
+        none; ``vs_mean`` its throughput over the ranks' mean), ``uneven_ranks`` the ranks
+        with ``|vs_mean - 1| > RANK_SPREAD``, ``scrapes`` the scrape times read, ``span``
+        ``[first, last]`` (epoch s), ``spread`` the max - min over ranks of each quantity.
+    """
+    label = rank_label(frame)
+    if label is None:
+        return None
+    per = summary(frame, by=(label,))
+    per = per[per[label] != ""]
+    if per[label].nunique() < 2:
+        return None
+    cols = ["gen_throughput_tok_s", "running_req", "queue_req", "accept_len"]
+    means = per.replace([math.inf, -math.inf], math.nan).groupby(label)[cols].mean()
+    means = means.sort_index(key=lambda ix: ix.map(_num_key))
+    gen = means["gen_throughput_tok_s"]
+    overall = float(gen.mean()) if gen.notna().any() else math.nan
+    ranks = []
+    for rank, row in means.iterrows():
+        g = float(row["gen_throughput_tok_s"])
+        ranks.append({"rank": str(rank), **{c: float(row[c]) for c in cols},
+                      "vs_mean": g / overall if overall and math.isfinite(overall) else math.nan})
+    uneven = [r["rank"] for r in ranks
+              if math.isfinite(r["vs_mean"]) and abs(r["vs_mean"] - 1.0) > RANK_SPREAD]
+    spread = {c: float(means[c].max() - means[c].min()) if means[c].notna().any() else math.nan
+              for c in cols}
+    ts = frame["timestamp"].astype(float)
+    return {"rank_label": label, "ranks": ranks, "uneven_ranks": uneven,
+            "scrapes": int(ts.nunique()), "span": [float(ts.min()), float(ts.max())],
+            "spread": spread}
+
+
+def spread_line(s: dict) -> str:
+    """One line on ``rank_spread``'s answer: ``"DP ranks (dp_rank, 2 scrapes): generation
+    throughput 401-820 tok/s; UNEVEN: rank 3 at 0.53x the ranks' mean"``."""
+    gens = [r["gen_throughput_tok_s"] for r in s["ranks"] if math.isfinite(
+        r["gen_throughput_tok_s"])]
+    rng = f"{min(gens):,.0f}-{max(gens):,.0f} tok/s" if gens else "n/a"
+    head = (f"DP ranks ({s['rank_label']}, {s['scrapes']} scrape"
+            f"{'s' if s['scrapes'] != 1 else ''}): generation throughput {rng}")
+    if not s["uneven_ranks"]:
+        return head + f"; even (every rank within {RANK_SPREAD:.0%} of the mean)"
+    far = [r for r in s["ranks"] if r["rank"] in s["uneven_ranks"]]
+    return head + "; UNEVEN: " + ", ".join(
+        f"rank {r['rank']} at {r['vs_mean']:.2f}x the ranks' mean" for r in far)
+
+
+def _bucket_rows(frame: pd.DataFrame) -> pd.DataFrame:
+    """The heatmap histogram's finite buckets: ``timestamp``, ``layer`` (int), ``le`` (int
+    rank), ``value`` (cumulative count), one row per scrape x layer x bucket."""
+    b = frame[frame["name"] == HEATMAP_SERIES]
+    if b.empty:
+        return pd.DataFrame(columns=["timestamp", "layer", "le", "value"])
+    labels = [parse_labels(s) for s in b["labels"].astype(str)]
+    rows = pd.DataFrame({"timestamp": b["timestamp"].astype(float).to_numpy(),
+                         "layer": [lb.get("layer", "") for lb in labels],
+                         "le": [lb.get("le", "") for lb in labels],
+                         "value": b["value"].astype(float).to_numpy()})
+    rows["le"] = pd.to_numeric(rows["le"], errors="coerce")  # "+Inf" -> inf, dropped below
+    rows["layer"] = pd.to_numeric(rows["layer"], errors="coerce")
+    rows = rows[np.isfinite(rows["le"]) & rows["layer"].notna() & (rows["le"] >= 0)
+                & (rows["le"] == np.floor(rows["le"]))]
+    rows = rows.astype({"layer": int, "le": int})
+    # the same series twice in one scrape (two replicas' pages): summed, as the server does
+    return rows.groupby(["timestamp", "layer", "le"], as_index=False)["value"].sum()
+
+
+def _per_rank(cum: pd.DataFrame) -> pd.DataFrame:
+    """Cumulative buckets (layer x le, one scrape) to per-rank counts (layer x rank)."""
+    table = cum.pivot_table(index="layer", columns="le", values="value", aggfunc="sum")
+    table = table.reindex(columns=range(int(table.columns.max()) + 1)).ffill(axis=1).fillna(0)
+    return table.diff(axis=1).fillna(table).clip(lower=0)
+
+
+def expert_heatmap(frame: pd.DataFrame) -> dict | None:
+    """The layer x GPU-rank expert load of a metrics frame (SGLang's eplb heatmap histogram).
+
+    Args:
+        frame: stored scrapes (``FRAME_COLUMNS``).
+
+    Returns:
+        None without ``sglang:eplb_gpu_physical_count`` buckets; else ``{"layers"`` (layer
+        indices), ``"ranks"`` (GPU ranks), ``"counts"`` (array [layers, ranks] of expert
+        selections per rank), ``"share"`` (each rank's share of the summed counts, 0-1),
+        ``"layer_balancedness"`` (per layer ``mean / max`` over ranks; NaN for a layer with
+        no count), ``"balancedness"`` (``mean / max`` of the summed counts), ``"hot_rank"``
+        (the rank with the most), ``"basis"`` (``"increase"`` between the first and last
+        scrape, or ``"since start"`` for one scrape or after a reset), ``"span"`` ``[first,
+        last]`` scrape times (epoch s)``}``.
+    """
+    rows = _bucket_rows(frame)
+    if rows.empty:
+        return None
+    times = sorted(rows["timestamp"].unique())
+    last = _per_rank(rows[rows["timestamp"] == times[-1]])
+    basis = "since start"
+    counts = last
+    if len(times) > 1:
+        first = _per_rank(rows[rows["timestamp"] == times[0]]).reindex_like(last).fillna(0)
+        inc = last - first
+        if (inc.to_numpy() >= 0).all() and inc.to_numpy().sum() > 0:
+            counts, basis = inc, "increase"
+    c = counts.to_numpy(dtype=float)
+    total = c.sum(axis=0)
+    with np.errstate(all="ignore"):
+        layer_bal = np.where(c.max(axis=1) > 0, c.mean(axis=1) / c.max(axis=1), np.nan)
+        bal = float(total.mean() / total.max()) if total.max() > 0 else math.nan
+        share = total / total.sum() if total.sum() > 0 else np.full(len(total), np.nan)
+    return {"layers": [int(x) for x in counts.index], "ranks": [int(x) for x in counts.columns],
+            "counts": c, "share": share, "layer_balancedness": layer_bal,
+            "balancedness": bal,
+            "hot_rank": int(counts.columns[int(np.argmax(total))]) if total.max() > 0 else None,
+            "basis": basis, "span": [float(times[0]), float(times[-1])]}
+
+
+def balancedness_series(frame: pd.DataFrame) -> pd.DataFrame:
+    """SGLang's own balancedness over time, from ``sglang:eplb_balancedness``'s ``_sum`` and
+    ``_count``: one row per scrape after the first (``timestamp``, ``balancedness``: the mean
+    over the forward passes since the previous scrape, 0-1], ``passes``), or one row with the
+    mean since the server started when the frame holds one scrape.  Series of several ranks
+    are summed first.  Empty without the metric."""
+    s = frame[frame["name"].isin(BALANCEDNESS_SERIES)]
+    out = pd.DataFrame(columns=["timestamp", "balancedness", "passes"])
+    if s.empty:
+        return out
+    t = s.pivot_table(index="timestamp", columns="name", values="value", aggfunc="sum")
+    if not set(BALANCEDNESS_SERIES) <= set(t.columns):
+        return out
+    total, n = t[BALANCEDNESS_SERIES[0]], t[BALANCEDNESS_SERIES[1]]
+    if len(t) == 1:
+        d_sum, d_n = total, n
+    else:
+        d_sum, d_n = total.diff().iloc[1:], n.diff().iloc[1:]
+    with np.errstate(all="ignore"):
+        bal = np.where(d_n > 0, d_sum / d_n, np.nan)
+    out = pd.DataFrame({"timestamp": d_n.index.to_numpy(dtype=float), "balancedness": bal,
+                        "passes": d_n.to_numpy(dtype=float)})
+    ok = (out["passes"] >= 0) & (out["balancedness"].isna() | out["balancedness"].between(0, 1))
+    return out[ok].reset_index(drop=True)
