@@ -401,3 +401,10 @@ def test_columns_and_start_time_wherever_a_file_is_read(tmp_path):
     assert r.returncode == 2 and "--columns" in r.stderr, r.stderr
     r = tealeaves("evaluate", "--trace", f, "--labels", labels, "--columns", cols)
     assert r.returncode == 0, r.stderr
+    # and the dashboard replays it (the choice it makes for --trace)
+    from tealeaves.app.dashboard.server import choose_source
+
+    with pytest.raises(ValueError, match="--columns"):
+        choose_source(f)
+    src = choose_source(f, reading={"columns": cols.split(",")})
+    assert src.kind == "replay" and "headerless.csv" in src.label

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .args import DAY, port_number, upto
+from .args import DAY, add_file_reading, file_reading, port_number, upto
 from .common import fail
 
 
@@ -20,7 +20,8 @@ def cmd_dashboard(args: argparse.Namespace) -> int:
                      server_log=args.server_log, tz=args.tz, server_metrics=args.server_metrics,
                      collect=not args.no_collect, prometheus=args.prometheus,
                      prometheus_step=args.prometheus_step,
-                     prometheus_lookback=args.prometheus_lookback)
+                     prometheus_lookback=args.prometheus_lookback,
+                     reading=file_reading(args))
     except (ValueError, RuntimeError) as exc:
         return fail(str(exc))
 
@@ -46,7 +47,9 @@ def add_parser(sub) -> None:
                    help="SGLang/vLLM log: followed live; with a replay, aligned to the trace "
                         "(offset estimated from the data) and replayed with it")
     d.add_argument("--tz", default="UTC",
-                   help="time zone of the server log's timestamps (default UTC)")
+                   help="time zone of the server log's timestamps and of the --trace file's "
+                        "wall-clock times (default UTC)")
+    add_file_reading(d, "the --trace file")
     d.add_argument("--prometheus", metavar="URL",
                    help="read a cluster from this Prometheus server: tealeaves' exporters' and "
                         "dcgm-exporter's series, every host, with a cluster overview")

@@ -61,11 +61,12 @@ class Source:
 
 
 def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float = 10.0,
-                  force_replay: bool = False) -> Source:
+                  force_replay: bool = False, reading: dict | None = None) -> Source:
     """Pick the sample source the way ``tealeaves dashboard`` does.
 
     Live NVML is tried unless ``force_replay`` or ``trace`` is given; when NVML is unavailable
-    (no driver, no GPU) the bundled trace is replayed instead.
+    (no driver, no GPU) the bundled trace is replayed instead.  ``reading``: how ``trace`` is
+    read (``columns``, ``start_time``, ``tz``: ``data.importers.load_trace``'s keywords).
 
     Raises:
         ValueError: ``trace`` is missing or not a readable trace (``TraceError``), or ``speed``
@@ -90,7 +91,7 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
             return Source(collector, f"live NVML, {n} GPU{'s' if n != 1 else ''}", "nvml",
                           devices)
     path = Path(trace) if trace is not None else bundled_trace_path()
-    tr = load_trace(path)
+    tr = load_trace(path, **(reading or {})) if trace is not None else load_trace(path)
     label = f"replay of {path.name}" + (f" at {speed:g}x" if speed != 1.0 else "")
     return Source(ReplayCollector(tr, speed=speed, rebase=True, loop=True), label, "replay")
 
@@ -340,11 +341,12 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
           prometheus: str | None = None, prometheus_step: float = 0.5,
-          prometheus_lookback: float = 5.0, **config) -> RunningDashboard:
+          prometheus_lookback: float = 5.0, reading: dict | None = None,
+          **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
     Args:
-        trace, speed, hz, force_replay: as for ``choose_source``.
+        trace, speed, hz, force_replay, reading: as for ``choose_source``.
         host, port: address to bind; port 0 picks a free one.
         store_path: SQLite store to write; a temporary file (removed at shutdown) when None.
         server_log: SGLang/vLLM log.  Live: followed from its end ("-": standard input).
@@ -375,7 +377,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         source = _prometheus_source(prometheus, prometheus_step, prometheus_lookback, trace,
                                     server_log, config)
     else:
-        source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay)
+        source = choose_source(trace, speed=speed, hz=hz, force_replay=force_replay,
+                               reading=reading)
     notes = _server_notes(source, server_log, server_metrics, tz)
     replay_log = server_log is not None and source.kind == "replay"
     session, tmpdir = _open_session(source, store_path)
@@ -428,7 +431,7 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
           server_metrics: str | None = None, collect: bool = True,
           prometheus: str | None = None, prometheus_step: float = 0.5,
-          prometheus_lookback: float = 5.0) -> int:
+          prometheus_lookback: float = 5.0, reading: dict | None = None) -> int:
     """Serve the dashboard until Ctrl-C (or SIGTERM); what ``tealeaves dashboard`` runs.
 
     Arguments as for ``start``.  Prints one line: the URL and the source (and a second one
@@ -444,7 +447,8 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
     running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
                     hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
                     server_metrics=server_metrics, collect=collect, prometheus=prometheus,
-                    prometheus_step=prometheus_step, prometheus_lookback=prometheus_lookback)
+                    prometheus_step=prometheus_step, prometheus_lookback=prometheus_lookback,
+                    reading=reading)
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
     if running.server_note:
