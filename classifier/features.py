@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
+from ..data.schema import peers
 from .windows import DEFAULT_WINDOW_S, per_gpu_means
 
 #: Metrics in percent, used as-is (0-100).
@@ -123,10 +124,14 @@ class WindowFeatures:
 
     def transform(self, samples: pd.DataFrame) -> pd.DataFrame:
         """Feature rows, one per window holding at least one sample."""
-        per_gpu = per_gpu_means(samples, self.window_s, spread=True)
-        if per_gpu.empty:
+        every = per_gpu_means(samples, self.window_s, spread=True)
+        if every.empty:
             return pd.DataFrame()
-        index = pd.Index(per_gpu.index.get_level_values("start").unique(), name="start")
+        index = pd.Index(every.index.get_level_values("start").unique(), name="start")
+        # across-GPU statistics, load and imbalance over the entities compared (a whole GPU
+        # next to its own MIG instances is their sum: left out); per-GPU columns for all
+        ids = every.index.get_level_values("gpu")
+        per_gpu = every[ids.isin(peers(pd.unique(ids)))]
         by_window = per_gpu[list(PERCENT_METRICS) + ["power_w"]].groupby(level="start")
         stats = {k: f.reindex(index) for k, f in
                  (("mean", by_window.mean()), ("max", by_window.max()), ("min", by_window.min()))}
@@ -142,10 +147,11 @@ class WindowFeatures:
         cols["sm_clock_frac_mean"] = model["f_sm_clock_mean"].to_numpy()
         cols["power_w_mean"] = stats["mean"]["power_w"].to_numpy(dtype=float)
 
-        load = gpu_load(per_gpu).unstack("gpu").reindex(index)
+        every_load = gpu_load(every).unstack("gpu").reindex(index)
+        for g in every_load.columns:
+            cols[f"load_g{int(g)}"] = every_load[g].to_numpy(dtype=float)
+        load = every_load[[g for g in every_load.columns if g in set(peers(every_load.columns))]]
         L = load.to_numpy(dtype=float)
-        for n, g in enumerate(load.columns):
-            cols[f"load_g{int(g)}"] = L[:, n]
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows stay NaN
             lmean = np.nanmean(L, axis=1)
@@ -162,11 +168,11 @@ class WindowFeatures:
             hot[has] = np.asarray(load.columns, dtype=float)[top]
         cols["hot_gpu"] = hot
         cols["n_gpus"] = np.isfinite(L).sum(axis=1)
-        busy = per_gpu["gpu_util"].unstack("gpu").reindex(index)
+        busy = every["gpu_util"].unstack("gpu").reindex(index)
         B = busy.to_numpy(dtype=float)
         for n, g in enumerate(busy.columns):
             cols[f"busy_g{int(g)}"] = B[:, n]
-        cols.update(self._pipes(index, per_gpu))
+        cols.update(self._pipes(index, every))
         out = pd.DataFrame(cols, index=index)
         return pd.concat([out, model], axis=1)
 

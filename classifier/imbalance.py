@@ -35,7 +35,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_name, entity_short
+from ..data.schema import entity_name, entity_short, peers
 
 #: Balanced decode windows under this mean work (%) measure the noise floor.
 NOISE_LOAD = 10.0
@@ -60,7 +60,11 @@ LAUNCH_BOUND_PIPE = 0.10
 
 
 def _gpu_columns(features: pd.DataFrame, prefix: str) -> list[str]:
-    return [c for c in features.columns if c.startswith(prefix) and c[len(prefix):].isdigit()]
+    """The per-GPU columns ``<prefix><i>`` of the entities compared (``data.schema.peers``:
+    a whole GPU whose MIG instances are present is left out)."""
+    cols = {int(c[len(prefix):]): c for c in features.columns
+            if c.startswith(prefix) and c[len(prefix):].isdigit()}
+    return [cols[g] for g in peers(cols)]
 
 
 def _matrix(features: pd.DataFrame, prefix: str, gpus: list[int]) -> np.ndarray:

@@ -53,12 +53,22 @@ def instance_balance(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     Raises:
         ValueError: ``window_s`` is not positive.
     """
-    insts = sorted({int(g) for g in pd.unique(samples["gpu"]) if mig_parent(g) is not None},
-                   key=entity_key) if len(samples) else []
+    insts = [int(g) for g in pd.unique(samples["gpu"]) if mig_parent(g) is not None] \
+        if len(samples) else []
     if len(insts) < 2:
         return []
     load = gpu_load(per_gpu_means(samples[samples["gpu"].isin(insts)], window_s))
-    table = load.unstack("gpu")
+    return load_balance(load.unstack("gpu"), floor, threshold)
+
+
+def load_balance(table: pd.DataFrame, floor: float = SPREAD_FLOOR,
+                 threshold: float = THRESHOLD) -> list[dict]:
+    """``instance_balance`` of a load table already made: one row per window, one column per
+    entity (its load, %; columns that are not MIG instances are left out), as the
+    classifier's windows hold it (``load_g<i>``).  Same answer."""
+    insts = sorted((int(g) for g in table.columns if mig_parent(g) is not None), key=entity_key)
+    if len(insts) < 2:
+        return []
     groups: dict = {}
     for g in insts:
         groups.setdefault(mig_parent(g)[0], []).append(g)

@@ -123,6 +123,28 @@ def viterbi_log(emit: np.ndarray, logt: np.ndarray,
     return path
 
 
+#: A window whose every activity reading (the busiest entity's load: SM active, else GR engine
+#: active, else kernel-time share; tensor and DRAM activity) is under this, %, ran no kernel
+#: to speak of: idle, whatever the trees say (a file with counters the model never saw alone,
+#: such as DCGM's GRACT, reads as all-NaN features otherwise).
+QUIET_PCT = 1.0
+
+
+def _quiet_is_idle(features: pd.DataFrame, p: np.ndarray) -> np.ndarray:
+    """``p`` with every quiet window (``QUIET_PCT``) made idle with certainty."""
+    cols = [c for c in ("load_max", "tensor_active_max", "dram_active_max", "gpu_util_max",
+                        "sm_active_max") if c in features]
+    if "load_max" not in cols or not len(p):
+        return p
+    v = features[cols].to_numpy(dtype=float)
+    quiet = np.isfinite(v[:, 0]) & np.all(~(v >= QUIET_PCT), axis=1)
+    if quiet.any():
+        p = p.copy()
+        p[quiet] = 0.0
+        p[quiet, PHASE_ORDER.index("idle")] = 1.0
+    return p
+
+
 @dataclass
 class PhaseModel:
     """Trained phase labeller (scikit-learn style ``predict_proba`` / ``predict``) and the
@@ -220,6 +242,7 @@ class PhaseModel:
             for j, c in enumerate(PHASE_ORDER):
                 if c in known:
                     p[:, j] = q[:, known.index(c)]
+        p = _quiet_is_idle(features, p)
         if self.idle_gate is None:
             return pd.DataFrame(p, columns=list(PHASE_ORDER), index=features.index)
         busy = np.fmax(features.get("f_gpu_util_max", np.nan),

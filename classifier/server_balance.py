@@ -112,6 +112,35 @@ def rank_spread(frame: pd.DataFrame) -> dict | None:
             "spread": spread}
 
 
+def server_balancedness(bal: pd.DataFrame) -> tuple[float, float]:
+    """``(mean balancedness, passes)`` of ``balancedness_series``'s rows, weighted by
+    passes; ``(nan, 0)`` without any."""
+    if not len(bal):
+        return math.nan, 0.0
+    v = bal["balancedness"].to_numpy(dtype=float)
+    w = bal["passes"].to_numpy(dtype=float)
+    ok = np.isfinite(v) & (w > 0)
+    if not ok.any():
+        return math.nan, 0.0
+    return float(np.average(v[ok], weights=w[ok])), float(w[ok].sum())
+
+
+def expert_line(heat: dict, bal: pd.DataFrame) -> str:
+    """One line on ``expert_heatmap``'s answer and the server's own balancedness:
+    ``"expert balance (sglang:eplb_gpu_physical_count, 60 layers x 8 GPU ranks, counts since
+    the server started): balancedness 0.77 (mean/max), most load on GPU rank 3; the server's
+    eplb_balancedness 0.78 over 1,000 passes"``."""
+    basis = ("increase between the first and last scrape" if heat["basis"] == "increase"
+             else "counts since the server started")
+    own, passes = server_balancedness(bal)
+    tail = (f"; the server's eplb_balancedness {own:.2f} over {passes:,.0f} passes"
+            if math.isfinite(own) else "")
+    return (f"expert balance (sglang:eplb_gpu_physical_count, {len(heat['layers'])} layers x "
+            f"{len(heat['ranks'])} GPU ranks, {basis}): balancedness "
+            f"{heat['balancedness']:.2f} (mean/max), most load on GPU rank "
+            f"{heat['hot_rank']}{tail}")
+
+
 def spread_line(s: dict) -> str:
     """One line on ``rank_spread``'s answer: ``"DP ranks (dp_rank, 2 scrapes): generation
     throughput 401-820 tok/s; UNEVEN: rank 3 at 0.53x the ranks' mean"``."""
@@ -198,9 +227,10 @@ def expert_heatmap(frame: pd.DataFrame) -> dict | None:
 def balancedness_series(frame: pd.DataFrame) -> pd.DataFrame:
     """SGLang's own balancedness over time, from ``sglang:eplb_balancedness``'s ``_sum`` and
     ``_count``: one row per scrape after the first (``timestamp``, ``balancedness``: the mean
-    over the forward passes since the previous scrape, 0-1], ``passes``), or one row with the
-    mean since the server started when the frame holds one scrape.  Series of several ranks
-    are summed first.  Empty without the metric."""
+    over the forward passes since the previous scrape, 0-1], ``passes``), or one row at the
+    last scrape with the mean since the server started when the frame holds one scrape, no
+    pass ran between its scrapes, or the server restarted.  Series of several ranks are
+    summed first.  Empty without the metric."""
     s = frame[frame["name"].isin(BALANCEDNESS_SERIES)]
     out = pd.DataFrame(columns=["timestamp", "balancedness", "passes"])
     if s.empty:
@@ -209,10 +239,11 @@ def balancedness_series(frame: pd.DataFrame) -> pd.DataFrame:
     if not set(BALANCEDNESS_SERIES) <= set(t.columns):
         return out
     total, n = t[BALANCEDNESS_SERIES[0]], t[BALANCEDNESS_SERIES[1]]
-    if len(t) == 1:
-        d_sum, d_n = total, n
-    else:
-        d_sum, d_n = total.diff().iloc[1:], n.diff().iloc[1:]
+    d_sum, d_n = total.diff().iloc[1:], n.diff().iloc[1:]
+    if len(t) == 1 or not (d_n > 0).any() or (d_n < 0).any():
+        # one scrape, no pass between scrapes, or a restart: the mean since the server
+        # started, as of the last scrape
+        d_sum, d_n = total.iloc[-1:], n.iloc[-1:]
     with np.errstate(all="ignore"):
         bal = np.where(d_n > 0, d_sum / d_n, np.nan)
     out = pd.DataFrame({"timestamp": d_n.index.to_numpy(dtype=float), "balancedness": bal,

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.metrics import METRIC_BY_NAME
+from ..data.schema import peers
 from .imbalance import ceilings, describe_ceiling, hot_set_of, persistence_by_gpu
 from .rules import PHASE_ORDER
 
@@ -220,7 +221,8 @@ def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
         return pd.DataFrame(columns=cols + ["top_gpu"])
     dec = windows[(windows["phase"] == "decode") & np.isfinite(windows["imbalance_ratio"])]
     dec = dec.sort_values(["imbalanced", "imbalance_ratio"], ascending=[False, False]).head(n)
-    loads = [c for c in dec.columns if c.startswith("load_g") and c[6:].isdigit()]
+    loads = [f"load_g{g}" for g in peers(int(c[6:]) for c in dec.columns
+                                          if c.startswith("load_g") and c[6:].isdigit())]
     out = dec.reindex(columns=cols).copy()
     out["hot_set"] = [set_text(s) for s in window_hot_sets(dec)]
     if loads and len(dec):

@@ -119,16 +119,27 @@ def entity_name(gpu) -> str:
 
 
 def entity_short(gpu) -> str:
-    """``entity_name`` after a ``GPU``/``GPUs`` prefix: ``"3"``, ``"0·GI 1"``, ``"?·GI 21"``."""
+    """``entity_name`` after a ``GPU``/``GPUs`` prefix: ``"3"``, ``"0 · GI 1"``,
+    ``"? · GI 21"`` (``"GPU " + entity_short(g) == entity_name(g)``)."""
     parts = mig_parent(gpu)
     if parts is None:
         return str(int(gpu))
     p, inst = parts
-    return f"{'?' if p is None else p}·GI {inst}"
+    return f"{'?' if p is None else p} · GI {inst}"
+
+
+def peers(gpus) -> list[int]:
+    """The entities compared with one another (imbalance, hot set, across-GPU statistics):
+    every GPU and MIG instance of ``gpus`` except a whole GPU whose instances are among them,
+    since its reading is theirs together (DCGM's GPU row next to its GPU-I rows): comparing
+    it with them would count the same work twice.  Order kept."""
+    gs = [int(g) for g in gpus]
+    parents = {mig_parent(g)[0] for g in gs if g >= MIG_BASE}
+    return [g for g in gs if g >= MIG_BASE or g not in parents]
 
 
 def entities_text(gpus) -> str:
-    """A list of entities in words: ``"GPU 3"``, ``"GPUs 0, 1, 2"``, ``"GPUs 0, 0·GI 1"``;
+    """A list of entities in words: ``"GPU 3"``, ``"GPUs 0, 1, 2"``, ``"GPUs 0, 0 · GI 1"``;
     ``"none"`` for none."""
     gs = [int(g) for g in gpus]
     if not gs:

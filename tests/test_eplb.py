@@ -108,6 +108,7 @@ def test_import_of_the_page_prints_the_expert_balance(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "expert balance (sglang:eplb_gpu_physical_count, 1 layers x 16 GPU ranks" in out
     assert "balancedness 0.17 (mean/max), most load on GPU rank 8" in out
+    assert "the server's eplb_balancedness 0.62 over 1,000 passes" in out
 
 
 def _serve(text: str):
@@ -196,6 +197,8 @@ def test_the_report_shows_the_rank_spread_and_the_expert_heatmap(tmp_path):
     text = html_out.read_text()
     assert "<h2>Server DP ranks</h2>" in text and '<tr class="hot"><td>3</td>' in text
     assert "Expert balance (SGLang eplb metrics; no expert dump given)" in text
+    assert "own eplb_balancedness: 0.50 over 500 forward passes." in text
+    assert "(NOT within the report&#39;s range)" in text  # the page's times: its mtime
     # a file that is not a /metrics page: one line naming it and what to give
     bad = tmp_path / "bad.txt"
     bad.write_text("hello\n")
@@ -253,8 +256,31 @@ def test_classify_prints_the_spread_and_the_expert_balance_of_a_page(tmp_path, c
     out = capsys.readouterr().out
     assert "UNEVEN: rank 3 at 0.53x the ranks' mean" in out
     assert "balancedness 0.17 (mean/max), most load on GPU rank 8" in out
+    assert "the server's eplb_balancedness 0.62 over 1,000 passes" in out
+    # the page is dated by its modification time, not within the bundled trace: said so
+    assert "NOT within the trace's time span" in out
     assert main(["classify", str(bundled_trace_path()), "--server-metrics", str(f),
                  "--json"]) == 0
     sm = json.loads(capsys.readouterr().out)["server_metrics"]
-    assert sm["dp_ranks"]["uneven_ranks"] == ["3"] and sm["expert_balance"]["hot_rank"] == 8
+    assert sm["server_ranks"]["uneven_ranks"] == ["3"] and sm["expert_balance"]["hot_rank"] == 8
     assert sm["expert_balance"]["counts"] == [[float(c) for c in LAYER_27]]
+
+
+def test_a_static_page_scraped_again_keeps_the_servers_balancedness_and_says_as_of_when():
+    r = read_page(page() + page(), start=1_796_000_000.0)  # nothing moved between scrapes
+    bal = balancedness_series(r.frame)
+    assert bal["balancedness"].tolist() == [pytest.approx(0.62)]
+    assert bal["timestamp"].tolist() == [1_796_000_001.0] and bal["passes"].tolist() == [1000]
+    heat = expert_heatmap(r.frame)
+    assert heat["basis"] == "since start" and heat["span"][1] == 1_796_000_001.0
+
+
+def test_a_report_of_a_store_with_only_scrapes_says_what_it_lacks(tmp_path, capsys):
+    f = tmp_path / "metrics.txt"
+    f.write_text(page())
+    db = tmp_path / "s.db"
+    assert main(["import", str(f), "--store", str(db), "--start-time", "1796000000"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--store", str(db), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no GPU samples (only the server's /metrics scrapes" in err, err

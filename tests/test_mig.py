@@ -154,7 +154,7 @@ def test_entity_numbers_pass_the_schema_and_nothing_else_does():
             conform(json_frame([bad]))
     with pytest.raises(ValueError):
         mig_entity(0, 4096)
-    assert entities_text([0, mig_entity(0, 1)]) == "GPUs 0, 0·GI 1"
+    assert entities_text([0, mig_entity(0, 1)]) == "GPUs 0, 0 · GI 1"
 
 
 def json_frame(gpus):
@@ -237,7 +237,7 @@ def test_the_dashboard_draws_each_instance_as_a_band_and_names_the_hot_ones(brow
         ticks = page.evaluate(f"() => Object.values({gd}.layout).filter(a => a && a.ticktext)"
                               f".flatMap(a => a.ticktext)")
         names = [t.split("<b>")[1].split("</b>")[0] for t in ticks if "<b>" in t]
-        assert names == ["GPU 0", "0·GI 0", "0·GI 1", "0·GI 2"], names
+        assert names == ["GPU 0", "0 · GI 0", "0 · GI 1", "0 · GI 2"], names
         # every column of the heatmap: the idle instance pale, the two busy ones dark
         z = page.evaluate(f"() => {gd}.data.find(t => t.type === 'heatmap').z")
         cols = [sorted(v for v in c if v is not None) for c in z]
@@ -245,7 +245,13 @@ def test_the_dashboard_draws_each_instance_as_a_band_and_names_the_hot_ones(brow
         assert len(cols) >= 50 and all(len(c) == 4 and c[0] < 10 and c[2] > 80
                                        for c in cols), cols[:3]
         body = page.inner_text("body")
-        assert "0·GI 0" in body and "0·GI 2" in body  # the hot set's pills
+        assert "0 · GI 0" in body and "0 · GI 2" in body  # the hot set's pills
+        # the balance panel names the idle instance, for the range on screen
+        panel = f"document.querySelector('#{ids.SERVER_PANEL}')"
+        page.wait_for_function(f"() => {panel}.innerText.includes('instances uneven')",
+                               timeout=30_000)
+        text = page.inner_text(f"#{ids.SERVER_PANEL}")
+        assert "GPU 0 · GI 1 3 %" in text and "MIG instances · load per window" in text, text
         assert not errors, errors
         page.close()
     finally:

@@ -48,7 +48,7 @@ def window_table(windows, utc: bool = False) -> str:
     """The windows as the text table ``classify`` prints: start and end as ISO 8601 times
     (local with the offset, or UTC), figures with three decimals, the hot set as GPU indices
     ("-" when none), and an unknown value as an empty cell (never NaN)."""
-    from ...classifier.summary import set_text, window_hot_sets
+    from ...classifier.summary import window_hot_sets
 
     def fig(v) -> str:
         return f"{v:.3f}" if isinstance(v, float | int) and math.isfinite(v) else ""
@@ -60,7 +60,8 @@ def window_table(windows, utc: bool = False) -> str:
     for r, hs in zip(cols.itertuples(index=False), window_hot_sets(windows), strict=True):
         rows.append([time_text(float(r.start), utc), time_text(float(r.end), utc),
                      "" if r.phase is None or r.phase != r.phase else str(r.phase),
-                     fig(r.confidence), fig(r.imbalance_ratio), set_text(hs) or "-",
+                     fig(r.confidence), fig(r.imbalance_ratio),
+                     ",".join(entity_short(g) for g in hs) or "-",
                      "yes" if r.imbalanced is True else "no"])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     left = {2, 6}  # phase and imbalanced read as words: left-aligned
@@ -102,12 +103,13 @@ def cmd_classify(args: argparse.Namespace) -> int:
 
             check_gpus_in_trace(labels, trace.samples, args.labels)
         server = _server_log_truth(args, trace) if args.server_log else None
-        balance = _server_balance(args.server_metrics) if args.server_metrics else None
+        balance = (_server_balance(args.server_metrics, trace, args.utc)
+                   if args.server_metrics else None)
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
     from .imports import placement_note
 
-    note = placement_note(trace.meta, args.utc, fix="import it with --start-time")
+    note = placement_note(trace.meta, args.utc, fix="give --start-time")
     if note:
         print(f"{args.trace}: {note}", file=sys.stderr)
     if server is not None:
@@ -226,30 +228,46 @@ def segments_line(segments, t0: float, shown: int = 8) -> str:
             if len(change) else f"segments (0.1-s): {len(segments)}, no phase change")
 
 
-def _server_balance(path: Path) -> dict:
+def _server_balance(path: Path, trace, utc: bool) -> dict:
     """``--server-metrics FILE``: the DP ranks' spread and SGLang's expert balance of a saved
-    ``/metrics`` page, as lines to print and as ``classify --json``'s ``server_metrics``.
+    ``/metrics`` page, as lines to print (the page's own span, and whether it falls in the
+    trace's) and as ``classify --json``'s ``server_metrics``.
 
     Raises:
         ValueError: not a ``/metrics`` page (names the file).
     """
-    from ...classifier.server_balance import expert_heatmap, rank_spread, spread_line
+    from ...classifier.server_balance import (
+        balancedness_series,
+        expert_heatmap,
+        expert_line,
+        rank_spread,
+        spread_line,
+    )
     from .imports import metrics_file
 
-    frame = metrics_file(path).frame
+    page = metrics_file(path)
+    frame = page.frame
+    t0, t1 = float(frame["timestamp"].min()), float(frame["timestamp"].max())
+    how = {"file": "its samples' timestamps", "start_time": "--start-time",
+           "end": "its modification time for the last scrape"}[page.stamped]
+    s0, s1 = (float(trace.samples["timestamp"].min()), float(trace.samples["timestamp"].max())) \
+        if len(trace.samples) else (math.nan, math.nan)
+    inside = s0 <= t1 and t0 <= s1
+    when = time_text(t0, utc) if t0 == t1 else f"{time_text(t0, utc)} to {time_text(t1, utc)}"
+    lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
+             f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
+             + ("" if inside else "; NOT within the trace's time span: read as it is")]
     spread, heat = rank_spread(frame), expert_heatmap(frame)
-    lines, out = [], {"file": str(path), "dp_ranks": spread, "expert_balance": None}
+    out = {"file": str(path), "span": [t0, t1], "stamped": page.stamped,
+           "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None}
     if spread is not None:
-        lines.append(f"{path}: {spread_line(spread)}")
+        lines.append(f"  {spread_line(spread)}")
     if heat is not None:
-        lines.append(f"{path}: expert balance (sglang:eplb_gpu_physical_count, "
-                     f"{len(heat['layers'])} layers x {len(heat['ranks'])} GPU ranks, "
-                     f"{heat['basis']}): balancedness {heat['balancedness']:.2f} (mean/max), "
-                     f"most load on GPU rank {heat['hot_rank']}")
+        lines.append(f"  {expert_line(heat, balancedness_series(frame))}")
         out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                                  for k, v in heat.items()}
-    if not lines:
-        lines.append(f"{path}: no DP ranks (dp_rank/engine labels) and no eplb metrics in it")
+    if spread is None and heat is None:
+        lines.append("  no DP ranks (dp_rank/engine labels) and no eplb metrics in it")
     return {"lines": lines, "json": out}
 
 

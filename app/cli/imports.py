@@ -158,7 +158,14 @@ def page_summary(page: dict) -> dict:
     """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
     came from, and per DP rank the mean generation throughput, running and queued requests
     and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
-    from ...classifier.server_balance import expert_heatmap, rank_label, rank_spread
+    from ...classifier.server_balance import (
+        balancedness_series,
+        expert_heatmap,
+        expert_line,
+        rank_label,
+        rank_spread,
+        server_balancedness,
+    )
 
     r = page["read"]
     f = r.frame
@@ -166,10 +173,14 @@ def page_summary(page: dict) -> dict:
     ranks = [{"dp_rank": x["rank"], **{k: v for k, v in x.items() if k != "rank"}}
              for x in (spread["ranks"] if spread else [])]
     heat = expert_heatmap(f)
-    experts = None if heat is None else {
-        "layers": len(heat["layers"]), "ranks": len(heat["ranks"]),
-        "balancedness": heat["balancedness"], "hot_rank": heat["hot_rank"],
-        "basis": heat["basis"]}
+    experts = None
+    if heat is not None:
+        bal = balancedness_series(f)
+        own, passes = server_balancedness(bal)
+        experts = {"layers": len(heat["layers"]), "ranks": len(heat["ranks"]),
+                   "balancedness": heat["balancedness"], "hot_rank": heat["hot_rank"],
+                   "basis": heat["basis"], "server_balancedness": own,
+                   "server_passes": passes, "line": expert_line(heat, bal)}
     return {"file": page["file"], "format": "server_metrics", "engine": r.engine,
             "scrapes": r.scrapes, "series": int(f[["name", "labels"]].drop_duplicates().shape[0]),
             "time_span": [float(f["timestamp"].min()), float(f["timestamp"].max())],
@@ -209,11 +220,7 @@ def print_page(p: dict, utc: bool) -> None:
                 f"rank {x['dp_rank']} at {x['vs_mean']:.2f}x the ranks' mean" for x in far))
     ex = p.get("expert_balance")
     if ex:
-        basis = ("increase over the page's scrapes" if ex["basis"] == "increase"
-                 else "counts since the server started")
-        print(f"  expert balance (sglang:eplb_gpu_physical_count, {ex['layers']} layers x "
-              f"{ex['ranks']} GPU ranks, {basis}): balancedness {ex['balancedness']:.2f} "
-              f"(mean/max), most load on GPU rank {ex['hot_rank']}")
+        print(f"  {ex['line']}")
 
 
 def _num(v: float) -> str:

@@ -143,9 +143,13 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
             else:
                 reasons.append(f"DRAM {_pct(dram)} vs tensor pipes {_pct(tensor)}: "
                                f"memory-bound, as in decode (weights and KV cache read per token)")
+    elif math.isfinite(tensor) or math.isfinite(dram):
+        have = "tensor" if math.isfinite(tensor) else "DRAM"
+        reasons.append(f"only {have} activity read ({_pct(tensor if have == 'tensor' else dram)})"
+                       f": compute- or memory-bound cannot be told apart")
     else:
-        reasons.append("no profiling counters (tensor / DRAM activity): labelled from NVML "
-                       "utilisation only")
+        reasons.append("no profiling counters (tensor / DRAM activity): labelled from the "
+                       "load and kernel-running share only")
     ratio = _f(row, "imbalance_ratio")
     thr = imbalance_threshold(labeller)
     hot = _f(row, "hot_gpu")

@@ -179,7 +179,8 @@ def side_panels() -> html.Aside:
         ]),
         html.Div(className="tl-panel", id=ids.SERVER_PANEL, style={"display": "none"},
                  children=[
-                     html.Div("Server ranks and experts", className="tl-panel-title"),
+                     html.Div("Balance: MIG instances, DP ranks, experts",
+                              className="tl-panel-title"),
                      html.Div(id=ids.SERVER_BODY),
                      dcc.Graph(id=ids.EXPERT_GRAPH, config={"displaylogo": False},
                                style={"display": "none"}),
@@ -414,9 +415,11 @@ def _register_cluster(app: dash.Dash, live: LiveView) -> None:
 
 
 def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
-    """The server panel: every 3 s, the DP-rank spread and SGLang's expert balance of the
-    range on screen, from its stored ``/metrics`` scrapes; hidden when it holds neither.
-    Recomputed only when the range or the scrapes in it change."""
+    """The balance panel: every 3 s, the MIG instances' balance, the DP-rank spread and
+    SGLang's expert balance of the range on screen (from its windows and its stored
+    ``/metrics`` scrapes); hidden when it holds none.  Recomputed only when the range, its
+    windows or the scrapes in it change."""
+    from ...classifier.mig import load_balance
     from ...classifier.server_balance import BALANCE_SERIES
     from .actions import shown_range
     from .server_panel import server_panel
@@ -437,17 +440,35 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
         except ValueError:
             return hidden
         frame = live.store.server_metrics(t0, t1, names=BALANCE_SERIES)
-        key = (t0, t1, len(frame), float(frame["timestamp"].max()) if len(frame) else 0.0, tz)
+        loads = _mig_loads(live, t0, t1)
+        key = (t0, t1, len(frame), float(frame["timestamp"].max()) if len(frame) else 0.0, tz,
+               loads.shape)
         if last.get("key") == key:
             raise dash.exceptions.PreventUpdate
         last["key"] = key
-        out = server_panel(frame, page_zone(tz))
+        out = server_panel(frame, page_zone(tz), load_balance(loads), (t0, t1))
         if out is None:
             return hidden
         body, fig = out
         return {"style": {}, "body": body, "figure": fig if fig is not None else nu,
                 "graph_style": {"height": f"{fig.layout.height}px"} if fig is not None
                 else {"display": "none"}}
+
+
+def _mig_loads(live: LiveView, t0: float, t1: float):
+    """The loads of the MIG instances in the windows of ``[t0, t1]`` (windows x entities, %),
+    from the history's windows; empty when no MIG instance is stored."""
+    import pandas as pd
+
+    from ...data.schema import is_mig
+
+    gpus = [g for g in live.history.gpus if is_mig(g)]
+    w = live.history.windows()
+    if len(gpus) < 2 or not len(w):
+        return pd.DataFrame()
+    w = w[(w["start"] >= t0) & (w["start"] <= t1)]
+    return pd.DataFrame({g: w[f"load_g{g}"].to_numpy(dtype=float) for g in gpus
+                         if f"load_g{g}" in w})
 
 
 def _register_export(app: dash.Dash, live: LiveView) -> None:

@@ -38,7 +38,7 @@ import pandas as pd
 
 from ...classifier import classify_with_segments
 from ...classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
-from ...data.schema import gpus_in
+from ...data.schema import entity_key, gpus_in
 from ...data.store import SampleStore
 from ..figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
 
@@ -222,7 +222,7 @@ class History:
                 # order on the next update (at most every REBUILD_MIN_S); nothing is lost
                 self._rebuild = True
                 return False
-        gpus = sorted(set(self.gpus) | set(gpus_in(frame)) | self._device_gpus())
+        gpus = sorted(set(self.gpus) | set(gpus_in(frame)) | self._device_gpus(), key=entity_key)
         if self.gpus and gpus != self.gpus:
             # a GPU appeared: the bins' columns change; keep what is known, widen the columns
             self._widen(gpus)

@@ -94,7 +94,7 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
     body = []
     for g in gpus:
         cells = [html.Td([html.Span(className="tl-dot", style={"background": gpu_color(g)}),
-                          f"{g}"])]
+                          entity_short(g)])]
         for _, col, scale, spec in cols:
             v = b.get((col, g))
             cells.append(html.Td(_num(None if v is None else v * scale, spec)))
@@ -245,7 +245,8 @@ def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
         return html.Span("none", className="tl-muted")
     pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
     value: list = [html.Span(entity_name(g) if len(hot_set) == 1 else entity_short(g),
-                             className="tl-pill", title=entity_name(g), style={**pill, "background": gpu_color(g)})
+                             className="tl-pill", title=entity_name(g),
+                             style={**pill, "background": gpu_color(g)})
                    for g in hot_set]
     shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
     if shares:

@@ -1,21 +1,23 @@
-"""The server panel beside the lanes: the spread across the server's data-parallel ranks and
-SGLang's own expert balance (``classifier.server_balance``), from the ``/metrics`` scrapes
-stored for the range on screen.  Hidden when the range holds neither."""
+"""The balance panel beside the lanes, for the range on screen: the balance across MIG GPU
+instances (``classifier.mig``, from the range's windows), the spread across the server's
+data-parallel ranks and SGLang's own expert balance (``classifier.server_balance``, from the
+``/metrics`` scrapes stored for the range).  Hidden when the range holds none of them."""
 
 from __future__ import annotations
 
 import math
 from zoneinfo import ZoneInfo
 
-import numpy as np
 import plotly.graph_objects as go
 from dash import html
 
+from ...classifier.mig import balance_line
 from ...classifier.server_balance import (
     RANK_SPREAD,
     balancedness_series,
     expert_heatmap,
     rank_spread,
+    server_balancedness,
 )
 from ..figures.eplb import eplb_figure
 from .timefmt import clock
@@ -60,35 +62,46 @@ def rank_table(s: dict, zone: ZoneInfo) -> html.Div:
 
 
 def expert_text(heat: dict, bal, zone: ZoneInfo) -> html.Div:
-    """The expert section's header: the source, the layers and ranks, the basis and span,
+    """The expert section's header: the source, the layers and ranks, what the counts cover,
     the balancedness (summed load) and the server's own mean balancedness."""
-    basis = ("increase over the range" if heat["basis"] == "increase"
-             else "counts since the server started")
-    own = ""
-    if len(bal):
-        passes = bal["passes"].to_numpy(dtype=float)
-        vals = bal["balancedness"].to_numpy(dtype=float)
-        ok = np.isfinite(vals) & (passes > 0)
-        if ok.any():
-            own = (f"; the server's eplb_balancedness {np.average(vals[ok], weights=passes[ok]):.2f}"
-                   f" over {passes[ok].sum():,.0f} passes")
+    t0, t1 = heat["span"]
+    basis = (f"increase from {clock(t0, zone, 0)} to {clock(t1, zone, 0)}"
+             if heat["basis"] == "increase"
+             else f"counts since the server started, as of {clock(t1, zone, 0)}")
+    own, passes = server_balancedness(bal)
+    tail = (f"; the server's eplb_balancedness {own:.2f} over {passes:,.0f} passes"
+            if math.isfinite(own) else "")
     return html.Div([
         html.Div(f"Expert balance · sglang:eplb_gpu_physical_count, {len(heat['layers'])} "
-                 f"layers × {len(heat['ranks'])} GPU ranks, {basis}, "
-                 f"{_when(heat['span'], zone)}", className="tl-muted"),
+                 f"layers × {len(heat['ranks'])} GPU ranks, {basis}", className="tl-muted"),
         html.Div(f"balancedness {_n(heat['balancedness'], '.2f')} (mean/max over ranks); most "
-                 f"load on GPU rank {heat['hot_rank']}{own}", id="tl-expert-verdict"),
+                 f"load on GPU rank {heat['hot_rank']}{tail}", id="tl-expert-verdict"),
     ])
 
 
-def server_panel(frame, zone: ZoneInfo) -> tuple[list, go.Figure | None] | None:
-    """The panel's children and expert figure for the stored scrapes ``frame`` of the range
-    on screen, or None when they hold neither two ranks nor eplb buckets."""
+def mig_section(groups: list[dict], span: tuple[float, float], zone: ZoneInfo) -> html.Div:
+    """The MIG section: one line per group of instances (``classifier.mig``), uneven in red."""
+    return html.Div(id="tl-mig-balance", children=[
+        html.Div(f"MIG instances · load per window, {_when(list(span), zone)}",
+                 className="tl-muted"),
+        *[html.Div(balance_line(g).removeprefix("MIG: "),
+                   className="tl-stale" if g["uneven"] else "") for g in groups],
+    ])
+
+
+def server_panel(frame, zone: ZoneInfo, mig: list[dict] | None = None,
+                 span: tuple[float, float] | None = None
+                 ) -> tuple[list, go.Figure | None] | None:
+    """The panel's children and expert figure for the range on screen: ``mig`` its MIG
+    groups (``classifier.mig.load_balance``) over ``span``, ``frame`` its stored scrapes;
+    None when there are no MIG groups, two ranks nor eplb buckets."""
     spread = rank_spread(frame) if len(frame) else None
     heat = expert_heatmap(frame) if len(frame) else None
-    if spread is None and heat is None:
+    if spread is None and heat is None and not mig:
         return None
     children: list = []
+    if mig:
+        children.append(mig_section(mig, span or (math.nan, math.nan), zone))
     if spread is not None:
         children.append(rank_table(spread, zone))
     fig = None

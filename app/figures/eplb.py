@@ -36,7 +36,7 @@ def eplb_figure(layers: list[int], ranks: list[int], counts, bal_t=(), bal=(),
         x=[str(r) for r in ranks], y=[str(layer) for layer in layers],
         z=np.where(np.isfinite(share), share, None).tolist(), zmin=0,
         colorscale=[[0.0, HEAT_COLORSCALE[0][1]], [0.5, "#f6b26b"], [1.0, HOT_COLOR]],
-        colorbar={"title": {"text": "%"}, "thickness": 8, "len": 0.6},
+        colorbar={"title": {"text": "% of<br>layer"}, "thickness": 8, "len": 0.6},
         hovertemplate="layer %{y}, GPU rank %{x}<br>%{z:.1f} % of the layer's "
                       "selections<extra></extra>", name="eplb"), row=1, col=1)
     fig.update_xaxes(title_text="GPU rank", row=1, col=1)

@@ -488,7 +488,7 @@ def band_axis(order: list[int]) -> dict:
     slots = band_slots(order)
     return {"range": [-0.08, max(len(order), 1) - 0.02],
             "tickvals": [slots[g] + 0.42 for g in order],
-            # a MIG instance as "0·GI 1": the band's label stays as short as "GPU 0"
+            # a MIG instance as "0 · GI 1": the band's label stays as short as "GPU 0"
             "ticktext": [f"<span style='color:{gpu_color(g)}'><b>"
                          f"{entity_short(g) if is_mig(g) else entity_name(g)}</b></span>"
                          for g in order],

@@ -70,7 +70,8 @@ next to the others, over the imbalanced windows it was hot in)</span>:</p>
 
 <h2>Timeline</h2>
 <div class="muted">Phase of each {{ d.summary.window_s }}-s window (stacked shares where windows
-are grouped; red: imbalanced decode windows), then each GPU's load (SM active %) as a heatmap.</div>
+are grouped; red: imbalanced decode windows), then each GPU's load (SM active %, else DCGM's GR
+engine active, else NVML utilization) as a heatmap.</div>
 <div class="fig">{{ fig_timeline }}</div>
 
 <h2>Per GPU</h2>
@@ -122,7 +123,7 @@ from the ranks' mean generation throughput is marked.</div>
 <h2>Expert balance (SGLang eplb metrics{{ '' if d.experts else '; no expert dump given' }})</h2>
 <div class="muted">{{ eplb_source }}</div>
 <p>Balancedness {{ eplb_bal }} (mean/max of the GPU ranks' summed expert selections); most
-load on GPU rank {{ d.expert_balance.hot_rank }}.</p>
+load on GPU rank {{ d.expert_balance.hot_rank }}.{{ eplb_own }}</p>
 <div class="fig">{{ fig_eplb }}</div>
 {% endif %}
 
@@ -250,7 +251,8 @@ def gpu_figure(d: dict) -> go.Figure:
                            name="mean load %", hovertemplate="%{x}: %{y:.1f} %<extra></extra>"))
     fig.update_layout(height=170, template="plotly_white", margin={"l": 50, "r": 10, "t": 24,
                                                                     "b": 30},
-                      title={"text": "mean load per GPU (SM active %); red: hot set",
+                      title={"text": "mean load per GPU (SM active %, else GR engine active, "
+                                     "else utilization); red: hot set",
                              "font": {"size": 12}}, yaxis={"range": [0, 100]},
                       font={"size": 11})
     return fig
@@ -499,7 +501,7 @@ def _server_balance_parts(d: dict, print_layout: bool) -> dict:
         t0, t1 = sr["span"]
         out["rank_source"] = (f"{engine} /metrics, {sr['scrapes']} scrape"
                               f"{'s' if sr['scrapes'] != 1 else ''}, {_utc_text(t0)} to "
-                              f"{_utc_text(t1)} UTC")
+                              f"{_utc_text(t1)} UTC{_outside(d, t0, t1)}")
         out["rank_rows"] = [{"rank": r["rank"], "hot": r["rank"] in sr["uneven_ranks"],
                              "gen": _f(r["gen_throughput_tok_s"], ",.0f"),
                              "run": _f(r["running_req"], ".1f"),
@@ -513,9 +515,16 @@ def _server_balance_parts(d: dict, print_layout: bool) -> dict:
                  else "counts since the server started")
         out["eplb_source"] = (f"{eb['source']}, {len(eb['layers'])} layers × "
                               f"{len(eb['ranks'])} GPU ranks, {basis}; {_utc_text(t0)} to "
-                              f"{_utc_text(t1)} UTC. Each cell: the rank's share of the "
-                              f"layer's expert selections.")
+                              f"{_utc_text(t1)} UTC{_outside(d, t0, t1)}. Each cell: the "
+                              f"rank's share of the layer's expert selections.")
         out["eplb_bal"] = _f(eb["balancedness"], ".2f")
+        own = [(x["balancedness"], x["passes"]) for x in eb["server_balancedness"]
+               if x["balancedness"] is not None and (x["passes"] or 0) > 0]
+        if own:
+            n = sum(p for _, p in own)
+            out["eplb_own"] = (f" The server's own eplb_balancedness: "
+                               f"{sum(b * p for b, p in own) / n:.2f} over {n:,.0f} forward "
+                               f"passes.")
         counts = [[math.nan if v is None else v for v in row] for row in eb["counts"]]
         sb = eb["server_balancedness"]
         fig = eplb_figure(eb["layers"], eb["ranks"], counts, [x["timestamp"] for x in sb],
@@ -523,6 +532,12 @@ def _server_balance_parts(d: dict, print_layout: bool) -> dict:
                            for x in sb])
         out["fig_eplb"] = _figure_html(fig, print_layout)
     return out
+
+
+def _outside(d: dict, t0: float, t1: float) -> str:
+    """``" (not within the report's range)"`` when ``[t0, t1]`` misses the report's range."""
+    r = d["range"]
+    return "" if t0 <= r["end"] and r["start"] <= t1 else " (NOT within the report's range)"
 
 
 def _utc_text(t: float) -> str:

@@ -183,7 +183,10 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     where = str(path) if path is not None else "the store"
     span = store.time_span()
     if span is None:
-        raise ReportError(f"{where}: holds no samples")
+        scrapes = store.server_metrics(names=BALANCE_SERIES)
+        more = (" (only the server's /metrics scrapes: a report needs GPU telemetry; import a "
+                "GPU file of the same time next to them)" if len(scrapes) else "")
+        raise ReportError(f"{where}: holds no GPU samples{more}")
     start = span[0] if start is None else float(start)
     end = span[1] if end is None else float(end)
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
