@@ -123,7 +123,8 @@ def zone_error(tz: str | None) -> str | None:
     return None
 
 
-def add_file_reading(p: argparse.ArgumentParser, what: str = "the trace") -> None:
+def add_file_reading(p: argparse.ArgumentParser, what: str = "the trace",
+                     start_note: str = "") -> None:
     """Add how a telemetry file is read, as ``tealeaves import`` takes it: ``--columns`` (the
     --query-gpu names of a header-less CSV) and ``--start-time`` (where a file without
     timestamps starts).  The zone of its wall-clock times is the command's ``--tz``."""
@@ -133,7 +134,7 @@ def add_file_reading(p: argparse.ArgumentParser, what: str = "the trace") -> Non
                    help=f"UTC epoch s of {what}'s first instant when it has no timestamps "
                         f"(dcgm-exporter text, dcgmi dmon, a dmon without a time column), "
                         f"and the date of a dmon -o T file (default: its modification time "
-                        f"is the last instant)")
+                        f"is the last instant){start_note}")
 
 
 def file_reading(args: argparse.Namespace) -> dict:

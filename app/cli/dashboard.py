@@ -49,7 +49,8 @@ def add_parser(sub) -> None:
     d.add_argument("--tz", default="UTC",
                    help="time zone of the server log's timestamps and of the --trace file's "
                         "wall-clock times (default UTC)")
-    add_file_reading(d, "the --trace file")
+    add_file_reading(d, "the --trace file", start_note="; the replay itself runs at the "
+                     "current time, so the page shows the file's times shifted to now")
     d.add_argument("--prometheus", metavar="URL",
                    help="read a cluster from this Prometheus server: tealeaves' exporters' and "
                         "dcgm-exporter's series, every host, with a cluster overview")

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
-from ...data.schema import entities_text
+from ...data.schema import entities_text, entity_name
 from .args import epoch_time
 from .common import add_utc_flag, fail, plural, time_text
 
@@ -49,6 +49,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                          f"imported, the store is as it was")
     report = [{"file": str(path), "format": r.format, "rows_read": r.rows_read,
                "samples": len(r.samples), "gpus": r.gpus,
+               "gpu_names": [entity_name(g) for g in r.gpus],
                "time_span": list(r.time_span), "blanks": r.blanks,
                "out_of_range": r.out_of_range,
                "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
