@@ -48,7 +48,7 @@ def instance_balance(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         the windows, NaN-free}), ``"windows"`` (windows with two or more readings),
         ``"uneven_windows"``, ``"busiest"``/``"idlest"`` (entity names by mean load),
         ``"spread"`` (their mean-load difference, percentage points) and ``"uneven"``
-        (bool).  Empty when the frame holds no two instances.
+        (bool; None when no window has two instances' loads).  Empty when the frame holds no two instances.
 
     Raises:
         ValueError: ``window_s`` is not positive.
@@ -101,7 +101,8 @@ def _group(table: pd.DataFrame, parent, members: list[int], floor: float,
             "windows": len(t), "uneven_windows": int(flagged.sum()),
             "busiest": busiest, "idlest": idlest,
             "spread": (named[busiest] - named[idlest]) if named else float("nan"),
-            "uneven": bool(len(t) and flagged.sum() * 2 >= len(t))}
+            # no window with two readings: no verdict, not "even"
+            "uneven": bool(flagged.sum() * 2 >= len(t)) if len(t) else None}
 
 
 def balance_line(group: dict) -> str:
@@ -109,6 +110,9 @@ def balance_line(group: dict) -> str:
     4 windows flagged); mean load GPU 0 · GI 1 75 %, GPU 0 · GI 0 0 %"``."""
     loads = ", ".join(f"{k} {v:.0f} %" for k, v in sorted(group["mean_load"].items(),
                                                             key=lambda kv: -kv[1]))
+    if group["uneven"] is None:
+        return (f"MIG: {group['name']}: balance n/a (no window with the load of two of them: "
+                f"no SM, GR engine or utilization reading)")
     verdict = "uneven" if group["uneven"] else "even"
     return (f"MIG: {group['name']} {verdict} ({group['uneven_windows']} of "
             f"{group['windows']} window{'s' if group['windows'] != 1 else ''} flagged); mean "

@@ -110,9 +110,12 @@ class PrometheusReader:
                 for series in self._range(metric, start, end, step):
                     m = series.get("metric", {})
                     try:
-                        gpu = int(m.get("gpu"))
-                        if m.get("GPU_I_ID"):  # a MIG instance: its own entity (schema)
-                            gpu = mig_entity(gpu, int(m["GPU_I_ID"]))
+                        if m.get("GPU_I_ID"):  # a MIG instance: its own entity (schema); an
+                            # instance of an unnamed GPU is exported without a gpu label
+                            gpu = mig_entity(int(m["gpu"]) if m.get("gpu") else None,
+                                             int(m["GPU_I_ID"]))
+                        else:
+                            gpu = int(m.get("gpu"))
                     except (TypeError, ValueError):
                         continue
                     host = str(m.get("Hostname") or m.get("instance") or "")

@@ -77,11 +77,12 @@ SUMMARY_FIELDS = ["running_req", "queue_req", "token_usage", "gen_throughput_tok
 
 _NAN = float("nan")
 #: The largest ``/metrics`` body read (bytes) and the most series kept from one scrape: an
-#: SGLang or vLLM server exposes a few hundred series (a few hundred kB); far more is a
-#: misconfigured endpoint that would fill the store (10 MB a second is 36 GB an hour), so the
-#: scrape is refused and counted instead.
+#: SGLang or vLLM server exposes a few hundred series (a few hundred kB), plus SGLang's eplb
+#: heatmap histogram, layers x (GPU ranks + 3) series (100 layers x 256 ranks: 25,900); far
+#: more is a misconfigured endpoint that would fill the store (10 MB a second is 36 GB an
+#: hour), so the scrape is refused and counted instead.
 MAX_BODY_BYTES = 8 << 20
-MAX_SERIES = 20_000
+MAX_SERIES = 40_000
 
 
 # --------------------------------------------------------------------------------------------

@@ -93,6 +93,7 @@ from .schema import (
     is_blank,
     mig_entity,
     out_of_range,
+    valid_entity,
 )
 from .traces import Trace, TraceError, read_trace
 
@@ -542,13 +543,32 @@ def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int
     return kept, refused, blanks
 
 
-def _gpu_index(tok: str) -> int:
+def _gpu_index(tok: str, what: str = "gpu index") -> int:
+    """A GPU index (or, with ``what``, a MIG instance id) 0..``MAX_GPUS``-1 from its text.
+
+    Raises:
+        ValueError: not a whole number, or out of range (names ``what``).
+    """
     if not _RE_INDEX.match(tok.strip()):
-        raise ValueError(f"gpu index {tok!r} is not an integer")
+        raise ValueError(f"{what} {tok!r} is not a whole number 0-{MAX_GPUS - 1}")
     g = int(tok)
     if not 0 <= g < MAX_GPUS:
-        raise ValueError(f"gpu index {tok!r} out of range")
+        raise ValueError(f"{what} {tok!r} out of range 0-{MAX_GPUS - 1}")
     return g
+
+
+def _entity(tok: str) -> int:
+    """A tealeaves file's ``gpu`` cell: a GPU index or a MIG entity number
+    (``data.schema.mig_entity``).
+
+    Raises:
+        ValueError: neither (names the value).
+    """
+    t = tok.strip()
+    if re.fullmatch(r"\d{1,9}", t, re.ASCII) and valid_entity(np.array([float(t)]))[0]:
+        return int(t)
+    raise ValueError(f"gpu {tok!r} is neither a GPU index 0-{MAX_GPUS - 1} nor a MIG entity "
+                     f"number")
 
 
 def _frame(records: list[dict], name: str) -> pd.DataFrame:
@@ -597,6 +617,7 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
     cycles = _Cycles()
+    cis: dict[int, str] = {}  # the compute instance read for each MIG GPU instance
     for n, line in _lines(text):
         s = line.strip()
         if not s:
@@ -627,7 +648,13 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             gi, ci = row.get("gi", "-"), row.get("ci", "-")
             if gi not in ("-", "N/A"):  # a MIG GPU instance: an entity under its GPU
                 uuid = f"MIG-GPU/{gi}" + (f"/{ci}" if ci not in ("-", "N/A") else "")
-                gpu = mig_entity(gpu, _gpu_index(gi))
+                gpu = mig_entity(gpu, _gpu_index(gi, "gi (GPU instance id)"))
+                first_ci = cis.setdefault(gpu, ci)
+                if ci != first_ci:  # one entity per GPU instance: its first compute instance
+                    why = (f"compute instance ci={ci} of GPU {row['gpu']} gi={gi} not imported "
+                           f"(the GPU instance is read from its ci={first_ci} rows)")
+                    skipped.append((n, why))
+                    continue
             elif ci not in ("-", "N/A"):
                 raise ValueError(f"compute instance {ci!r} without a GPU instance")
             rec: dict = {"host": host, "gpu": gpu, "uuid": uuid, "_line": n}
@@ -832,9 +859,9 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
             if "gpu" not in labels:
                 raise ValueError("no gpu label")
             gpu = _gpu_index(labels["gpu"])
-            mig = labels.get("GPU_I_ID", "")
+            mig = labels.get("GPU_I_ID", "").strip()
             if mig:  # a MIG GPU instance: its own entity under GPU ``gpu``
-                gpu = mig_entity(gpu, _gpu_index(mig))
+                gpu = mig_entity(gpu, _gpu_index(mig, "GPU_I_ID"))
             value = float(smp.value)
             if math.isinf(value) or value < 0:
                 raise ValueError(f"value {smp.value!r} out of range")
@@ -934,7 +961,7 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             skipped.append((n, f"expected {len(fields)} fields, got {len(toks)}: {_short(s)}"))
             continue
         try:
-            gpu = _gpu_index(ident)
+            gpu = _gpu_index(ident, "GPU-I entity id" if kind == "GPU-I" else "gpu index")
             rec: dict = {"host": host, "gpu": gpu, "uuid": "", "_line": n}
             if kind == "GPU-I":  # its parent GPU is settled below, once every row is read
                 rec["_gi"] = gpu
@@ -993,7 +1020,7 @@ def _parse_tealeaves_csv(text: str, *, host: str
         try:
             if not _RE_NUMBER.match(row["timestamp"].lstrip("-")):
                 raise ValueError(f"bad timestamp {row['timestamp']!r}")
-            rec: dict = {"gpu": _gpu_index(row["gpu"]), "timestamp": float(row["timestamp"]),
+            rec: dict = {"gpu": _entity(row["gpu"]), "timestamp": float(row["timestamp"]),
                          "host": row.get("host") or host, "uuid": row.get("uuid", ""),
                          "_line": n}
             if not math.isfinite(rec["timestamp"]):

@@ -132,9 +132,12 @@ def peers(gpus) -> list[int]:
     """The entities compared with one another (imbalance, hot set, across-GPU statistics):
     every GPU and MIG instance of ``gpus`` except a whole GPU whose instances are among them,
     since its reading is theirs together (DCGM's GPU row next to its GPU-I rows): comparing
-    it with them would count the same work twice.  Order kept."""
+    it with them would count the same work twice.  With instances of an unnamed GPU among
+    them, every whole GPU is left out (any of them may be theirs).  Order kept."""
     gs = [int(g) for g in gpus]
     parents = {mig_parent(g)[0] for g in gs if g >= MIG_BASE}
+    if None in parents:  # instances of GPUs the source did not name: any GPU may hold them
+        return [g for g in gs if g >= MIG_BASE]
     return [g for g in gs if g >= MIG_BASE or g not in parents]
 
 

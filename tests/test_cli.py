@@ -269,7 +269,7 @@ def test_classify_table_speaks_in_local_times_or_utc_with_empty_unknowns(tmp_pat
     assert "imbalance: n/a (no decode window" in r.stdout
     # placed at the file's modification time, said on stderr
     assert "no timestamps in the file: placed with its last row at its modification time" \
-        in r.stderr and "import it with --start-time" in r.stderr
+        in r.stderr and "give --start-time" in r.stderr
 
 
 def test_classify_csv_and_json_keep_epoch_times_with_integer_gpus_and_empty_unknowns(tmp_path):

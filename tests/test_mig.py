@@ -319,3 +319,35 @@ def test_the_exporter_labels_an_instance_as_dcgm_exporter_does(tmp_path):
              and 'GPU_I_ID=""' in x]
     assert len(whole) == 1 and 'gpu="0"' in whole[0]
     assert not re.search(r'gpu="10\d{5}"', text)  # no entity number leaks out as a GPU index
+
+
+def test_mig_entities_round_trip_through_a_tealeaves_csv_and_edge_rows_are_named(tmp_path):
+    s = import_text(_dcgmi_sweeps(4, (0.9, 0.1)), "dcgmi", start_time=T0).samples
+    f = tmp_path / "mig.csv"
+    s.to_csv(f, index=False)  # the schema's columns: a tealeaves CSV
+    back = import_text(f.read_text(), "tealeaves_csv")
+    assert not back.skipped and gpus_in(back.samples) == gpus_in(s)
+    near = f.read_text().replace(f",{mig_entity(0, 1)},", f",{mig_entity(0, 1) + 4096**2},")
+    res = import_text(near, "tealeaves_csv")
+    assert "neither a GPU index 0-4095 nor a MIG entity number" in res.skipped[0][1]
+    # dmon: a second compute instance of one GPU instance is named, not merged
+    text = ("# gpu    gi    ci     sm\n# Idx    ID    ID      %\n"
+            "    1     1     0     20\n    1     1     1     30\n    0     2     0     50\n")
+    res = import_text(text, "dmon", start_time=T0)
+    assert [n for n, _ in res.skipped] == [4] and "compute instance ci=1" in res.skipped[0][1]
+    assert sorted(res.samples["timestamp"]) == [T0, T0]  # one sweep, not two
+    # dcgm-exporter: a bad GPU_I_ID names the field
+    page = _exporter_page({(0, 1): 0.5}).replace('GPU_I_ID="1"', 'GPU_I_ID="abc"')
+    res = import_text(page, "prometheus", start_time=T0)
+    assert "GPU_I_ID 'abc' is not a whole number" in res.skipped[0][1]
+
+
+def test_instances_without_a_reading_have_no_verdict_and_unknown_parents_drop_whole_gpus():
+    from tealeaves.classifier.mig import balance_line
+    from tealeaves.data.schema import peers
+
+    text = "#Entity FBUSD\nID\nGPU 0 100\nGPU-I 0 10\nGPU-I 1 20\n"
+    (group,) = instance_balance(import_text(text, "dcgmi", start_time=T0).samples, 1.0)
+    assert group["uneven"] is None and "balance n/a" in balance_line(group)
+    assert peers([0, 1, mig_entity(None, 3)]) == [mig_entity(None, 3)]
+    assert peers([0, 1, mig_entity(0, 3)]) == [1, mig_entity(0, 3)]

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
-from ...data.schema import entity_short
+from ...data.schema import entity_name, entity_short
 from .args import add_file_reading, classifier_window, file_reading, upto
 from .common import add_utc_flag, fail, na, plural, time_text
 
@@ -172,10 +172,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
               f"{na(timed['windows'])}, 0.1-s segments "
               + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
         for st in score["stretches"]:
+            hot = entity_name(st["hot_gpu"])
             print(f"  skewed decode {time_text(st['start'], args.utc)} to "
-                  f"{time_text(st['end'], args.utc)} (GPU {st['hot_gpu']} hot): "
-                  f"{st['flagged_right']:.0%} of {st['windows']} windows flagged GPU "
-                  f"{st['hot_gpu']}")
+                  f"{time_text(st['end'], args.utc)} ({hot} hot): "
+                  f"{st['flagged_right']:.0%} of {st['windows']} windows flagged {hot}")
     return 0
 
 
@@ -237,6 +237,7 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
         ValueError: not a ``/metrics`` page (names the file).
     """
     from ...classifier.server_balance import (
+        balancedness_line,
         balancedness_series,
         expert_heatmap,
         expert_line,
@@ -266,7 +267,10 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
         lines.append(f"  {expert_line(heat, balancedness_series(frame))}")
         out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                                  for k, v in heat.items()}
-    if spread is None and heat is None:
+    bal = balancedness_series(frame)
+    if heat is None and len(bal):
+        lines.append(f"  {balancedness_line(bal)}")
+    if spread is None and heat is None and not len(bal):
         lines.append("  no DP ranks (dp_rank/engine labels) and no eplb metrics in it")
     return {"lines": lines, "json": out}
 

@@ -160,6 +160,7 @@ def page_summary(page: dict) -> dict:
     came from, and per DP rank the mean generation throughput, running and queued requests
     and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
     from ...classifier.server_balance import (
+        balancedness_line,
         balancedness_series,
         expert_heatmap,
         expert_line,
@@ -175,8 +176,12 @@ def page_summary(page: dict) -> dict:
              for x in (spread["ranks"] if spread else [])]
     heat = expert_heatmap(f)
     experts = None
+    bal = balancedness_series(f)
+    if heat is None and len(bal):  # the server's balancedness without its heatmap
+        own, passes = server_balancedness(bal)
+        experts = {"server_balancedness": own, "server_passes": passes,
+                   "line": balancedness_line(bal)}
     if heat is not None:
-        bal = balancedness_series(f)
         own, passes = server_balancedness(bal)
         experts = {"layers": len(heat["layers"]), "ranks": len(heat["ranks"]),
                    "balancedness": heat["balancedness"], "hot_rank": heat["hot_rank"],
@@ -218,7 +223,7 @@ def print_page(p: dict, utc: bool) -> None:
         if p["uneven_ranks"]:
             far = [x for x in p["dp_ranks"] if x["dp_rank"] in p["uneven_ranks"]]
             print("  UNEVEN DP ranks: " + ", ".join(
-                f"rank {x['dp_rank']} at {x['vs_mean']:.2f}x the ranks' mean" for x in far))
+                f"rank {x['dp_rank']} at {x['vs_median']:.2f}x the ranks' median" for x in far))
     ex = p.get("expert_balance")
     if ex:
         print(f"  {ex['line']}")

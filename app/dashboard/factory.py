@@ -142,7 +142,7 @@ def page_layout(live: LiveView, config: DashboardConfig) -> html.Div:
                                               "presets": [span for _, _, span in PRESETS]}),
         *[dcc.Store(id=sid, data=None) for sid in (
             ids.BUSY, ids.ACTION, ids.HOVER_T, ids.CLICK_T, ids.SELECTED, ids.SHOT_SELECTED,
-            ids.SHOT_BATCH, ids.PAGE_TZ)],
+            ids.SHOT_BATCH, ids.PAGE_TZ, ids.SERVER_KEY)],
         dcc.Store(id=ids.PULL, data=0),
         dcc.Store(id=ids.PAGE, data="live"),
         dcc.Store(id=ids.SHOTS_VERSION, data=0),
@@ -418,23 +418,24 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
     """The balance panel: every 3 s, the MIG instances' balance, the DP-rank spread and
     SGLang's expert balance of the range on screen (from its windows and its stored
     ``/metrics`` scrapes); hidden when it holds none.  Recomputed only when the range, its
-    windows or the scrapes in it change."""
+    windows or the scrapes in it change (the key of what a page shows is kept in the page)."""
     from ...classifier.mig import load_balance
     from ...classifier.server_balance import BALANCE_SERIES
     from .actions import shown_range
     from .server_panel import server_panel
 
-    last: dict = {}
-
     @app.callback(output={"style": Output(ids.SERVER_PANEL, "style"),
                           "body": Output(ids.SERVER_BODY, "children"),
                           "figure": Output(ids.EXPERT_GRAPH, "figure"),
-                          "graph_style": Output(ids.EXPERT_GRAPH, "style")},
+                          "graph_style": Output(ids.EXPERT_GRAPH, "style"),
+                          "key": Output(ids.SERVER_KEY, "data")},
                   inputs={"_n": Input(ids.CLUSTER_TICK, "n_intervals")},
-                  state={"state": State(ids.CURSOR, "data"), "tz": State(ids.PAGE_TZ, "data")})
-    def _server(_n, state, tz):
+                  state={"state": State(ids.CURSOR, "data"), "tz": State(ids.PAGE_TZ, "data"),
+                         "shown": State(ids.SERVER_KEY, "data")})
+    def _server(_n, state, tz, shown):
         nu = dash.no_update
-        hidden = {"style": {"display": "none"}, "body": [], "figure": nu, "graph_style": nu}
+        hidden = {"style": {"display": "none"}, "body": [], "figure": nu, "graph_style": nu,
+                  "key": None}
         try:
             t0, t1 = shown_range(live, state or {})
         except ValueError:
@@ -443,16 +444,16 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
         loads = _mig_loads(live, t0, t1)
         key = (t0, t1, len(frame), float(frame["timestamp"].max()) if len(frame) else 0.0, tz,
                loads.shape)
-        if last.get("key") == key:
+        page_key = repr(key)
+        if shown == page_key:  # this page shows it already
             raise dash.exceptions.PreventUpdate
-        last["key"] = key
         out = server_panel(frame, page_zone(tz), load_balance(loads), (t0, t1))
         if out is None:
-            return hidden
+            return {**hidden, "key": page_key}
         body, fig = out
         return {"style": {}, "body": body, "figure": fig if fig is not None else nu,
                 "graph_style": {"height": f"{fig.layout.height}px"} if fig is not None
-                else {"display": "none"}}
+                else {"display": "none"}, "key": page_key}
 
 
 def _mig_loads(live: LiveView, t0: float, t1: float):

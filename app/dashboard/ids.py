@@ -126,3 +126,5 @@ CLIENT_CONFIG = "tl-client-config"
 SERVER_PANEL = "tl-server-panel"
 SERVER_BODY = "tl-server-body"
 EXPERT_GRAPH = "tl-expert-graph"
+#: What the page's balance panel shows (its range and data), so an unchanged one is not sent.
+SERVER_KEY = "tl-server-key"

@@ -13,11 +13,14 @@ from dash import html
 
 from ...classifier.mig import balance_line
 from ...classifier.server_balance import (
-    RANK_SPREAD,
+    balancedness_line,
     balancedness_series,
     expert_heatmap,
+    heat_size,
+    heat_verdict,
     rank_spread,
     server_balancedness,
+    spread_line,
 )
 from ..figures.eplb import eplb_figure
 from .timefmt import clock
@@ -38,7 +41,7 @@ def _engine(s: dict) -> str:
 
 def rank_table(s: dict, zone: ZoneInfo) -> html.Div:
     """The per-rank table of ``rank_spread``'s answer ``s``, its header naming the label, the
-    scrapes and their span; a rank off the mean by more than ``RANK_SPREAD`` is marked."""
+    scrapes and their span; a rank off the median by more than ``RANK_SPREAD`` is marked."""
     head = html.Tr([html.Th(x) for x in (s["rank_label"], "gen tok/s", "run", "queue",
                                           "accept", "× mean")])
     rows = []
@@ -47,11 +50,9 @@ def rank_table(s: dict, zone: ZoneInfo) -> html.Div:
         rows.append(html.Tr(className="tl-hot-row" if off else "", children=[
             html.Td(r["rank"]), html.Td(_n(r["gen_throughput_tok_s"])),
             html.Td(_n(r["running_req"], ".1f")), html.Td(_n(r["queue_req"], ".1f")),
-            html.Td(_n(r["accept_len"], ".2f")), html.Td(_n(r["vs_mean"], ".2f"))]))
-    far = [r for r in s["ranks"] if r["rank"] in s["uneven_ranks"]]
-    verdict = ("UNEVEN: " + ", ".join(f"rank {r['rank']} at {r['vs_mean']:.2f}× the ranks' "
-                                      f"mean throughput" for r in far)
-               if far else f"even: every rank within {RANK_SPREAD:.0%} of the mean throughput")
+            html.Td(_n(r["accept_len"], ".2f")), html.Td(_n(r["vs_median"], ".2f"))]))
+    far = bool(s["uneven_ranks"])
+    verdict = spread_line(s).split("; ", 1)[1]  # "UNEVEN: ...", "even (...)" or "n/a (...)"
     return html.Div(id="tl-server-ranks", children=[
         html.Div(f"DP ranks · {_engine(s)} /metrics, {s['scrapes']} scrape"
                  f"{'s' if s['scrapes'] != 1 else ''}, {_when(s['span'], zone)} (means)",
@@ -72,10 +73,9 @@ def expert_text(heat: dict, bal, zone: ZoneInfo) -> html.Div:
     tail = (f"; the server's eplb_balancedness {own:.2f} over {passes:,.0f} passes"
             if math.isfinite(own) else "")
     return html.Div([
-        html.Div(f"Expert balance · sglang:eplb_gpu_physical_count, {len(heat['layers'])} "
-                 f"layers × {len(heat['ranks'])} GPU ranks, {basis}", className="tl-muted"),
-        html.Div(f"balancedness {_n(heat['balancedness'], '.2f')} (mean/max over ranks); most "
-                 f"load on GPU rank {heat['hot_rank']}{tail}", id="tl-expert-verdict"),
+        html.Div(f"Expert balance · sglang:eplb_gpu_physical_count, {heat_size(heat, '×')}, "
+                 f"{basis}", className="tl-muted"),
+        html.Div(f"{heat_verdict(heat)}{tail}", id="tl-expert-verdict"),
     ])
 
 
@@ -97,7 +97,9 @@ def server_panel(frame, zone: ZoneInfo, mig: list[dict] | None = None,
     None when there are no MIG groups, two ranks nor eplb buckets."""
     spread = rank_spread(frame) if len(frame) else None
     heat = expert_heatmap(frame) if len(frame) else None
-    if spread is None and heat is None and not mig:
+    bal = balancedness_series(frame) if len(frame) else None
+    alone = heat is None and bal is not None and len(bal)  # balancedness, no heatmap
+    if spread is None and heat is None and not alone and not mig:
         return None
     children: list = []
     if mig:
@@ -105,8 +107,11 @@ def server_panel(frame, zone: ZoneInfo, mig: list[dict] | None = None,
     if spread is not None:
         children.append(rank_table(spread, zone))
     fig = None
+    if alone:
+        children.append(html.Div([html.Div("Expert balance · sglang:eplb_balancedness",
+                                           className="tl-muted"),
+                                  html.Div(balancedness_line(bal), id="tl-expert-verdict")]))
     if heat is not None:
-        bal = balancedness_series(frame)
         children.append(expert_text(heat, bal, zone))
         fig = eplb_figure(heat["layers"], heat["ranks"], heat["counts"],
                           bal["timestamp"].to_numpy(dtype=float),

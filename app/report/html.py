@@ -14,6 +14,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
+from ...classifier.server_balance import heat_size, heat_verdict
 from ...data.schema import entity_name
 from ..figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
 from ..figures.eplb import eplb_figure
@@ -110,7 +111,7 @@ idlest by 20 points and the mean by 15 %.</div>
 {% if d.server_ranks %}
 <h2>Server DP ranks</h2>
 <div class="muted">{{ rank_source }}: each rank's means over the scrapes; a rank more than 20 %
-from the ranks' mean generation throughput is marked.</div>
+from the ranks' median generation throughput is marked.</div>
 <table><thead><tr><th>{{ d.server_ranks.rank_label }}</th><th>gen tok/s</th><th>running</th>
 <th>queued</th><th>accept len</th><th>× mean</th></tr></thead><tbody>
 {% for r in rank_rows %}<tr{% if r.hot %} class="hot"{% endif %}><td>{{ r.rank }}</td>
@@ -122,8 +123,7 @@ from the ranks' mean generation throughput is marked.</div>
 {% if d.expert_balance %}
 <h2>Expert balance (SGLang eplb metrics{{ '' if d.experts else '; no expert dump given' }})</h2>
 <div class="muted">{{ eplb_source }}</div>
-<p>Balancedness {{ eplb_bal }} (mean/max of the GPU ranks' summed expert selections); most
-load on GPU rank {{ d.expert_balance.hot_rank }}.{{ eplb_own }}</p>
+<p>{{ eplb_verdict }} (of the GPU ranks' summed expert selections).{{ eplb_own }}</p>
 <div class="fig">{{ fig_eplb }}</div>
 {% endif %}
 
@@ -507,17 +507,19 @@ def _server_balance_parts(d: dict, print_layout: bool) -> dict:
                              "run": _f(r["running_req"], ".1f"),
                              "queue": _f(r["queue_req"], ".1f"),
                              "accept": _f(r["accept_len"], ".2f"),
-                             "vs": _f(r["vs_mean"], ".2f")} for r in sr["ranks"]]
+                             "vs": _f(r["vs_median"], ".2f")} for r in sr["ranks"]]
     eb = d.get("expert_balance")
     if eb:
         t0, t1 = eb["span"]
         basis = ("the increase between the first and last scrape" if eb["basis"] == "increase"
                  else "counts since the server started")
-        out["eplb_source"] = (f"{eb['source']}, {len(eb['layers'])} layers × "
-                              f"{len(eb['ranks'])} GPU ranks, {basis}; {_utc_text(t0)} to "
+        out["eplb_source"] = (f"{eb['source']}, {heat_size(eb, '×')}, {basis}; "
+                              f"{_utc_text(t0)} to "
                               f"{_utc_text(t1)} UTC{_outside(d, t0, t1)}. Each cell: the "
                               f"rank's share of the layer's expert selections.")
-        out["eplb_bal"] = _f(eb["balancedness"], ".2f")
+        out["eplb_verdict"] = heat_verdict(
+            {**eb, "balancedness": math.nan if eb["balancedness"] is None
+             else eb["balancedness"]})
         own = [(x["balancedness"], x["passes"]) for x in eb["server_balancedness"]
                if x["balancedness"] is not None and (x["passes"] or 0) > 0]
         if own:
