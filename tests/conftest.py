@@ -37,3 +37,39 @@ def caught_up_store(trace, path: Path):
     h = History(store, server_lag_s=0.0)
     h.update(force=True)
     return store, h
+
+
+def serve_metrics(body):
+    """A ``/metrics`` endpoint on 127.0.0.1 answering ``body`` (a text, or a function giving
+    the text of each request); returns ``(server, url)``, the caller shuts the server down."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            data = (body() if callable(body) else body).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *a):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv, f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+
+
+def open_live_page(browser, url: str, width: int = 1440, height: int = 900):
+    """A page of the dashboard at ``url`` once its figure is drawn; returns ``(page,
+    errors)``, ``errors`` the page's script errors as they come."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    gd = "document.querySelector('#tl-graph .js-plotly-plot')"
+    page.wait_for_function(f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 0",
+                           timeout=30_000)
+    return page, errors

@@ -11,9 +11,7 @@ passes, its documented form) with made-up values.
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
 
 import numpy as np
 import pytest
@@ -133,29 +131,13 @@ def test_import_of_the_page_prints_the_expert_balance(tmp_path, capsys):
     assert "the server's eplb_balancedness 0.62 over 1,000 passes" in out
 
 
-def _serve(text: str):
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = text.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    return srv, f"http://127.0.0.1:{srv.server_address[1]}/metrics"
-
-
 def test_the_dashboard_scraping_the_published_page_draws_the_layer_by_gpu_heatmap(browser):
+    from conftest import serve_metrics
+
     from tealeaves.app.dashboard import ids
     from tealeaves.app.dashboard.server import start_in_thread
 
-    srv, url = _serve(page())
+    srv, url = serve_metrics(page())
     dash_url, shutdown = start_in_thread(force_replay=True, server_metrics=url)
     try:
         pg = browser.new_page(viewport={"width": 1440, "height": 900})
@@ -236,6 +218,7 @@ def test_the_report_shows_the_rank_spread_and_the_expert_heatmap(tmp_path):
 
 
 def test_a_saved_page_with_a_slow_dp_rank_shows_its_spread_in_the_dashboard(browser, tmp_path):
+    from conftest import open_live_page
     from test_saved_metrics_page import _page
 
     from tealeaves.app.dashboard import ids
@@ -256,11 +239,7 @@ def test_a_saved_page_with_a_slow_dp_rank_shows_its_spread_in_the_dashboard(brow
     assert main(["import", str(f), "--store", str(db), "--start-time", str(t0)]) == 0
     url, shutdown = start_in_thread(store_path=db, collect=False)
     try:
-        pg = browser.new_page(viewport={"width": 1440, "height": 900})
-        pg.goto(url)
-        gd = "document.querySelector('#tl-graph .js-plotly-plot')"
-        pg.wait_for_function(f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 0",
-                             timeout=30_000)
+        pg, _ = open_live_page(browser, url)
         pg.click(f"#{ids.PRESET_ALL}")  # the whole trace: the page's two scrapes are in it
         panel = f"document.querySelector('#{ids.SERVER_PANEL}')"
         pg.wait_for_function(f"() => {panel}.innerText.includes('UNEVEN')", timeout=30_000)

@@ -214,6 +214,8 @@ def test_an_older_store_gains_the_new_column_and_keeps_its_rows(tmp_path):
 
 
 def test_the_dashboard_draws_each_instance_as_a_band_and_names_the_hot_ones(browser, tmp_path):
+    from conftest import open_live_page
+
     from tealeaves.app.dashboard import ids
     from tealeaves.app.dashboard.server import start_in_thread
 
@@ -224,13 +226,8 @@ def test_the_dashboard_draws_each_instance_as_a_band_and_names_the_hot_ones(brow
     store.close()
     url, shutdown = start_in_thread(store_path=db, collect=False)
     try:
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
+        page, errors = open_live_page(browser, url)
         gd = "document.querySelector('#tl-graph .js-plotly-plot')"
-        page.wait_for_function(f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 0",
-                               timeout=30_000)
         status = f"document.querySelector('#{ids.STATUS}').innerText"
         page.wait_for_function(f"() => {status}.includes('1 GPU, 3 MIG instances')",
                                timeout=30_000)
