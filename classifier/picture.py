@@ -1,0 +1,81 @@
+"""A verdict from a picture alone: is the load on the GPUs it shows uniform or uneven, which
+GPUs form the hot set, and what the counters it prints can and cannot say.
+
+The hot-set rule is the classifier's (``classifier.imbalance``): a GPU is hot when its load is
+at least ``THRESHOLD`` times the mean of the GPUs shown *and* ``FLOOR`` points above it; a
+picture whose busiest GPU is under ``IDLE_PCT`` shows idle GPUs (uniform).  The load is the
+utilization printed (GPU-Util, dmon's ``sm``, gpustat's %); where a GPU's is not read, its
+power over its limit stands in.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: A GPU this many times the mean load of the GPUs shown is hot (``ImbalanceDetector``'s
+#: default threshold).
+THRESHOLD = 1.15
+#: ... and at least this many points above the mean (the noise of equal GPUs: a few points).
+FLOOR = 10.0
+#: Under this busiest load (%) the GPUs are idle.
+IDLE_PCT = 10.0
+#: Power at or above this share of its limit counts as near the limit.
+NEAR_LIMIT = 0.85
+
+#: What utilization cannot tell, said with every verdict.
+LIMITS_NOTE = ("Utilization alone does not separate prefill from decode: both keep kernels "
+               "running. Tensor-pipe and DRAM activity (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / "
+               "DRAM_ACTIVE, or GPM) would: prefill leans on the tensor pipes, decode on "
+               "memory bandwidth.")
+
+
+def loads_of(gpus: dict[int, dict]) -> dict[int, float]:
+    """Each GPU's load (%) from its values (``data.screen_read.FIELDS``): utilization, else
+    power over its limit; a GPU with neither is left out."""
+    out = {}
+    for g, v in gpus.items():
+        u = v.get("util_pct")
+        if u is not None and math.isfinite(u):
+            out[g] = float(u)
+        elif v.get("power_w") and v.get("power_limit_w"):
+            out[g] = 100.0 * v["power_w"] / v["power_limit_w"]
+    return out
+
+
+def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dict:
+    """The verdict of one region's GPUs.
+
+    Args:
+        loads: ``{gpu: load %}`` (``loads_of``).
+        gpus: the values read (for the power reading), optional.
+
+    Returns:
+        ``{"pattern": "uniform"|"uneven"|"idle"|"n/a", "hot_set": [gpus], "mean_load",
+        "text", "limits"}``: ``text`` says what the counters suggest, ``limits`` what a
+        picture cannot tell (``LIMITS_NOTE``).
+    """
+    if not loads:
+        return {"pattern": "n/a", "hot_set": [], "mean_load": math.nan,
+                "text": "no GPU load read: no verdict", "limits": LIMITS_NOTE}
+    mean = sum(loads.values()) / len(loads)
+    if max(loads.values()) < IDLE_PCT:
+        return {"pattern": "idle", "hot_set": [], "mean_load": mean,
+                "text": f"every GPU under {IDLE_PCT:.0f} %: idle", "limits": LIMITS_NOTE}
+    hot = sorted(g for g, v in loads.items() if v >= THRESHOLD * mean and v >= mean + FLOOR)
+    near = []
+    for v in (gpus or {}).values():
+        if v.get("power_w") and v.get("power_limit_w"):
+            near.append(v["power_w"] / v["power_limit_w"] >= NEAR_LIMIT)
+    if not hot:
+        text = f"uniform: every GPU near the mean load of {mean:.0f} %"
+        if near and all(near):
+            text += ", all near their power limit: compute-bound on every GPU"
+        return {"pattern": "uniform", "hot_set": [], "mean_load": mean, "text": text,
+                "limits": LIMITS_NOTE}
+    cold = [v for g, v in loads.items() if g not in hot]
+    text = (f"uneven: GPU{'s' if len(hot) > 1 else ''} {', '.join(map(str, hot))} busy "
+            f"({min(loads[g] for g in hot):.0f}-{max(loads[g] for g in hot):.0f} %) while "
+            f"the other {len(cold)} wait ({min(cold):.0f}-{max(cold):.0f} %): a straggler or "
+            f"an imbalance of work")
+    return {"pattern": "uneven", "hot_set": hot, "mean_load": mean, "text": text,
+            "limits": LIMITS_NOTE}

@@ -1,0 +1,292 @@
+"""Read a screenshot of a GPU monitor: which tool it shows and each GPU's printed values.
+
+Pictures of ``nvidia-smi`` (its default table), ``nvidia-smi dmon``, ``nvitop`` (its device
+panel) and ``gpustat`` are read with Tesseract (Debian's ``tesseract-ocr``, through
+``pytesseract``): the picture is made dark-on-light and enlarged (terminal text is 10-14 px
+tall; Tesseract reads best at 20-30 px), read line by line with each word's confidence, and
+the lines are parsed by the tool's own layout.  The same parsers read the tool's text as
+printed (:func:`parse_text`), which is how the test pictures' printed values are known.
+
+Values (``FIELDS``): ``util_pct`` (GPU-Util / sm %), ``power_w`` and ``power_limit_w``,
+``mem_used_mib`` and ``mem_total_mib``, ``temp_c``.  Each comes with a confidence, 0-1: the
+lowest Tesseract word confidence of its line.  A value not printed, or not read, is absent:
+never a guess, never 0.
+
+OCR confusions inside numbers are undone where a number must stand (``O``/``o``/``@``/``©``
+for ``0``, ``l``/``I``/``|`` for ``1``, ``S`` for ``5``, ``B`` for ``8``); nothing else is
+corrected.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+#: The values read per GPU, with their units.
+FIELDS: dict[str, str] = {"util_pct": "%", "power_w": "W", "power_limit_w": "W",
+                          "mem_used_mib": "MiB", "mem_total_mib": "MiB", "temp_c": "°C"}
+#: The tools recognised, by the marks they print.
+TOOLS: tuple[str, ...] = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat")
+#: Scale factor applied before OCR (terminal glyphs of 10-14 px become 30-42 px).
+OCR_SCALE = 4
+#: Tesseract's settings: one block of text (``--psm 6``), and no glyph a monitor's numbers
+#: never hold that a dotted or slashed zero is misread as (``@``, ``®``, ``©``, ``)``): the
+#: engine then takes its next guess, ``0``.
+OCR_CONFIG = "--psm 6 -c tessedit_char_blacklist=@®©()"
+
+
+class ScreenReadError(ValueError):
+    """A picture that cannot be read at all (not an image, no OCR engine); names what."""
+
+
+@dataclass
+class GpuReading:
+    """One GPU's values as printed (``FIELDS``) and their confidences (0-1)."""
+
+    gpu: int
+    values: dict[str, float] = field(default_factory=dict)
+    confidence: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class PictureReading:
+    """What a picture shows: ``tool`` (one of ``TOOLS``, or None), ``gpus`` (in the order
+    printed), the text read and ``notes`` (what was not read, and why)."""
+
+    tool: str | None
+    gpus: list[GpuReading]
+    text: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+# -- text ----------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b(?:\[[0-9;?>=]*[A-Za-z]|P[^\x1b]*\x1b\\|\][^\x07]*\x07|[()][A-Z0-9])")
+_DIGIT_FIX = str.maketrans({"O": "0", "o": "0", "@": "0", "©": "0", "D": "0", "Q": "0",
+                            "l": "1", "I": "1", "|": "1", "i": "1", "S": "5", "s": "5",
+                            "B": "8", "Z": "2", "z": "2", "g": "9", "G": "6"})
+_NUM = r"[0-9OoQD@©lI|iSsBZzgG]"
+
+
+def _n(tok: str) -> float:
+    """A number OCR may have garbled in known ways (``_DIGIT_FIX``)."""
+    return float(tok.translate(_DIGIT_FIX).replace(",", ""))
+
+
+def strip_ansi(text: str) -> str:
+    """``text`` without terminal escape sequences (colours, cursor queries, DCS strings)."""
+    return _ANSI.sub("", text).replace("\r", "")
+
+
+def which_tool(text: str) -> str | None:
+    """The monitor whose marks ``text`` carries (``TOOLS``), or None."""
+    t = text.upper()
+    if "NVITOP" in t:
+        return "nvitop"
+    if "NVIDIA-SMI" in t or ("PWR:USAGE/CAP" in t.replace(" ", "") and "MEMORY-USAGE" in t):
+        return "nvidia-smi"
+    if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t):
+        return "nvidia-smi dmon"
+    if re.search(r"\[\s*" + _NUM + r"{1,2}\s*\]\s+\S.*\|\s*" + _NUM + r"+\s*°?\s*[C©]", t):
+        return "gpustat"
+    return None
+
+
+# the table's second line of a GPU: fan, temp, perf, power/cap | memory | util
+_SMI_ROW2 = re.compile(
+    r"(?:N/?A|" + _NUM + r"+\s*%)\s+(" + _NUM + r"+)\s*[C©]\s+P\s*" + _NUM + r"+\s+"
+    r"(" + _NUM + r"+)\s*[Ww]{1,2}\s*/\s*(" + _NUM + r"+)\s*[Ww].*?"
+    r"(" + _NUM + r"+(?:\.\d+)?)\s*(MiB|GiB|B)\s*/\s*(" + _NUM + r"+(?:\.\d+)?)\s*(MiB|GiB)"
+    r".*?(" + _NUM + r"+)\s*%")
+_SMI_ROW1 = re.compile(r"^[|│!\[{(]?\s*(" + _NUM + r"{1,2})?\s+[^\s|│]?(?:NVIDIA|Tesla|Quadro|"
+                       r"H\d|A\d|GeForce|RTX|L\d|B\d|GH|GB)(?!-SMI)", re.IGNORECASE)
+_GPUSTAT = re.compile(
+    r"\[\s*(" + _NUM + r"{1,2})\s*\].*?\|\s*(" + _NUM + r"+)\s*°?\s*[C©],?\s*(" + _NUM +
+    r"+)\s*%(?:\s*,\s*(" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?\s*\|\s*(" + _NUM +
+    r"+)\s*/\s*(" + _NUM + r"+)\s*MB")
+
+_UNIT_MIB = {"MiB": 1.0, "GiB": 1024.0, "B": 1.0 / 2**20}
+
+
+def _smi(lines: list[tuple[str, float]]) -> list[GpuReading]:
+    """nvidia-smi's and nvitop's device blocks: an index line, then the values line.  A
+    values line not under an index line (the OCR lost it) is left out."""
+    out: list[GpuReading] = []
+    index: int | None = None
+    for line, conf in lines:
+        m1 = _SMI_ROW1.search(line.strip())
+        if m1:
+            # an index the OCR lost: the next one (the tools list GPUs in index order)
+            index = (int(_n(m1.group(1))) if m1.group(1) else
+                     (out[-1].gpu + 1 if out else 0))
+            continue
+        m2 = _SMI_ROW2.search(line)
+        if m2 and index is not None:
+            temp, pw, cap, used, u_unit, total, t_unit, util = m2.groups()
+            vals = {"temp_c": _n(temp), "power_w": _n(pw), "power_limit_w": _n(cap),
+                    "mem_used_mib": _n(used) * _UNIT_MIB[u_unit],
+                    "mem_total_mib": _n(total) * _UNIT_MIB[t_unit], "util_pct": _n(util)}
+            out.append(GpuReading(index, vals, dict.fromkeys(vals, conf)))
+            index = None
+    return out
+
+
+def _gpustat(lines: list[tuple[str, float]]) -> list[GpuReading]:
+    out = []
+    for line, conf in lines:
+        m = _GPUSTAT.search(line)
+        if not m:
+            continue
+        g, temp, util, pw, cap, used, total = m.groups()
+        vals = {"temp_c": _n(temp), "util_pct": _n(util), "mem_used_mib": _n(used),
+                "mem_total_mib": _n(total)}
+        if pw is not None:
+            vals.update(power_w=_n(pw), power_limit_w=_n(cap))
+        out.append(GpuReading(int(_n(g)), vals, dict.fromkeys(vals, conf)))
+    return out
+
+
+def _dmon(lines: list[tuple[str, float]]) -> list[GpuReading]:
+    """The last sweep on screen: the newest row of each GPU under the last header."""
+    names: list[str] | None = None
+    latest: dict[int, GpuReading] = {}
+    for line, conf in lines:
+        s = line.strip()
+        if s.startswith("#"):
+            toks = s.lstrip("#").lower().split()
+            if "gpu" in toks:
+                names = toks
+            continue
+        if names is None:
+            continue
+        toks = s.split()
+        if len(toks) != len(names):
+            continue
+        row = dict(zip(names, toks, strict=True))
+        try:
+            g = int(_n(row["gpu"]))
+            vals = {}
+            for col, key in (("pwr", "power_w"), ("gtemp", "temp_c"), ("sm", "util_pct")):
+                if col in row and row[col] not in ("-", "N/A"):
+                    vals[key] = _n(row[col])
+            if "fb" in row and row["fb"] not in ("-", "N/A"):
+                vals["mem_used_mib"] = _n(row["fb"])
+        except (ValueError, KeyError):
+            continue
+        latest[g] = GpuReading(g, vals, dict.fromkeys(vals, conf))
+    return [latest[g] for g in sorted(latest)]
+
+
+_PARSERS = {"nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon}
+
+
+def parse_lines(lines: list[tuple[str, float]]) -> tuple[str | None, list[GpuReading]]:
+    """The tool and the GPUs of a screen given as ``(line, confidence)`` pairs."""
+    text = "\n".join(t for t, _ in lines)
+    tool = which_tool(text)
+    if tool is None:
+        return None, []
+    return tool, _PARSERS[tool](lines)
+
+
+def parse_text(text: str) -> tuple[str | None, list[GpuReading]]:
+    """The tool and the GPUs of a monitor's text as printed (escapes are removed first);
+    every confidence is 1."""
+    return parse_lines([(ln, 1.0) for ln in strip_ansi(text).splitlines()])
+
+
+# -- pictures ------------------------------------------------------------------------------
+
+def _prepare(img) -> object:
+    """Dark text on a light ground, enlarged ``OCR_SCALE`` times: the brightest channel of
+    each pixel (coloured text on a dark terminal reads as text), inverted when the ground is
+    dark."""
+    from PIL import Image
+
+    a = np.asarray(img.convert("RGB"), dtype=np.float32)
+    lum = a.max(axis=2)
+    if np.median(lum) < 128:  # a dark terminal: text is what is bright
+        g = 255.0 - np.clip(lum * 1.4, 0, 255)
+    else:
+        g = a.min(axis=2)
+    g = _undot_zeros(g)
+    out = Image.fromarray(g.astype(np.uint8))
+    return out.resize((out.width * OCR_SCALE, out.height * OCR_SCALE), Image.LANCZOS)
+
+
+def _undot_zeros(g: np.ndarray) -> np.ndarray:
+    """``g`` (dark text on light, 0-255) without the dot or slash inside a zero: terminal
+    fonts (DejaVu Sans Mono, Liberation Mono) dot their zeros, and Tesseract reads a dotted
+    zero as ``4)``, ``@`` or ``®``.  A small stroke wholly inside the hole of another glyph is
+    such a dot; a decimal point or a colon is inside no hole and stays."""
+    from scipy import ndimage
+
+    mask = g < 128
+    labels, n = ndimage.label(mask)
+    if n < 3:
+        return g
+    sizes = np.bincount(labels.ravel())[1:]
+    small_ids = np.flatnonzero(sizes < 0.3 * np.median(sizes)) + 1
+    if not len(small_ids):
+        return g
+    small = np.isin(labels, small_ids)
+    holes = ndimage.binary_fill_holes(mask & ~small) & ~(mask & ~small)
+    inside = ndimage.sum(holes, labels, small_ids) == sizes[small_ids - 1]
+    drop = np.isin(labels, small_ids[inside])
+    return np.where(drop, 255.0, g)
+
+
+def ocr_lines(img) -> list[tuple[str, float]]:
+    """Tesseract's lines of a prepared picture, each with its lowest word confidence (0-1).
+
+    Raises:
+        ScreenReadError: Tesseract is not installed.
+    """
+    import pytesseract
+
+    try:
+        d = pytesseract.image_to_data(img, config=OCR_CONFIG,
+                                      output_type=pytesseract.Output.DICT)
+    except pytesseract.TesseractNotFoundError as exc:
+        raise ScreenReadError("Tesseract is not installed: apt-get install tesseract-ocr") \
+            from exc
+    lines: dict[tuple, list[tuple[int, str, float]]] = {}
+    for i, word in enumerate(d["text"]):
+        if not word.strip():
+            continue
+        key = (d["block_num"][i], d["par_num"][i], d["line_num"][i])
+        lines.setdefault(key, []).append((d["left"][i], word, float(d["conf"][i])))
+    out = []
+    for key in sorted(lines):
+        words = sorted(lines[key])
+        out.append((" ".join(w for _, w, _ in words),
+                    max(0.0, min(c for _, _, c in words)) / 100.0))
+    return out
+
+
+def read_picture(data: bytes) -> PictureReading:
+    """Read a screenshot's bytes (PNG or JPEG): the tool, each GPU's values, the text.
+
+    Raises:
+        ScreenReadError: not a picture Pillow decodes, or no OCR engine.
+    """
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        img = Image.open(io.BytesIO(data))
+        img.load()
+    except (UnidentifiedImageError, OSError) as exc:
+        raise ScreenReadError(f"not a picture that can be read ({exc})") from None
+    lines = ocr_lines(_prepare(img))
+    tool, gpus = parse_lines(lines)
+    notes = []
+    if tool is None:
+        notes.append("no GPU monitor recognised (nvidia-smi, nvidia-smi dmon, nvitop, "
+                     "gpustat): nothing read")
+    elif not gpus:
+        notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
+                     f"or too small?)")
+    return PictureReading(tool, gpus, "\n".join(t for t, _ in lines), notes)

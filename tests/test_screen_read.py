@@ -1,0 +1,120 @@
+"""Reading screenshots of GPU monitors (issue 23, in progress): the parsers on the tools' real
+text (captured on an H200 by ``kernels_bench/record_monitors.sh`` on 2026-12-02), the verdict
+rule, and Tesseract on real xterm screenshots of those captures (``tests/pictures``, made by
+``tests/pictures/make_pictures.py``; their printed values and telemetry in ``truth.json``)."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from tealeaves.app.cli import main
+from tealeaves.classifier.picture import loads_of, verdict
+from tealeaves.data.screen_read import ScreenReadError, parse_text, read_picture, which_tool
+
+PICTURES = Path(__file__).with_name("pictures")
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
+                                     reason="tesseract-ocr is not installed")
+
+SMI = """Wed Dec  2 04:59:09 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+|   0  NVIDIA H200                    On  |   00000000:00:06.0 Off |                    0 |
+| N/A   58C    P0            590W /  700W |   12923MiB / 143771MiB |     97%      Default |
+|                                         |                        |             Disabled |
++-----------------------------------------+------------------------+----------------------+
+"""
+NVITOP = """Wed Dec 02 04:59:09 2026
+╒═════════════════════════════════════════════════════════════════════════════╕
+│ NVITOP 1.7.2      Driver Version: 580.159.04      CUDA Driver Version: 13.0 │
+├───────────────────────────────┬──────────────────────┬──────────────────────┤
+│ GPU  Name        Persistence-M│ Bus-Id        Disp.A │ MIG M.   Uncorr. ECC │
+│ Fan  Temp  Perf  Pwr:Usage/Cap│         Memory-Usage │ GPU-Util  Compute M. │
+╞═══════════════════════════════╪══════════════════════╪══════════════════════╡
+│   0  H200                  On │ 00000000:00:06.0 Off │ Disabled           0 │
+│ N/A   58C   P0    691W / 700W │  12923MiB / 140.4GiB │     98%      Default │
+╘═══════════════════════════════╧══════════════════════╧══════════════════════╛
+"""
+GPUSTAT = ("\x1bP+q544e\x1b\\vm              Wed Dec  2 04:59:10 2026  580.159.04\r\n"
+           "\x1b[36m[0]\x1b[0;10m \x1b[34mNVIDIA H200\x1b[0;10m |\x1b[31m 59°C\x1b[0;10m, "
+           "\x1b[1m\x1b[32m 97 %\x1b[0;10m,  \x1b[1m\x1b[35m690\x1b[0;10m / \x1b[35m700"
+           "\x1b[0;10m \x1b[35mW\x1b[0;10m | 12922 / 143771 MB | python3(12914M)\r\n")
+DMON = ("#Time         gpu    pwr  gtemp  mtemp     sm    mem    enc    dec    jpg    ofa   mclk"
+        "   pclk     fb   bar1   ccpm \n"
+        "#HH:MM:SS     Idx      W      C      C      %      %      %      %      %      %    MHz"
+        "    MHz     MB     MB     MB \n"
+        " 04:59:16       0    691     60     47     97     23      0      0      0      0   3201"
+        "   1530  12923  12924      0 \n"
+        " 04:59:17       0    689     60     47     98     23      0      0      0      0   3201"
+        "   1530  12923  12924      0 \n")
+
+
+def test_each_tools_real_text_is_parsed_to_its_printed_values():
+    tool, (g,) = parse_text(SMI)
+    assert tool == "nvidia-smi" and g.gpu == 0
+    assert g.values == {"temp_c": 58, "power_w": 590, "power_limit_w": 700,
+                        "mem_used_mib": 12923, "mem_total_mib": 143771, "util_pct": 97}
+    tool, (g,) = parse_text(NVITOP)
+    assert tool == "nvitop" and g.values["util_pct"] == 98 and g.values["power_w"] == 691
+    assert g.values["mem_total_mib"] == pytest.approx(140.4 * 1024)  # printed in GiB
+    tool, (g,) = parse_text(GPUSTAT)  # colours and terminal queries removed first
+    assert tool == "gpustat" and g.values == {"temp_c": 59, "util_pct": 97, "power_w": 690,
+                                              "power_limit_w": 700, "mem_used_mib": 12922,
+                                              "mem_total_mib": 143771}
+    tool, (g,) = parse_text(DMON)  # the newest row of each GPU
+    assert tool == "nvidia-smi dmon" and g.values == {"power_w": 689, "temp_c": 60,
+                                                      "util_pct": 98, "mem_used_mib": 12923}
+    assert which_tool("hello\nworld") is None and parse_text("hello") == (None, [])
+
+
+def test_the_verdict_names_the_hot_set_and_says_what_a_picture_cannot_tell():
+    v = verdict({0: 95.0, 1: 2.0, 2: 96.0, 3: 0.0})
+    assert v["pattern"] == "uneven" and v["hot_set"] == [0, 2]
+    assert "prefill from decode" in v["limits"]
+    assert verdict({0: 95.0, 1: 92.0})["pattern"] == "uniform"
+    assert verdict({0: 3.0, 1: 0.0})["pattern"] == "idle"
+    assert verdict({})["pattern"] == "n/a"
+    busy = {g: {"util_pct": 97.0, "power_w": 660.0, "power_limit_w": 700.0} for g in range(4)}
+    assert "power limit" in verdict(loads_of(busy), busy)["text"]
+    # a GPU whose utilization was not read: its power over its limit stands in
+    assert loads_of({0: {"power_w": 350.0, "power_limit_w": 700.0}}) == {0: 50.0}
+
+
+@needs_tesseract
+@pytest.mark.parametrize("name", ["09_nvidia-smi_8gpu.png", "23_gpustat_1gpu.png"])
+def test_a_real_screenshot_is_read_and_its_verdict_matches_the_telemetry(name):
+    truth = next(p for p in json.loads((PICTURES / "truth.json").read_text())
+                 if p["file"] == name)
+    r = read_picture((PICTURES / name).read_bytes())
+    assert r.tool == truth["tool"]
+    got = {g.gpu: g.values for g in r.gpus}
+    hits = [abs(got.get(t["gpu"], {}).get(f, -99) - t["printed"][f]) <= 1
+            for t in truth["gpus"] for f in ("util_pct", "power_w")]
+    assert sum(hits) >= 0.9 * len(hits), (got, truth["gpus"])
+    tele = verdict({t["gpu"]: t["telemetry_util_pct"] for t in truth["gpus"]})
+    mine = verdict(loads_of(got), got)
+    assert (mine["pattern"], mine["hot_set"]) == (tele["pattern"], tele["hot_set"])
+
+
+def test_what_is_not_a_monitor_or_not_a_picture_is_said_in_one_line(tmp_path, capsys):
+    with pytest.raises(ScreenReadError, match="not a picture"):
+        read_picture(b"hello")
+    blank = io.BytesIO()
+    Image.new("RGB", (200, 80), "white").save(blank, "PNG")
+    if shutil.which("tesseract"):
+        r = read_picture(blank.getvalue())
+        assert r.tool is None and not r.gpus and "no GPU monitor recognised" in r.notes[0]
+    bad = tmp_path / "x.png"
+    bad.write_bytes(b"not a png")
+    assert main(["screenshot", "read", str(bad)]) == 2
+    assert "x.png: not a picture" in capsys.readouterr().err
