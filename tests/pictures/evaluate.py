@@ -1,0 +1,68 @@
+"""Score the screenshot reader on the test set beside this file: per tool and overall, the
+share of printed utilization and power values read within 1 unit, and the share of pictures
+whose uniform/uneven + hot-set verdict matches the telemetry of that moment.
+
+Run: ``python tests/pictures/evaluate.py [--json]`` (needs tesseract-ocr; about 10 s a
+picture on one core).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from tealeaves.classifier.picture import loads_of, verdict
+from tealeaves.data.screen_read import read_picture
+
+HERE = Path(__file__).resolve().parent
+
+
+def evaluate(files: list[str] | None = None, log=print) -> dict:
+    """``{tool: {"values", "within_1", "pictures", "verdicts_match"}, "all": {...},
+    "seconds"}`` over ``truth.json`` (only ``files`` when given)."""
+    truth = json.loads((HERE / "truth.json").read_text())
+    stats: dict[str, dict] = {}
+    t0 = time.time()
+    for p in truth:
+        if files and p["file"] not in files:
+            continue
+        r = read_picture((HERE / p["file"]).read_bytes())
+        got = {g.gpu: g.values for g in r.gpus}
+        for key in (p["tool"], "all"):
+            s = stats.setdefault(key, {"values": 0, "within_1": 0, "pictures": 0,
+                                       "verdicts_match": 0})
+            s["pictures"] += 1
+            for t in p["gpus"]:
+                for f in ("util_pct", "power_w"):
+                    if f in t["printed"]:
+                        s["values"] += 1
+                        v = got.get(t["gpu"], {}).get(f)
+                        s["within_1"] += v is not None and abs(v - t["printed"][f]) <= 1
+            tele = verdict({t["gpu"]: t["telemetry_util_pct"] for t in p["gpus"]
+                            if t["telemetry_util_pct"] is not None})
+            mine = verdict(loads_of(got), got)
+            s["verdicts_match"] += (mine["pattern"], mine["hot_set"]) == (
+                tele["pattern"], tele["hot_set"])
+        log(f"{p['file']}: {r.tool}, {len(r.gpus)} of {len(p['gpus'])} GPUs read")
+    return {**stats, "seconds": time.time() - t0}
+
+
+def main(argv: list[str]) -> int:
+    res = evaluate(log=lambda s: print(s, file=sys.stderr))
+    if "--json" in argv:
+        print(json.dumps(res, indent=1))
+        return 0
+    print(f"{'tool':16s} {'pictures':>8s} {'values ±1':>10s} {'verdicts':>9s}")
+    for tool, s in res.items():
+        if tool == "seconds":
+            continue
+        print(f"{tool:16s} {s['pictures']:8d} {s['within_1'] / s['values']:10.1%} "
+              f"{s['verdicts_match'] / s['pictures']:9.1%}")
+    print(f"{res['seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
