@@ -16,12 +16,22 @@ import argparse
 import os
 import sys
 
-from . import bench, classify, collect, dashboard, doctor, evaluate, imports, report
+from . import (
+    bench,
+    classify,
+    collect,
+    dashboard,
+    doctor,
+    evaluate,
+    imports,
+    report,
+    screenshot,
+)
 from .args import zone_error
 from .common import fail, package_version
 
 #: The commands in the order ``tealeaves --help`` lists them.
-COMMANDS = (dashboard, collect, imports, doctor, classify, evaluate, report, bench)
+COMMANDS = (dashboard, collect, imports, doctor, classify, evaluate, report, screenshot, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,70 @@
+"""``tealeaves screenshot read``: what a screenshot of a GPU monitor shows, read from the
+picture alone (``data.screen_read``), and its verdict (``classifier.picture``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from .common import fail
+
+
+def read_one(path: Path) -> dict:
+    """One picture read: ``{"file", "tool", "gpus": [{"gpu", "values", "confidence"}],
+    "verdict", "notes"}``.
+
+    Raises:
+        ValueError (``ScreenReadError``): not a picture, or no OCR engine (names the file).
+    """
+    from ...classifier.picture import loads_of, verdict
+    from ...data.screen_read import FIELDS, ScreenReadError, read_picture
+
+    try:
+        r = read_picture(path.read_bytes())
+    except (ScreenReadError, OSError) as exc:
+        raise ValueError(f"{path}: {exc}") from None
+    gpus = {g.gpu: g.values for g in r.gpus}
+    return {"file": str(path), "tool": r.tool,
+            "gpus": [{"gpu": g.gpu, "values": g.values, "confidence": g.confidence}
+                     for g in r.gpus],
+            "units": FIELDS, "verdict": verdict(loads_of(gpus), gpus) if r.tool else None,
+            "notes": r.notes}
+
+
+def cmd_screenshot(args: argparse.Namespace) -> int:
+    """``tealeaves screenshot read FILE... [--json]``.  Returns the exit status (0; 2 when a
+    file cannot be read as a picture)."""
+    try:
+        out = [read_one(p) for p in args.files]
+    except ValueError as exc:
+        return fail(str(exc))
+    if args.json:
+        print(json.dumps(out, indent=1))
+        return 0
+    for r in out:
+        print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
+              f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
+        for g in r["gpus"]:
+            cells = ", ".join(f"{k} {v:g} {r['units'][k]} ({g['confidence'][k]:.0%} sure)"
+                              for k, v in g["values"].items())
+            print(f"  GPU {g['gpu']}: {cells}")
+        for note in r["notes"]:
+            print(f"  {note}")
+        if r["verdict"]:
+            print(f"  verdict (the whole picture): {r['verdict']['text']}")
+            print(f"  what it cannot tell: {r['verdict']['limits']}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    """Add ``screenshot`` (``screenshot read``) to the top-level subparsers ``sub``."""
+    s = sub.add_parser("screenshot", help="read screenshots of GPU monitors",
+                       description="Read screenshots of nvidia-smi, nvidia-smi dmon, nvitop "
+                                   "or gpustat: each GPU's printed values and a verdict, "
+                                   "from the picture alone (Tesseract OCR).")
+    ssub = s.add_subparsers(dest="action", required=True, metavar="ACTION")
+    r = ssub.add_parser("read", help="print what each picture shows")
+    r.add_argument("files", type=Path, nargs="+", help="PNG or JPEG screenshots")
+    r.add_argument("--json", action="store_true", help="print one JSON list")
+    r.set_defaults(func=cmd_screenshot)
