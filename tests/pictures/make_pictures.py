@@ -14,11 +14,15 @@ the font, each GPU's printed values (``data.screen_read.parse_text`` of the text
 and its telemetry at that moment (utilization from the ``nvidia-smi dmon`` stream recorded
 beside it, mean over the capture's second, %).
 
-Run (needs Xvfb, xterm, scrot): ``python tests/pictures/make_pictures.py RUN_DIR...``.
+The captures of the two runs used are in ``captures/run1`` and ``captures/run3`` (gzip'd, with
+the workload's labels; run 3 also with the collector's trace).  Run (needs Xvfb, xterm,
+scrot; ``DISPLAY`` an Xvfb screen of 1800x1100): ``python tests/pictures/make_pictures.py
+tests/pictures/captures/run1 tests/pictures/captures/run3``.
 """
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import random
@@ -43,9 +47,15 @@ _QUERIES = re.compile(rb"\x1bP[^\x1b]*\x1b\\|\x1b\[6n|\x1b\[>q|\x1b\[\?[0-9;]*[h
 DMON_HEADER: list[str] = []
 
 
+def _text(path: Path) -> str:
+    """A capture file, plain or gzip'd (``captures/`` keeps them gzip'd)."""
+    gz = path.with_name(path.name + ".gz")
+    return gzip.decompress(gz.read_bytes()).decode() if gz.exists() else path.read_text()
+
+
 def load(run: Path) -> tuple[list[dict], list[dict]]:
-    caps = [json.loads(x) for x in (run / "captures.jsonl").read_text().splitlines()]
-    dmon = [json.loads(x) for x in (run / "dmon.jsonl").read_text().splitlines()]
+    caps = [json.loads(x) for x in _text(run / "captures.jsonl").splitlines()]
+    dmon = [json.loads(x) for x in _text(run / "dmon.jsonl").splitlines()]
     if not DMON_HEADER:
         DMON_HEADER.extend(d["line"] for d in dmon if d["line"].startswith("#"))
     for c in caps:
