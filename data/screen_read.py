@@ -90,7 +90,7 @@ def which_tool(text: str) -> str | None:
         return "nvidia-smi"
     if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t):
         return "nvidia-smi dmon"
-    if re.search(r"\[\s*" + _NUM + r"{1,2}\s*\]\s+\S.*\|\s*" + _NUM + r"+\s*°?\s*[C©]", t):
+    if re.search(r"\[\s*" + _NUM + r"{0,2}\s*\]\s+\S.*\|\s*" + _NUM + r"+\s*°?\s*[C©]", t):
         return "gpustat"
     return None
 
@@ -104,7 +104,8 @@ _SMI_ROW2 = re.compile(
 _SMI_ROW1 = re.compile(r"^[|│!\[{(]?\s*(" + _NUM + r"{1,2})?\s+[^\s|│]?(?:NVIDIA|Tesla|Quadro|"
                        r"H\d|A\d|GeForce|RTX|L\d|B\d|GH|GB)(?!-SMI)", re.IGNORECASE)
 _GPUSTAT = re.compile(
-    r"\[\s*(" + _NUM + r"{1,2})\s*\].*?\|\s*(" + _NUM + r"+)\s*°?\s*[C©],?\s*(" + _NUM +
+    r"^\W{0,2}(" + _NUM + r"{1,2})?\W{0,2}\s.*?\|\s*(" + _NUM + r"+)\s*°?\s*[C©],?\s*(" +
+    _NUM +
     r"+)\s*%(?:\s*,\s*(" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?\s*\|\s*(" + _NUM +
     r"+)\s*/\s*(" + _NUM + r"+)\s*MB")
 
@@ -135,17 +136,19 @@ def _smi(lines: list[tuple[str, float]]) -> list[GpuReading]:
 
 
 def _gpustat(lines: list[tuple[str, float]]) -> list[GpuReading]:
-    out = []
+    out: list[GpuReading] = []
     for line, conf in lines:
-        m = _GPUSTAT.search(line)
+        m = _GPUSTAT.search(line.strip())
         if not m:
             continue
         g, temp, util, pw, cap, used, total = m.groups()
+        # "[7]" the OCR read as "4" or lost: the next index (gpustat lists them in order)
+        index = int(_n(g)) if g and "[" in line[:3] else (out[-1].gpu + 1 if out else 0)
         vals = {"temp_c": _n(temp), "util_pct": _n(util), "mem_used_mib": _n(used),
                 "mem_total_mib": _n(total)}
         if pw is not None:
             vals.update(power_w=_n(pw), power_limit_w=_n(cap))
-        out.append(GpuReading(int(_n(g)), vals, dict.fromkeys(vals, conf)))
+        out.append(GpuReading(index, vals, dict.fromkeys(vals, conf)))
     return out
 
 
