@@ -63,6 +63,8 @@ def test_bench_gaps_runs_small_and_the_gap_costs_no_more(tmp_path):
 
 
 def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browser, tmp_path):
+    from conftest import open_live_page
+
     from tealeaves.app.dashboard import ids
     from tealeaves.app.dashboard.server import start_in_thread
 
@@ -70,13 +72,7 @@ def test_the_session_picker_shows_one_session_of_a_store_with_a_month_gap(browse
     gap_bench.build(db, 30 * gap_bench.DAY_S)
     url, shutdown = start_in_thread(store_path=db, collect=False)
     try:
-        page = browser.new_page(viewport={"width": 1440, "height": 900})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        gd = "document.querySelector('#tl-graph .js-plotly-plot')"
-        page.wait_for_function(f"() => {gd} && {gd}._fullData && {gd}._fullData.length > 0",
-                               timeout=30_000)
+        page, errors = open_live_page(browser, url)
         page.click(f"#{ids.PRESET_ALL}")
         note = f"document.querySelector('#{ids.VIEW_NOTE}').innerText"
         page.wait_for_function(f"() => {note}.includes('2 sessions, pauses up to 30.0 d')",

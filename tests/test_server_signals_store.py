@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import http.server
 import threading
 import time
+
+from conftest import serve_metrics
 
 from tealeaves.collectors import start_server_signals
 from tealeaves.data.store import SampleStore
@@ -22,25 +23,16 @@ def test_log_lines_and_scrapes_are_stored(tmp_path):
                    "#cached-token: 0, token usage: 0.00, #running-req: 0, #queue-req: 0, \n")
     count = {"n": 0}
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            count["n"] += 1
-            body = (METRICS % (1000 * count["n"])).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
+    def body() -> str:
+        count["n"] += 1
+        return METRICS % (1000 * count["n"])
 
-        def log_message(self, *a):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    httpd, url = serve_metrics(body)
     stop = threading.Event()
     with SampleStore(tmp_path / "s.db") as store:
         threads = start_server_signals(
             store, stop, server_log=log, from_start=True,
-            server_metrics=f"http://127.0.0.1:{httpd.server_address[1]}/metrics",
+            server_metrics=url,
             interval_s=0.2)
         time.sleep(0.6)
         with log.open("a") as fh:  # a line written while collecting
