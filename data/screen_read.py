@@ -109,6 +109,10 @@ _GPUSTAT = re.compile(
     r"+)\s*%(?:\s*,\s*(" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?\s*\|\s*(" + _NUM +
     r"+)\s*/\s*(" + _NUM + r"+)\s*MB")
 
+#: A word that is a number with its unit (``47°C,``, ``12923MiB``, ``90%,``), not a name
+#: holding digits (``H200``, ``python3(12914M)``).
+_NUMERIC_WORD = re.compile(r"[\[(]?\d[\d.,:/]*[%°]?[A-Za-z]{0,3}[\]),]?")
+
 _UNIT_MIB = {"MiB": 1.0, "GiB": 1024.0, "B": 1.0 / 2**20}
 
 
@@ -265,8 +269,11 @@ def ocr_lines(img) -> list[tuple[str, float]]:
     out = []
     for key in sorted(lines):
         words = sorted(lines[key])
-        out.append((" ".join(w for _, w, _ in words),
-                    max(0.0, min(c for _, _, c in words)) / 100.0))
+        # the line's numbers are what is read: their words' confidences, not a frame
+        # character's or a coloured name's
+        nums = [c for _, w, c in words if _NUMERIC_WORD.fullmatch(w)] or \
+            [c for _, _, c in words]
+        out.append((" ".join(w for _, w, _ in words), max(0.0, min(nums)) / 100.0))
     return out
 
 

@@ -101,6 +101,9 @@ def test_a_real_screenshot_is_read_and_its_verdict_matches_the_telemetry(name):
     hits = [abs(got.get(t["gpu"], {}).get(f, -99) - t["printed"][f]) <= 1
             for t in truth["gpus"] for f in ("util_pct", "power_w")]
     assert sum(hits) >= 0.9 * len(hits), (got, truth["gpus"])
+    # a confidence is the numbers' own, not dragged to 0 by a name or a frame character
+    conf = [c for g in r.gpus for c in g.confidence.values()]
+    assert sum(conf) / len(conf) > 0.5, conf
     tele = verdict({t["gpu"]: t["telemetry_util_pct"] for t in truth["gpus"]})
     mine = verdict(loads_of(got), got)
     assert (mine["pattern"], mine["hot_set"]) == (tele["pattern"], tele["hot_set"])
