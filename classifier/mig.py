@@ -61,6 +61,17 @@ def instance_balance(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     return load_balance(load.unstack("gpu"), floor, threshold)
 
 
+def window_loads(windows: pd.DataFrame) -> pd.DataFrame:
+    """The MIG instances' loads of classified windows (``classify_samples``' ``load_g<i>``
+    columns): one row per window, one column per instance (%); empty without two
+    instances.  What ``load_balance`` reads, without going back to the samples."""
+    ids = [int(c[6:]) for c in windows.columns if c.startswith("load_g") and c[6:].isdigit()]
+    insts = [g for g in ids if mig_parent(g) is not None]
+    if len(insts) < 2:
+        return pd.DataFrame()
+    return pd.DataFrame({g: windows[f"load_g{g}"].to_numpy(dtype=float) for g in insts})
+
+
 def load_balance(table: pd.DataFrame, floor: float = SPREAD_FLOOR,
                  threshold: float = THRESHOLD) -> list[dict]:
     """``instance_balance`` of a load table already made: one row per window, one column per

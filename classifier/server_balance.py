@@ -117,6 +117,28 @@ def rank_spread(frame: pd.DataFrame) -> dict | None:
             "spread": spread}
 
 
+def read_balance(frame: pd.DataFrame) -> dict:
+    """Everything this module reads from one metrics frame, each once: ``{"spread"``
+    (``rank_spread``), ``"heat"`` (``expert_heatmap``), ``"bal"``
+    (``balancedness_series``)``}``."""
+    empty = not len(frame)
+    return {"spread": None if empty else rank_spread(frame),
+            "heat": None if empty else expert_heatmap(frame),
+            "bal": pd.DataFrame(columns=["timestamp", "balancedness", "passes"]) if empty
+            else balancedness_series(frame)}
+
+
+def balance_lines(b: dict) -> list[str]:
+    """``read_balance``'s answer in lines: the ranks' spread, the expert balance (or the
+    server's balancedness alone); none when the frame holds neither."""
+    lines = [spread_line(b["spread"])] if b["spread"] is not None else []
+    if b["heat"] is not None:
+        lines.append(expert_line(b["heat"], b["bal"]))
+    elif len(b["bal"]):
+        lines.append(balancedness_line(b["bal"]))
+    return lines
+
+
 def server_balancedness(bal: pd.DataFrame) -> tuple[float, float]:
     """``(mean balancedness, passes)`` of ``balancedness_series``'s rows, weighted by
     passes; ``(nan, 0)`` without any."""

@@ -89,7 +89,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     exit status (0; 2 bad input)."""
     from ...classifier import classify_with_segments, default_labeller, score_against_labels
     from ...classifier.evaluate import time_accuracy
-    from ...classifier.mig import balance_line, instance_balance
+    from ...classifier.mig import balance_line, load_balance, window_loads
     from ...classifier.summary import imbalance_summary
     from ...collectors.server_log import ServerLogError
     from ...data.importers import load_trace
@@ -133,7 +133,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
                     f"{time_text(windows['start'].min(), args.utc)} to "
                     f"{time_text(windows['end'].max(), args.utc)}; labels of another trace?")
     imb = imbalance_summary(windows)
-    mig = instance_balance(trace.samples, args.window)
+    mig = load_balance(window_loads(windows))  # the windows' loads: no second pass
     if args.json:
         out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
         if mig:
@@ -236,14 +236,7 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     Raises:
         ValueError: not a ``/metrics`` page (names the file).
     """
-    from ...classifier.server_balance import (
-        balancedness_line,
-        balancedness_series,
-        expert_heatmap,
-        expert_line,
-        rank_spread,
-        spread_line,
-    )
+    from ...classifier.server_balance import balance_lines, read_balance
     from .imports import metrics_file
 
     page = metrics_file(path)
@@ -258,20 +251,15 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
              f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
              + ("" if inside else "; NOT within the trace's time span: read as it is")]
-    spread, heat = rank_spread(frame), expert_heatmap(frame)
+    b = read_balance(frame)
+    spread, heat = b["spread"], b["heat"]
     out = {"file": str(path), "span": [t0, t1], "stamped": page.stamped,
            "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None}
-    if spread is not None:
-        lines.append(f"  {spread_line(spread)}")
     if heat is not None:
-        lines.append(f"  {expert_line(heat, balancedness_series(frame))}")
         out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                                  for k, v in heat.items()}
-    bal = balancedness_series(frame)
-    if heat is None and len(bal):
-        lines.append(f"  {balancedness_line(bal)}")
-    if spread is None and heat is None and not len(bal):
-        lines.append("  no DP ranks (dp_rank/engine labels) and no eplb metrics in it")
+    lines += [f"  {x}" for x in balance_lines(b)] or [
+        "  no DP ranks (dp_rank/engine labels) and no eplb metrics in it"]
     return {"lines": lines, "json": out}
 
 

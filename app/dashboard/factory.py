@@ -48,6 +48,7 @@ that explains it.
 
 from __future__ import annotations
 
+import math
 import re
 import sqlite3
 from pathlib import Path
@@ -457,19 +458,20 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
 
 
 def _mig_loads(live: LiveView, t0: float, t1: float):
-    """The loads of the MIG instances in the windows of ``[t0, t1]`` (windows x entities, %),
-    from the history's windows; empty when no MIG instance is stored."""
+    """The MIG instances' loads in the windows of ``[t0, t1]`` (``classifier.mig.window_loads``
+    of the history's windows of that range only); empty when no MIG instance is stored."""
     import pandas as pd
 
+    from ...classifier.mig import window_loads
     from ...data.schema import is_mig
 
-    gpus = [g for g in live.history.gpus if is_mig(g)]
-    w = live.history.windows()
-    if len(gpus) < 2 or not len(w):
+    if sum(1 for g in live.history.gpus if is_mig(g)) < 2:
         return pd.DataFrame()
-    w = w[(w["start"] >= t0) & (w["start"] <= t1)]
-    return pd.DataFrame({g: w[f"load_g{g}"].to_numpy(dtype=float) for g in gpus
-                         if f"load_g{g}" in w})
+    w_s = live.config.window_s
+    w = live.history.windows(math.floor(t0 / w_s), math.floor(t1 / w_s) + 1)
+    if not len(w):
+        return pd.DataFrame()
+    return window_loads(w[(w["start"] >= t0) & (w["start"] <= t1)])
 
 
 def _register_export(app: dash.Dash, live: LiveView) -> None:

@@ -14,11 +14,9 @@ from dash import html
 from ...classifier.mig import balance_line
 from ...classifier.server_balance import (
     balancedness_line,
-    balancedness_series,
-    expert_heatmap,
     heat_size,
     heat_verdict,
-    rank_spread,
+    read_balance,
     server_balancedness,
     spread_line,
 )
@@ -95,10 +93,9 @@ def server_panel(frame, zone: ZoneInfo, mig: list[dict] | None = None,
     """The panel's children and expert figure for the range on screen: ``mig`` its MIG
     groups (``classifier.mig.load_balance``) over ``span``, ``frame`` its stored scrapes;
     None when there are no MIG groups, two ranks nor eplb buckets."""
-    spread = rank_spread(frame) if len(frame) else None
-    heat = expert_heatmap(frame) if len(frame) else None
-    bal = balancedness_series(frame) if len(frame) else None
-    alone = heat is None and bal is not None and len(bal)  # balancedness, no heatmap
+    b = read_balance(frame)
+    spread, heat, bal = b["spread"], b["heat"], b["bal"]
+    alone = heat is None and len(bal) > 0  # the server's balancedness, no heatmap
     if spread is None and heat is None and not alone and not mig:
         return None
     children: list = []

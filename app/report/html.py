@@ -14,7 +14,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from ...classifier.server_balance import heat_size, heat_verdict
+from ...classifier.server_balance import heat_size, heat_verdict, server_balancedness
 from ...data.schema import entity_name
 from ..figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
 from ..figures.eplb import eplb_figure
@@ -520,13 +520,11 @@ def _server_balance_parts(d: dict, print_layout: bool) -> dict:
         out["eplb_verdict"] = heat_verdict(
             {**eb, "balancedness": math.nan if eb["balancedness"] is None
              else eb["balancedness"]})
-        own = [(x["balancedness"], x["passes"]) for x in eb["server_balancedness"]
-               if x["balancedness"] is not None and (x["passes"] or 0) > 0]
-        if own:
-            n = sum(p for _, p in own)
-            out["eplb_own"] = (f" The server's own eplb_balancedness: "
-                               f"{sum(b * p for b, p in own) / n:.2f} over {n:,.0f} forward "
-                               f"passes.")
+        own, n = server_balancedness(pd.DataFrame(eb["server_balancedness"], dtype=float,
+                                                  columns=["balancedness", "passes"]))
+        if math.isfinite(own):
+            out["eplb_own"] = (f" The server's own eplb_balancedness: {own:.2f} over "
+                               f"{n:,.0f} forward passes.")
         counts = [[math.nan if v is None else v for v in row] for row in eb["counts"]]
         sb = eb["server_balancedness"]
         fig = eplb_figure(eb["layers"], eb["ranks"], counts, [x["timestamp"] for x in sb],

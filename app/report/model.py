@@ -35,7 +35,7 @@ import numpy as np
 import pandas as pd
 
 from ...classifier.imbalance import hot_set_of
-from ...classifier.mig import balance_line, instance_balance
+from ...classifier.mig import balance_line, load_balance, window_loads
 from ...classifier.server_balance import (
     BALANCE_SERIES,
     HEATMAP_SERIES,
@@ -319,8 +319,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
                                    window_s=window_s, labeller=labeller)
         bar.update(1)
         phases = phase_summary(windows, window_s)
+        mig = load_balance(window_loads(windows))
         imb = imbalance_summary(windows)
-        mig = instance_balance(s, window_s)
         table = gpu_table(s, windows, window_s)
         top = top_imbalanced(windows, top_n)
         why = hot_ceilings(s, windows, window_s, inp.devices if len(inp.devices) else None,
