@@ -284,7 +284,8 @@ def expert_heatmap(frame: pd.DataFrame) -> dict | None:
         / max`` of those summed counts), ``"hot_rank"`` (the rank with the most; None when
         none is known), ``"basis"`` (``"increase"`` over the scrapes, as Prometheus'
         ``increase()`` counts it: a fall is a restart and the count after it is the
-        increase; or ``"since start"`` for one scrape, or when nothing moved), ``"span"``
+        increase; or ``"since start"`` for one scrape, or when nothing moved; a scrape
+        holding fewer buckets than the fullest is left out), ``"span"``
         ``[first, last]`` scrape times (epoch s), ``"dropped"`` (bucket samples left out:
         ``_bucket_rows``)``}``.
     """
@@ -295,6 +296,11 @@ def expert_heatmap(frame: pd.DataFrame) -> dict | None:
     layers = sorted(rows["layer"].unique())
     n_ranks = int(rows["le"].max()) + 1
     cums = [_cumulative(rows, t, layers, n_ranks) for t in times]
+    # a scrape holding fewer buckets than the fullest (a page saved while curl was still
+    # writing, a layer missing once) is left out, not let to make a whole layer unknown
+    full = [int(np.isfinite(c).sum()) for c in cums]
+    keep = [k for k, n in enumerate(full) if n == max(full)]
+    times, cums = [times[k] for k in keep], [cums[k] for k in keep]
     counts, basis = _per_rank(cums[-1]), "since start"
     if len(cums) > 1:
         per = [_per_rank(c) for c in cums]

@@ -36,6 +36,12 @@ OCR_SCALE = 4
 #: never hold that a dotted or slashed zero is misread as (``@``, ``®``, ``©``, ``)``): the
 #: engine then takes its next guess, ``0``.
 OCR_CONFIG = "--psm 6 -c tessedit_char_blacklist=@®©()"
+#: The most pixels the OCR reads (a 4K screen enlarged twice): a larger picture is enlarged
+#: less, or not at all.
+OCR_MAX_PIXELS = 4 * 3840 * 2160
+#: Seconds Tesseract may take on one picture before it is given up (a terminal screenshot
+#: takes 5-30 s on one core; a photo of noise would take minutes).
+OCR_TIMEOUT_S = 90.0
 
 
 class ScreenReadError(ValueError):
@@ -221,7 +227,8 @@ def _prepare(img) -> object:
         g = a.min(axis=2)
     g = _undot_zeros(g)
     out = Image.fromarray(g.astype(np.uint8))
-    return out.resize((out.width * OCR_SCALE, out.height * OCR_SCALE), Image.LANCZOS)
+    scale = max(1.0, min(OCR_SCALE, (OCR_MAX_PIXELS / (out.width * out.height)) ** 0.5))
+    return out.resize((round(out.width * scale), round(out.height * scale)), Image.LANCZOS)
 
 
 def _undot_zeros(g: np.ndarray) -> np.ndarray:
@@ -255,7 +262,7 @@ def ocr_lines(img) -> list[tuple[str, float]]:
     import pytesseract
 
     try:
-        d = pytesseract.image_to_data(img, config=OCR_CONFIG,
+        d = pytesseract.image_to_data(img, config=OCR_CONFIG, timeout=OCR_TIMEOUT_S,
                                       output_type=pytesseract.Output.DICT)
     except pytesseract.TesseractNotFoundError as exc:
         raise ScreenReadError("Tesseract is not installed: apt-get install tesseract-ocr") \
@@ -277,22 +284,40 @@ def ocr_lines(img) -> list[tuple[str, float]]:
     return out
 
 
-def read_picture(data: bytes) -> PictureReading:
+def read_picture(data: bytes, name: str = "") -> PictureReading:
     """Read a screenshot's bytes (PNG or JPEG): the tool, each GPU's values, the text.
 
+    The picture is checked as an upload is (``data.screenshots.inspect_image``: size, format,
+    pixels from the header before decoding); a large one is enlarged less, so the OCR never
+    works on more than ``OCR_MAX_PIXELS``; Tesseract gives up after ``OCR_TIMEOUT_S``.
+    Values a GPU cannot print (``_plausible``) are left out, not shown.
+
     Raises:
-        ScreenReadError: not a picture Pillow decodes, or no OCR engine.
+        ScreenReadError: not a picture that can be read (names ``name``), or no OCR engine.
     """
-    from PIL import Image, UnidentifiedImageError
+    from PIL import Image
+
+    from .screenshots import ScreenshotError, inspect_image
 
     try:
+        inspect_image(data, name or "picture")
         img = Image.open(io.BytesIO(data))
         img.load()
-    except (UnidentifiedImageError, OSError) as exc:
-        raise ScreenReadError(f"not a picture that can be read ({exc})") from None
-    lines = ocr_lines(_prepare(img))
+    except ScreenshotError as exc:
+        raise ScreenReadError(str(exc)) from None
+    except (OSError, Image.DecompressionBombError) as exc:
+        raise ScreenReadError(f"{name or 'picture'}: not a picture that can be read "
+                              f"({type(exc).__name__})") from None
+    try:
+        lines = ocr_lines(_prepare(img))
+    except RuntimeError as exc:  # pytesseract's timeout
+        why = f"the OCR gave up after {OCR_TIMEOUT_S:.0f} s ({exc}): nothing read"
+        return PictureReading(None, [], "", [why])
     tool, gpus = parse_lines(lines)
     notes = []
+    dropped = _plausible(gpus)
+    if dropped:
+        notes.append(f"left out as impossible readings: {', '.join(dropped)}")
     if tool is None:
         notes.append("no GPU monitor recognised (nvidia-smi, nvidia-smi dmon, nvitop, "
                      "gpustat): nothing read")
@@ -300,3 +325,28 @@ def read_picture(data: bytes) -> PictureReading:
         notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
                      f"or too small?)")
     return PictureReading(tool, gpus, "\n".join(t for t, _ in lines), notes)
+
+
+#: The largest reading of each value a GPU prints (the schema's unit limits: 100 %, 5 kW,
+#: 10 TB of memory; 150 °C is past any GPU's shutdown temperature).
+_HIGH = {"util_pct": 100.0, "power_w": 5000.0, "power_limit_w": 5000.0,
+         "mem_used_mib": 1e13 / 2**20, "mem_total_mib": 1e13 / 2**20, "temp_c": 150.0}
+
+
+def _plausible(gpus: list[GpuReading]) -> list[str]:
+    """Drop, in place, values no GPU can print (over ``_HIGH``; draw over 1.5x its limit;
+    memory used over the total: a misread digit, as ``4911 W`` for ``491 W`` cut at the
+    edge); return what was dropped, as ``"GPU 0 power_w 4911"``."""
+    out = []
+    for g in gpus:
+        v = g.values
+        bad = {k for k, x in v.items() if not 0 <= x <= _HIGH[k]}
+        if "power_w" in v and "power_limit_w" in v and v["power_w"] > 1.5 * v["power_limit_w"]:
+            bad.add("power_w")
+        if "mem_used_mib" in v and "mem_total_mib" in v and \
+                v["mem_used_mib"] > v["mem_total_mib"] * 1.001:
+            bad.add("mem_used_mib")
+        for k in sorted(bad):
+            out.append(f"GPU {g.gpu} {k} {v.pop(k):g}")
+            g.confidence.pop(k, None)
+    return out

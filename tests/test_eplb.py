@@ -102,6 +102,14 @@ def test_a_counter_reset_counts_from_zero_as_prometheus_increase_does():
     assert heat["counts"][0].tolist() == [2 * c + c + c for c in LAYER_27]
 
 
+def test_a_scrape_cut_short_is_left_out_not_let_to_blank_the_layer():
+    cut = "\n".join(page(5.0).splitlines()[:6]) + "\n"  # saved while curl was writing
+    r = read_page(page() + page(3.0) + cut, start=1_796_000_000.0)
+    heat = expert_heatmap(r.frame)
+    assert heat["basis"] == "increase" and heat["counts"][0].tolist() == [2 * c for c in LAYER_27]
+    assert heat["balancedness"] == pytest.approx(8 / 48)
+
+
 def test_missing_or_inconsistent_buckets_are_unknown_not_zero():
     head = ["# TYPE sglang:eplb_gpu_physical_count histogram"]
     lines = [f'sglang:eplb_gpu_physical_count_bucket{{layer="0",le="{le}"}} {v}'

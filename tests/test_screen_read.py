@@ -110,7 +110,7 @@ def test_a_real_screenshot_is_read_and_its_verdict_matches_the_telemetry(name):
 
 
 def test_what_is_not_a_monitor_or_not_a_picture_is_said_in_one_line(tmp_path, capsys):
-    with pytest.raises(ScreenReadError, match="not a picture"):
+    with pytest.raises(ScreenReadError, match="not a PNG or JPEG image"):
         read_picture(b"hello")
     blank = io.BytesIO()
     Image.new("RGB", (200, 80), "white").save(blank, "PNG")
@@ -120,4 +120,25 @@ def test_what_is_not_a_monitor_or_not_a_picture_is_said_in_one_line(tmp_path, ca
     bad = tmp_path / "x.png"
     bad.write_bytes(b"not a png")
     assert main(["screenshot", "read", str(bad)]) == 2
-    assert "x.png: not a picture" in capsys.readouterr().err
+    assert "x.png: not a PNG or JPEG image" in capsys.readouterr().err
+
+
+def test_impossible_readings_are_left_out_and_one_bad_file_does_not_stop_the_rest(
+        tmp_path, capsys):
+    from tealeaves.data.screen_read import GpuReading, _plausible
+
+    g = GpuReading(0, {"power_w": 4911.0, "power_limit_w": 700.0, "util_pct": 90.0,
+                       "mem_used_mib": 9e9, "mem_total_mib": 143771.0},
+                   {"power_w": 0.4, "util_pct": 0.4})
+    assert _plausible([g]) == ["GPU 0 mem_used_mib 9e+09", "GPU 0 power_w 4911"]
+    assert g.values == {"power_limit_w": 700.0, "util_pct": 90.0, "mem_total_mib": 143771.0}
+    huge = tmp_path / "huge.png"  # 10,000 x 10,000: over the 64 M pixels read
+    Image.new("1", (10_000, 10_000)).save(huge)
+    bad = tmp_path / "x.png"
+    bad.write_bytes(b"not a png")
+    blank = tmp_path / "blank.png"
+    Image.new("RGB", (200, 80), "white").save(blank)
+    rc = main(["screenshot", "read", str(huge), str(bad), str(blank), "--json"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and "huge.png: 10000 x 10000 pixels" in err and "x.png: not a PNG" in err
+    assert [r["file"] for r in json.loads(out)] == [str(blank)]

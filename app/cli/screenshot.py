@@ -21,9 +21,11 @@ def read_one(path: Path) -> dict:
     from ...data.screen_read import FIELDS, ScreenReadError, read_picture
 
     try:
-        r = read_picture(path.read_bytes())
-    except (ScreenReadError, OSError) as exc:
-        raise ValueError(f"{path}: {exc}") from None
+        r = read_picture(path.read_bytes(), str(path))
+    except ScreenReadError as exc:
+        raise ValueError(str(exc)) from None
+    except OSError as exc:
+        raise ValueError(f"{path}: {exc.strerror or exc}") from None
     gpus = {g.gpu: g.values for g in r.gpus}
     return {"file": str(path), "tool": r.tool,
             "gpus": [{"gpu": g.gpu, "values": g.values, "confidence": g.confidence}
@@ -34,14 +36,17 @@ def read_one(path: Path) -> dict:
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
     """``tealeaves screenshot read FILE... [--json]``.  Returns the exit status (0; 2 when a
-    file cannot be read as a picture)."""
-    try:
-        out = [read_one(p) for p in args.files]
-    except ValueError as exc:
-        return fail(str(exc))
+    file cannot be read as a picture: said in one line, the others are still read)."""
+    out, bad = [], 0
+    for p in args.files:  # one unreadable file is said and skipped, the others are read
+        try:
+            out.append(read_one(p))
+        except ValueError as exc:
+            fail(str(exc))
+            bad += 1
     if args.json:
         print(json.dumps(out, indent=1))
-        return 0
+        return 2 if bad else 0
     for r in out:
         print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
               f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
@@ -54,7 +59,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
         if r["verdict"]:
             print(f"  verdict (the whole picture): {r['verdict']['text']}")
             print(f"  what it cannot tell: {r['verdict']['limits']}")
-    return 0
+    return 2 if bad else 0
 
 
 def add_parser(sub) -> None:
