@@ -79,3 +79,59 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
             f"an imbalance of work")
     return {"pattern": "uneven", "hot_set": hot, "mean_load": mean, "text": text,
             "limits": LIMITS_NOTE}
+
+
+#: The region every picture has: all of it.
+WHOLE = {"name": "whole picture", "box": [0.0, 0.0, 1.0, 1.0]}
+
+
+def in_region(box, region_box) -> bool:
+    """Whether a reading's ``box`` (x0, y0, x1, y1 fractions of the picture) has its centre
+    inside ``region_box`` (same form; ``app.dashboard.screenshots.model.halves``' boxes).
+    A reading with no box (text, not a picture) is in every region."""
+    if box is None:
+        return True
+    cx, cy = (box[0] + box[2]) / 2, (box[1] + box[3]) / 2
+    return region_box[0] <= cx <= region_box[2] and region_box[1] <= cy <= region_box[3]
+
+
+def summary(reading, regions: list[dict] | None = None) -> dict:
+    """What a picture shows and its verdict per region, as JSON-ready data.
+
+    Args:
+        reading: a ``data.screen_read.PictureReading``.
+        regions: ``[{"name", "box": [x0, y0, x1, y1]}]`` (fractions of the picture, y down:
+            the Screenshots page's halves and boxes); the whole picture is always first.
+
+    Returns:
+        ``{"tool", "gpus": [{"gpu", "values", "confidence", "box"}], "regions": [{"name",
+        "box", "gpus": [read GPUs in it], "verdict": verdict()}], "notes"}``; no verdict
+        (None) when no monitor was recognised.
+    """
+    out_regions = []
+    for reg in [WHOLE, *(regions or [])]:
+        inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
+        vals = {g.gpu: g.values for g in inside}
+        out_regions.append({"name": reg["name"], "box": list(reg["box"]),
+                            "gpus": [g.gpu for g in inside],
+                            "verdict": verdict(loads_of(vals), vals) if reading.tool else None})
+    return {"tool": reading.tool,
+            "gpus": [{"gpu": g.gpu, "values": g.values, "confidence": g.confidence,
+                      "box": list(g.box) if g.box else None} for g in reading.gpus],
+            "regions": out_regions, "notes": list(reading.notes)}
+
+
+def agreement(picture: dict, telemetry_loads: dict[int, float]) -> str | None:
+    """Whether a picture's verdict (``verdict()``) and the telemetry of that moment
+    (``{gpu: load %}``, judged by the same rule) agree: None when they do (same pattern and
+    hot set) or when either has no verdict, else one line saying how they differ."""
+    if not telemetry_loads or picture is None or picture["pattern"] == "n/a":
+        return None
+    tele = verdict(telemetry_loads)
+    if (tele["pattern"], tele["hot_set"]) == (picture["pattern"], picture["hot_set"]):
+        return None
+    def say(v):
+        return v["pattern"] + (f" (hot set GPU {', '.join(map(str, v['hot_set']))})"
+                               if v["hot_set"] else "")
+    return (f"the picture and the telemetry disagree: picture {say(picture)}, telemetry "
+            f"{say(tele)}")

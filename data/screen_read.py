@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .screen_grid import Word, read_grid
+
 #: The values read per GPU, with their units.
 FIELDS: dict[str, str] = {"util_pct": "%", "power_w": "W", "power_limit_w": "W",
                           "mem_used_mib": "MiB", "mem_total_mib": "MiB", "temp_c": "°C"}
@@ -50,11 +52,15 @@ class ScreenReadError(ValueError):
 
 @dataclass
 class GpuReading:
-    """One GPU's values as printed (``FIELDS``) and their confidences (0-1)."""
+    """One GPU's values as printed (``FIELDS``), their confidences (0-1) and where in the
+    picture they were read."""
 
     gpu: int
     values: dict[str, float] = field(default_factory=dict)
     confidence: dict[str, float] = field(default_factory=dict)
+    #: Where its values line is: (x0, y0, x1, y1), fractions of the picture (y down); None
+    #: for text not read from a picture.
+    box: tuple[float, float, float, float] | None = None
 
 
 @dataclass
@@ -94,60 +100,69 @@ def which_tool(text: str) -> str | None:
         return "nvitop"
     if "NVIDIA-SMI" in t or ("PWR:USAGE/CAP" in t.replace(" ", "") and "MEMORY-USAGE" in t):
         return "nvidia-smi"
-    if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t):
+    if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t) or any(
+            len({"pwr", "gtemp", "sm", "mem", "mclk", "pclk", "fb"} &
+                set(_dmon_names(ln) or ())) >= 3 for ln in text.splitlines()):
         return "nvidia-smi dmon"
     if re.search(r"\[\s*" + _NUM + r"{0,2}\s*\]\s+\S.*\|\s*" + _NUM + r"+\s*°?\s*[C©]", t):
         return "gpustat"
     return None
 
 
+# a "/" between two numbers, as OCR may read it (or a cell no glyph matched: "?")
+_SLASH = r"\s*[/?*#]{1,2}\s*"
+# the index line of a GPU holds its PCI bus id (00000000:00:06.0), the steadiest mark on it
+_BUS_ID = re.compile(r"[0-9A-FO]{4,8}:[0-9A-FO]{2}:[0-9A-FO]{2}[.\s]?[0-9]")
+_INDEX = re.compile(r"^\W{0,3}\s*(" + _NUM + r"{1,2})\s")
+# a memory unit as OCR may read it (MiB as Mi8, M1B)
+_UNIT = r"[MG][i1l][B8]|B"
 # the table's second line of a GPU: fan, temp, perf, power/cap | memory | util
 _SMI_ROW2 = re.compile(
     r"(?:N/?A|" + _NUM + r"+\s*%)\s+(" + _NUM + r"+)\s*[C©]\s+P\s*" + _NUM + r"+\s+"
-    r"(" + _NUM + r"+)\s*[Ww]{1,2}\s*/\s*(" + _NUM + r"+)\s*[Ww].*?"
-    r"(" + _NUM + r"+(?:\.\d+)?)\s*(MiB|GiB|B)\s*/\s*(" + _NUM + r"+(?:\.\d+)?)\s*(MiB|GiB)"
-    r".*?(" + _NUM + r"+)\s*%")
+    r"(" + _NUM + r"+)\s*[Ww?]{1,2}" + _SLASH + r"(" + _NUM + r"+)\s*[Ww?].*?"
+    r"(" + _NUM + r"+(?:\.\d+)?)\s*(" + _UNIT + r")\s*/\s*(" + _NUM + r"+(?:\.\d+)?)\s*(" +
+    _UNIT + r")"
+    r".*?(" + _NUM + r"+)\s*[%?]")
 _SMI_ROW1 = re.compile(r"^[|│!\[{(]?\s*(" + _NUM + r"{1,2})?\s+[^\s|│]?(?:NVIDIA|Tesla|Quadro|"
                        r"H\d|A\d|GeForce|RTX|L\d|B\d|GH|GB)(?!-SMI)", re.IGNORECASE)
 _GPUSTAT = re.compile(
     r"^\W{0,2}(" + _NUM + r"{1,2})?\W{0,2}\s.*?\|\s*(" + _NUM + r"+)\s*°?\s*[C©],?\s*(" +
-    _NUM +
-    r"+)\s*%(?:\s*,\s*(" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?\s*\|\s*(" + _NUM +
-    r"+)\s*/\s*(" + _NUM + r"+)\s*MB")
+    _NUM + r"+)\s*[%?](?:\s*[,.£*?]?\s*(" + _NUM + r"+)" + _SLASH + r"(" + _NUM +
+    r"+)\s*[Ww?]+)?\s*[|?]\s*(" + _NUM + r"+)" + _SLASH + r"(" + _NUM + r"+)\s*MB")
 
 #: A word that is a number with its unit (``47°C,``, ``12923MiB``, ``90%,``), not a name
 #: holding digits (``H200``, ``python3(12914M)``).
 _NUMERIC_WORD = re.compile(r"[\[(]?\d[\d.,:/]*[%°]?[A-Za-z]{0,3}[\]),]?")
 
-_UNIT_MIB = {"MiB": 1.0, "GiB": 1024.0, "B": 1.0 / 2**20}
+_UNIT_MIB = {"M": 1.0, "G": 1024.0, "B": 1.0 / 2**20}
 
 
-def _smi(lines: list[tuple[str, float]]) -> list[GpuReading]:
+def _smi(lines: list[tuple]) -> list[GpuReading]:
     """nvidia-smi's and nvitop's device blocks: an index line, then the values line.  A
     values line not under an index line (the OCR lost it) is left out."""
     out: list[GpuReading] = []
     index: int | None = None
-    for line, conf in lines:
-        m1 = _SMI_ROW1.search(line.strip())
+    for line, conf, box in lines:
+        m1 = _SMI_ROW1.search(line.strip()) or _BUS_ID.search(line)
         if m1:
             # an index the OCR lost: the next one (the tools list GPUs in index order)
-            index = (int(_n(m1.group(1))) if m1.group(1) else
-                     (out[-1].gpu + 1 if out else 0))
+            m0 = _INDEX.match(line)
+            index = (int(_n(m0.group(1))) if m0 else (out[-1].gpu + 1 if out else 0))
             continue
         m2 = _SMI_ROW2.search(line)
         if m2 and index is not None:
             temp, pw, cap, used, u_unit, total, t_unit, util = m2.groups()
             vals = {"temp_c": _n(temp), "power_w": _n(pw), "power_limit_w": _n(cap),
-                    "mem_used_mib": _n(used) * _UNIT_MIB[u_unit],
-                    "mem_total_mib": _n(total) * _UNIT_MIB[t_unit], "util_pct": _n(util)}
-            out.append(GpuReading(index, vals, dict.fromkeys(vals, conf)))
+                    "mem_used_mib": _n(used) * _UNIT_MIB[u_unit[0]],
+                    "mem_total_mib": _n(total) * _UNIT_MIB[t_unit[0]], "util_pct": _n(util)}
+            out.append(GpuReading(index, vals, dict.fromkeys(vals, conf), box))
             index = None
     return out
 
 
-def _gpustat(lines: list[tuple[str, float]]) -> list[GpuReading]:
+def _gpustat(lines: list[tuple]) -> list[GpuReading]:
     out: list[GpuReading] = []
-    for line, conf in lines:
+    for line, conf, box in lines:
         m = _GPUSTAT.search(line.strip())
         if not m:
             continue
@@ -158,24 +173,54 @@ def _gpustat(lines: list[tuple[str, float]]) -> list[GpuReading]:
                 "mem_total_mib": _n(total)}
         if pw is not None:
             vals.update(power_w=_n(pw), power_limit_w=_n(cap))
-        out.append(GpuReading(index, vals, dict.fromkeys(vals, conf)))
+        out.append(GpuReading(index, vals, dict.fromkeys(vals, conf), box))
     return out
 
 
-def _dmon(lines: list[tuple[str, float]]) -> list[GpuReading]:
+#: ``nvidia-smi dmon``'s columns, in the order it prints them (``-s pucvmet`` and the
+#: newer ``jpg``/``ofa``; ``nvidia-smi dmon --help``).
+DMON_COLUMNS: tuple[str, ...] = (
+    "gpu", "pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk",
+    "pviol", "tviol", "fb", "bar1", "ccpm", "sbecc", "dbecc", "pci", "rxpci", "txpci")
+
+
+def _dmon_names(line: str) -> list[str] | None:
+    """A ``dmon`` header line's column names, each OCR-garbled name (``gtenp``, ``sn``) put
+    right by its likeness to ``DMON_COLUMNS`` or, failing that, by its place after the
+    previous column; None when the line is not the header (no ``gpu`` column)."""
+    import difflib
+
+    toks = line.lstrip("#?* ").lower().split()
+    if "gpu" not in toks or toks.index("gpu") > 2:
+        return None
+    names: list[str] = []
+    for t in toks:
+        best = difflib.get_close_matches(t, DMON_COLUMNS, n=1, cutoff=0.6)
+        if best and best[0] not in names:
+            names.append(best[0])
+            continue
+        prev = names[-1] if names else ""
+        nxt = (DMON_COLUMNS.index(prev) + 1) if prev in DMON_COLUMNS else len(DMON_COLUMNS)
+        names.append(DMON_COLUMNS[nxt] if nxt < len(DMON_COLUMNS) and
+                     DMON_COLUMNS[nxt] not in names else t)
+    return names
+
+
+def _dmon(lines: list[tuple]) -> list[GpuReading]:
     """The last sweep on screen: the newest row of each GPU under the last header."""
     names: list[str] | None = None
     latest: dict[int, GpuReading] = {}
-    for line, conf in lines:
+    for line, conf, box in lines:
         s = line.strip()
-        if s.startswith("#"):
-            toks = s.lstrip("#").lower().split()
-            if "gpu" in toks:
-                names = toks
+        header = _dmon_names(s) if s[:1] in "#?*" or "gpu" in s.lower().split()[:3] else None
+        if header:
+            names = header
             continue
-        if names is None:
+        if names is None or s.startswith("#"):
             continue
-        toks = s.split()
+        # a cell of the frame or of no glyph read is no column
+        toks = [t for t in s.split() if t.strip("?")] if len(s.split()) > len(names) \
+            else s.split()
         if len(toks) != len(names):
             continue
         row = dict(zip(names, toks, strict=True))
@@ -189,16 +234,23 @@ def _dmon(lines: list[tuple[str, float]]) -> list[GpuReading]:
                 vals["mem_used_mib"] = _n(row["fb"])
         except (ValueError, KeyError):
             continue
-        latest[g] = GpuReading(g, vals, dict.fromkeys(vals, conf))
+        latest[g] = GpuReading(g, vals, dict.fromkeys(vals, conf), box)
     return [latest[g] for g in sorted(latest)]
 
 
 _PARSERS = {"nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon}
 
 
-def parse_lines(lines: list[tuple[str, float]]) -> tuple[str | None, list[GpuReading]]:
-    """The tool and the GPUs of a screen given as ``(line, confidence)`` pairs."""
-    text = "\n".join(t for t, _ in lines)
+def _boxed(lines) -> list[tuple[str, float, tuple | None]]:
+    """``(text, confidence[, box])`` lines as triples (no box: None)."""
+    return [(ln[0], ln[1], ln[2] if len(ln) > 2 else None) for ln in lines]
+
+
+def parse_lines(lines) -> tuple[str | None, list[GpuReading]]:
+    """The tool and the GPUs of a screen given as ``(line, confidence[, box])`` tuples (box:
+    where the line is, fractions of the picture, as ``GpuReading.box``)."""
+    lines = _boxed(lines)
+    text = "\n".join(t for t, _, _ in lines)
     tool = which_tool(text)
     if tool is None:
         return None, []
@@ -213,10 +265,10 @@ def parse_text(text: str) -> tuple[str | None, list[GpuReading]]:
 
 # -- pictures ------------------------------------------------------------------------------
 
-def _prepare(img) -> object:
-    """Dark text on a light ground, enlarged ``OCR_SCALE`` times: the brightest channel of
-    each pixel (coloured text on a dark terminal reads as text), inverted when the ground is
-    dark."""
+def _prepare(img) -> tuple[object, float]:
+    """Dark text on a light ground, enlarged ``OCR_SCALE`` times (less for a large picture),
+    and the factor used: the brightest channel of each pixel (coloured text on a dark
+    terminal reads as text), inverted when the ground is dark."""
     from PIL import Image
 
     a = np.asarray(img.convert("RGB"), dtype=np.float32)
@@ -228,7 +280,8 @@ def _prepare(img) -> object:
     g = _undot_zeros(g)
     out = Image.fromarray(g.astype(np.uint8))
     scale = max(1.0, min(OCR_SCALE, (OCR_MAX_PIXELS / (out.width * out.height)) ** 0.5))
-    return out.resize((round(out.width * scale), round(out.height * scale)), Image.LANCZOS)
+    size = (round(out.width * scale), round(out.height * scale))
+    return out.resize(size, Image.LANCZOS), size[0] / out.width
 
 
 def _undot_zeros(g: np.ndarray) -> np.ndarray:
@@ -253,8 +306,9 @@ def _undot_zeros(g: np.ndarray) -> np.ndarray:
     return np.where(drop, 255.0, g)
 
 
-def ocr_lines(img) -> list[tuple[str, float]]:
-    """Tesseract's lines of a prepared picture, each with its lowest word confidence (0-1).
+def ocr_words(img, scale: float = 1.0) -> list[Word]:
+    """Tesseract's words of a prepared picture (``_prepare``), their boxes divided by
+    ``scale`` (the picture's own pixels).
 
     Raises:
         ScreenReadError: Tesseract is not installed.
@@ -267,20 +321,28 @@ def ocr_lines(img) -> list[tuple[str, float]]:
     except pytesseract.TesseractNotFoundError as exc:
         raise ScreenReadError("Tesseract is not installed: apt-get install tesseract-ocr") \
             from exc
-    lines: dict[tuple, list[tuple[int, str, float]]] = {}
-    for i, word in enumerate(d["text"]):
-        if not word.strip():
-            continue
-        key = (d["block_num"][i], d["par_num"][i], d["line_num"][i])
-        lines.setdefault(key, []).append((d["left"][i], word, float(d["conf"][i])))
+    return [Word(w, float(d["conf"][i]), d["left"][i] / scale, d["top"][i] / scale,
+                 d["width"][i] / scale, d["height"][i] / scale,
+                 (d["block_num"][i], d["par_num"][i], d["line_num"][i]))
+            for i, w in enumerate(d["text"]) if w.strip()]
+
+
+def lines_of(words: list[Word], size: tuple[int, int] = (1, 1)) -> list[tuple[str, float, tuple]]:
+    """The words' lines, left to right, each with the lowest confidence (0-1) of its number
+    words (of all its words when it has none: a frame character's or a coloured name's
+    confidence says nothing of the numbers) and its box in fractions of ``size`` (the
+    picture's width and height, px)."""
+    lines: dict[tuple, list[Word]] = {}
+    for w in words:
+        lines.setdefault(w.line, []).append(w)
     out = []
     for key in sorted(lines):
-        words = sorted(lines[key])
-        # the line's numbers are what is read: their words' confidences, not a frame
-        # character's or a coloured name's
-        nums = [c for _, w, c in words if _NUMERIC_WORD.fullmatch(w)] or \
-            [c for _, _, c in words]
-        out.append((" ".join(w for _, w, _ in words), max(0.0, min(nums)) / 100.0))
+        ws = sorted(lines[key], key=lambda w: w.left)
+        nums = [w.conf for w in ws if _NUMERIC_WORD.fullmatch(w.text)] or [w.conf for w in ws]
+        box = (min(w.left for w in ws) / size[0], min(w.top for w in ws) / size[1],
+               max(w.left + w.width for w in ws) / size[0],
+               max(w.top + w.height for w in ws) / size[1])
+        out.append((" ".join(w.text for w in ws), max(0.0, min(nums)) / 100.0, box))
     return out
 
 
@@ -309,11 +371,18 @@ def read_picture(data: bytes, name: str = "") -> PictureReading:
         raise ScreenReadError(f"{name or 'picture'}: not a picture that can be read "
                               f"({type(exc).__name__})") from None
     try:
-        lines = ocr_lines(_prepare(img))
+        words = ocr_words(*_prepare(img))
     except RuntimeError as exc:  # pytesseract's timeout
         why = f"the OCR gave up after {OCR_TIMEOUT_S:.0f} s ({exc}): nothing read"
         return PictureReading(None, [], "", [why])
+    lines = lines_of(words, img.size)
     tool, gpus = parse_lines(lines)
+    grid = read_grid(img, words)
+    if grid:
+        tool = tool or which_tool("\n".join(t for t, _, _ in grid))
+        if tool:
+            gpus = _merge(_PARSERS[tool](_boxed(grid)), gpus)
+            lines = grid
     notes = []
     dropped = _plausible(gpus)
     if dropped:
@@ -324,7 +393,19 @@ def read_picture(data: bytes, name: str = "") -> PictureReading:
     elif not gpus:
         notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
                      f"or too small?)")
-    return PictureReading(tool, gpus, "\n".join(t for t, _ in lines), notes)
+    return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes)
+
+
+def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading]:
+    """The GPUs of two readings of one picture: each value from ``first`` where it was read
+    there, else from ``second``."""
+    out = {g.gpu: g for g in second}
+    for g in first:
+        if g.gpu in out:
+            g.values = {**out[g.gpu].values, **g.values}
+            g.confidence = {**out[g.gpu].confidence, **g.confidence}
+        out[g.gpu] = g
+    return [out[k] for k in sorted(out)]
 
 
 #: The largest reading of each value a GPU prints (the schema's unit limits: 100 %, 5 kW,

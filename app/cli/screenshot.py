@@ -10,14 +10,15 @@ from pathlib import Path
 from .common import fail
 
 
-def read_one(path: Path) -> dict:
-    """One picture read: ``{"file", "tool", "gpus": [{"gpu", "values", "confidence"}],
-    "verdict", "notes"}``.
+def read_one(path: Path, halves: bool = False) -> dict:
+    """One picture read: ``{"file", "tool", "gpus", "regions", "units", "notes"}``
+    (``classifier.picture.summary``; with ``halves``, the top and bottom halves are regions
+    too).
 
     Raises:
         ValueError (``ScreenReadError``): not a picture, or no OCR engine (names the file).
     """
-    from ...classifier.picture import loads_of, verdict
+    from ...classifier.picture import summary
     from ...data.screen_read import FIELDS, ScreenReadError, read_picture
 
     try:
@@ -26,12 +27,9 @@ def read_one(path: Path) -> dict:
         raise ValueError(str(exc)) from None
     except OSError as exc:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
-    gpus = {g.gpu: g.values for g in r.gpus}
-    return {"file": str(path), "tool": r.tool,
-            "gpus": [{"gpu": g.gpu, "values": g.values, "confidence": g.confidence}
-                     for g in r.gpus],
-            "units": FIELDS, "verdict": verdict(loads_of(gpus), gpus) if r.tool else None,
-            "notes": r.notes}
+    regions = [{"name": "top half", "box": [0.0, 0.0, 1.0, 0.5]},
+               {"name": "bottom half", "box": [0.0, 0.5, 1.0, 1.0]}] if halves else []
+    return {"file": str(path), **summary(r, regions), "units": FIELDS}
 
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
@@ -40,7 +38,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     out, bad = [], 0
     for p in args.files:  # one unreadable file is said and skipped, the others are read
         try:
-            out.append(read_one(p))
+            out.append(read_one(p, args.halves))
         except ValueError as exc:
             fail(str(exc))
             bad += 1
@@ -56,9 +54,12 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
             print(f"  GPU {g['gpu']}: {cells}")
         for note in r["notes"]:
             print(f"  {note}")
-        if r["verdict"]:
-            print(f"  verdict (the whole picture): {r['verdict']['text']}")
-            print(f"  what it cannot tell: {r['verdict']['limits']}")
+        for reg in r["regions"]:
+            if reg["verdict"]:
+                gpus = ", ".join(map(str, reg["gpus"])) or "none"
+                print(f"  verdict, {reg['name']} (GPUs {gpus}): {reg['verdict']['text']}")
+        if r["regions"][0]["verdict"]:
+            print(f"  what it cannot tell: {r['regions'][0]['verdict']['limits']}")
     return 2 if bad else 0
 
 
@@ -72,4 +73,6 @@ def add_parser(sub) -> None:
     r = ssub.add_parser("read", help="print what each picture shows")
     r.add_argument("files", type=Path, nargs="+", help="PNG or JPEG screenshots")
     r.add_argument("--json", action="store_true", help="print one JSON list")
+    r.add_argument("--halves", action="store_true",
+                   help="also a verdict for the top and the bottom half of each picture")
     r.set_defaults(func=cmd_screenshot)
