@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import struct
 import time
 import zlib
@@ -259,3 +260,66 @@ def test_a_drop_while_following_live_is_listed_promptly(browser, tmp_path):
         page.close()
     finally:
         stop()
+
+
+def test_a_monitor_screenshot_with_no_telemetry_shows_its_numbers_and_verdicts(served, browser):
+    """A real nvidia-smi screenshot (tests/pictures) of a moment the store has no telemetry
+    of: the page reads its eight GPUs' numbers from the picture (OCR) and gives the verdict
+    of the whole picture and, split, of each half."""
+    import json
+
+    from tealeaves.classifier.picture import verdict
+
+    if not shutil.which("tesseract"):
+        pytest.skip("tesseract-ocr is not installed")
+    url, _db = served
+    here = Path(__file__).parent / "pictures"
+    name = "08_nvidia-smi_8gpu.png"
+    truth = next(p for p in json.loads((here / "truth.json").read_text()) if p["file"] == name)
+    printed = {g["gpu"]: g["printed"] for g in truth["gpus"]}
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
+                               timeout=30_000)
+        page.click(f"#{ids.TAB_SHOTS}")
+        _upload(page, [(name, (here / name).read_bytes())])
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_READ}')"
+                               f".innerText.includes('read from the picture: nvidia-smi')",
+                               timeout=180_000)
+        text = page.inner_text(f"#{ids.SHOT_VERDICTS}")
+        assert "no samples at" in text, text  # no telemetry of that moment
+        read = page.inner_text(f"#{ids.SHOT_READ}")
+        assert "nvidia-smi, 8 GPUs" in read, read
+        rows = page.evaluate(f"() => Array.from(document.querySelectorAll('#{ids.SHOT_READ} "
+                             f"tbody tr')).map(r => Array.from(r.cells).map(c => c.innerText))")
+        assert [int(r[0]) for r in rows] == list(range(8)), rows
+        for r in rows:  # the printed values, read back
+            want = printed[int(r[0])]
+            assert r[1].startswith(f"{want['util_pct']:g} %"), (r, want)
+            assert r[2].startswith(f"{want['power_w']:g} / {want['power_limit_w']:g} W"), (r, want)
+        whole = verdict({g: v["util_pct"] for g, v in printed.items()})
+        assert f"picture, whole picture · GPUs 0, 1, 2, 3, 4, 5, 6, 7: {whole['pattern']}" \
+            in read, read
+        assert "does not separate prefill from decode" in read
+
+        # split into halves: each half's GPUs and its own verdict
+        page.click(f"#{ids.SHOT_SPLIT}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_READ}')"
+                               f".innerText.includes('picture, region 2 (bottom)')", timeout=60_000)
+        lines = page.inner_text(f"#{ids.SHOT_READ}").splitlines()
+        halves = {}
+        for half in ("region 1 (top)", "region 2 (bottom)"):
+            line = next(ln for ln in lines if ln.startswith(f"picture, {half} · GPUs "))
+            gpus = [int(x) for x in line.split(" · GPUs ")[1].split(":")[0].split(", ")]
+            want = verdict({g: printed[g]["util_pct"] for g in gpus})
+            assert line.split(" · GPUs ")[1].split(": ", 1)[1].startswith(want["pattern"]), \
+                (line, want)
+            halves[half] = gpus
+        top, bottom = halves["region 1 (top)"], halves["region 2 (bottom)"]
+        assert sorted(top + bottom) == list(range(8)) and max(top) < min(bottom), halves
+        assert not errors, errors
+    finally:
+        page.close()

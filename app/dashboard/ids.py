@@ -77,6 +77,10 @@ SHOT_DETAIL_TITLE = "tl-shot-detail-title"
 SHOT_IMAGE = "tl-shot-image"
 SHOT_VIEW = "tl-shot-view"
 SHOT_VERDICTS = "tl-shot-verdicts"
+#: What was read from the opened picture itself (numbers, verdict per region), and the tick
+#: that asks again while it is being read.
+SHOT_READ = "tl-shot-read"
+SHOT_READ_TICK = "tl-shot-read-tick"
 SHOT_TIME = "tl-shot-time"
 SHOT_ZONE = "tl-shot-zone"
 SHOT_OFFSETS = "tl-shot-offsets"

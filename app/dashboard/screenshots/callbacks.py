@@ -32,8 +32,9 @@ from .model import (
     span_note,
     span_seconds,
 )
+from .reading import reading
 from .upload import accept_batch
-from .views import compare_view, detail, shot_table
+from .views import compare_view, detail, picture_reading, shot_table
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).
@@ -57,6 +58,7 @@ def register(app: dash.Dash, live) -> None:
     register_upload(app, live)
     register_list(app, live)
     register_opened(app, live)
+    register_reading(app, live)
     register_compare(app, live)
 
 
@@ -344,6 +346,46 @@ def _edited_fields(trig, r, when, zone, offsets, relayout) -> dict:
     else:
         raise dash.exceptions.PreventUpdate
     return fields
+
+
+def register_reading(app: dash.Dash, live) -> None:
+    """The numbers read from the opened picture itself and its verdict per region (the
+    whole picture, then its halves or boxes), next to the telemetry of each region's moment
+    where there is some; read in the background (``reading``), asked again each second."""
+    from ....classifier.picture import summary
+
+    store = live.store
+
+    @app.callback(
+        Output(ids.SHOT_READ, "children"),
+        Output(ids.SHOT_READ_TICK, "disabled"),
+        Input(ids.SHOT_SELECTED, "data"),
+        Input(ids.SHOTS_VERSION, "data"),
+        Input(ids.SHOT_READ_TICK, "n_intervals"),
+        Input(ids.SHOT_SPAN, "value"),
+        prevent_initial_call=True,
+    )
+    def _read(sha, _version, _tick, span):
+        shots = store.screenshots()
+        row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
+        if row.empty:
+            return [], True
+        r = row.iloc[0]
+        state, value = reading(sha, lambda: store.screenshot_data(sha), str(r["name"]))
+        if state == "pending":
+            return [html.Div("reading the picture's numbers (OCR, up to half a minute)…",
+                             className="tl-muted")], False
+        if state == "error":
+            return [html.Div(f"read from the picture: {value}", className="tl-stale")], True
+        regions = parse_regions(r.regions)
+        s = summary(value, regions)
+        ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
+        tele: list[dict | None] = []
+        for reg in [{"offset_s": 0.0}, *regions]:
+            v = moment_verdict(live.history, ts + float(reg.get("offset_s", 0.0)),
+                               span_seconds(span)) if ts is not None else None
+            tele.append(dict(v.loads) if v is not None and v.windows else None)
+        return picture_reading(s, tele), True
 
 
 def register_compare(app: dash.Dash, live) -> None:

@@ -84,6 +84,8 @@ def detail_skeleton() -> html.Div:
             ]),
             html.Div(className="tl-shot-side", children=[
                 html.Div(id=ids.SHOT_VERDICTS, className="tl-verdicts"),
+                html.Div(id=ids.SHOT_READ, className="tl-shot-read"),
+                dcc.Interval(id=ids.SHOT_READ_TICK, interval=1000, disabled=True),
                 html.Button(id=ids.SHOT_FIX, n_clicks=0, className="tl-btn",
                             style={"display": "none"}),
                 dcc.Graph(id=ids.SHOT_VIEW, figure=empty, config={"displaylogo": False},

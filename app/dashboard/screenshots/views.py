@@ -226,3 +226,60 @@ def compare_view(sub: pd.DataFrame, verdicts: list[Verdict], gpus: list[int]) ->
 
 __all__ = ["compare_view", "detail", "moment_figure", "picture_figure",
            "shot_table", "verdict_line"]
+
+
+#: The columns of the numbers read from a picture: (title, value keys, unit).
+_READ_COLUMNS = (("utilization", ("util_pct",), "%"), ("power", ("power_w", "power_limit_w"), "W"),
+                 ("memory", ("mem_used_mib", "mem_total_mib"), "MiB"), ("temperature",
+                                                                      ("temp_c",), "°C"))
+#: Below this confidence a value read is shown as doubtful.
+SURE = 0.8
+
+
+def _read_cell(g: dict, keys: tuple[str, ...], unit: str) -> html.Td:
+    vals = [g["values"].get(k) for k in keys]
+    if vals[0] is None:
+        return html.Td("—", className="tl-muted", title="not printed or not read")
+    conf = min(g["confidence"].get(k, 0.0) for k, v in zip(keys, vals, strict=True)
+               if v is not None)
+    text = " / ".join(f"{v:g}" for v in vals if v is not None) + f" {unit}"
+    return html.Td(text + ("" if conf >= SURE else " ?"), title=f"read {conf:.0%} sure",
+                   className="" if conf >= SURE else "tl-stale")
+
+
+def picture_reading(s: dict, telemetry: list[dict | None]) -> list:
+    """The numbers read from the opened picture and its verdict per region.
+
+    Args:
+        s: ``classifier.picture.summary`` of the picture (whole picture, then its regions).
+        telemetry: per region of ``s``, the telemetry's loads of that moment (``{gpu: %}``)
+            or None where there is none.
+    """
+    from ....classifier.picture import agreement
+
+    if not s["tool"]:
+        return [html.Div([html.B("read from the picture: "),
+                          "; ".join(s["notes"]) or "nothing read"], className="tl-stale")]
+    n = len(s["gpus"])
+    out: list = [html.Div([html.B("read from the picture: "),
+                           f"{s['tool']}, {n} GPU{'s' if n != 1 else ''} (OCR)"])]
+    head = html.Tr([html.Th("GPU"), *(html.Th(f"{t} ({u})") for t, _, u in _READ_COLUMNS)])
+    rows = [html.Tr([html.Td(str(g["gpu"])),
+                     *(_read_cell(g, keys, u) for _, keys, u in _READ_COLUMNS)])
+            for g in s["gpus"]]
+    out.append(html.Table([html.Thead(head), html.Tbody(rows)], className="tl-table tl-read"))
+    for i, (reg, tele) in enumerate(zip(s["regions"], telemetry, strict=True)):
+        label = f"region {i} ({reg['name']})" if i else reg["name"]
+        gpus = ", ".join(map(str, reg["gpus"])) or "none read"
+        v = reg["verdict"]
+        out.append(html.Div([html.B(f"picture, {label} · GPUs {gpus}: "), v["text"]],
+                            className="tl-read-verdict"))
+        differ = agreement(v, tele) if tele else None
+        if differ:
+            out.append(html.Div(f"{label}: {differ}", className="tl-stale tl-disagree"))
+        elif tele:
+            out.append(html.Div(f"{label}: the telemetry of that moment agrees",
+                                className="tl-muted"))
+    out.append(html.Div(s["regions"][0]["verdict"]["limits"], className="tl-muted"))
+    out.extend(html.Div(note, className="tl-muted") for note in s["notes"])
+    return out
