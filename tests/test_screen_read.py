@@ -142,3 +142,73 @@ def test_impossible_readings_are_left_out_and_one_bad_file_does_not_stop_the_res
     out, err = capsys.readouterr()
     assert rc == 2 and "huge.png: 10000 x 10000 pixels" in err and "x.png: not a PNG" in err
     assert [r["file"] for r in json.loads(out)] == [str(blank)]
+
+
+@needs_tesseract
+def test_the_character_grid_reads_a_picture_whose_digits_tesseract_garbles():
+    """Liberation Mono 12 on white: Tesseract alone reads dmon's 77 as 'T7' and 511 as
+    'oft He' (no GPU of the eight parsed before the grid reader); the cell-by-cell reading
+    gets every GPU's printed sm % and power."""
+    name = "41_nvidia-smi_dmon_8gpu.png"
+    truth = next(p for p in json.loads((PICTURES / "truth.json").read_text())
+                 if p["file"] == name)
+    r = read_picture((PICTURES / name).read_bytes())
+    assert r.tool == "nvidia-smi dmon"
+    got = {g.gpu: g.values for g in r.gpus}
+    for t in truth["gpus"]:
+        assert got[t["gpu"]]["util_pct"] == t["printed"]["util_pct"], (t, got)
+        assert got[t["gpu"]]["power_w"] == t["printed"]["power_w"], (t, got)
+    # each GPU is placed where its row is: the rows go down the picture in GPU order
+    ys = [g.box[1] for g in r.gpus]
+    assert ys == sorted(ys) and all(0 < y < 1 for y in ys)
+
+
+@needs_tesseract
+def test_the_screenshot_scorer_runs_small():
+    """``tests/pictures/evaluate.py`` (the figures of the issue's note) on two pictures: it
+    counts every printed value and scores the verdicts."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("evaluate", PICTURES / "evaluate.py")
+    ev = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ev)
+    res = ev.evaluate(["05_nvidia-smi_4gpu.png", "37_nvidia-smi_dmon_4gpu.png"],
+                      log=lambda s: None)
+    assert res["all"]["pictures"] == 2 and res["all"]["values"] == 16
+    assert res["all"]["within_1"] >= 15 and res["all"]["verdicts_match"] == 2, res
+
+
+@needs_tesseract
+def test_a_report_includes_a_screenshot_and_the_telemetry_of_its_moment(tmp_path):
+    """``report --screenshot``: the picture's numbers and verdict, and the telemetry's
+    verdict of its moment (a scrot name inside the trace's range), schema-checked."""
+    from datetime import UTC, datetime
+
+    import jsonschema
+
+    from tealeaves.app.report.model import schema
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.traces import read_trace
+
+    ts = read_trace(bundled_trace_path()).samples["timestamp"]
+    at = datetime.fromtimestamp(float(ts.min()) + 30.0, tz=UTC)
+    pic = tmp_path / f"{at:%Y-%m-%d-%H%M%S}_1217x900_scrot.png"
+    pic.write_bytes((PICTURES / "10_nvidia-smi_8gpu.png").read_bytes())
+    out = tmp_path / "r.json"
+    assert main(["report", "--trace", str(bundled_trace_path()), "--screenshot", str(pic),
+                 "--tz", "UTC", "--out", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    jsonschema.Draft202012Validator(schema()).validate(doc)
+    (shot,) = doc["screenshots"]
+    assert shot["tool"] == "nvidia-smi" and len(shot["gpus"]) == 8
+    assert shot["capture_ts"] == pytest.approx(at.timestamp())
+    util = {g["gpu"]: g["values"]["util_pct"] for g in shot["gpus"]}
+    assert shot["regions"][0]["pattern"] == verdict(util)["pattern"] == "uneven"
+    assert shot["telemetry"]["windows"] > 0 and shot["telemetry"]["pattern"] in (
+        "uniform", "uneven", "idle")
+    assert "screenshot" in [s["role"] for s in doc["provenance"]["sources"]]
+    html_out = tmp_path / "r.html"
+    assert main(["report", "--trace", str(bundled_trace_path()), "--screenshot", str(pic),
+                 "--tz", "UTC", "--out", str(html_out)]) == 0
+    page = html_out.read_text()
+    assert "<h2>Screenshots</h2>" in page and "picture, whole picture · GPUs 0, 1, 2" in page

@@ -35,7 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
         return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
     inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log,
-                          args.server_metrics) if p is not None]
+                          args.server_metrics, *(args.screenshot or ())) if p is not None]
     if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
         return fail(f"--out {args.out}: is one of the inputs; give another file name")
     try:
@@ -66,6 +66,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             page = metrics_file(args.server_metrics)
             inp.server_metrics = page.frame
             inp.sources.append(Source("server_metrics", args.server_metrics))
+        for pic in args.screenshot or ():
+            inp.screenshots.append(screenshot_input(pic, args.tz))
+            inp.sources.append(Source("screenshot", pic))
         report = build_report(inp, window_s=args.window, labels=args.labels,
                               experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
                               top_n=args.top)
@@ -86,6 +89,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
           + summary_line(report.data, args.utc))
     return 0
+
+
+def screenshot_input(path: Path, tz: str) -> dict:
+    """A screenshot read for the report: ``screenshot.read_one`` with ``capture_ts`` (epoch
+    s, from its metadata or its name read in ``tz``; None when neither says).
+
+    Raises:
+        ValueError: not a picture, or no OCR engine (names the file).
+    """
+    from PIL import Image
+
+    from ...data.screenshots import ScreenshotError, capture_time, time_from_metadata
+    from .screenshot import read_one
+
+    shot = read_one(path)
+    try:
+        with Image.open(path) as img:
+            when = capture_time(time_from_metadata(img), path.name, None)
+        shot["capture_ts"] = when.resolve(tz)
+    except (OSError, ScreenshotError):
+        shot["capture_ts"] = None
+    return shot
 
 
 def summary_line(data: dict, utc: bool = False) -> str:
@@ -148,6 +173,10 @@ def add_parser(sub) -> None:
                    help="a saved SGLang/vLLM /metrics page (one scrape or many): the DP "
                         "ranks' spread and SGLang's expert balance (the store's own scrapes "
                         "are read without it)")
+    r.add_argument("--screenshot", type=Path, action="append", metavar="FILE",
+                   help="a screenshot of nvidia-smi, dmon, nvitop or gpustat to read and "
+                        "include (its numbers, its verdict, and the telemetry's of its "
+                        "moment when that falls in the range); repeatable")
     r.add_argument("--tz", default="UTC", help="time zone of the log's stamps and of the "
                                                "--trace file's wall-clock times (default UTC)")
     r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")

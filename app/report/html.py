@@ -92,6 +92,19 @@ idlest by 20 points and the mean by 15 %.</div>
 <ul>{% for m in d.mig_balance %}<li{% if m.uneven %} class="hot"{% endif %}>{{ m.line }}</li>
 {% endfor %}</ul>
 {% endif %}
+{% if d.screenshots %}
+<h2>Screenshots</h2>
+<div class="muted">Read from each picture alone (OCR); a value under 80 % sure is marked "?".</div>
+{% for p in d.screenshots %}<h3>{{ p.file }}: {{ p.tool or "no GPU monitor recognised" }}</h3>
+{% if p.gpus %}<table><thead><tr><th>GPU</th><th>utilization (%)</th><th>power (W)</th>
+<th>limit (W)</th><th>memory used (MiB)</th><th>temperature (°C)</th></tr></thead><tbody>
+{% for g in p.gpus %}<tr><td>{{ g.gpu }}</td>{% for k in ["util_pct", "power_w", "power_limit_w", "mem_used_mib", "temp_c"] %}<td>{% if g["values"][k] is not none %}{{ "%g"|format(g["values"][k]) }}{% if g.confidence[k] < 0.8 %} ?{% endif %}{% else %}—{% endif %}</td>{% endfor %}</tr>
+{% endfor %}</tbody></table>{% endif %}
+<ul>{% for r in p.regions %}{% if r.text %}<li{% if r.pattern == "uneven" %} class="hot"{% endif %}>picture, {{ r.name }} · GPUs {{ r.gpus|join(", ") }}: {{ r.text }}</li>{% endif %}
+{% endfor %}{% if p.telemetry %}<li{% if p.telemetry.disagreement %} class="hot"{% endif %}>telemetry of that moment ({{ p.telemetry.windows }} windows within 5 s): {{ p.telemetry.text }}{% if p.telemetry.disagreement %}: {{ p.telemetry.disagreement }}{% endif %}</li>
+{% endif %}{% for n in p.notes %}<li class="muted">{{ n }}</li>{% endfor %}</ul>
+{% if p.limits %}<div class="muted">{{ p.limits }}</div>{% endif %}
+{% endfor %}{% endif %}
 
 <h2>Most imbalanced decode windows</h2>
 {% if d.top_windows %}

@@ -107,6 +107,9 @@ class ReportInput:
     server_events: pd.DataFrame | None = None
     sources: list[Source] = field(default_factory=list)
     server_metrics: pd.DataFrame | None = None
+    #: Screenshots read (``classifier.picture.summary`` with ``file`` and ``capture_ts``,
+    #: epoch s or None).
+    screenshots: list[dict] = field(default_factory=list)
 
 
 @dataclass
@@ -354,6 +357,8 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
             data["mig_balance"] = [_mig_group(m) for m in mig]
         if inp.server_metrics is not None and len(inp.server_metrics):
             data.update(_server_balance(inp.server_metrics))
+        if inp.screenshots:
+            data["screenshots"] = [_screenshot(p, windows, t0, t1) for p in inp.screenshots]
         bar.update(1)
     return Report(data, windows, expert_arrays)
 
@@ -387,6 +392,44 @@ def _server_balance(frame: pd.DataFrame) -> dict:
                                      "balancedness": _num(r.balancedness),
                                      "passes": _num(r.passes)}
                                     for r in bal.itertuples(index=False)]}
+    return out
+
+
+#: Half-width (s) of the span of windows a screenshot's moment is compared with.
+SCREENSHOT_SPAN_S = 5.0
+
+
+def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict:
+    """One ``screenshots`` item: what the picture shows and its verdict per region, and,
+    when its capture time falls in the range, the telemetry's verdict of the windows within
+    ``SCREENSHOT_SPAN_S`` of it (the same rule, ``classifier.picture.verdict``) and whether
+    they agree."""
+    from ...classifier.picture import agreement, verdict
+
+    ts = shot.get("capture_ts")
+    out = {"file": shot["file"], "tool": shot["tool"], "capture_ts": _num(ts),
+           "gpus": [{"gpu": g["gpu"], "values": {k: _num(v) for k, v in g["values"].items()},
+                     "confidence": {k: _num(v) for k, v in g["confidence"].items()}}
+                    for g in shot["gpus"]],
+           "regions": [{"name": r["name"], "gpus": r["gpus"],
+                        "pattern": r["verdict"]["pattern"] if r["verdict"] else None,
+                        "hot_set": r["verdict"]["hot_set"] if r["verdict"] else [],
+                        "text": r["verdict"]["text"] if r["verdict"] else None}
+                       for r in shot["regions"]],
+           "limits": shot["regions"][0]["verdict"]["limits"] if shot["regions"][0]["verdict"]
+           else None, "notes": list(shot["notes"]), "telemetry": None}
+    if ts is None or not t0 - SCREENSHOT_SPAN_S <= ts <= t1 + SCREENSHOT_SPAN_S:
+        return out
+    near = windows[(windows["end"] >= ts - SCREENSHOT_SPAN_S) &
+                   (windows["start"] <= ts + SCREENSHOT_SPAN_S)]
+    loads = {int(c[6:]): float(near[c].mean()) for c in near.columns
+             if c.startswith("load_g") and c[6:].isdigit() and near[c].notna().any()}
+    if loads:
+        tele = verdict(loads)
+        whole = shot["regions"][0]["verdict"]
+        out["telemetry"] = {"pattern": tele["pattern"], "hot_set": tele["hot_set"],
+                            "windows": len(near), "text": tele["text"],
+                            "disagreement": agreement(whole, loads) if whole else None}
     return out
 
 
