@@ -29,6 +29,12 @@ LIMITS_NOTE = ("Utilization alone does not separate prefill from decode: both ke
                "memory bandwidth.")
 
 
+def _span(vals: list[float]) -> str:
+    """``"90-95 %"``, or ``"95 %"`` when the ends round alike."""
+    lo, hi = f"{min(vals):.0f}", f"{max(vals):.0f}"
+    return f"{lo} %" if lo == hi else f"{lo}-{hi} %"
+
+
 def loads_of(gpus: dict[int, dict]) -> dict[int, float]:
     """Each GPU's load (%) from its values (``data.screen_read.FIELDS``): utilization, else
     power over its limit; a GPU with neither is left out."""
@@ -67,18 +73,30 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
         if v.get("power_w") and v.get("power_limit_w"):
             near.append(v["power_w"] / v["power_limit_w"] >= NEAR_LIMIT)
     if not hot:
-        text = f"uniform: every GPU near the mean load of {mean:.0f} %"
+        text = (f"uniform: every GPU near the mean load of {mean:.0f} %" if len(loads) > 1
+                else f"one GPU read, at {mean:.0f} %: nothing to compare it with")
         if near and all(near):
             text += ", all near their power limit: compute-bound on every GPU"
         return {"pattern": "uniform", "hot_set": [], "mean_load": mean, "text": text,
                 "limits": LIMITS_NOTE}
     cold = [v for g, v in loads.items() if g not in hot]
     text = (f"uneven: GPU{'s' if len(hot) > 1 else ''} {', '.join(map(str, hot))} busy "
-            f"({min(loads[g] for g in hot):.0f}-{max(loads[g] for g in hot):.0f} %) while "
-            f"the other {len(cold)} wait ({min(cold):.0f}-{max(cold):.0f} %): a straggler or "
-            f"an imbalance of work")
+            f"({_span([loads[g] for g in hot])}) while "
+            f"{'the other' if len(cold) > 1 else 'GPU'} "
+            f"{len(cold) if len(cold) > 1 else next(g for g in loads if g not in hot)} "
+            f"wait{'' if len(cold) > 1 else 's'} ({_span(cold)}): a straggler or an "
+            f"imbalance of work")
     return {"pattern": "uneven", "hot_set": hot, "mean_load": mean, "text": text,
             "limits": LIMITS_NOTE}
+
+
+#: A value read less sure than this is left out of the verdict (shown, marked doubtful).
+VERDICT_SURE = 0.5
+
+
+def sure_values(g) -> dict[str, float]:
+    """A ``GpuReading``'s values read at least ``VERDICT_SURE`` sure."""
+    return {k: v for k, v in g.values.items() if g.confidence.get(k, 1.0) >= VERDICT_SURE}
 
 
 #: The region every picture has: all of it.
@@ -109,16 +127,23 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
         (None) when no monitor was recognised.
     """
     out_regions = []
+    notes = list(reading.notes)
+    doubtful = [f"GPU {g.gpu} {k}" for g in reading.gpus for k in ("util_pct", "power_w")
+                if k in g.values and g.confidence.get(k, 1.0) < VERDICT_SURE]
+    if doubtful:
+        notes.append(f"left out of the verdict as doubtful (under {VERDICT_SURE:.0%} sure): "
+                     f"{', '.join(doubtful)}")
     for reg in [WHOLE, *(regions or [])]:
         inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
-        vals = {g.gpu: g.values for g in inside}
+        vals = {g.gpu: sure_values(g) for g in inside}
         out_regions.append({"name": reg["name"], "box": list(reg["box"]),
                             "gpus": [g.gpu for g in inside],
                             "verdict": verdict(loads_of(vals), vals) if reading.tool else None})
     return {"tool": reading.tool,
-            "gpus": [{"gpu": g.gpu, "values": g.values, "confidence": g.confidence,
+            "gpus": [{"gpu": g.gpu, "values": g.values,
+                      "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},
                       "box": list(g.box) if g.box else None} for g in reading.gpus],
-            "regions": out_regions, "notes": list(reading.notes)}
+            "regions": out_regions, "notes": notes}
 
 
 def agreement(picture: dict, telemetry_loads: dict[int, float]) -> str | None:

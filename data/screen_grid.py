@@ -52,6 +52,12 @@ LOOKALIKES = frozenset({"0O", "0Q", "0D", "0o", "1l", "1I", "1|", "Il", "l|", "I
 #: at most this much nearer (a thin ``1`` a shade nearer ``H``; an ``i`` of ``MiB`` is far
 #: nearer ``i`` than ``1`` and stays).
 DIGIT_LEAD = 0.06
+#: A cell whose glyph leads the runner-up by this much cosine similarity is sure (1).
+MARGIN_SURE = 0.05
+#: Highest confidence of a cell read as an ambiguous glyph (``train``).
+AMBIGUOUS_SURE = 0.2
+#: Confidence of a cell read as Tesseract read it (no glyph matched it well).
+FALLBACK_SURE = 0.3
 #: Share of the picture the background colour must cover for it to be a screen grab.
 MIN_BACKGROUND = 0.35
 #: A cell with less ink than this share of its area is blank.
@@ -193,9 +199,12 @@ def word_cells(grid: Grid, w: Word) -> list[tuple[int, int]] | None:
     return [(i, j) for j in range(j0, j1 + 1)]
 
 
-def train(grid: Grid, vectors: np.ndarray, words: list[Word]) -> tuple[list[str], np.ndarray]:
-    """The glyphs taught by the confident words: their characters and unit mean looks
-    (shape (glyphs, CELL_H * CELL_W))."""
+def train(grid: Grid, vectors: np.ndarray,
+          words: list[Word]) -> tuple[list[str], np.ndarray, frozenset[str]]:
+    """The glyphs taught by the confident words: their characters, unit mean looks (shape
+    (glyphs, CELL_H * CELL_W)) and the ambiguous ones: a glyph whose teaching words showed
+    two different looks under one character, or every digit when no word taught a ``0``
+    (at half size Tesseract reads zeros as ``8``); a cell read as one is doubtful."""
     samples: dict[str, list[np.ndarray]] = {}
     for w in words:
         if w.conf < TEACH_CONF:
@@ -221,21 +230,46 @@ def train(grid: Grid, vectors: np.ndarray, words: list[Word]) -> tuple[list[str]
     chars = sorted(samples)
     means = _unit(np.stack([np.mean(samples[c], axis=0) for c in chars]))
     # drop samples nearer another glyph than their own, then average again
-    kept = []
+    kept, mixed = [], set()
     for k, c in enumerate(chars):
         s = _unit(np.stack(samples[c]))
         best = np.argmax(s @ means.T, axis=1)
         good = s[best == k]
         kept.append(_unit(good.mean(axis=0)) if len(good) else means[k])
-    return chars, np.stack(kept)
+        if _two_looks(good):
+            mixed.add(c)
+    if "0" not in chars:  # every monitor prints zeros: read as something else, no digit is sure
+        mixed.update(c for c in chars if c.isdigit())
+    return chars, np.stack(kept), frozenset(mixed)
+
+
+#: Cosine similarity under which two groups of one glyph's samples are two looks.
+TWO_LOOKS = 0.93
+
+
+def _two_looks(s: np.ndarray) -> bool:
+    """Whether unit samples ``s`` (n, d) of one glyph form two groups of different looks
+    (2-means, each group at least 15 % of them, centres under ``TWO_LOOKS`` alike)."""
+    if len(s) < 6:
+        return False
+    far = int(np.argmin(s @ s[0]))
+    c = np.stack([s[0], s[far]])
+    for _ in range(8):
+        lab = np.argmax(s @ c.T, axis=1)
+        if lab.min() == lab.max():
+            return False
+        c = _unit(np.stack([s[lab == 0].mean(axis=0), s[lab == 1].mean(axis=0)]))
+    share = lab.mean()
+    return 0.15 <= share <= 0.85 and float(c[0] @ c[1]) < TWO_LOOKS
 
 
 def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndarray,
-               words: list[Word], size: tuple[int, int]) -> list[tuple[str, float, tuple]]:
-    """Each grid row as text, one character per cell, with the lowest similarity of its
-    number cells (0-1) and the box of its inked cells (fractions of ``size``, the picture's
-    width and height; None for a blank row); a cell no glyph matches well takes Tesseract's
-    character there, else ``?``."""
+               words: list[Word], size: tuple[int, int],
+               ambiguous: frozenset[str] = frozenset()) -> list[tuple]:
+    """Each grid row as text, one character per cell, with the lowest confidence of its
+    number cells (0-1, ``cell_confidence``), the box of its inked cells (fractions of ``size``, the picture's
+    width and height; None for a blank row) and each character's confidence; a cell no glyph
+    matches well takes Tesseract's character there, else ``?``."""
     tess: dict[tuple[int, int], str] = {}
     for w in words:
         if w.conf < TESS_FALLBACK_CONF:
@@ -245,7 +279,7 @@ def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndar
     inked = vectors.sum(axis=2) > BLANK_INK * vectors.shape[2]
     if not len(chars):
         return [("".join(tess.get((i, j), "?") if inked[i, j] else " "
-                         for j in range(grid.cols)).rstrip(), 0.0, None)
+                         for j in range(grid.cols)).rstrip(), 0.0, None, None)
                 for i in range(grid.rows)]
     sims = _unit(vectors) @ means.T
     digits = np.array([c in NUMBER_GLYPHS for c in chars])
@@ -255,6 +289,8 @@ def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndar
         score = np.ones(grid.cols)
         for j in np.flatnonzero(inked[i]):
             line[j], score[j] = _pick(sims[i, j], chars, None, tess.get((i, j), "?"))
+            if line[j] in ambiguous:
+                score[j] = min(score[j], AMBIGUOUS_SURE)
         # a run holding a digit is a number: its cells are read among the number glyphs
         # (a thin 1 nearer an H or a | than any digit in the whole alphabet is a 1 here)
         numbers = [run for run in _runs(inked[i]) if any(line[j].isdigit() for j in run)]
@@ -263,8 +299,13 @@ def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndar
                 if j == run[-1] and line[j] in UNIT_GLYPHS:
                     continue  # the number's unit (``98%``, ``700W``), not a digit
                 if sims[i, j][digits].max() >= sims[i, j].max() - DIGIT_LEAD:
+                    d = np.sort(np.where(digits, sims[i, j], -2.0))[::-1]
                     k = int(np.argmax(np.where(digits, sims[i, j], -2.0)))
-                    line[j], score[j] = chars[k], max(float(sims[i, j, k]), 0.0)
+                    line[j] = chars[k]
+                    score[j] = cell_confidence(float(d[0]), float(d[1]) if len(d) > 1
+                                               else -1.0)
+                    if chars[k] in ambiguous:
+                        score[j] = min(score[j], AMBIGUOUS_SURE)
         # the line's confidence is its numbers' (a frame or a name says nothing of them)
         sure = score[np.concatenate(numbers)] if numbers else score
         cols = np.flatnonzero(inked[i])
@@ -272,7 +313,8 @@ def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndar
             (grid.x0 + cols[0] * grid.px) / size[0], (grid.y0 + i * grid.py) / size[1],
             (grid.x0 + (cols[-1] + 1) * grid.px) / size[0],
             (grid.y0 + (i + 1) * grid.py) / size[1])
-        out.append(("".join(line).rstrip(), float(sure.min()), box))
+        text = "".join(line).rstrip()
+        out.append((text, float(sure.min()), box, [float(x) for x in score[:len(text)]]))
     return out
 
 
@@ -282,17 +324,27 @@ UNIT_GLYPHS = frozenset("%WCBb°")
 NUMBER_GLYPHS = frozenset("0123456789.,:/%")
 
 
+def cell_confidence(s1: float, s2: float) -> float:
+    """How sure a cell's reading is, 0-1, from its similarity to the glyph read (``s1``) and
+    to the runner-up (``s2``): the lower of how far ``s1`` is above ``MIN_SIMILARITY`` (a
+    glyph drawn as taught is near 1) and how far it leads (``MARGIN_SURE`` or more: sure).
+    A ``0`` half the size it was taught at, nearer an ``8`` than anything, scores low."""
+    near = (s1 - MIN_SIMILARITY) / (1.0 - MIN_SIMILARITY)
+    return float(np.clip(min(near, (s1 - s2) / MARGIN_SURE), 0.0, 1.0))
+
+
 def _pick(sim: np.ndarray, chars: list[str], allowed: np.ndarray | None,
           fallback: str) -> tuple[str, float]:
     """The glyph a cell is (``sim``: its similarity to each glyph), among ``allowed`` ones,
-    and its similarity; ``fallback`` when no glyph is near enough or clearly ahead."""
+    and its confidence (``cell_confidence``); ``fallback`` (confidence ``FALLBACK_SURE``) when
+    no glyph is near enough or clearly ahead."""
     s = np.where(allowed, sim, -2.0) if allowed is not None else sim
     order = np.argsort(s)[::-1]
     s1 = float(s[order[0]])
     s2 = float(s[order[1]]) if len(order) > 1 else -1.0
     if s1 >= MIN_SIMILARITY and s1 - s2 >= MIN_MARGIN:
-        return chars[order[0]], s1
-    return fallback, max(s1, 0.0)
+        return chars[order[0]], cell_confidence(s1, s2)
+    return fallback, FALLBACK_SURE if fallback != "?" else 0.0
 
 
 def _runs(inked: np.ndarray) -> list[np.ndarray]:
@@ -314,7 +366,7 @@ def read_grid(img, words: list[Word]) -> list[tuple[str, float, tuple]] | None:
     if grid is None or grid.rows * grid.cols > 400_000:
         return None
     vectors = cells(k, grid)
-    chars, means = train(grid, vectors, words)
+    chars, means, ambiguous = train(grid, vectors, words)
     if len(chars) < 5:
         return None
-    return transcribe(grid, vectors, chars, means, words, img.size)
+    return transcribe(grid, vectors, chars, means, words, img.size, ambiguous)

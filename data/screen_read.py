@@ -31,7 +31,8 @@ from .screen_grid import Word, read_grid
 FIELDS: dict[str, str] = {"util_pct": "%", "power_w": "W", "power_limit_w": "W",
                           "mem_used_mib": "MiB", "mem_total_mib": "MiB", "temp_c": "°C"}
 #: The tools recognised, by the marks they print.
-TOOLS: tuple[str, ...] = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat")
+TOOLS: tuple[str, ...] = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat",
+                          "tealeaves report", "tealeaves dashboard")
 #: Scale factor applied before OCR (terminal glyphs of 10-14 px become 30-42 px).
 OCR_SCALE = 4
 #: Tesseract's settings: one block of text (``--psm 6``), and no glyph a monitor's numbers
@@ -41,6 +42,8 @@ OCR_CONFIG = "--psm 6 -c tessedit_char_blacklist=@®©()"
 #: The most pixels the OCR reads (a 4K screen enlarged twice): a larger picture is enlarged
 #: less, or not at all.
 OCR_MAX_PIXELS = 4 * 3840 * 2160
+#: The most pixels a picture is read at (a 5K screen); a larger one is read shrunk to it.
+MAX_READ_PIXELS = 5120 * 2880
 #: Seconds Tesseract may take on one picture before it is given up (a terminal screenshot
 #: takes 5-30 s on one core; a photo of noise would take minutes).
 OCR_TIMEOUT_S = 90.0
@@ -96,13 +99,16 @@ def strip_ansi(text: str) -> str:
 def which_tool(text: str) -> str | None:
     """The monitor whose marks ``text`` carries (``TOOLS``), or None."""
     t = text.upper()
+    if "TEALEAVES IMBALANCE REPORT" in t or re.search(r"\bBUSY\s+LOAD\s+SM\s+TENSOR\b", t):
+        return "tealeaves report"
+    if "TEALEAVES" in t and ("LOAD BY GPU" in t or "STRAGGLER TAX" in t):
+        return "tealeaves dashboard"
     if "NVITOP" in t:
         return "nvitop"
     if "NVIDIA-SMI" in t or ("PWR:USAGE/CAP" in t.replace(" ", "") and "MEMORY-USAGE" in t):
         return "nvidia-smi"
     if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t) or any(
-            len({"pwr", "gtemp", "sm", "mem", "mclk", "pclk", "fb"} &
-                set(_dmon_names(ln) or ())) >= 3 for ln in text.splitlines()):
+            _dmon_likeness(ln) >= 4 for ln in text.splitlines()):
         return "nvidia-smi dmon"
     if re.search(r"\[\s*" + _NUM + r"{0,2}\s*\]\s+\S.*\|\s*" + _NUM + r"+\s*°?\s*[C©]", t):
         return "gpustat"
@@ -142,7 +148,7 @@ def _smi(lines: list[tuple]) -> list[GpuReading]:
     values line not under an index line (the OCR lost it) is left out."""
     out: list[GpuReading] = []
     index: int | None = None
-    for line, conf, box in lines:
+    for line, conf, box, scores in lines:
         m1 = _SMI_ROW1.search(line.strip()) or _BUS_ID.search(line)
         if m1:
             # an index the OCR lost: the next one (the tools list GPUs in index order)
@@ -155,14 +161,18 @@ def _smi(lines: list[tuple]) -> list[GpuReading]:
             vals = {"temp_c": _n(temp), "power_w": _n(pw), "power_limit_w": _n(cap),
                     "mem_used_mib": _n(used) * _UNIT_MIB[u_unit[0]],
                     "mem_total_mib": _n(total) * _UNIT_MIB[t_unit[0]], "util_pct": _n(util)}
-            out.append(GpuReading(index, vals, dict.fromkeys(vals, conf), box))
+            cf = _fields_conf(m2, {"temp_c": 1, "power_w": 2, "power_limit_w": 3,
+                                   "mem_used_mib": 4, "mem_total_mib": 6, "util_pct": 8},
+                              scores, conf)
+            out.append(GpuReading(index, vals, cf, box))
             index = None
     return out
 
 
 def _gpustat(lines: list[tuple]) -> list[GpuReading]:
     out: list[GpuReading] = []
-    for line, conf, box in lines:
+    for line, conf, box, scores in lines:
+        off = len(line) - len(line.lstrip())
         m = _GPUSTAT.search(line.strip())
         if not m:
             continue
@@ -173,7 +183,9 @@ def _gpustat(lines: list[tuple]) -> list[GpuReading]:
                 "mem_total_mib": _n(total)}
         if pw is not None:
             vals.update(power_w=_n(pw), power_limit_w=_n(cap))
-        out.append(GpuReading(index, vals, dict.fromkeys(vals, conf), box))
+        cf = _fields_conf(m, {"temp_c": 2, "util_pct": 3, "power_w": 4, "power_limit_w": 5,
+                              "mem_used_mib": 6, "mem_total_mib": 7}, scores, conf, off)
+        out.append(GpuReading(index, vals, cf, box))
     return out
 
 
@@ -182,6 +194,18 @@ def _gpustat(lines: list[tuple]) -> list[GpuReading]:
 DMON_COLUMNS: tuple[str, ...] = (
     "gpu", "pwr", "gtemp", "mtemp", "sm", "mem", "enc", "dec", "jpg", "ofa", "mclk", "pclk",
     "pviol", "tviol", "fb", "bar1", "ccpm", "sbecc", "dbecc", "pci", "rxpci", "txpci")
+
+
+def _dmon_likeness(line: str) -> int:
+    """How many words of ``line`` read as ``nvidia-smi dmon``'s own column names (by
+    likeness alone: a process table's ``GPU GI CI PID`` is not a dmon header)."""
+    import difflib
+
+    toks = line.lstrip("#?* ").lower().split()
+    if "gpu" not in toks[:3]:
+        return 0
+    return sum(bool(difflib.get_close_matches(t, DMON_COLUMNS[1:], n=1, cutoff=0.75))
+               for t in toks)
 
 
 def _dmon_names(line: str) -> list[str] | None:
@@ -210,7 +234,7 @@ def _dmon(lines: list[tuple]) -> list[GpuReading]:
     """The last sweep on screen: the newest row of each GPU under the last header."""
     names: list[str] | None = None
     latest: dict[int, GpuReading] = {}
-    for line, conf, box in lines:
+    for line, conf, box, scores in lines:
         s = line.strip()
         header = _dmon_names(s) if s[:1] in "#?*" or "gpu" in s.lower().split()[:3] else None
         if header:
@@ -224,6 +248,11 @@ def _dmon(lines: list[tuple]) -> list[GpuReading]:
         if len(toks) != len(names):
             continue
         row = dict(zip(names, toks, strict=True))
+        # each column's confidence: its characters' (the grid reader's), else the line's
+        spans = [mm.span() for mm in re.finditer(r"\S+", line) if mm.group().strip("?")] \
+            if len(line.split()) > len(names) else [mm.span() for mm in re.finditer(r"\S+", line)]
+        col_conf = {n: (min(scores[a:b]) if scores is not None and b <= len(scores) else conf)
+                    for n, (a, b) in zip(names, spans, strict=False)}
         try:
             g = int(_n(row["gpu"]))
             vals = {}
@@ -234,23 +263,77 @@ def _dmon(lines: list[tuple]) -> list[GpuReading]:
                 vals["mem_used_mib"] = _n(row["fb"])
         except (ValueError, KeyError):
             continue
-        latest[g] = GpuReading(g, vals, dict.fromkeys(vals, conf), box)
+        col = {"power_w": "pwr", "temp_c": "gtemp", "util_pct": "sm", "mem_used_mib": "fb"}
+        latest[g] = GpuReading(g, vals, {k: col_conf.get(col[k], conf) for k in vals}, box)
     return [latest[g] for g in sorted(latest)]
 
 
-_PARSERS = {"nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon}
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s+%")
+_SLASHED = re.compile(r"(\S+)\s*/\s*(\S+)")
 
 
-def _boxed(lines) -> list[tuple[str, float, tuple | None]]:
-    """``(text, confidence[, box])`` lines as triples (no box: None)."""
-    return [(ln[0], ln[1], ln[2] if len(ln) > 2 else None) for ln in lines]
+def _report(lines: list[tuple]) -> list[GpuReading]:
+    """tealeaves report's Per GPU table (``app/report/html.py``): GPU, name, busy, load, SM,
+    tensor, DRAM, PCIe tx/rx, NVLink tx/rx, power, hot s.  Read from the right (a name holds
+    spaces): ``load`` is the utilization (%), ``power`` the mean power (W); a value printed
+    as a dash is absent."""
+    out: list[GpuReading] = []
+    header = False
+    for line, conf, box, scores in lines:
+        low = line.lower()
+        if re.search(r"\bbusy\s+load\s+sm\b", low):
+            header = True
+            continue
+        m = re.match(r"^\W{0,2}(?:gpu\s*)?(\d{1,4})\s+\S", low)
+        if not header or not m:
+            continue
+        toks = _SLASHED.sub(r"\1/\2", _PERCENT.sub(r"\1%", line)).split()
+        if len(toks) < 10:
+            continue
+        vals = {}
+        for key, tok in (("util_pct", toks[-8]), ("power_w", toks[-2])):
+            num = re.fullmatch(r"(\d+(?:\.\d+)?)%?", tok)
+            if num:
+                vals[key] = float(num.group(1))
+        if vals:
+            out.append(GpuReading(int(m.group(1)), vals, dict.fromkeys(vals, conf), box))
+    return out
+
+
+_PARSERS = {"tealeaves report": _report, "tealeaves dashboard": lambda lines: [],
+            "nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon}
+
+
+def _boxed(lines) -> list[tuple]:
+    """``(text, confidence[, box[, scores]])`` lines as 4-tuples (missing parts: None);
+    ``scores`` is each character's confidence (the grid reader's), else None."""
+    return [(ln[0], ln[1], ln[2] if len(ln) > 2 else None, ln[3] if len(ln) > 3 else None)
+            for ln in lines]
+
+
+def _fields_conf(m: re.Match, keys: dict[str, int], scores, conf: float,
+                 offset: int = 0) -> dict[str, float]:
+    """Each value's confidence: the lowest of its characters' (``scores``, the grid
+    reader's; group ``keys[k]`` of ``m``, searched ``offset`` characters into the line),
+    else the line's ``conf``."""
+    out = {}
+    for k, grp in keys.items():
+        if m.group(grp) is None:
+            continue
+        if scores is None:
+            out[k] = conf
+            continue
+        a, b = m.span(grp)
+        cell = [scores[i] for i in range(a + offset, min(b + offset, len(scores)))]
+        out[k] = min(cell) if cell else conf
+    return out
 
 
 def parse_lines(lines) -> tuple[str | None, list[GpuReading]]:
     """The tool and the GPUs of a screen given as ``(line, confidence[, box])`` tuples (box:
     where the line is, fractions of the picture, as ``GpuReading.box``)."""
     lines = _boxed(lines)
-    text = "\n".join(t for t, _, _ in lines)
+    text = "\n".join(ln[0] for ln in lines)
     tool = which_tool(text)
     if tool is None:
         return None, []
@@ -346,13 +429,17 @@ def lines_of(words: list[Word], size: tuple[int, int] = (1, 1)) -> list[tuple[st
     return out
 
 
-def read_picture(data: bytes, name: str = "") -> PictureReading:
+def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     """Read a screenshot's bytes (PNG or JPEG): the tool, each GPU's values, the text.
 
     The picture is checked as an upload is (``data.screenshots.inspect_image``: size, format,
     pixels from the header before decoding); a large one is enlarged less, so the OCR never
     works on more than ``OCR_MAX_PIXELS``; Tesseract gives up after ``OCR_TIMEOUT_S``.
-    Values a GPU cannot print (``_plausible``) are left out, not shown.
+    Values a GPU cannot print (``_plausible``) are left out, not shown; GPU indices out of
+    the order every tool prints them in are put back in it (``_renumber``), and a limit or a
+    memory total unlike the other GPUs' is marked doubtful (``_agree``).  ``graphs`` reads
+    the GPUs of a picture of tealeaves' own dashboard (``app.figures.read_back``: its
+    geometry is the app's), given the picture and Tesseract's words.
 
     Raises:
         ScreenReadError: not a picture that can be read (names ``name``), or no OCR engine.
@@ -370,6 +457,9 @@ def read_picture(data: bytes, name: str = "") -> PictureReading:
     except (OSError, Image.DecompressionBombError) as exc:
         raise ScreenReadError(f"{name or 'picture'}: not a picture that can be read "
                               f"({type(exc).__name__})") from None
+    if img.width * img.height > MAX_READ_PIXELS:  # a 64-Mpx blank would take gigabytes
+        k = (MAX_READ_PIXELS / (img.width * img.height)) ** 0.5
+        img = img.resize((max(1, round(img.width * k)), max(1, round(img.height * k))))
     try:
         words = ocr_words(*_prepare(img))
     except RuntimeError as exc:  # pytesseract's timeout
@@ -377,16 +467,22 @@ def read_picture(data: bytes, name: str = "") -> PictureReading:
         return PictureReading(None, [], "", [why])
     lines = lines_of(words, img.size)
     tool, gpus = parse_lines(lines)
-    grid = read_grid(img, words)
+    notes = _renumber(gpus)
+    # a terminal's character grid (not a browser's proportional text)
+    grid = read_grid(img, words) if tool is None or tool in TERMINAL_TOOLS else None
     if grid:
-        tool = tool or which_tool("\n".join(t for t, _, _ in grid))
+        tool = tool or which_tool("\n".join(ln[0] for ln in grid))
         if tool:
-            gpus = _merge(_PARSERS[tool](_boxed(grid)), gpus)
+            on_grid = _PARSERS[tool](grid)
+            notes = _renumber(on_grid) or notes
+            gpus = _merge(on_grid, gpus)
             lines = grid
-    notes = []
+    if tool == "tealeaves dashboard" and graphs is not None:
+        gpus = graphs(img, words) or []
     dropped = _plausible(gpus)
     if dropped:
         notes.append(f"left out as impossible readings: {', '.join(dropped)}")
+    notes += _agree(gpus)
     if tool is None:
         notes.append("no GPU monitor recognised (nvidia-smi, nvidia-smi dmon, nvitop, "
                      "gpustat): nothing read")
@@ -394,6 +490,57 @@ def read_picture(data: bytes, name: str = "") -> PictureReading:
         notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
                      f"or too small?)")
     return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes)
+
+
+#: The tools printed in a terminal (read again on the character grid).
+TERMINAL_TOOLS = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat")
+#: Confidence given to a value the other GPUs contradict, or to a renumbered index's values.
+DOUBTFUL = 0.3
+
+
+def _renumber(gpus: list[GpuReading]) -> list[str]:
+    """Put back, in place, GPU indices out of order: every tool lists its GPUs by index, so
+    a run read as 8, 1, 2, ... 7 was 0, 1, 2, ... 7 (a 0 read as an 8).  Only when one index
+    breaks an otherwise consecutive run; its values become doubtful (``DOUBTFUL``).  Returns
+    notes saying what was changed, and duplicate indices (two screens in one picture?)."""
+    idx = [g.gpu for g in gpus]
+    notes = []
+    if len(idx) >= 3 and len(set(idx)) == len(idx):
+        for k, g in enumerate(gpus):
+            want = (idx[k + 1] - 1) if k + 1 < len(idx) else idx[k - 1] + 1
+            others = [i for j, i in enumerate(idx) if j != k]
+            base = others[0] - (1 if k == 0 else 0)
+            run = list(range(base, base + len(idx)))
+            if idx[:k] + [want] + idx[k + 1:] == run and g.gpu != want:
+                notes.append(f"GPU {g.gpu} read out of order: taken as GPU {want}")
+                g.gpu = want
+                g.confidence = dict.fromkeys(g.confidence, DOUBTFUL)
+                break
+    dup = sorted({i for i in idx if idx.count(i) > 1})
+    if dup:
+        notes.append(f"GPU {', '.join(map(str, dup))} read more than once (two screens in "
+                     f"one picture?): each reading kept, its place in the picture says which")
+    return notes
+
+
+def _agree(gpus: list[GpuReading]) -> list[str]:
+    """Mark doubtful, in place, a power limit or memory total that differs from what most of
+    the GPUs read (one machine's GPUs share them: 788 W among seven 700 W limits is a
+    misread digit); returns notes naming them."""
+    notes = []
+    for key in ("power_limit_w", "mem_total_mib"):
+        vals = [g.values[key] for g in gpus if key in g.values]
+        if len(vals) < 3:
+            continue
+        common = max(set(vals), key=vals.count)
+        if vals.count(common) * 2 <= len(vals):
+            continue
+        for g in gpus:
+            if key in g.values and g.values[key] != common:
+                g.confidence[key] = min(g.confidence.get(key, 1.0), DOUBTFUL)
+                notes.append(f"GPU {g.gpu} {key} {g.values[key]:g} differs from the other "
+                             f"GPUs' {common:g}: doubtful")
+    return notes
 
 
 def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading]:

@@ -141,7 +141,47 @@ def test_impossible_readings_are_left_out_and_one_bad_file_does_not_stop_the_res
     rc = main(["screenshot", "read", str(huge), str(bad), str(blank), "--json"])
     out, err = capsys.readouterr()
     assert rc == 2 and "huge.png: 10000 x 10000 pixels" in err and "x.png: not a PNG" in err
-    assert [r["file"] for r in json.loads(out)] == [str(blank)]
+    got = json.loads(out)  # every file listed, a refused one with its error
+    assert [r["file"] for r in got] == [str(huge), str(bad), str(blank)]
+    assert "10000 x 10000 pixels" in got[0]["error"] and "tool" not in got[0]
+    assert got[2]["tool"] is None and got[2]["gpus"] == []
+
+
+def test_what_is_not_a_regular_file_is_refused_before_reading(tmp_path, capsys):
+    """A FIFO would block a read forever and a sparse 3-GB file would be read whole: both
+    are refused from the file system's word alone."""
+    import os
+
+    fifo = tmp_path / "fifo.png"
+    os.mkfifo(fifo)
+    sparse = tmp_path / "sparse.png"
+    with sparse.open("wb") as f:
+        f.truncate(3 * 2**30)
+    assert main(["screenshot", "read", str(fifo), str(sparse), str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{fifo}: not a file" in err and f"{tmp_path}: not a file" in err
+    assert f"{sparse}: 3072.0 MB is over the 20 MB limit" in err
+
+
+@needs_tesseract
+def test_a_picture_too_small_to_tell_zero_from_eight_gives_doubtful_values_and_no_verdict():
+    """An 8-GPU nvidia-smi screenshot halved: Tesseract reads every 0 as 8 (GPU 0 as "GPU
+    8", 700 W as 788 W).  No 0 was taught, so every digit is doubtful: the values are shown
+    under 50 % sure, GPU 8 is put back as GPU 0, and no verdict is made of them."""
+    from tealeaves.classifier.picture import summary
+
+    img = Image.open(PICTURES / "08_nvidia-smi_8gpu.png")
+    buf = io.BytesIO()
+    img.resize((img.width // 2, img.height // 2), Image.LANCZOS).save(buf, "PNG")
+    r = read_picture(buf.getvalue(), "half.png")
+    assert [g.gpu for g in r.gpus] == list(range(8))
+    for g in r.gpus:  # whatever was read, nothing wrong is called sure
+        truth = {0: 95.0, 1: 0.0}.get(g.gpu)
+        if truth is not None and g.values.get("util_pct") != truth:
+            assert g.confidence["util_pct"] < 0.5, (g.gpu, g.values, g.confidence)
+    s = summary(r)
+    assert s["regions"][0]["verdict"]["pattern"] in ("n/a", "uneven")
+    assert s["regions"][0]["verdict"]["hot_set"] in ([], [0, 2, 4, 5])
 
 
 @needs_tesseract
@@ -212,3 +252,30 @@ def test_a_report_includes_a_screenshot_and_the_telemetry_of_its_moment(tmp_path
                  "--tz", "UTC", "--out", str(html_out)]) == 0
     page = html_out.read_text()
     assert "<h2>Screenshots</h2>" in page and "picture, whole picture · GPUs 0, 1, 2" in page
+
+
+@needs_tesseract
+@pytest.mark.parametrize("name", ["50_tealeaves-report_8gpu.png",
+                                  "51_tealeaves-dashboard_8gpu.png"])
+def test_tealeaves_own_pictures_are_read_and_their_verdict_matches_the_telemetry(name):
+    """tealeaves' report (its Per GPU table) and its dashboard (each GPU's load band read
+    from the pixels, ``app.figures.read_back``), eight GPUs with three busy."""
+    from tealeaves.app.figures.read_back import read_back
+    from tealeaves.classifier.picture import summary
+
+    truth = next(p for p in json.loads((PICTURES / "truth.json").read_text())
+                 if p["file"] == name)
+    r = read_picture((PICTURES / name).read_bytes(), name, graphs=read_back)
+    assert r.tool == truth["tool"]
+    got = {g.gpu: g for g in r.gpus}
+    for t in truth["gpus"]:
+        for f, v in t["printed"].items():  # the report prints them; the dashboard none
+            assert abs(got[t["gpu"]].values[f] - v) <= 1, (t, got[t["gpu"]])
+    for g in r.gpus:  # a band's line read near the telemetry's load of the range
+        tele = next(t["telemetry_util_pct"] for t in truth["gpus"] if t["gpu"] == g.gpu)
+        if g.confidence["util_pct"] >= 0.5:
+            assert abs(g.values["util_pct"] - tele) <= 8, (g, tele)
+    tele = verdict({t["gpu"]: t["telemetry_util_pct"] for t in truth["gpus"]})
+    mine = summary(r)["regions"][0]["verdict"]
+    assert (mine["pattern"], mine["hot_set"]) == (tele["pattern"], tele["hot_set"]) == \
+        ("uneven", [0, 3, 5])

@@ -20,9 +20,19 @@ def read_one(path: Path, halves: bool = False) -> dict:
     """
     from ...classifier.picture import summary
     from ...data.screen_read import FIELDS, ScreenReadError, read_picture
+    from ...data.screenshots import MAX_BYTES
+    from ..figures.read_back import read_back
 
     try:
-        r = read_picture(path.read_bytes(), str(path))
+        if not path.is_file():  # a folder, a FIFO, a device: nothing to read as a picture
+            raise ValueError(f"{path}: not a file" if path.exists() else
+                             f"{path}: no such file")
+        if path.stat().st_size > MAX_BYTES:
+            raise ValueError(f"{path}: {path.stat().st_size / 2**20:.1f} MB is over the "
+                             f"{MAX_BYTES >> 20} MB limit of a picture")
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
+        r = read_picture(data, str(path), graphs=read_back)
     except ScreenReadError as exc:
         raise ValueError(str(exc)) from None
     except OSError as exc:
@@ -30,6 +40,12 @@ def read_one(path: Path, halves: bool = False) -> dict:
     regions = [{"name": "top half", "box": [0.0, 0.0, 1.0, 0.5]},
                {"name": "bottom half", "box": [0.0, 0.5, 1.0, 1.0]}] if halves else []
     return {"file": str(path), **summary(r, regions), "units": FIELDS}
+
+
+#: How the values are named in the text output, utilization first (the verdict's load).
+LABELS = {"util_pct": "utilization", "power_w": "power", "power_limit_w": "power limit",
+          "mem_used_mib": "memory used", "mem_total_mib": "memory total",
+          "temp_c": "temperature"}
 
 
 def cmd_screenshot(args: argparse.Namespace) -> int:
@@ -41,23 +57,28 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
             out.append(read_one(p, args.halves))
         except ValueError as exc:
             fail(str(exc))
+            out.append({"file": str(p), "error": str(exc)})
             bad += 1
     if args.json:
         print(json.dumps(out, indent=1))
         return 2 if bad else 0
     for r in out:
+        if "error" in r:
+            continue
         print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
               f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
         for g in r["gpus"]:
-            cells = ", ".join(f"{k} {v:g} {r['units'][k]} ({g['confidence'][k]:.0%} sure)"
-                              for k, v in g["values"].items())
+            cells = ", ".join(f"{LABELS[k]} {g['values'][k]:g} {r['units'][k]} "
+                              f"({g['confidence'][k]:.0%} sure)"
+                              for k in LABELS if k in g["values"])
             print(f"  GPU {g['gpu']}: {cells}")
         for note in r["notes"]:
             print(f"  {note}")
         for reg in r["regions"]:
             if reg["verdict"]:
-                gpus = ", ".join(map(str, reg["gpus"])) or "none"
-                print(f"  verdict, {reg['name']} (GPUs {gpus}): {reg['verdict']['text']}")
+                gpus = f"GPUs {', '.join(map(str, reg['gpus']))}" if reg["gpus"] else \
+                    "no GPU read"
+                print(f"  verdict, {reg['name']} ({gpus}): {reg['verdict']['text']}")
         if r["regions"][0]["verdict"]:
             print(f"  what it cannot tell: {r['regions'][0]['verdict']['limits']}")
     return 2 if bad else 0

@@ -180,6 +180,9 @@ def band_slots(order: list[int]) -> dict[int, int]:
 
 #: Share of a band's height the load line spans (so neighbouring bands do not touch).
 BAND_SCALE = 0.85
+#: Where in its band a GPU's label (the axis tick) sits: a share of the band above its
+#: bottom.
+BAND_TICK = 0.42
 
 #: Shade of the load heatmap under the bands (``("heat",)``): a GPU x window grid of SM
 #: active, pale grey at 0 % to mid grey at 100 %, light enough that the GPUs' coloured lines

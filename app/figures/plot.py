@@ -49,6 +49,7 @@ from ...data.schema import entity_name, entity_short, is_mig
 from .binning import gpu_shares, hot_members, prefill_size_class
 from .geometry import (
     BAND_SCALE,
+    BAND_TICK,
     COLUMN_DASH,
     COLUMN_SHORT,
     HEAT_COLORSCALE,
@@ -487,7 +488,7 @@ def band_axis(order: list[int]) -> dict:
 
     slots = band_slots(order)
     return {"range": [-0.08, max(len(order), 1) - 0.02],
-            "tickvals": [slots[g] + 0.42 for g in order],
+            "tickvals": [slots[g] + BAND_TICK for g in order],
             # a MIG instance as "0 · GI 1": the band's label stays as short as "GPU 0"
             "ticktext": [f"<span style='color:{gpu_color(g)}'><b>"
                          f"{entity_short(g) if is_mig(g) else entity_name(g)}</b></span>"

@@ -96,6 +96,7 @@ idlest by 20 points and the mean by 15 %.</div>
 <h2>Screenshots</h2>
 <div class="muted">Read from each picture alone (OCR); a value under 80 % sure is marked "?".</div>
 {% for p in d.screenshots %}<h3>{{ p.file }}: {{ p.tool or "no GPU monitor recognised" }}</h3>
+{% if p.capture_ts is not none %}<div class="muted">taken {{ utc(p.capture_ts) }} UTC</div>{% endif %}
 {% if p.gpus %}<table><thead><tr><th>GPU</th><th>utilization (%)</th><th>power (W)</th>
 <th>limit (W)</th><th>memory used (MiB)</th><th>temperature (°C)</th></tr></thead><tbody>
 {% for g in p.gpus %}<tr><td>{{ g.gpu }}</td>{% for k in ["util_pct", "power_w", "power_limit_w", "mem_used_mib", "temp_c"] %}<td>{% if g["values"][k] is not none %}{{ "%g"|format(g["values"][k]) }}{% if g.confidence[k] < 0.8 %} ?{% endif %}{% else %}—{% endif %}</td>{% endfor %}</tr>
@@ -499,7 +500,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
         verdict=_verdict_text(s, hot_set, set_words),
         why=[c["line"] for c in d.get("hot_ceilings") or []], gpu_rows=_gpu_rows(d, hot_set),
         top_rows=_top_rows(d), server_rows=_server_rows(srv), label_rows=_label_rows(d["labels"]),
-        prov_rows=_provenance_rows(p), **experts,
+        prov_rows=_provenance_rows(p), utc=_utc_text, **experts,
         fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),
                                   print_layout),
         fig_gpus=_figure_html(gpu_figure(d), print_layout), **_server_balance_parts(d, print_layout))

@@ -418,7 +418,13 @@ def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict
                        for r in shot["regions"]],
            "limits": shot["regions"][0]["verdict"]["limits"] if shot["regions"][0]["verdict"]
            else None, "notes": list(shot["notes"]), "telemetry": None}
-    if ts is None or not t0 - SCREENSHOT_SPAN_S <= ts <= t1 + SCREENSHOT_SPAN_S:
+    if ts is None:
+        out["notes"].append("no capture time in the picture's metadata or file name (a scrot "
+                            "or GNOME name holds one): not compared with the telemetry")
+        return out
+    if not t0 - SCREENSHOT_SPAN_S <= ts <= t1 + SCREENSHOT_SPAN_S:
+        out["notes"].append(f"taken at {_utc(ts)} UTC, outside the report's range: not "
+                            f"compared with the telemetry")
         return out
     near = windows[(windows["end"] >= ts - SCREENSHOT_SPAN_S) &
                    (windows["start"] <= ts + SCREENSHOT_SPAN_S)]

@@ -1,6 +1,8 @@
 """Score the screenshot reader on the test set beside this file: per tool and overall, the
-share of printed utilization and power values read within 1 unit, and the share of pictures
-whose uniform/uneven + hot-set verdict matches the telemetry of that moment.
+share of printed utilization and power values read within 1 unit (a dashboard picture prints
+none: only its verdict is scored), and the share of pictures whose uniform/uneven + hot-set
+verdict (``classifier.picture.summary``: doubtful values left out) matches the telemetry of
+that moment.
 
 Run: ``python tests/pictures/evaluate.py [--json]`` (needs tesseract-ocr; about 10 s a
 picture on one core).
@@ -13,7 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from tealeaves.classifier.picture import loads_of, verdict
+from tealeaves.app.figures.read_back import read_back
+from tealeaves.classifier.picture import summary, verdict
 from tealeaves.data.screen_read import read_picture
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +31,7 @@ def evaluate(files: list[str] | None = None, log=print) -> dict:
     for p in truth:
         if files and p["file"] not in files:
             continue
-        r = read_picture((HERE / p["file"]).read_bytes())
+        r = read_picture((HERE / p["file"]).read_bytes(), p["file"], graphs=read_back)
         got = {g.gpu: g.values for g in r.gpus}
         for key in (p["tool"], "all"):
             s = stats.setdefault(key, {"values": 0, "within_1": 0, "pictures": 0,
@@ -42,7 +45,7 @@ def evaluate(files: list[str] | None = None, log=print) -> dict:
                         s["within_1"] += v is not None and abs(v - t["printed"][f]) <= 1
             tele = verdict({t["gpu"]: t["telemetry_util_pct"] for t in p["gpus"]
                             if t["telemetry_util_pct"] is not None})
-            mine = verdict(loads_of(got), got)
+            mine = summary(r)["regions"][0]["verdict"] or verdict({})
             s["verdicts_match"] += (mine["pattern"], mine["hot_set"]) == (
                 tele["pattern"], tele["hot_set"])
         log(f"{p['file']}: {r.tool}, {len(r.gpus)} of {len(p['gpus'])} GPUs read")
@@ -54,11 +57,12 @@ def main(argv: list[str]) -> int:
     if "--json" in argv:
         print(json.dumps(res, indent=1))
         return 0
-    print(f"{'tool':16s} {'pictures':>8s} {'values ±1':>10s} {'verdicts':>9s}")
+    print(f"{'tool':20s} {'pictures':>8s} {'values ±1':>10s} {'verdicts':>9s}")
     for tool, s in res.items():
         if tool == "seconds":
             continue
-        print(f"{tool:16s} {s['pictures']:8d} {s['within_1'] / s['values']:10.1%} "
+        share = f"{s['within_1'] / s['values']:10.1%}" if s["values"] else f"{'-':>10s}"
+        print(f"{tool:20s} {s['pictures']:8d} {share} "
               f"{s['verdicts_match'] / s['pictures']:9.1%}")
     print(f"{res['seconds']:.0f} s")
     return 0

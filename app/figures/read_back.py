@@ -1,0 +1,89 @@
+"""Read a picture of tealeaves' own dashboard back: each GPU's load from its band.
+
+The dashboard's "load by GPU" bands (``plot``: GPU ``g``'s line at ``slot + BAND_SCALE *
+load / 100`` on the bands' axis, its label at ``slot + BAND_TICK``, in ``gpu_color(g)``) are
+inverted: each GPU's label, found by its colour left of the plot, gives its band's place;
+the spacing of the labels gives the pixels per band; the GPU's line, found by its colour in
+its band, gives the load of each pixel column.  The mean over the columns is the GPU's mean
+load over the range shown (% SM active, as the bands draw it).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ...data.screen_read import GpuReading
+from .geometry import BAND_SCALE, BAND_TICK, GPU_COLORS
+
+#: Largest RGB distance (0-441) of a pixel from a GPU's colour that is that GPU's ink.
+COLOR_TOLERANCE = 25.0
+#: Share of the picture's width left of the plot where the band labels are.
+LABEL_ZONE = 0.12
+#: Fewest pixel columns of a line for its GPU's load to be read.
+MIN_COLUMNS = 20
+
+
+def _hex(c: str) -> np.ndarray:
+    return np.array([int(c[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.float32)
+
+
+def read_back(img, words=None) -> list[GpuReading]:
+    """The GPUs of a dashboard picture (``data.screen_read.read_picture``'s ``graphs``):
+    ``util_pct`` = the mean of the GPU's band line (%), with its confidence (the share of
+    the plot's columns where the line was found, 0-1) and the band's box.  A GPU whose label
+    or line is not found is left out, and so is a colour past the header's GPU count ("8
+    GPUs"); fewer than two labels (no spacing to measure): []."""
+    from scipy import ndimage
+
+    a = np.asarray(img.convert("RGB"), dtype=np.float32)
+    h, w, _ = a.shape
+    zone = int(LABEL_ZONE * w)
+    masks, found = {}, []
+    import re
+
+    text = " ".join(w.text for w in words or ())
+    count = re.search(r"\b(\d{1,3})\s+GPUs?\b", text)  # the header's "8 GPUs"
+    n = int(count.group(1)) if count else len(GPU_COLORS)
+    for g, col in enumerate(GPU_COLORS[:n]):
+        near = np.linalg.norm(a - _hex(col), axis=2) < COLOR_TOLERANCE
+        masks[g] = near
+        # the label "GPU g": a blob of text in the GPU's colour, its glyphs joined
+        blobs, _n = ndimage.label(ndimage.binary_dilation(near[:, :zone],
+                                                          np.ones((1, 7), bool)))
+        for sl in ndimage.find_objects(blobs):
+            bh, bw = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+            if 4 <= bh <= 30 and 12 <= bw <= 90:
+                found.append((g, (sl[0].start + sl[0].stop) / 2, sl[1].stop))
+    if not found:
+        return []
+    # the bands' labels are right-aligned on the axis: the right edge most labels share
+    rights = np.array([f[2] for f in found])
+    edge = max(rights, key=lambda r: int((np.abs(rights - r) <= 3).sum()))
+    labels = {}
+    for g, yc, right in found:
+        if abs(right - edge) <= 3 and g not in labels:
+            labels[g] = (yc, int(edge), masks[g])
+    if len(labels) < 2:
+        return []
+    centres = sorted(v[0] for v in labels.values())
+    pitch = float(np.median(np.diff(centres)))
+    if pitch < 4:
+        return []
+    out = []
+    for g, (yc, x_right, near) in labels.items():
+        # the band: from its label at slot + BAND_TICK, the slot's bottom and top
+        # (a few pixels more each way: a line at 0 % or 100 % is drawn on the band's edge)
+        top = int(max(0, yc - (1 - BAND_TICK) * pitch - 3))
+        bottom = int(min(h, yc + BAND_TICK * pitch + 4))
+        band = near[top:bottom, x_right + 8:]
+        cols = np.flatnonzero(band.any(axis=0) & (band.sum(axis=0) <= max(3, 0.3 * pitch)))
+        if len(cols) < MIN_COLUMNS:
+            continue
+        y = np.array([np.flatnonzero(band[:, c]).mean() for c in cols]) + top
+        load = (BAND_TICK + (yc - y) / pitch) / BAND_SCALE * 100.0
+        v = float(np.clip(np.mean(np.clip(load, 0.0, 100.0)), 0.0, 100.0))
+        seen = len(cols) / max(1, int(cols[-1] - cols[0]) + 1)
+        out.append(GpuReading(g, {"util_pct": round(v, 1)},
+                              {"util_pct": float(min(1.0, 2 * seen))},
+                              (0.0, top / h, 1.0, bottom / h)))
+    return sorted(out, key=lambda r: r.gpu)
