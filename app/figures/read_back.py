@@ -52,7 +52,8 @@ def read_back(img, words=None) -> list[GpuReading]:
                                                           np.ones((1, 7), bool)))
         for sl in ndimage.find_objects(blobs):
             bh, bw = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
-            if 4 <= bh <= 30 and 12 <= bw <= 90:
+            # (a blob cut by the zone's edge is a plot's line running out of it)
+            if 4 <= bh <= 30 and 12 <= bw <= 90 and sl[1].stop < zone:
                 found.append((g, (sl[0].start + sl[0].stop) / 2, sl[1].stop))
     if not found:
         return []
