@@ -91,7 +91,7 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
 
 
 #: A value read less sure than this is left out of the verdict (shown, marked doubtful).
-VERDICT_SURE = 0.5
+VERDICT_SURE = 0.3
 
 
 def sure_values(g) -> dict[str, float]:
@@ -136,9 +136,13 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
     for reg in [WHOLE, *(regions or [])]:
         inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
         vals = {g.gpu: sure_values(g) for g in inside}
+        v = verdict(loads_of(vals), vals) if reading.tool else None
+        if v is not None and len(vals) < len(inside):  # one index twice: two screens
+            twice = sorted({g.gpu for g in inside if [h.gpu for h in inside].count(g.gpu) > 1})
+            v = {**verdict({}), "text": f"GPU {', '.join(map(str, twice))} read more than once "
+                                        f"here (two screens?): no verdict for this region"}
         out_regions.append({"name": reg["name"], "box": list(reg["box"]),
-                            "gpus": [g.gpu for g in inside],
-                            "verdict": verdict(loads_of(vals), vals) if reading.tool else None})
+                            "gpus": [g.gpu for g in inside], "verdict": v})
     return {"tool": reading.tool,
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},

@@ -124,11 +124,12 @@ def _refine(profile: np.ndarray, p0: float) -> tuple[float, float]:
     spectrum = np.exp(-2j * np.pi * np.outer(1.0 / periods, x)) @ prof
     mag = np.abs(spectrum)
     k = int(np.argmax(mag))
-    # an unscaled screenshot's cells are whole pixels: a whole period within 1 % of the
-    # peak and nearly as strong is the one
+    # an unscaled screenshot's cells are whole pixels: a whole period within 0.6 % of the
+    # peak and 70 % as strong is the one (a few lines of text make a broad peak: 9.975 px
+    # for 10 drifts a quarter cell over a 121-column row)
     near = np.flatnonzero((periods == np.round(periods)) &
-                          (np.abs(periods - periods[k]) <= 0.01 * periods[k]) &
-                          (mag >= 0.9 * mag[k]))
+                          (np.abs(periods - periods[k]) <= 0.006 * periods[k]) &
+                          (mag >= 0.7 * mag[k]))
     if len(near):
         k = int(near[np.argmax(mag[near])])
     p = float(periods[k])
@@ -201,10 +202,11 @@ def word_cells(grid: Grid, w: Word) -> list[tuple[int, int]] | None:
 
 def train(grid: Grid, vectors: np.ndarray,
           words: list[Word]) -> tuple[list[str], np.ndarray, frozenset[str]]:
-    """The glyphs taught by the confident words: their characters, unit mean looks (shape
-    (glyphs, CELL_H * CELL_W)) and the ambiguous ones: a glyph whose teaching words showed
-    two different looks under one character, or every digit when no word taught a ``0``
-    (at half size Tesseract reads zeros as ``8``); a cell read as one is doubtful."""
+    """The glyphs taught by the confident words: their characters (one per look: a glyph
+    drawn bold and plain is listed twice), unit mean looks (shape (looks, CELL_H * CELL_W))
+    and the ambiguous ones: every digit when no word taught a
+    ``0`` (every monitor prints zeros: at half size Tesseract reads them as ``8``); a cell
+    read as one is doubtful."""
     samples: dict[str, list[np.ndarray]] = {}
     for w in words:
         if w.conf < TEACH_CONF:
@@ -215,7 +217,7 @@ def train(grid: Grid, vectors: np.ndarray,
             if v.sum() > BLANK_INK * v.size:
                 samples.setdefault(ch, []).append(v)
     if not samples:
-        return [], np.zeros((0, CELL_H * CELL_W), np.float32)
+        return [], np.zeros((0, CELL_H * CELL_W), np.float32), frozenset()
     chars = sorted(samples)
     means = _unit(np.stack([np.mean(samples[c], axis=0) for c in chars]))
     # two "glyphs" that look the same are one, named as most samples name it (a slashed
@@ -229,38 +231,42 @@ def train(grid: Grid, vectors: np.ndarray,
             samples[keep].extend(samples.pop(gone))
     chars = sorted(samples)
     means = _unit(np.stack([np.mean(samples[c], axis=0) for c in chars]))
-    # drop samples nearer another glyph than their own, then average again
-    kept, mixed = [], set()
+    # drop samples nearer another glyph than their own, then average again; a glyph drawn
+    # two ways (bold and plain: gpustat's busy GPUs) keeps both looks
+    looks, kept = [], []
     for k, c in enumerate(chars):
         s = _unit(np.stack(samples[c]))
         best = np.argmax(s @ means.T, axis=1)
         good = s[best == k]
-        kept.append(_unit(good.mean(axis=0)) if len(good) else means[k])
-        if _two_looks(good):
-            mixed.add(c)
-    if "0" not in chars:  # every monitor prints zeros: read as something else, no digit is sure
-        mixed.update(c for c in chars if c.isdigit())
-    return chars, np.stack(kept), frozenset(mixed)
+        for m in _looks(good) if len(good) else [means[k]]:
+            looks.append(c)
+            kept.append(m)
+    ambiguous = frozenset(c for c in chars if c.isdigit()) if "0" not in chars else frozenset()
+    return looks, np.stack(kept), ambiguous  # (every monitor prints zeros: none read, no
+    # digit is sure)
 
 
-#: Cosine similarity under which two groups of one glyph's samples are two looks.
-TWO_LOOKS = 0.93
+#: Cosine similarity under which two groups of one glyph's samples are two looks of it.
+TWO_LOOKS = 0.95
 
 
-def _two_looks(s: np.ndarray) -> bool:
-    """Whether unit samples ``s`` (n, d) of one glyph form two groups of different looks
-    (2-means, each group at least 15 % of them, centres under ``TWO_LOOKS`` alike)."""
-    if len(s) < 6:
-        return False
-    far = int(np.argmin(s @ s[0]))
-    c = np.stack([s[0], s[far]])
+def _looks(s: np.ndarray) -> list[np.ndarray]:
+    """The unit mean look(s) of one glyph's unit samples ``s`` (n, d): two when 2-means
+    splits them into groups of at least 2 samples and 10 % each whose centres are under
+    ``TWO_LOOKS`` alike (a digit bold and plain), else one."""
+    one = [_unit(s.mean(axis=0))]
+    if len(s) < 4:
+        return one
+    c = np.stack([s[0], s[int(np.argmin(s @ s[0]))]])
     for _ in range(8):
         lab = np.argmax(s @ c.T, axis=1)
         if lab.min() == lab.max():
-            return False
+            return one
         c = _unit(np.stack([s[lab == 0].mean(axis=0), s[lab == 1].mean(axis=0)]))
-    share = lab.mean()
-    return 0.15 <= share <= 0.85 and float(c[0] @ c[1]) < TWO_LOOKS
+    n1 = int(lab.sum())
+    if min(n1, len(s) - n1) < max(2, 0.1 * len(s)) or float(c[0] @ c[1]) >= TWO_LOOKS:
+        return one
+    return [c[0], c[1]]
 
 
 def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndarray,
@@ -281,7 +287,14 @@ def transcribe(grid: Grid, vectors: np.ndarray, chars: list[str], means: np.ndar
         return [("".join(tess.get((i, j), "?") if inked[i, j] else " "
                          for j in range(grid.cols)).rstrip(), 0.0, None, None)
                 for i in range(grid.rows)]
-    sims = _unit(vectors) @ means.T
+    by_look = _unit(vectors) @ means.T
+    # a glyph's similarity is its nearest look's
+    names = sorted(set(chars))
+    sims = np.full(by_look.shape[:2] + (len(names),), -2.0, dtype=np.float32)
+    for k, c in enumerate(chars):
+        u = names.index(c)
+        sims[..., u] = np.maximum(sims[..., u], by_look[..., k])
+    chars = names
     digits = np.array([c in NUMBER_GLYPHS for c in chars])
     out = []
     for i in range(grid.rows):

@@ -474,7 +474,8 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
         tool = tool or which_tool("\n".join(ln[0] for ln in grid))
         if tool:
             on_grid = _PARSERS[tool](grid)
-            notes = _renumber(on_grid) or notes
+            if on_grid:  # the steadier reading's notes (Tesseract's own misread indices
+                notes = _renumber(on_grid)  # would read as two screens)
             gpus = _merge(on_grid, gpus)
             lines = grid
     if tool == "tealeaves dashboard" and graphs is not None:
@@ -495,7 +496,7 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
 #: The tools printed in a terminal (read again on the character grid).
 TERMINAL_TOOLS = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat")
 #: Confidence given to a value the other GPUs contradict, or to a renumbered index's values.
-DOUBTFUL = 0.3
+DOUBTFUL = 0.25
 
 
 def _renumber(gpus: list[GpuReading]) -> list[str]:
@@ -519,7 +520,8 @@ def _renumber(gpus: list[GpuReading]) -> list[str]:
     dup = sorted({i for i in idx if idx.count(i) > 1})
     if dup:
         notes.append(f"GPU {', '.join(map(str, dup))} read more than once (two screens in "
-                     f"one picture?): each reading kept, its place in the picture says which")
+                     f"one picture?): each reading kept; split the picture into regions to "
+                     f"judge each screen")
     return notes
 
 
@@ -544,15 +546,22 @@ def _agree(gpus: list[GpuReading]) -> list[str]:
 
 
 def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading]:
-    """The GPUs of two readings of one picture: each value from ``first`` where it was read
-    there, else from ``second``."""
-    out = {g.gpu: g for g in second}
-    for g in first:
-        if g.gpu in out:
-            g.values = {**out[g.gpu].values, **g.values}
-            g.confidence = {**out[g.gpu].confidence, **g.confidence}
-        out[g.gpu] = g
-    return [out[k] for k in sorted(out)]
+    """The GPUs of two readings of one picture (``first`` the steadier): ``first``'s GPUs,
+    every one of them (an index read twice there is two screens, both kept), each value
+    missing there filled from ``second``'s GPU of that index; ``second``'s GPUs of other
+    indices added (only the first of an index: a duplicate there is a misread index)."""
+    by_index: dict[int, GpuReading] = {}
+    for g in second:
+        by_index.setdefault(g.gpu, g)
+    out = list(first)
+    for g in out:
+        other = by_index.get(g.gpu)
+        if other is not None:
+            g.values = {**other.values, **g.values}
+            g.confidence = {**other.confidence, **g.confidence}
+    have = {g.gpu for g in out}
+    out += [g for k, g in by_index.items() if k not in have]
+    return sorted(out, key=lambda g: g.gpu)
 
 
 #: The largest reading of each value a GPU prints (the schema's unit limits: 100 %, 5 kW,
@@ -562,14 +571,14 @@ _HIGH = {"util_pct": 100.0, "power_w": 5000.0, "power_limit_w": 5000.0,
 
 
 def _plausible(gpus: list[GpuReading]) -> list[str]:
-    """Drop, in place, values no GPU can print (over ``_HIGH``; draw over 1.5x its limit;
-    memory used over the total: a misread digit, as ``4911 W`` for ``491 W`` cut at the
-    edge); return what was dropped, as ``"GPU 0 power_w 4911"``."""
+    """Drop, in place, values no GPU can print (over ``_HIGH``; draw over 1.25x its limit,
+    more than a reading spikes; memory used over the total: a misread digit, as ``4911 W``
+    for ``491 W`` cut at the edge); return what was dropped, as ``"GPU 0 power_w 4911"``."""
     out = []
     for g in gpus:
         v = g.values
         bad = {k for k, x in v.items() if not 0 <= x <= _HIGH[k]}
-        if "power_w" in v and "power_limit_w" in v and v["power_w"] > 1.5 * v["power_limit_w"]:
+        if "power_w" in v and "power_limit_w" in v and v["power_w"] > 1.25 * v["power_limit_w"]:
             bad.add("power_w")
         if "mem_used_mib" in v and "mem_total_mib" in v and \
                 v["mem_used_mib"] > v["mem_total_mib"] * 1.001:

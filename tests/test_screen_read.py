@@ -234,10 +234,15 @@ def test_a_report_includes_a_screenshot_and_the_telemetry_of_its_moment(tmp_path
     at = datetime.fromtimestamp(float(ts.min()) + 30.0, tz=UTC)
     pic = tmp_path / f"{at:%Y-%m-%d-%H%M%S}_1217x900_scrot.png"
     pic.write_bytes((PICTURES / "10_nvidia-smi_8gpu.png").read_bytes())
-    out = tmp_path / "r.json"
-    assert main(["report", "--trace", str(bundled_trace_path()), "--screenshot", str(pic),
-                 "--tz", "UTC", "--out", str(out)]) == 0
-    doc = json.loads(out.read_text())
+    from tealeaves.app.cli.report import screenshot_input
+    from tealeaves.app.report.model import build_report, from_trace
+    from tealeaves.app.report.out import report_bytes
+
+    # what `report --screenshot PIC --tz UTC` does, the picture read once for both formats
+    inp = from_trace(bundled_trace_path())
+    inp.screenshots.append(screenshot_input(pic, "UTC"))
+    report = build_report(inp)
+    doc = json.loads(report_bytes(report, "json"))
     jsonschema.Draft202012Validator(schema()).validate(doc)
     (shot,) = doc["screenshots"]
     assert shot["tool"] == "nvidia-smi" and len(shot["gpus"]) == 8
@@ -246,12 +251,15 @@ def test_a_report_includes_a_screenshot_and_the_telemetry_of_its_moment(tmp_path
     assert shot["regions"][0]["pattern"] == verdict(util)["pattern"] == "uneven"
     assert shot["telemetry"]["windows"] > 0 and shot["telemetry"]["pattern"] in (
         "uniform", "uneven", "idle")
-    assert "screenshot" in [s["role"] for s in doc["provenance"]["sources"]]
-    html_out = tmp_path / "r.html"
-    assert main(["report", "--trace", str(bundled_trace_path()), "--screenshot", str(pic),
-                 "--tz", "UTC", "--out", str(html_out)]) == 0
-    page = html_out.read_text()
+    page = report_bytes(report, "html").decode()
     assert "<h2>Screenshots</h2>" in page and "picture, whole picture · GPUs 0, 1, 2" in page
+    assert f"taken {at:%Y-%m-%d %H:%M:%S}" in page
+    # the command: a picture it cannot read is refused in one line, nothing written
+    bad = tmp_path / "notes.png"
+    bad.write_text("not a picture")
+    out = tmp_path / "r.json"
+    assert main(["report", "--trace", str(bundled_trace_path()), "--screenshot", str(bad),
+                 "--out", str(out)]) == 2 and not out.exists()
 
 
 @needs_tesseract

@@ -4,8 +4,8 @@ none: only its verdict is scored), and the share of pictures whose uniform/uneve
 verdict (``classifier.picture.summary``: doubtful values left out) matches the telemetry of
 that moment.
 
-Run: ``python tests/pictures/evaluate.py [--json]`` (needs tesseract-ocr; about 10 s a
-picture on one core).
+Run: ``python tests/pictures/evaluate.py [--json] [--jobs N]`` (needs tesseract-ocr; 5-20 s
+a picture on one core).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from tealeaves.app.figures.read_back import read_back
@@ -22,16 +23,25 @@ from tealeaves.data.screen_read import read_picture
 HERE = Path(__file__).resolve().parent
 
 
-def evaluate(files: list[str] | None = None, log=print) -> dict:
+def _read(name: str):
+    return read_picture((HERE / name).read_bytes(), name, graphs=read_back)
+
+
+def evaluate(files: list[str] | None = None, log=print, jobs: int = 1) -> dict:
     """``{tool: {"values", "within_1", "pictures", "verdicts_match"}, "all": {...},
-    "seconds"}`` over ``truth.json`` (only ``files`` when given)."""
-    truth = json.loads((HERE / "truth.json").read_text())
+    "seconds"}`` over ``truth.json`` (only ``files`` when given), ``jobs`` pictures read at
+    once."""
+    truth = [p for p in json.loads((HERE / "truth.json").read_text())
+             if not files or p["file"] in files]
     stats: dict[str, dict] = {}
     t0 = time.time()
-    for p in truth:
-        if files and p["file"] not in files:
-            continue
-        r = read_picture((HERE / p["file"]).read_bytes(), p["file"], graphs=read_back)
+    names = [p["file"] for p in truth]
+    if jobs > 1:
+        with ProcessPoolExecutor(jobs) as pool:
+            readings = list(pool.map(_read, names))
+    else:
+        readings = [_read(n) for n in names]
+    for p, r in zip(truth, readings, strict=True):
         got = {g.gpu: g.values for g in r.gpus}
         for key in (p["tool"], "all"):
             s = stats.setdefault(key, {"values": 0, "within_1": 0, "pictures": 0,
@@ -53,7 +63,8 @@ def evaluate(files: list[str] | None = None, log=print) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    res = evaluate(log=lambda s: print(s, file=sys.stderr))
+    jobs = int(argv[argv.index("--jobs") + 1]) if "--jobs" in argv else 1
+    res = evaluate(log=lambda s: print(s, file=sys.stderr), jobs=jobs)
     if "--json" in argv:
         print(json.dumps(res, indent=1))
         return 0
