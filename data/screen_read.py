@@ -274,9 +274,9 @@ _SLASHED = re.compile(r"(\S+)\s*/\s*(\S+)")
 
 def _report(lines: list[tuple]) -> list[GpuReading]:
     """tealeaves report's Per GPU table (``app/report/html.py``): GPU, name, busy, load, SM,
-    tensor, DRAM, PCIe tx/rx, NVLink tx/rx, power, hot s.  Read from the right (a name holds
-    spaces): ``load`` is the utilization (%), ``power`` the mean power (W); a value printed
-    as a dash is absent."""
+    tensor, DRAM, PCIe tx/rx, NVLink tx/rx, power, hot s.  ``load`` (the cell after the
+    first share, busy) is the utilization (%), ``power`` (the cell before the last) the mean
+    power (W); a value printed as a dash is absent."""
     out: list[GpuReading] = []
     header = False
     for line, conf, box, scores in lines:
@@ -288,11 +288,15 @@ def _report(lines: list[tuple]) -> list[GpuReading]:
         if not header or not m:
             continue
         toks = _SLASHED.sub(r"\1/\2", _PERCENT.sub(r"\1%", line)).split()
-        if len(toks) < 10:
+        # busy is the first share printed, load the next cell (a share, or a dash: absent);
+        # power the cell before the last (hot s), whatever the OCR made of the link columns
+        first = next((k for k, t in enumerate(toks) if re.fullmatch(r"\d+(?:\.\d+)?%", t)),
+                     None)
+        if first is None or len(toks) < first + 4:
             continue
         vals = {}
-        for key, tok in (("util_pct", toks[-8]), ("power_w", toks[-2])):
-            num = re.fullmatch(r"(\d+(?:\.\d+)?)%?", tok)
+        for key, tok in (("util_pct", toks[first + 1]), ("power_w", toks[-2])):
+            num = re.fullmatch(r"(\d+(?:\.\d+)?)" + ("%" if key == "util_pct" else ""), tok)
             if num:
                 vals[key] = float(num.group(1))
         if vals:
@@ -549,7 +553,8 @@ def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading
     """The GPUs of two readings of one picture (``first`` the steadier): ``first``'s GPUs,
     every one of them (an index read twice there is two screens, both kept), each value
     missing there filled from ``second``'s GPU of that index; ``second``'s GPUs of other
-    indices added (only the first of an index: a duplicate there is a misread index)."""
+    indices added (only the first of an index: a duplicate there is a misread index), unless
+    on a row ``first`` read (the same GPU, its index misread: ``_same_row``)."""
     by_index: dict[int, GpuReading] = {}
     for g in second:
         by_index.setdefault(g.gpu, g)
@@ -560,8 +565,17 @@ def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading
             g.values = {**other.values, **g.values}
             g.confidence = {**other.confidence, **g.confidence}
     have = {g.gpu for g in out}
-    out += [g for k, g in by_index.items() if k not in have]
+    out += [g for k, g in by_index.items() if k not in have and not _same_row(g, first)]
     return sorted(out, key=lambda g: g.gpu)
+
+
+def _same_row(g: GpuReading, others: list[GpuReading]) -> bool:
+    """Whether ``g``'s values line is where one of ``others``' is (its centre inside that
+    box's height): one GPU, its index read two ways."""
+    if g.box is None:
+        return False
+    cy = (g.box[1] + g.box[3]) / 2
+    return any(o.box is not None and o.box[1] <= cy <= o.box[3] for o in others)
 
 
 #: The largest reading of each value a GPU prints (the schema's unit limits: 100 %, 5 kW,

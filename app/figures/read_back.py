@@ -27,6 +27,35 @@ def _hex(c: str) -> np.ndarray:
     return np.array([int(c[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.float32)
 
 
+def _on_one_pitch(labels: dict, n: int) -> dict:
+    """The labels that sit on one band pitch, and the pitch (``"pitch"``, px): the bands are
+    stacked at equal spacing, so each label is a whole number of pitches from the others.
+    In the default order (by index) GPU g's band is g pitches from GPU 0's: labels found on
+    that line give the pitch even with labels missing between them.  Otherwise (busiest
+    first) the pitch tried is each gap of 8 px or more between labels; the one that puts the most
+    labels on whole multiples (within 15 %, inside ``n`` bands) wins.  A label elsewhere (a
+    GPU's colour in the header, a label not found: no gap from it) is dropped; fewer than two
+    left: {}."""
+    if len(labels) >= 2:  # bands by index (the default): band k is GPU k's, one pitch apart
+        gs = np.array(sorted(labels), dtype=float)
+        ys = np.array([labels[g][0] for g in sorted(labels)])
+        p, a = np.polyfit(gs, ys, 1)
+        if p >= 8 and np.all(np.abs(ys - (a + p * gs)) < 0.15 * p):
+            return {**labels, "pitch": float(p)}
+    ys = sorted(v[0] for v in labels.values())
+    gaps = sorted({round(b - a, 1) for i, a in enumerate(ys) for b in ys[i + 1:] if b - a >= 8})
+    best: dict = {}
+    for pitch in gaps:
+        for ref in ys:
+            k = {g: (v[0] - ref) / pitch for g, v in labels.items()}
+            on = {g: v for g, v in labels.items()
+                  if abs(k[g] - round(k[g])) < 0.15 and abs(round(k[g])) < n}
+            rows = [round(k[g]) for g in on]
+            if len(set(rows)) == len(rows) and len(on) > len(best) - (1 if best else 0):
+                best = {**on, "pitch": float(pitch)}
+    return best if len(best) >= 3 else {}
+
+
 def read_back(img, words=None) -> list[GpuReading]:
     """The GPUs of a dashboard picture (``data.screen_read.read_picture``'s ``graphs``):
     ``util_pct`` = the mean of the GPU's band line (%), with its confidence (the share of
@@ -64,12 +93,10 @@ def read_back(img, words=None) -> list[GpuReading]:
     for g, yc, right in found:
         if abs(right - edge) <= 3 and g not in labels:
             labels[g] = (yc, int(edge), masks[g])
+    labels = _on_one_pitch(labels, n)
     if len(labels) < 2:
         return []
-    centres = sorted(v[0] for v in labels.values())
-    pitch = float(np.median(np.diff(centres)))
-    if pitch < 4:
-        return []
+    pitch = labels.pop("pitch")
     out = []
     for g, (yc, x_right, near) in labels.items():
         # the band: from its label at slot + BAND_TICK, the slot's bottom and top

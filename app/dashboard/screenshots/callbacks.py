@@ -239,11 +239,10 @@ def register_opened(app: dash.Dash, live) -> None:
         prevent_initial_call=True,
     )
     def _detail(sha, _version, span, page_tz):
-        shots = store.screenshots()
-        row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
-        if row.empty:
+        r = _shot_row(store, sha)
+        if r is None:
             return {**dict.fromkeys(outputs, dash.no_update), "style": {"display": "none"}}
-        out = detail(live, row.iloc[0], span_seconds(span), page_tz)
+        out = detail(live, r, span_seconds(span), page_tz)
         note = span_note(span)
         if note:
             out["verdicts"] = [html.Div(note, className="tl-stale"), *out["verdicts"]]
@@ -348,6 +347,13 @@ def _edited_fields(trig, r, when, zone, offsets, relayout) -> dict:
     return fields
 
 
+def _shot_row(store, sha: str | None):
+    """The stored screenshot ``sha``'s row, or None (none chosen, or deleted)."""
+    shots = store.screenshots()
+    row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
+    return None if row.empty else row.iloc[0]
+
+
 def register_reading(app: dash.Dash, live) -> None:
     """The numbers read from the opened picture itself and its verdict per region (the
     whole picture, then its halves or boxes), next to the telemetry of each region's moment
@@ -366,11 +372,9 @@ def register_reading(app: dash.Dash, live) -> None:
         prevent_initial_call=True,
     )
     def _read(sha, _version, _tick, span):
-        shots = store.screenshots()
-        row = shots[shots["sha256"] == sha] if sha else shots.iloc[0:0]
-        if row.empty:
+        r = _shot_row(store, sha)
+        if r is None:
             return [], True
-        r = row.iloc[0]
         state, value = reading(sha, lambda: store.screenshot_data(sha), str(r["name"]))
         if state == "pending":
             return [html.Div("reading the picture's numbers (OCR, up to half a minute)…",

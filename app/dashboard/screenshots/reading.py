@@ -24,8 +24,9 @@ _readings: dict[str, Future] = {}
 
 def _read(data: bytes, name: str):
     from ....data.screen_read import read_picture
+    from ...figures.read_back import read_back
 
-    return read_picture(data, name)
+    return read_picture(data, name, graphs=read_back)
 
 
 def reading(sha: str, load: Callable[[], bytes | None], name: str) -> tuple[str, object]:
