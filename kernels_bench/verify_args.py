@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 #: The split kernels (``verify_ref.KERNELS`` is this tuple).
-KERNEL_NAMES = ("gluon", "triton")
+KERNEL_NAMES = ("gluon", "gluon64", "triton")
 
 
 def parse_kernels(text: str) -> list[str]:
@@ -70,10 +70,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--validate", action="store_true",
                     help="shapes outside the sweep, to check the NSPLIT chooser (written as "
                          "verify_attention_validate.*)")
+    ap.add_argument("--trees", action="store_true",
+                    help="the large-tree sweep instead (batch 1/4, trees of 16-256 nodes, "
+                         "gluon64 near its chooser's pick and gluon at its pick; written as "
+                         "verify_attention_trees.*; with --validate, shapes outside it)")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
     ap.add_argument("--kernels", type=parse_kernels,
                     help="split kernels, comma-separated, the first swept over every NSPLIT "
-                         "(default: gluon,triton on Hopper, else triton)")
+                         "(default: gluon,triton on Hopper, gluon64,gluon with --trees, else "
+                         "triton); with --sustain the kernel run (default: the chooser's)")
     ap.add_argument("--contexts", type=parse_contexts,
                     help="only the sweep points of these contexts (comma-separated tokens, "
                          "e.g. 65536,200000)")

@@ -38,11 +38,10 @@ from .verify_args import add_arguments
 from .verify_ref import (
     D_K,
     D_V,
-    choose_nsplit,
+    choose_plan,
     kv_bytes,
     make_inputs,
     relative_error,
-    split_blocks,
     verify_reference,
 )
 
@@ -54,6 +53,10 @@ BF16_TOL = 2e-2
 ROTATE_BYTES = 512 * 2**20
 #: Largest partial-output buffer (bytes) a split count may need; larger ones are skipped.
 MAX_PARTIAL_BYTES = 3 * 2**30
+#: Largest verify (matrix-product FLOP, ``_flops``) checked against the float32 reference:
+#: the reference runs without tensor cores (about 50 TFLOP/s), so the biggest large-tree
+#: shapes (up to 7 TFLOP) are timed only; their rows say so (``rel_err`` empty).
+REF_FLOPS_MAX = 3e11
 
 
 @dataclass(frozen=True)
@@ -160,11 +163,15 @@ def _flops(inp) -> float:
 
 def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "triton"),
               nsplits=NSPLITS, baseline: bool = True, check=(1, "chosen", 256), seed: int = 0,
-              log=print) -> list[dict]:
+              window: int | None = None, log=print) -> list[dict]:
     """Check and time every kernel at one point; one row per (kernel, nsplit).
 
-    The first kernel of ``kernels`` is timed at every NSPLIT of ``nsplits``, the others at
-    the powers of two from a quarter to four times their chooser's pick (time)."""
+    The first kernel of ``kernels`` is timed at every NSPLIT of ``nsplits`` (``window``: only
+    those within that factor of its chooser's pick), the others at the powers of two from a
+    quarter to four times their chooser's pick (with ``window``: at their pick alone).
+    ``check``: the NSPLITs checked against the reference (``"chosen"``: the pick, ``"all"``:
+    every one timed), where the point is small enough (``REF_FLOPS_MAX``).  Every row carries the chooser's own
+    plan for the shape (``plan_kernel``, ``plan_nsplit``: ``verify_ref.choose_plan``)."""
     from .verify_triton import SplitPlan, verify_unsplit
 
     first = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
@@ -173,13 +180,17 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     copies = [first] + [make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
                                     scattered=pt.scattered, device="cuda", seed=seed + 1 + i)
                         for i in range(max(0, min(31, math.ceil(ROTATE_BYTES / nbytes) - 1)))]
-    ref = verify_reference(first, dtype=torch.float32)
+    checked = _flops(first) <= REF_FLOPS_MAX
+    ref = verify_reference(first, dtype=torch.float32) if checked else None
     floor_mem = nbytes / bw
     floor_mm = _flops(first) / mm
     rows_m = pt.tree * pt.heads
     out = []
+    plan_kernel, plan_ns = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms,
+                                       kernel=None if "gluon" in kernels else "triton")
     base = {**asdict(pt), "kv_bytes": nbytes, "floor_mem_us": floor_mem * 1e6,
-            "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9}
+            "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9,
+            "plan_kernel": plan_kernel, "plan_nsplit": plan_ns}
 
     def row(kernel, nsplit, chosen, t, err, cfg):
         return {**base, "chosen_nsplit": chosen, "kernel": kernel, "nsplit": nsplit, **cfg,
@@ -189,30 +200,32 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     if baseline and pt.page_size == 1:  # the case the baseline stands for
         cfg = {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 2}
         o = verify_unsplit(first, **cfg)
-        err = relative_error(o, ref)
+        err = relative_error(o, ref) if checked else float("nan")
         t = time_calls([lambda i=i: verify_unsplit(i, **cfg) for i in copies])
         out.append(row("unsplit", 1, 1, t, err, cfg))
         log(f"  unsplit                   {t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s "
             f"err {err:.1e}")
     most = max(1, (pt.context + pt.tree) // 64)
     for ki, kernel in enumerate(kernels):
-        blocks = split_blocks(rows_m, kernel)
-        chosen = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, blocks["block_m"])
+        chosen = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms, kernel=kernel)[1]
         for ns in nsplits:
             partial = pt.batch * ns * rows_m * D_V * 4
             if partial > MAX_PARTIAL_BYTES or ns > most:
                 continue
-            if ki > 0 and not chosen / 4 <= ns <= chosen * 4:
+            span = window if ki == 0 else (1 if window else 4)
+            if span is not None and not chosen / span <= ns <= chosen * span:
                 continue
             plans = [SplitPlan(i, ns, kernel=kernel) for i in copies]
             err = float("nan")
-            if ns in check or (ns == chosen and "chosen" in check):
+            if checked and (ns in check or "all" in check
+                            or (ns == chosen and "chosen" in check)):
                 plans[0].out.fill_(float("nan"))  # every element must be written
                 err = relative_error(plans[0](), ref)
             t = time_calls([p.__call__ for p in plans])
             out.append(row(f"split_{kernel}", ns, chosen, t, err, plans[0].settings))
-            log(f"  split_{kernel:6s} nsplit={ns:<4d}{'*' if ns == chosen else ' '} "
+            log(f"  split_{kernel:7s} nsplit={ns:<4d}{'*' if ns == chosen else ' '} "
                 f"{t * 1e6:10.1f} us {nbytes / t / 1e9:8.1f} GB/s {nbytes / t / bw:6.1%} of copy"
+                f" {max(floor_mem, floor_mm) / t:6.1%} of roofline"
                 + (f" err {err:.1e}" if not math.isnan(err) else ""))
             del plans
     del copies, first, ref
@@ -233,6 +246,29 @@ VALIDATION_POINTS = (Point(2, 32768, 8, 8, 1), Point(4, 131072, 32, 8, 1),
                      Point(1, 98304, 1, 8, 1), Point(10, 20000, 3, 8, 4))
 
 
+#: Large-tree shapes the tree sweep did not hold (``--trees --validate``): other batches,
+#: tree sizes, contexts, head counts and page sizes, for checking the kernel choice and NSPLIT.
+TREE_VALIDATION_POINTS = (Point(2, 32768, 24, 8, 1), Point(3, 100000, 48, 8, 4),
+                          Point(1, 150000, 100, 8, 1), Point(2, 65536, 200, 16, 32),
+                          Point(1, 100000, 12, 16, 1), Point(3, 20000, 40, 16, 64),
+                          Point(1, 300000, 32, 8, 1), Point(2, 131072, 16, 8, 16),
+                          Point(1, 50000, 160, 8, 8), Point(4, 90000, 20, 8, 1))
+
+
+def tree_points(validate: bool = False) -> list[Point]:
+    """The large-tree sweep (``--trees``): batch 1/4 x trees of 16/32/64/128/256 nodes x
+    contexts 16k/64k/200k x heads 8/16 x pages of 1/64 (scattered), plus pages of 16 at batch 1
+    and 8 heads; the points the done-when reads (batch 1, 8 heads, page 1, 64k and 200k,
+    trees of 16-64) first.  ``validate``: ``TREE_VALIDATION_POINTS``."""
+    if validate:
+        return list(TREE_VALIDATION_POINTS)
+    first = [Point(1, c, t, 8, 1) for c in (65536, 200000) for t in (16, 32, 64)]
+    rest = [Point(b, c, t, h, p) for b, c, h, p, t in itertools.product(
+        (1, 4), (65536, 200000, 16384), (8, 16), (1, 64), (16, 32, 64, 128, 256))]
+    rest += [Point(1, c, t, 8, 16) for c in (65536, 200000, 16384) for t in (16, 32, 64, 128, 256)]
+    return first + [p for p in rest if p not in first]
+
+
 def sweep_points(quick: bool = False, validate: bool = False) -> list[Point]:
     """The sweep: contexts 4k/64k/200k, heads 8/16, trees of 4/16/64 nodes, batch 1/8, pages
     of 1/64 (scattered), pages of 16 at 64k+ for 4-node trees and 8 heads, plus contiguous
@@ -249,6 +285,11 @@ def sweep_points(quick: bool = False, validate: bool = False) -> list[Point]:
     pts += [Point(b, c, 4, 8, 16) for c in (65536, 200000) for b in (1, 8)]
     pts += [Point(1, 65536, t, 8, p, scattered=False) for t in (4, 16) for p in (1, 64)]
     return pts
+
+
+def _tokens(n: int) -> str:
+    """``65536`` -> ``"64k"``, ``200000`` -> ``"200k"`` (a context length for a title)."""
+    return f"{n // 1024}k" if n % 1024 == 0 else f"{n / 1000:.0f}k"
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -278,14 +319,54 @@ def plot(rows: list[dict], path: Path) -> None:
             if base and kernel == "split_gluon":
                 ax.plot([1], [base[0]["copy_share"]], "x", color=colours[tree], ms=8)
         ax.set_xscale("log", base=2)
-        label = f"{ctx // 1024}k" if ctx % 1024 == 0 else f"{ctx / 1000:.0f}k"
-        ax.set_title(f"batch {batch}, {label} context, 8 heads, page 1 (x: unsplit)", fontsize=9)
+        ax.set_title(f"batch {batch}, {_tokens(ctx)} context, 8 heads, page 1 (x: unsplit)", fontsize=9)
         ax.set_xlabel("NSPLIT")
         ax.axhline(0.7, color="#999", lw=0.8, ls=":")
         ax.grid(alpha=0.3)
     for ax in axes[:, 0]:
         ax.set_ylabel("cache bytes / time, share of copy bandwidth")
     axes[0][1].legend(fontsize=7, loc="upper right", ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def plot_trees(rows: list[dict], path: Path) -> None:
+    """Share of the roofline against NSPLIT at batch 1, 8 heads, page 1 (scattered), 64k and
+    200k context: one line per tree size for ``gluon64``, the one-warpgroup ``gluon`` kernel
+    as crosses at its chooser's pick, the chooser's plan circled, the 70 % mark dotted."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5), sharey=True)
+    colours = {16: "#1f77b4", 32: "#ff7f0e", 64: "#2ca02c", 128: "#d62728", 256: "#9467bd"}
+    for ax, ctx in zip(axes, (65536, 200000)):
+        sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8 and r["batch"] == 1
+               and r["page_size"] == 1 and r["scattered"]]
+        for tree, colour in colours.items():
+            pts = sorted((r["nsplit"], r["roofline_share"]) for r in sel
+                         if r["kernel"] == "split_gluon64" and r["tree"] == tree)
+            if pts:
+                ax.plot(*zip(*pts), "-", marker="o", ms=3, color=colour,
+                        label=f"gluon64, T={tree}")
+            one = [(r["nsplit"], r["roofline_share"]) for r in sel
+                   if r["kernel"] == "split_gluon" and r["tree"] == tree]
+            if one:
+                ax.plot(*zip(*one), "x", color=colour, ms=8)
+            pick = [(r["nsplit"], r["roofline_share"]) for r in sel if r["tree"] == tree
+                    and r["kernel"] == f"split_{r['plan_kernel']}"
+                    and r["nsplit"] == r["plan_nsplit"]]
+            if pick:
+                ax.plot(*zip(*pick), "o", mfc="none", mec="k", ms=10)
+        ax.set_xscale("log", base=2)
+        ax.set_title(f"batch 1, {_tokens(ctx)} context, 8 heads, page 1 "
+                     f"(x: gluon, circle: chooser)", fontsize=9)
+        ax.set_xlabel("NSPLIT")
+        ax.axhline(0.7, color="#999", lw=0.8, ls=":")
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel("share of the roofline (max of the two floors / time)")
+    axes[1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -315,16 +396,16 @@ SUSTAIN_POINT = Point(8, 65536, 4, 8, 1)
 
 def sustain(seconds: float, kernel: str, pt: Point = SUSTAIN_POINT, idle: float = 8.0,
             log=print) -> dict:
-    """Idle ``idle`` s, then the verify of ``pt`` with ``kernel`` at the chooser's split
-    back to back for ``seconds``, then idle again; the times (epoch s) of each stretch, the
-    calls made and the shape."""
+    """Idle ``idle`` s, then the verify of ``pt`` with ``kernel`` (``"auto"``: the chooser's
+    kernel) at the chooser's split back to back for ``seconds``, then idle again; the times
+    (epoch s) of each stretch, the calls made and the shape."""
     from .verify_triton import SplitPlan
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     inp = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size, device="cuda",
                       seed=7)
-    bm = split_blocks(pt.tree * pt.heads, kernel)["block_m"]
-    ns = choose_nsplit(pt.batch, pt.heads, pt.tree, pt.context, sms, bm)
+    kernel, ns = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms,
+                             kernel=None if kernel == "auto" else kernel)
     plan = SplitPlan(inp, ns, kernel=kernel)
     plan()
     torch.cuda.synchronize()
@@ -360,8 +441,10 @@ def run(args: argparse.Namespace, error) -> int:
         error("--point goes with --sustain")
     if args.quick and args.validate:
         error("--quick and --validate choose different shapes: give one")
-    points = [p for p in sweep_points(args.quick, args.validate)
-              if args.contexts is None or p.context in args.contexts]
+    if args.trees and args.quick:
+        error("--trees and --quick choose different shapes: give one")
+    pool = tree_points(args.validate) if args.trees else sweep_points(args.quick, args.validate)
+    points = [p for p in pool if args.contexts is None or p.context in args.contexts]
     if not points and not args.sustain:
         error(f"--contexts: no sweep point has these contexts (the sweep's: "
                  f"{', '.join(str(c) for c in sorted({p.context for p in sweep_points()}))})")
@@ -371,14 +454,15 @@ def run(args: argparse.Namespace, error) -> int:
     from .verify_triton import gluon_ready
 
     why = gluon_ready()
-    kernels = args.kernels or (["triton"] if why else ["gluon", "triton"])
-    if "gluon" in kernels and why:
-        print(f"--kernels gluon: {why}", file=sys.stderr)
+    default = ["gluon64", "gluon"] if args.trees else ["gluon", "triton"]
+    kernels = args.kernels or (["triton"] if why else default)
+    if why and any(k.startswith("gluon") for k in kernels):
+        print(f"--kernels {','.join(kernels)}: {why}", file=sys.stderr)
         return 2
     point = Point(*args.point) if args.point else SUSTAIN_POINT
     args.out.mkdir(parents=True, exist_ok=True)
     if args.sustain:
-        marks = sustain(args.sustain, kernels[0], point)
+        marks = sustain(args.sustain, kernels[0] if args.kernels else "auto", point)
         (args.out / "sustain.json").write_text(json.dumps(marks, indent=1))
         return 0
     info = machine()
@@ -392,14 +476,17 @@ def run(args: argparse.Namespace, error) -> int:
 
     rows: list[dict] = []
     t0 = time.time()
-    stem = "verify_attention_validate" if args.validate else "verify_attention"
+    stem = ("verify_attention_trees" if args.trees else "verify_attention") + (
+        "_validate" if args.validate else "")
     (args.out / f"{stem}.json").write_text(json.dumps(info, indent=1))
     with open(args.out / f"{stem}.csv", "w", newline="") as f:
         w = None
         for pt in points:  # a cut run keeps its rows
             print(f"{pt}", flush=True)
             new = run_point(pt, bw, mm, info["sms"], kernels=kernels,
-                            baseline=not args.no_baseline)
+                            baseline=not (args.no_baseline or args.trees),
+                            window=4 if args.trees and not args.validate else None,
+                            check=("all", ) if args.trees else (1, "chosen", 256))
             if w is None:
                 w = csv.DictWriter(f, fieldnames=list(new[0]))
                 w.writeheader()
@@ -408,7 +495,7 @@ def run(args: argparse.Namespace, error) -> int:
             rows += new
     info["sweep_s"] = time.time() - t0
     (args.out / f"{stem}.json").write_text(json.dumps(info, indent=1))
-    plot(rows, args.out / f"{stem}.png")
+    (plot_trees if args.trees else plot)(rows, args.out / f"{stem}.png")
     bad = [r for r in rows if not (r["rel_err"] != r["rel_err"] or r["rel_err"] < BF16_TOL)]
     print(f"{len(rows)} rows, {sum(r['rel_err'] == r['rel_err'] for r in rows)} checked, "
           f"{len(bad)} over {BF16_TOL:g}; sweep {info['sweep_s']:.0f} s")

@@ -194,7 +194,8 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
 
 
-#: The split kernels: ``"gluon"`` (``verify_gluon``, Hopper) and ``"triton"``
+#: The split kernels: ``"gluon"`` and ``"gluon64"`` (``verify_gluon``, Hopper: one warpgroup
+#: over 16- or 32-row tiles, two over 64-row tiles) and ``"triton"``
 #: (``verify_triton._split_kernel``, portable); named in ``verify_args``, which needs no torch.
 KERNELS = KERNEL_NAMES
 
@@ -216,10 +217,13 @@ def block_rows(rows: int, kernel: str = "gluon") -> int:
     """Row tile of the split kernel for ``rows`` = tree nodes x heads.
 
     Gluon: 16 or 32 (its output accumulator, 512 x rows in float32, must fit one warpgroup's
-    registers; more rows take several tiles).  Triton: 16, 32 or 64.  The settings that ran
+    registers; more rows take several tiles).  gluon64: 64 (two warpgroups, 256 output
+    columns each).  Triton: 16, 32 or 64.  The settings that ran
     fastest on the H200 (docs/verify-attention.md)."""
     if kernel == "gluon":
         return 16 if rows <= 16 else 32
+    if kernel == "gluon64":
+        return 64
     return 16 if rows <= 16 else 32 if rows <= 32 else 64
 
 
@@ -237,6 +241,8 @@ def split_blocks(rows: int, kernel: str = "gluon") -> dict:
     bm = block_rows(rows, kernel)
     if kernel == "gluon":  # one warpgroup, 64-row cache tiles double-buffered by hand
         return {"block_m": bm, "block_n": 64, "num_warps": 4, "num_stages": 1}
+    if kernel == "gluon64":  # warpgroup 0 (num_warps) + a worker warpgroup, 64 query rows
+        return {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 1}
     if bm == 16:
         return {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 4}
     if bm == 32:
@@ -245,15 +251,16 @@ def split_blocks(rows: int, kernel: str = "gluon") -> dict:
 
 
 def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
-                  block_m: int | None = None) -> int:
+                  block_m: int | None = None, fixed_rows: int = SPLIT_COST_ROWS) -> int:
     """The number of KV splits for the split-KV kernels.
 
     The grid is ``batch x ceil(tree * heads / block_m) x NSPLIT`` programs (``block_m``: the
     row tile, by default the Gluon kernel's ``block_rows``), one per SM at a time.  Among the
     powers of two in ``[1, MAX_NSPLIT]`` with splits of at least ``MIN_SPLIT_ROWS`` rows, the
-    pick minimises ``waves x (rows per split, in whole 64-row tiles, + SPLIT_COST_ROWS)``,
+    pick minimises ``waves x (rows per split, in whole 64-row tiles, + fixed_rows)``,
     ``waves = ceil(programs / sms)``: the estimated time of the last wave to finish; ties go
-    to fewer splits.
+    to fewer splits.  ``fixed_rows``: a split's fixed cost in cache rows (``SPLIT_COST_ROWS``
+    for the one-warpgroup kernels, ``SPLIT_COST_ROWS_64`` for ``gluon64``).
 
     Raises:
         VerifyShapeError: a size below 1.
@@ -270,14 +277,48 @@ def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
     while ns <= MAX_NSPLIT and (ns == 1 or rows / ns >= MIN_SPLIT_ROWS):
         waves = math.ceil(tiles * ns / sms)
         tile_rows = math.ceil(rows / ns / MIN_SPLIT_ROWS) * MIN_SPLIT_ROWS
-        cost = waves * (tile_rows + SPLIT_COST_ROWS)
+        cost = waves * (tile_rows + fixed_rows)
         if cost < best:
             best, pick = cost, ns
         ns *= 2
     return pick
 
 
+#: Query rows (tree nodes x heads) from which the chooser takes ``gluon64``, the
+#: warp-specialised kernel over 64-row tiles: 128 (16-node trees at 8 heads), the smallest
+#: row count where it was timed against the one-warpgroup ``gluon`` kernel on the H200, and
+#: won at every such point (docs/verify-attention.md, "Large trees").  Below, ``gluon``,
+#: whose 16- and 32-row tiles waste no tensor-core rows and whose small-tree figures stand.
+WIDE_ROWS = 128
+#: ``gluon64``'s fixed cost per split in cache rows (its 64 query rows, 72 KB, loaded and its
+#: 128-KB partial output written and merged): 256, from the first H200 run (batch 1, 64k
+#: context, 16-node trees: NSPLIT 64 took 71 us in one wave, 128 took 86 us in two); its
+#: picks are within 1 % of the best NSPLIT at all 135 points of the large-tree sweep and
+#: within 10 % on the 10 shapes outside it (docs/verify-attention.md).
+SPLIT_COST_ROWS_64 = 256
+
+
+def choose_plan(batch: int, heads: int, tree: int, context: int, sms: int,
+                hopper: bool = True, kernel: str | None = None) -> tuple[str, int]:
+    """The split kernel and NSPLIT for one verify shape: ``("gluon64", n)`` from
+    ``WIDE_ROWS`` query rows (``tree * heads``) on Hopper, else ``("gluon", n)``, or
+    ``("triton", n)`` off Hopper (``hopper=False``); ``n`` from ``choose_nsplit`` with that
+    kernel's row tile and fixed cost.  ``kernel`` fixes the kernel (its NSPLIT is chosen).
+
+    Raises:
+        VerifyShapeError: a size below 1, or an unknown kernel.
+    """
+    if kernel is None:
+        kernel = ("gluon64" if tree * heads >= WIDE_ROWS else "gluon") if hopper else "triton"
+    elif kernel not in KERNELS:
+        raise VerifyShapeError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
+    fixed = SPLIT_COST_ROWS_64 if kernel == "gluon64" else SPLIT_COST_ROWS
+    bm = block_rows(tree * heads, kernel)
+    return kernel, choose_nsplit(batch, heads, tree, context, sms, bm, fixed)
+
+
 __all__ = ["D_K", "D_ROPE", "D_V", "KERNELS", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE",
-           "SPLIT_COST_ROWS", "VerifyInputs", "VerifyShapeError", "block_rows", "choose_nsplit",
+           "SPLIT_COST_ROWS", "SPLIT_COST_ROWS_64", "WIDE_ROWS", "VerifyInputs",
+           "VerifyShapeError", "block_rows", "choose_nsplit", "choose_plan",
            "gather_kv", "kv_bytes", "make_inputs", "random_tree", "relative_error",
            "split_blocks", "tree_mask", "verify_reference"]

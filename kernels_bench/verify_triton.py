@@ -195,7 +195,8 @@ class SplitPlan:
     Args:
         inp: the problem (``verify_ref.make_inputs``).
         nsplit: pieces the cache range of each sequence is cut into (``choose_nsplit``).
-        kernel: ``"gluon"`` (``verify_gluon``, Hopper only) or ``"triton"`` (this module's
+        kernel: ``"gluon"`` or ``"gluon64"`` (``verify_gluon``'s kernels of one and two
+            warpgroups, Hopper only) or ``"triton"`` (this module's
             ``_split_kernel``, any CUDA GPU and Triton's CPU interpreter).
         block_m, block_n, num_warps, num_stages: tile settings; ``None`` takes
             ``verify_ref.split_blocks`` (the settings timed best on the H200).
@@ -223,6 +224,10 @@ class SplitPlan:
                                   or cfg["block_m"] not in (16, 32)):
             raise VerifyShapeError("the Gluon kernel takes tiles of 64 cache rows, 16 or 32 "
                                    "query rows and 4 warps (one warpgroup)")
+        if kernel == "gluon64" and (cfg["block_n"] != 64 or cfg["num_warps"] != 4
+                                    or cfg["block_m"] != 64):
+            raise VerifyShapeError("the gluon64 kernel takes tiles of 64 cache rows, 64 query "
+                                   "rows and 4 warps (its first warpgroup; a second is added)")
         self.inp, self.nsplit, self.kernel = inp, int(nsplit), kernel
         self.block_m, self.block_n = cfg["block_m"], cfg["block_n"]
         self.num_warps, self.num_stages = cfg["num_warps"], cfg["num_stages"]
@@ -241,8 +246,11 @@ class SplitPlan:
 
     @property
     def grid(self) -> tuple[int, int, int]:
-        """``(B, ceil(M / block_m), nsplit)``: programs of the split kernel."""
+        """Programs of the split kernel: ``(B, ceil(M / block_m), nsplit)``; for ``gluon64``
+        ``(ceil(M / 64), nsplit, B)``, the row tiles that read one cache range side by side."""
         B = self.inp.q.shape[0]
+        if self.kernel == "gluon64":
+            return (math.ceil(self.M / self.block_m), self.nsplit, B)
         return (B, math.ceil(self.M / self.block_m), self.nsplit)
 
     def split_only(self) -> None:
@@ -269,10 +277,11 @@ class SplitPlan:
                 inp.page_table.stride(0))
         shape = {"H": H, "PAGE": inp.page_size, "BLOCK_M": self.block_m,
                  "BLOCK_N": self.block_n, "D_V": D_V, "D_R": D_ROPE, "D_K": D_K}
-        if self.kernel == "gluon":
-            from .verify_gluon import _split_kernel_g, shared_layouts
+        if self.kernel in ("gluon", "gluon64"):
+            from .verify_gluon import _split_kernel_g, _split_kernel_ws, shared_layouts
 
-            self.compiled = _split_kernel_g[self.grid](
+            fn = _split_kernel_g if self.kernel == "gluon" else _split_kernel_ws
+            self.compiled = fn[self.grid](
                 *args, **shape, **shared_layouts(self.block_m, self.block_n, D_V, D_ROPE),
                 num_warps=self.num_warps)
         else:

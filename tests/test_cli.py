@@ -215,7 +215,7 @@ def test_bench_dashboard_does_not_overwrite_a_file_it_did_not_make(tmp_path):
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--kernels", "cuda"], "expected kernels from gluon, triton"),
+    (["--kernels", "cuda"], "expected kernels from gluon, gluon64"),
     (["--kernels", "gluon,gluon"], "each once"),
     (["--point", "8,65536,4"], "five whole numbers"),
     (["--point", "8,65536,4,8,3"], "power of two up to 64"),

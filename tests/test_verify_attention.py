@@ -20,9 +20,12 @@ torch = pytest.importorskip(
 from tealeaves.kernels_bench.verify_ref import (
     D_V,
     SM_SCALE,
+    SPLIT_COST_ROWS_64,
+    WIDE_ROWS,
     VerifyShapeError,
     block_rows,
     choose_nsplit,
+    choose_plan,
     kv_bytes,
     make_inputs,
     random_tree,
@@ -145,6 +148,41 @@ def test_chooser_fills_the_gpu_without_tiny_splits():
         choose_nsplit(1, 8, 4, 65536, 0)
 
 
+def test_the_plan_takes_the_wide_kernel_for_large_trees():
+    sms = 132
+    # 4 nodes x 8 heads = 32 rows: one 32-row tile of the one-warpgroup kernel
+    assert choose_plan(1, 8, 4, 65536, sms) == ("gluon", choose_nsplit(1, 8, 4, 65536, sms))
+    for tree, heads in ((8, 8), (16, 8), (64, 8), (256, 16), (5, 16), (8, 16), (15, 8)):
+        kernel, ns = choose_plan(1, heads, tree, 65536, sms)
+        assert kernel == ("gluon64" if tree * heads >= WIDE_ROWS else "gluon")
+        if kernel == "gluon64":  # its NSPLIT is counted in 64-row tiles
+            assert ns == choose_nsplit(1, heads, tree, 65536, sms, 64, SPLIT_COST_ROWS_64)
+    # 64-node trees, 8 heads: eight row tiles, so 16 splits fill 128 of 132 SMs
+    assert choose_plan(1, 8, 64, 200000, sms) == ("gluon64", 16)
+    assert choose_plan(1, 8, 16, 65536, sms)[0] == "gluon64"
+    assert choose_plan(1, 8, 64, 65536, sms, hopper=False)[0] == "triton"
+    assert choose_plan(1, 8, 64, 65536, sms, kernel="gluon") == (
+        "gluon", choose_nsplit(1, 8, 64, 65536, sms, 32))
+    with pytest.raises(VerifyShapeError, match="kernel"):
+        choose_plan(1, 8, 64, 65536, sms, kernel="cuda")
+    with pytest.raises(VerifyShapeError, match="batch"):
+        choose_plan(0, 8, 64, 65536, sms)
+
+
+def test_the_large_tree_sweep_reads_the_done_when_points_first():
+    from tealeaves.kernels_bench.verify_bench import TREE_VALIDATION_POINTS, tree_points
+
+    pts = tree_points()
+    assert len(pts) == len(set(pts)) == 135
+    assert [(p.batch, p.context, p.tree, p.heads, p.page_size) for p in pts[:6]] == [
+        (1, c, t, 8, 1) for c in (65536, 200000) for t in (16, 32, 64)]
+    assert {p.tree for p in pts} == {16, 32, 64, 128, 256}
+    assert {p.batch for p in pts} == {1, 4} and {p.page_size for p in pts} == {1, 16, 64}
+    # the validation shapes are none of the sweep's
+    assert not set(TREE_VALIDATION_POINTS) & set(pts)
+    assert tree_points(validate=True) == list(TREE_VALIDATION_POINTS)
+
+
 def test_tile_settings_per_kernel():
     assert block_rows(16) == 16 and block_rows(32) == 32 and block_rows(33) == 32
     assert block_rows(16, "triton") == 16 and block_rows(33, "triton") == 64
@@ -154,6 +192,9 @@ def test_tile_settings_per_kernel():
     for rows in (8, 16, 32, 64, 512):
         t = split_blocks(rows, "triton")
         assert t["block_m"] == block_rows(rows, "triton") and t["num_stages"] >= 3
+    assert split_blocks(128, "gluon64") == {"block_m": 64, "block_n": 64, "num_warps": 4,
+                                            "num_stages": 1}
+    assert block_rows(8, "gluon64") == 64
     with pytest.raises(VerifyShapeError, match="kernel"):
         split_blocks(32, "cuda")
 
@@ -169,7 +210,7 @@ cases = [(1, 300, 16, 8, 1, 4), (2, 500, 7, 16, 16, 8), (3, 130, 33, 8, 64, 3),
 if dev == "cuda":
     cases += [(1, 65536, 16, 8, 1, 128), (4, 20000, 64, 16, 1, 16), (2, 4096, 4, 8, 64, 32),
               (8, 65536, 4, 8, 1, 16), (1, 5000, 2, 8, 32, 256)]
-kernels = ["triton"] + (["gluon"] if dev == "cuda" and gluon_ready() is None else [])
+kernels = ["triton"] + (["gluon", "gluon64"] if dev == "cuda" and gluon_ready() is None else [])
 print("split kernels:", kernels, "gluon:", gluon_ready() or "ready")
 for seed, (B, L, T, H, ps, ns) in enumerate(cases):
     inp = make_inputs(B, L, T, H, ps, dtype=dt, device=dev, seed=seed, ragged=True)
