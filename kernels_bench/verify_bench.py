@@ -187,7 +187,7 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     rows_m = pt.tree * pt.heads
     out = []
     plan_kernel, plan_ns = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms,
-                                       kernel=None if "gluon" in kernels else "triton")
+                                       hopper=any(k.startswith("gluon") for k in kernels))
     base = {**asdict(pt), "kv_bytes": nbytes, "floor_mem_us": floor_mem * 1e6,
             "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9,
             "plan_kernel": plan_kernel, "plan_nsplit": plan_ns}

@@ -1,6 +1,12 @@
-"""The split-KV verify kernel written in Gluon (Triton's lower-level language, shipped with
-Triton as ``triton.experimental.gluon``), for Hopper (sm_90): the design the plain-Triton
+"""The split-KV verify kernels written in Gluon (Triton's lower-level language, shipped with
+Triton as ``triton.experimental.gluon``), for Hopper (sm_90): the designs the plain-Triton
 kernels in ``verify_triton`` cannot reach (docs/verify-attention.md says why).
+
+- ``_split_kernel_g`` (kernel ``"gluon"``): one warpgroup over 16 or 32 query rows, for small
+  trees (bandwidth-bound); described below.
+- ``_split_kernel_ws`` (kernel ``"gluon64"``): warp-specialised, two warpgroups over 64 query
+  rows, for trees of 16+ nodes (compute-bound); see its docstring and
+  ``_ws_scores``/``_ws_values``.
 
 One warpgroup (4 warps) per program; one program per (sequence, row tile, split), as in
 ``verify_triton._split_kernel``.  Per 64-row cache tile:
@@ -28,7 +34,7 @@ from triton.experimental.gluon.language.nvidia.hopper import (
     fence_async_shared,
     mbarrier,
     warpgroup_mma,
-        warpgroup_mma_wait,
+    warpgroup_mma_wait,
 )
 
 
@@ -369,7 +375,7 @@ def shared_layouts(block_m: int, block_n: int, d_v: int, d_r: int) -> dict:
         return gl.NVMMASharedLayout.get_default_for(shape, gl.bfloat16)
     return {"KN_SL": lay([block_n, d_v]), "KR_SL": lay([block_n, d_r]),
             "QN_SL": lay([block_m, d_v]), "QR_SL": lay([block_m, d_r]),
-            "P_SL": lay([block_n, block_m]) if block_m <= 32 else lay([block_m, block_n])}
+            "P_SL": lay([block_n, block_m])}
 
 
 __all__ = ["shared_layouts"]
