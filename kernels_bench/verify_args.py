@@ -69,14 +69,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
     ap.add_argument("--validate", action="store_true",
                     help="shapes outside the sweep, to check the NSPLIT chooser (written as "
-                         "verify_attention_validate.*)")
+                         "verify_attention_validate.*, or verify_attention_trees_validate.* "
+                         "with --trees)")
     ap.add_argument("--trees", action="store_true",
                     help="the large-tree sweep instead (batch 1/4, trees of 16-256 nodes, "
-                         "gluon64 near its chooser's pick and gluon at its pick; written as "
-                         "verify_attention_trees.*; with --validate, shapes outside it)")
+                         "gluon64 at NSPLITs within 4x of its chooser's pick and gluon at its "
+                         "pick, no unsplit baseline; written as verify_attention_trees.*; with "
+                         "--validate, shapes outside it, every NSPLIT); not with --quick")
     ap.add_argument("--no-baseline", action="store_true", help="skip the unsplit baseline")
     ap.add_argument("--kernels", type=parse_kernels,
-                    help="split kernels, comma-separated, the first swept over every NSPLIT "
+                    help="split kernels, comma-separated, the first swept over NSPLIT "
                          "(default: gluon,triton on Hopper, gluon64,gluon with --trees, else "
                          "triton); with --sustain the kernel run (default: the chooser's)")
     ap.add_argument("--contexts", type=parse_contexts,

@@ -446,8 +446,8 @@ def run(args: argparse.Namespace, error) -> int:
     pool = tree_points(args.validate) if args.trees else sweep_points(args.quick, args.validate)
     points = [p for p in pool if args.contexts is None or p.context in args.contexts]
     if not points and not args.sustain:
-        error(f"--contexts: no sweep point has these contexts (the sweep's: "
-                 f"{', '.join(str(c) for c in sorted({p.context for p in sweep_points()}))})")
+        error(f"--contexts: no point of this sweep has these contexts (its contexts: "
+              f"{', '.join(str(c) for c in sorted({p.context for p in pool}))})")
     if not torch.cuda.is_available():
         print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
         return 3
@@ -462,7 +462,8 @@ def run(args: argparse.Namespace, error) -> int:
     point = Point(*args.point) if args.point else SUSTAIN_POINT
     args.out.mkdir(parents=True, exist_ok=True)
     if args.sustain:
-        marks = sustain(args.sustain, kernels[0] if args.kernels else "auto", point)
+        # the chooser's kernel on Hopper; off Hopper the portable one (kernels is ["triton"])
+        marks = sustain(args.sustain, kernels[0] if args.kernels or why else "auto", point)
         (args.out / "sustain.json").write_text(json.dumps(marks, indent=1))
         return 0
     info = machine()

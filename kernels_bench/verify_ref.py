@@ -25,6 +25,7 @@ once; queries and outputs are small next to it at long context.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass
 
 import torch
@@ -263,12 +264,14 @@ def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
     for the one-warpgroup kernels, ``SPLIT_COST_ROWS_64`` for ``gluon64``).
 
     Raises:
-        VerifyShapeError: a size below 1.
+        VerifyShapeError: a size below 1 or not a whole number (the message names it).
     """
     block_m = block_rows(tree * heads) if block_m is None else block_m
     for name, v in (("batch", batch), ("heads", heads), ("tree", tree), ("context", context),
-                    ("sms", sms), ("block_m", block_m)):
-        if v < 1:
+                    ("sms", sms), ("block_m", block_m), ("fixed_rows", fixed_rows)):
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+            raise VerifyShapeError(f"{name} must be a whole number, got {v!r}")
+        if v < (0 if name == "fixed_rows" else 1):
             raise VerifyShapeError(f"{name} must be at least 1, got {v}")
     tiles = batch * math.ceil(tree * heads / block_m)
     rows = context + tree

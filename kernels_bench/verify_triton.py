@@ -204,7 +204,8 @@ class SplitPlan:
 
     Raises:
         ValueError: rows not 576 wide, or non-contiguous ``q``/``kv_cache``.
-        VerifyShapeError: an unknown kernel, or Gluon tiles it does not take.
+        VerifyShapeError: an unknown kernel, Gluon tiles it does not take, or an NSPLIT or
+            batch over a grid axis's 65,535.
     """
 
     def __init__(self, inp: VerifyInputs, nsplit: int, kernel: str = "triton",
@@ -228,6 +229,9 @@ class SplitPlan:
                                     or cfg["block_m"] != 64):
             raise VerifyShapeError("the gluon64 kernel takes tiles of 64 cache rows, 64 query "
                                    "rows and 4 warps (its first warpgroup; a second is added)")
+        if not 1 <= int(nsplit) <= 65535 or (kernel == "gluon64" and B > 65535):
+            raise VerifyShapeError(f"nsplit must be 1 to 65535 (a grid axis), and gluon64 takes "
+                                   f"up to 65535 sequences; got nsplit {nsplit}, batch {B}")
         self.inp, self.nsplit, self.kernel = inp, int(nsplit), kernel
         self.block_m, self.block_n = cfg["block_m"], cfg["block_n"]
         self.num_warps, self.num_stages = cfg["num_warps"], cfg["num_stages"]

@@ -167,6 +167,12 @@ def test_the_plan_takes_the_wide_kernel_for_large_trees():
         choose_plan(1, 8, 64, 65536, sms, kernel="cuda")
     with pytest.raises(VerifyShapeError, match="batch"):
         choose_plan(0, 8, 64, 65536, sms)
+    # not a whole number: named, never a bare ValueError / OverflowError from the maths
+    for bad in (float("nan"), float("inf"), 65536.5, None, "65536", True):
+        with pytest.raises(VerifyShapeError, match="context"):
+            choose_plan(1, 8, 64, bad, sms)
+    with pytest.raises(VerifyShapeError, match="sms"):
+        choose_nsplit(1, 8, 64, 65536, float("inf"))
 
 
 def test_the_large_tree_sweep_reads_the_done_when_points_first():
