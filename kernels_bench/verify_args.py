@@ -61,6 +61,18 @@ def parse_seconds(text: str) -> float:
     return v
 
 
+def combination_error(args: argparse.Namespace) -> str | None:
+    """The one-line reason a combination of parsed options is refused, or ``None``: checked
+    before torch is imported, so a machine without it names the real mistake."""
+    if args.point and not args.sustain:
+        return "--point goes with --sustain"
+    if args.quick and args.validate:
+        return "--quick and --validate choose different shapes: give one"
+    if args.trees and args.quick:
+        return "--trees and --quick choose different shapes: give one"
+    return None
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``tealeaves bench verify-attention`` (one declaration for the
     ``tealeaves`` CLI and ``python -m tealeaves.kernels_bench.verify_bench``)."""
@@ -92,5 +104,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "(default 8,65536,4,8,1)")
 
 
-__all__ = ["KERNEL_NAMES", "add_arguments", "parse_contexts", "parse_kernels", "parse_point",
-           "parse_seconds"]
+__all__ = ["KERNEL_NAMES", "add_arguments", "combination_error", "parse_contexts",
+           "parse_kernels", "parse_point", "parse_seconds"]

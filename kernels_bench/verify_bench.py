@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from .verify_args import add_arguments
+from .verify_args import add_arguments, combination_error
 from .verify_ref import (
     D_K,
     D_V,
@@ -437,12 +437,9 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, error) -> int:
     """``tealeaves bench verify-attention`` with parsed options (``verify_args``);
     ``error(message)`` refuses a bad combination of them (it must not return)."""
-    if args.point and not args.sustain:
-        error("--point goes with --sustain")
-    if args.quick and args.validate:
-        error("--quick and --validate choose different shapes: give one")
-    if args.trees and args.quick:
-        error("--trees and --quick choose different shapes: give one")
+    why_not = combination_error(args)
+    if why_not:
+        error(why_not)
     pool = tree_points(args.validate) if args.trees else sweep_points(args.quick, args.validate)
     points = [p for p in pool if args.contexts is None or p.context in args.contexts]
     if not points and not args.sustain:

@@ -221,6 +221,10 @@ def test_bench_dashboard_does_not_overwrite_a_file_it_did_not_make(tmp_path):
     (["--point", "8,65536,4,8,3"], "power of two up to 64"),
     (["--point", "0,65536,4,8,1"], "five whole numbers from 1"),
     (["--contexts", "64k"], "expected token counts"),
+    # combinations: refused before torch is needed (CI has none)
+    (["--trees", "--quick"], "--trees and --quick choose different shapes"),
+    (["--quick", "--validate"], "--quick and --validate choose different shapes"),
+    (["--point", "1,65536,64,8,1"], "--point goes with --sustain"),
 ])
 def test_bench_verify_attention_refuses_bad_arguments_before_needing_a_gpu(args, message):
     # argparse checks them on any machine (CI has neither torch nor a GPU): one line, exit 2

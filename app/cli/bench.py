@@ -237,6 +237,11 @@ def _add_prometheus(bsub) -> None:
 def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
     """``tealeaves bench verify-attention``: check and time the verify-attention kernels.
     Returns the exit status (0; 2 bad input; 3 without torch and Triton)."""
+    from ...kernels_bench.verify_args import combination_error
+
+    why_not = combination_error(args)
+    if why_not:
+        return fail(why_not)
     try:
         from ...kernels_bench.verify_bench import run
     except ImportError as exc:
