@@ -180,10 +180,11 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     copies = [first] + [make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
                                     scattered=pt.scattered, device="cuda", seed=seed + 1 + i)
                         for i in range(max(0, min(31, math.ceil(ROTATE_BYTES / nbytes) - 1)))]
-    checked = _flops(first) <= REF_FLOPS_MAX
+    flops = _flops(first)
+    checked = flops <= REF_FLOPS_MAX
     ref = verify_reference(first, dtype=torch.float32) if checked else None
     floor_mem = nbytes / bw
-    floor_mm = _flops(first) / mm
+    floor_mm = flops / mm
     rows_m = pt.tree * pt.heads
     out = []
     plan_kernel, plan_ns = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms,
@@ -292,6 +293,15 @@ def _tokens(n: int) -> str:
     return f"{n // 1024}k" if n % 1024 == 0 else f"{n / 1000:.0f}k"
 
 
+def _nsplit_axis(ax, title: str) -> None:
+    """A sweep panel's axes: NSPLIT on a log-2 scale, the title, the 70 % mark dotted."""
+    ax.set_xscale("log", base=2)
+    ax.set_title(title, fontsize=9)
+    ax.set_xlabel("NSPLIT")
+    ax.axhline(0.7, color="#999", lw=0.8, ls=":")
+    ax.grid(alpha=0.3)
+
+
 def plot(rows: list[dict], path: Path) -> None:
     """Achieved share of copy bandwidth against NSPLIT at 64k+ context, 8 heads, page 1
     (scattered): one panel per batch (1, 8) and context, one line per split kernel and tree
@@ -318,11 +328,7 @@ def plot(rows: list[dict], path: Path) -> None:
             base = [r for r in sel if r["kernel"] == "unsplit" and r["tree"] == tree]
             if base and kernel == "split_gluon":
                 ax.plot([1], [base[0]["copy_share"]], "x", color=colours[tree], ms=8)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"batch {batch}, {_tokens(ctx)} context, 8 heads, page 1 (x: unsplit)", fontsize=9)
-        ax.set_xlabel("NSPLIT")
-        ax.axhline(0.7, color="#999", lw=0.8, ls=":")
-        ax.grid(alpha=0.3)
+        _nsplit_axis(ax, f"batch {batch}, {_tokens(ctx)} context, 8 heads, page 1 (x: unsplit)")
     for ax in axes[:, 0]:
         ax.set_ylabel("cache bytes / time, share of copy bandwidth")
     axes[0][1].legend(fontsize=7, loc="upper right", ncol=2)
@@ -359,12 +365,8 @@ def plot_trees(rows: list[dict], path: Path) -> None:
                     and r["nsplit"] == r["plan_nsplit"]]
             if pick:
                 ax.plot(*zip(*pick), "o", mfc="none", mec="k", ms=10)
-        ax.set_xscale("log", base=2)
-        ax.set_title(f"batch 1, {_tokens(ctx)} context, 8 heads, page 1 "
-                     f"(x: gluon, circle: chooser)", fontsize=9)
-        ax.set_xlabel("NSPLIT")
-        ax.axhline(0.7, color="#999", lw=0.8, ls=":")
-        ax.grid(alpha=0.3)
+        _nsplit_axis(ax, f"batch 1, {_tokens(ctx)} context, 8 heads, page 1 "
+                         f"(x: gluon, circle: chooser)")
     axes[0].set_ylabel("share of the roofline (max of the two floors / time)")
     axes[1].legend(fontsize=7, loc="lower right")
     fig.tight_layout()
