@@ -43,6 +43,8 @@ def parse_point(text: str) -> tuple[int, int, int, int, int]:
     if len(values) != 5 or min(values) < 1:
         raise argparse.ArgumentTypeError(
             f"expected batch,context,tree,heads,page (five whole numbers from 1), got {text!r}")
+    if values[1] + values[2] > 2**31 - 1:  # verify_ref.MAX_ROWS: int32 positions
+        raise argparse.ArgumentTypeError(f"context + tree must be under 2**31, got {text!r}")
     page = values[4]
     if page > 64 or page & (page - 1):
         raise argparse.ArgumentTypeError(f"page size must be a power of two up to 64, got {page}")
@@ -81,8 +83,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--quick", action="store_true", help="five points instead of the sweep")
     ap.add_argument("--validate", action="store_true",
                     help="shapes outside the sweep, to check the NSPLIT chooser (written as "
-                         "verify_attention_validate.*, or verify_attention_trees_validate.* "
-                         "with --trees)")
+                         "verify_attention_validate.csv/.json, or "
+                         "verify_attention_trees_validate.csv/.json with --trees; no plot)")
     ap.add_argument("--trees", action="store_true",
                     help="the large-tree sweep instead (batch 1/4, trees of 16-256 nodes, "
                          "gluon64 at NSPLITs within 4x of its chooser's pick and gluon at its "

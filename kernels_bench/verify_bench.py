@@ -27,6 +27,7 @@ import json
 import math
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -459,7 +460,12 @@ def run(args: argparse.Namespace, error) -> int:
         print(f"--kernels {','.join(kernels)}: {why}", file=sys.stderr)
         return 2
     point = Point(*args.point) if args.point else SUSTAIN_POINT
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:  # before any work: a bad --out must not cost a sweep
+        args.out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=args.out):
+            pass
+    except OSError as exc:
+        error(f"--out {args.out}: cannot write there ({exc.strerror or exc})")
     if args.sustain:
         # the chooser's kernel on Hopper; off Hopper the portable one (kernels is ["triton"])
         marks = sustain(args.sustain, kernels[0] if args.kernels or why else "auto", point)
@@ -495,7 +501,8 @@ def run(args: argparse.Namespace, error) -> int:
             rows += new
     info["sweep_s"] = time.time() - t0
     (args.out / f"{stem}.json").write_text(json.dumps(info, indent=1))
-    (plot_trees if args.trees else plot)(rows, args.out / f"{stem}.png")
+    if not args.validate:  # the held-out shapes lie outside the plots' panels
+        (plot_trees if args.trees else plot)(rows, args.out / f"{stem}.png")
     bad = [r for r in rows if not (r["rel_err"] != r["rel_err"] or r["rel_err"] < BF16_TOL)]
     print(f"{len(rows)} rows, {sum(r['rel_err'] == r['rel_err'] for r in rows)} checked, "
           f"{len(bad)} over {BF16_TOL:g}; sweep {info['sweep_s']:.0f} s")

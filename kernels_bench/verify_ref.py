@@ -43,6 +43,26 @@ class VerifyShapeError(ValueError):
     """Inputs that do not fit the problem (the message names the argument)."""
 
 
+#: Largest cache length (context + tree nodes) of one sequence: positions are int32 on the GPU.
+MAX_ROWS = 2**31 - 1
+
+
+def whole(name: str, value, least: int = 1, most: int | None = None) -> int:
+    """``value`` as a Python ``int`` (a numpy integer too), refused unless it is a whole number
+    in ``[least, most]``.
+
+    Raises:
+        VerifyShapeError: naming ``name`` (a bool, float, string, None, or out of range).
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise VerifyShapeError(f"{name} must be a whole number, got {value!r}")
+    v = int(value)
+    if v < least or (most is not None and v > most):
+        top = "" if most is None else f" and at most {most}"
+        raise VerifyShapeError(f"{name} must be at least {least}{top}, got {v}")
+    return v
+
+
 def tree_mask(parents: torch.Tensor) -> torch.Tensor:
     """The ancestor-only mask of draft trees.
 
@@ -118,12 +138,13 @@ def make_inputs(batch: int, context: int, tree: int, heads: int, page_size: int,
     the pages (``scattered``) or in order.
 
     Raises:
-        VerifyShapeError: a size below 1, or a page size not a power of two up to 64.
+        VerifyShapeError: a size not a whole number from 1 (context + tree at most
+            ``MAX_ROWS``), or a page size not a power of two up to 64.
     """
-    for name, v in (("batch", batch), ("context", context), ("tree", tree), ("heads", heads)):
-        if v < 1:
-            raise VerifyShapeError(f"{name} must be at least 1, got {v}")
-    if page_size < 1 or page_size > 64 or page_size & (page_size - 1):
+    batch, tree, heads = whole("batch", batch), whole("tree", tree), whole("heads", heads)
+    context = whole("context", context, most=MAX_ROWS - tree)
+    page_size = whole("page_size", page_size)
+    if page_size > 64 or page_size & (page_size - 1):
         raise VerifyShapeError(f"page_size must be a power of two from 1 to 64, got {page_size}")
     g = torch.Generator().manual_seed(seed)
     gd = torch.Generator(device=device).manual_seed(seed + 1)  # big tensors made in place
@@ -266,13 +287,11 @@ def choose_nsplit(batch: int, heads: int, tree: int, context: int, sms: int,
     Raises:
         VerifyShapeError: a size below 1 or not a whole number (the message names it).
     """
-    block_m = block_rows(tree * heads) if block_m is None else block_m
-    for name, v in (("batch", batch), ("heads", heads), ("tree", tree), ("context", context),
-                    ("sms", sms), ("block_m", block_m), ("fixed_rows", fixed_rows)):
-        if not isinstance(v, numbers.Integral) or isinstance(v, bool):
-            raise VerifyShapeError(f"{name} must be a whole number, got {v!r}")
-        if v < (0 if name == "fixed_rows" else 1):
-            raise VerifyShapeError(f"{name} must be at least 1, got {v}")
+    batch, heads, tree, sms = (whole(n, v) for n, v in (("batch", batch), ("heads", heads),
+                                                          ("tree", tree), ("sms", sms)))
+    context = whole("context", context, most=MAX_ROWS - tree)
+    fixed_rows = whole("fixed_rows", fixed_rows, least=0)
+    block_m = block_rows(tree * heads) if block_m is None else whole("block_m", block_m)
     tiles = batch * math.ceil(tree * heads / block_m)
     rows = context + tree
     best, pick = math.inf, 1
@@ -311,6 +330,7 @@ def choose_plan(batch: int, heads: int, tree: int, context: int, sms: int,
     Raises:
         VerifyShapeError: a size below 1, or an unknown kernel.
     """
+    tree, heads = whole("tree", tree), whole("heads", heads)
     if kernel is None:
         kernel = ("gluon64" if tree * heads >= WIDE_ROWS else "gluon") if hopper else "triton"
     elif kernel not in KERNELS:
@@ -320,8 +340,8 @@ def choose_plan(batch: int, heads: int, tree: int, context: int, sms: int,
     return kernel, choose_nsplit(batch, heads, tree, context, sms, bm, fixed)
 
 
-__all__ = ["D_K", "D_ROPE", "D_V", "KERNELS", "MAX_NSPLIT", "MIN_SPLIT_ROWS", "SM_SCALE",
+__all__ = ["D_K", "D_ROPE", "D_V", "KERNELS", "MAX_NSPLIT", "MAX_ROWS", "MIN_SPLIT_ROWS", "SM_SCALE",
            "SPLIT_COST_ROWS", "SPLIT_COST_ROWS_64", "WIDE_ROWS", "VerifyInputs",
            "VerifyShapeError", "block_rows", "choose_nsplit", "choose_plan",
            "gather_kv", "kv_bytes", "make_inputs", "random_tree", "relative_error",
-           "split_blocks", "tree_mask", "verify_reference"]
+           "split_blocks", "tree_mask", "verify_reference", "whole"]

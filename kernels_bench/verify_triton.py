@@ -26,7 +26,16 @@ import torch
 import triton
 import triton.language as tl
 
-from .verify_ref import D_K, D_ROPE, D_V, KERNELS, VerifyInputs, VerifyShapeError, split_blocks
+from .verify_ref import (
+    D_K,
+    D_ROPE,
+    D_V,
+    KERNELS,
+    VerifyInputs,
+    VerifyShapeError,
+    split_blocks,
+    whole,
+)
 
 _LOG2E = 1.4426950408889634
 
@@ -229,10 +238,10 @@ class SplitPlan:
                                     or cfg["block_m"] != 64):
             raise VerifyShapeError("the gluon64 kernel takes tiles of 64 cache rows, 64 query "
                                    "rows and 4 warps (its first warpgroup; a second is added)")
-        if not 1 <= int(nsplit) <= 65535 or (kernel == "gluon64" and B > 65535):
-            raise VerifyShapeError(f"nsplit must be 1 to 65535 (a grid axis), and gluon64 takes "
-                                   f"up to 65535 sequences; got nsplit {nsplit}, batch {B}")
-        self.inp, self.nsplit, self.kernel = inp, int(nsplit), kernel
+        nsplit = whole("nsplit", nsplit, most=65535)  # a grid axis
+        if kernel == "gluon64" and B > 65535:
+            raise VerifyShapeError(f"gluon64 takes up to 65535 sequences (a grid axis), got {B}")
+        self.inp, self.nsplit, self.kernel = inp, nsplit, kernel
         self.block_m, self.block_n = cfg["block_m"], cfg["block_n"]
         self.num_warps, self.num_stages = cfg["num_warps"], cfg["num_stages"]
         self.M = T * H

@@ -173,6 +173,20 @@ def test_the_plan_takes_the_wide_kernel_for_large_trees():
             choose_plan(1, 8, 64, bad, sms)
     with pytest.raises(VerifyShapeError, match="sms"):
         choose_nsplit(1, 8, 64, 65536, float("inf"))
+    with pytest.raises(VerifyShapeError, match="tree"):
+        choose_plan(1, 8, "16", 65536, sms)
+    # int32 cache positions: a context of 2**31 or more is refused, never wrapped
+    for huge in (2**31, 2**32 + 5, 10**30):
+        with pytest.raises(VerifyShapeError, match="context"):
+            choose_nsplit(1, 8, 4, huge, sms)
+        with pytest.raises(VerifyShapeError, match="context"):
+            make_inputs(1, huge, 4, 8, 1)
+    # numpy integers are whole numbers, taken as Python ints (no fixed-width overflow)
+    np = pytest.importorskip("numpy")
+    assert choose_plan(np.int32(1), np.int16(200), np.int16(300), np.int32(2**31 - 301),
+                       np.int64(sms)) == choose_plan(1, 200, 300, 2**31 - 301, sms)
+    with pytest.raises(VerifyShapeError, match="fixed_rows must be at least 0"):
+        choose_nsplit(1, 8, 4, 65536, sms, fixed_rows=-1)
 
 
 def test_the_large_tree_sweep_reads_the_done_when_points_first():
