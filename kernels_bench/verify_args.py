@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 #: The split kernels (``verify_ref.KERNELS`` is this tuple).
-KERNEL_NAMES = ("gluon", "gluon64", "triton")
+KERNEL_NAMES = ("gluon", "gluon64", "seesaw", "triton")
 
 
 def parse_kernels(text: str) -> list[str]:
@@ -94,7 +94,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--kernels", type=parse_kernels,
                     help="split kernels, comma-separated, the first swept over NSPLIT "
                          "(default: gluon,triton on Hopper, gluon64,gluon with --trees, else "
-                         "triton); with --sustain the kernel run (default: the chooser's)")
+                         "triton; seesaw, FlashMLA's schedule, only when named); with "
+                         "--sustain the kernel run (default: the chooser's)")
     ap.add_argument("--contexts", type=parse_contexts,
                     help="only the sweep points of these contexts (comma-separated tokens, "
                          "e.g. 65536,200000)")

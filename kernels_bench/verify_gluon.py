@@ -7,6 +7,10 @@ kernels in ``verify_triton`` cannot reach (docs/verify-attention.md says why).
 - ``_split_kernel_ws`` (kernel ``"gluon64"``): warp-specialised, two warpgroups over 64 query
   rows, for trees of 16+ nodes (compute-bound); see its docstring and
   ``_ws_scores``/``_ws_values``.
+- ``_split_kernel_ss`` (kernel ``"seesaw"``): FlashMLA's seesaw schedule, three warpgroups
+  over 64 query rows; correct, but 4-10 % slower than ``gluon64`` at the large-tree points
+  on the H200, so opt-in only (``--kernels seesaw``; docs/verify-attention.md, "The seesaw
+  schedule, tried").
 
 One warpgroup (4 warps) per program; one program per (sequence, row tile, split), as in
 ``verify_triton._split_kernel``.  Per 64-row cache tile:
@@ -370,6 +374,367 @@ def _split_kernel_ws(Q, KV, PT, LENS, MASK, O_PART, LSE_PART, qk_scale, T, M, ns
     ], [4], [232])
 
 
+
+@gluon.jit
+def _ss_piece(qn_smem, qr_op, kn, kr, ready, first: gl.constexpr, phase, s, k: gl.constexpr,
+              use_acc: gl.constexpr, PIECE: gl.constexpr, NPIECE: gl.constexpr):
+    """Scores ``s += q k^T`` over piece ``k`` of a cache tile (latent columns
+    ``[k * PIECE, (k + 1) * PIECE)``, or the rope part for ``k = NPIECE``) once its copies
+    have landed; the ``wgmma`` is left in flight."""
+    mbarrier.wait(ready.index(first + k), phase)
+    fence_async_shared()
+    if k == NPIECE:
+        s = warpgroup_mma(qr_op, kr.permute((1, 0)), s, use_acc=use_acc, is_async=True)
+    else:
+        s = warpgroup_mma(qn_smem.slice(k * PIECE, PIECE, dim=1),
+                          kn.slice(k * PIECE, PIECE, dim=1).permute((1, 0)), s,
+                          use_acc=use_acc, is_async=True)
+    return s
+
+
+@gluon.jit
+def _ss_scores(qn_smem, qr_op, kn, kr, ready, first: gl.constexpr, phase, s_zero,
+               PIECE: gl.constexpr, NPIECE: gl.constexpr, HI_FIRST: gl.constexpr):
+    """``q k^T`` of one cache tile for 64 query rows (``s_zero``'s layout), each of the tile's
+    pieces multiplied as soon as its copies land (``ready[first + k]``: ``NPIECE`` latent
+    pieces of ``PIECE`` columns, then the rope piece ``k = NPIECE``), in the order the
+    copying warpgroup issues them: the low half (output columns 0-255) first, or with
+    ``HI_FIRST`` the high half and the rope piece first.  The query's latent part is read
+    from shared memory, its rope part ``qr_op`` from registers (the shared memory is full;
+    loading it from L1 per tile instead ran 3-13 % slower on the H200)."""
+    s = s_zero
+    if HI_FIRST:
+        for k in gl.static_range(NPIECE // 2, NPIECE + 1):
+            s = _ss_piece(qn_smem, qr_op, kn, kr, ready, first, phase, s, k, k > NPIECE // 2,
+                          PIECE, NPIECE)
+        for k in gl.static_range(NPIECE // 2):
+            s = _ss_piece(qn_smem, qr_op, kn, kr, ready, first, phase, s, k, True, PIECE,
+                          NPIECE)
+    else:
+        for k in gl.static_range(NPIECE + 1):
+            s = _ss_piece(qn_smem, qr_op, kn, kr, ready, first, phase, s, k, k > 0, PIECE,
+                          NPIECE)
+    return warpgroup_mma_wait(num_outstanding=0, deps=(s, ))
+
+
+@gluon.jit
+def _ss_query_rope(Q, b, M, mt, BLOCK_M: gl.constexpr, D_V: gl.constexpr, D_R: gl.constexpr,
+                   D_K: gl.constexpr, S_L: gl.constexpr):
+    """The rope part of 64 query rows, ``[64, 64]`` bf16, loaded straight into ``wgmma``'s
+    register A operand layout for scores in layout ``S_L`` (rows past ``M`` are zero)."""
+    LQ: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=S_L, k_width=2)
+    rows = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, LQ))
+    cols = gl.arange(0, D_R, layout=gl.SliceLayout(0, LQ))
+    return gl.load(Q + (b * M + rows).to(gl.int64)[:, None] * D_K + D_V + cols[None, :],
+                   mask=(rows < M)[:, None], other=0.0)
+
+
+@gluon.jit
+def _ss_mask(s, start, n_hi, L, BITS, W, b, T, node, rows_ok, qk_scale, BLOCK_N: gl.constexpr,
+             TOK: gl.constexpr):
+    """Scaled scores of the tile starting at cache row ``start`` (a multiple of 64): ``-inf``
+    past ``n_hi`` and, in the tree part, where the query node is not a descendant of the
+    cached node.  The tree mask comes packed (``tree_bits``): 32-bit words per node, bit
+    ``p % 32`` of word ``p // 32 - L // 32`` for cache position ``p``; two words per row
+    cover a tile, so the lookup takes four loads per thread, not 32."""
+    pos = start + gl.arange(0, BLOCK_N, layout=TOK)
+    s = gl.where((pos < n_hi)[None, :], s * qk_scale, float("-inf"))
+    if start + BLOCK_N > L:  # the tile reaches the tree: ancestors only
+        w0 = start // 32 - L // 32
+        row = BITS + (b * T + node) * W
+        lo = gl.load(row + w0, mask=rows_ok & (w0 >= 0) & (w0 < W), other=0)
+        hi = gl.load(row + w0 + 1, mask=rows_ok & (w0 + 1 >= 0) & (w0 + 1 < W), other=0)
+        word = gl.where((pos % 64 < 32)[None, :], lo[:, None], hi[:, None])
+        keep = ((word >> (pos % 32)[None, :]) & 1) != 0
+        s = gl.where(keep | (pos < L)[None, :], s, float("-inf"))
+    return s
+
+
+@gluon.jit
+def _ss_finish(acc, l_own, l_mine, l_other, fin_mine, fin_other, m_i, O_PART, LSE_PART, part0,
+               r_idx, rows_ok, col0: gl.constexpr, WRITE_LSE: gl.constexpr, ROW: gl.constexpr,
+               O_L: gl.constexpr, D_V: gl.constexpr):
+    """One warpgroup's end of ``_split_kernel_ss``: the row sums of both warpgroups added
+    (through shared memory), its half of the partial output (columns ``col0`` on)
+    normalised and written, and (``WRITE_LSE``) the log-sum-exp."""
+    OROW: gl.constexpr = gl.SliceLayout(1, O_L)
+    l_mine.store(l_own)
+    mbarrier.arrive(fin_mine, count=1)
+    mbarrier.wait(fin_other, 0)
+    l_i = l_own + l_other.load(ROW)
+    has = l_i > 0
+    l_safe = gl.where(has, l_i, 1.0)
+    if WRITE_LSE:
+        gl.store(LSE_PART + part0 + r_idx, gl.where(has, m_i + gl.log2(l_safe), float("-inf")),
+                 mask=rows_ok)
+    o = acc / gl.convert_layout(l_safe, OROW)[:, None]
+    part_o = part0 + gl.convert_layout(r_idx, OROW)
+    dv = col0 + gl.arange(0, D_V // 2, layout=gl.SliceLayout(0, O_L))
+    gl.store(O_PART + part_o.to(gl.int64)[:, None] * D_V + dv[None, :],
+             o.to(O_PART.dtype.element_ty), mask=gl.convert_layout(rows_ok, OROW)[:, None])
+
+
+@gluon.jit
+def _ss_left(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
+             O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi, n_pairs,
+             H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+             D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr, PIECE: gl.constexpr,
+             NPIECE: gl.constexpr):
+    """Warpgroup 0 of ``_split_kernel_ss`` (the default partition): output columns 0-255,
+    the scores of the even tiles of each pair."""
+    ready, free, m0_ready, m1_ready, p0_ready, p1_ready, fin0, fin1 = bars
+    S_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])
+    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, D_V // 2, 16])
+    P_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_L, k_width=2)
+    ROW: gl.constexpr = gl.SliceLayout(1, S_L)
+    TOK: gl.constexpr = gl.SliceLayout(0, S_L)
+    OROW: gl.constexpr = gl.SliceLayout(1, O_L)
+    r_idx = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=ROW)
+    rows_ok = r_idx < M
+    node = r_idx // H
+    m_i = gl.full([BLOCK_M], -1.0e30, gl.float32, layout=ROW)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=ROW)
+    acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=S_L)
+    qr_op = _ss_query_rope(Q, b, M, mt, BLOCK_M, D_V, D_R, D_K, S_L)
+    for i in range(n_pairs):
+        ph = i & 1
+        s = _ss_scores(qn_smem, qr_op, kn_smem.index(0), kr_smem.index(0), ready, 0, ph,
+                       s_zero, PIECE, NPIECE, False)
+        mbarrier.arrive(free.index(1), count=1)      # buffer 0's high half: done with it
+        s = _ss_mask(s, n_lo + 2 * i * BLOCK_N, n_hi, L, BITS, W, b, T, node, rows_ok,
+                     qk_scale, BLOCK_N, TOK)
+        m0 = gl.maximum(m_i, gl.max(s, 1))
+        sm0.store(m0)
+        mbarrier.arrive(m0_ready, count=1)
+        sc0 = gl.exp2(m_i - m0)
+        p = gl.exp2(s - m0[:, None])
+        l_i = l_i * sc0 + gl.sum(p, 1)
+        pb = p.to(gl.bfloat16)
+        acc = acc * gl.convert_layout(sc0, OROW)[:, None]
+        acc = warpgroup_mma(gl.convert_layout(pb, P_OP),
+                            kn_smem.index(0).slice(0, D_V // 2, dim=1), acc, is_async=True)
+        # p rescaled to warpgroup 1's running max, for its half of this tile's p v
+        mbarrier.wait(m1_ready, ph)
+        m1 = sm1.load(ROW)
+        sc1 = gl.exp2(m0 - m1)
+        sp0.store((pb.to(gl.float32) * sc1[:, None]).to(gl.bfloat16))
+        fence_async_shared()
+        mbarrier.arrive(p0_ready, count=1)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(free.index(0), count=1)      # buffer 0's low half: its next copies
+        l_i = l_i * sc1
+        acc = acc * gl.convert_layout(sc1, OROW)[:, None]
+        mbarrier.wait(p1_ready, ph)
+        fence_async_shared()
+        acc = warpgroup_mma(sp1, kn_smem.index(1).slice(0, D_V // 2, dim=1), acc, is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(free.index(2), count=1)      # buffer 1's low half
+        m_i = m1
+    _ss_finish(acc, l_i, sl0, sl1, fin0, fin1, m_i, O_PART, LSE_PART, (b * nsplit + sp) * M,
+               r_idx, rows_ok, 0, True, ROW, O_L, D_V)
+
+
+@gluon.jit
+def _ss_right(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
+              O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi, n_pairs,
+              H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr, PIECE: gl.constexpr,
+              NPIECE: gl.constexpr):
+    """Warpgroup 1 of ``_split_kernel_ss``: output columns 256-511, the scores of the odd
+    tiles of each pair."""
+    ready, free, m0_ready, m1_ready, p0_ready, p1_ready, fin0, fin1 = bars
+    S_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])
+    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, D_V // 2, 16])
+    P_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_L, k_width=2)
+    ROW: gl.constexpr = gl.SliceLayout(1, S_L)
+    TOK: gl.constexpr = gl.SliceLayout(0, S_L)
+    OROW: gl.constexpr = gl.SliceLayout(1, O_L)
+    r_idx = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=ROW)
+    rows_ok = r_idx < M
+    node = r_idx // H
+    m_i = gl.full([BLOCK_M], -1.0e30, gl.float32, layout=ROW)
+    l_i = gl.zeros([BLOCK_M], gl.float32, layout=ROW)
+    acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
+    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=S_L)
+    qr_op = _ss_query_rope(Q, b, M, mt, BLOCK_M, D_V, D_R, D_K, S_L)
+    for i in range(n_pairs):
+        ph = i & 1
+        s = _ss_scores(qn_smem, qr_op, kn_smem.index(1), kr_smem.index(1), ready,
+                       NPIECE + 1, ph, s_zero, PIECE, NPIECE, True)
+        mbarrier.arrive(free.index(2), count=1)      # buffer 1's low half: done with it
+        s = _ss_mask(s, n_lo + (2 * i + 1) * BLOCK_N, n_hi, L, BITS, W, b, T, node, rows_ok,
+                     qk_scale, BLOCK_N, TOK)
+        mbarrier.wait(m0_ready, ph)
+        m0 = sm0.load(ROW)
+        m1 = gl.maximum(m0, gl.max(s, 1))
+        sm1.store(m1)
+        mbarrier.arrive(m1_ready, count=1)
+        p = gl.exp2(s - m1[:, None])
+        pb = p.to(gl.bfloat16)
+        sp1.store(pb)
+        fence_async_shared()
+        mbarrier.arrive(p1_ready, count=1)
+        sc = gl.exp2(m_i - m1)
+        l_i = l_i * sc + gl.sum(p, 1)
+        acc = acc * gl.convert_layout(sc, OROW)[:, None]
+        acc = warpgroup_mma(gl.convert_layout(pb, P_OP),
+                            kn_smem.index(1).slice(D_V // 2, D_V // 2, dim=1), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(free.index(3), count=1)      # buffer 1's high half: its next copies
+        mbarrier.wait(p0_ready, ph)
+        fence_async_shared()
+        acc = warpgroup_mma(sp0, kn_smem.index(0).slice(D_V // 2, D_V // 2, dim=1), acc,
+                            is_async=True)
+        acc = warpgroup_mma_wait(num_outstanding=0, deps=(acc, ))
+        mbarrier.arrive(free.index(1), count=1)      # buffer 0's high half
+        m_i = m1
+    _ss_finish(acc, l_i, sl1, sl0, fin1, fin0, m_i, O_PART, LSE_PART, (b * nsplit + sp) * M,
+               r_idx, rows_ok, D_V // 2, False, ROW, O_L, D_V)
+
+
+@gluon.jit
+def _ss_issue(kn, kr, ready, first: gl.constexpr, KV, page, rows, n_hi, HI: gl.constexpr,
+              PAGE: gl.constexpr, D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr,
+              PIECE: gl.constexpr, NPIECE: gl.constexpr, LD: gl.constexpr):
+    """``cp.async`` of one half of a cache tile into buffer ``kn``/``kr``: the low latent
+    pieces, or (``HI``) the high ones and the rope piece; each piece's barrier
+    (``ready[first + k]``) arrives once this thread's copies so far have landed."""
+    for k in gl.static_range(NPIECE // 2 * HI, NPIECE // 2 * (1 + HI) + HI):
+        if k == NPIECE:
+            _issue_part(kr, KV, page, rows, n_hi, D_V, D_R, PAGE, D_K, LD)
+        else:
+            for h in gl.static_range(PIECE // D_R):
+                _issue_part(kn.slice(k * PIECE + h * D_R, D_R, dim=1), KV, page, rows, n_hi,
+                            k * PIECE + h * D_R, D_R, PAGE, D_K, LD)
+        async_copy.mbarrier_arrive(ready.index(first + k), increment_count=False)
+
+
+@gluon.jit
+def _ss_loader(kn_smem, kr_smem, bars, KV, PT, b, pt_stride, n_lo, n_hi, n_pairs,
+               PAGE: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
+               D_R: gl.constexpr, D_K: gl.constexpr, PIECE: gl.constexpr,
+               NPIECE: gl.constexpr):
+    """The copying warpgroup of ``_split_kernel_ss``: each pair's tiles into buffers 0 and
+    1 half by half, each half as soon as the warpgroups that read it have released it
+    (FlashMLA's split release): buffer 0's low half is read only by warpgroup 0 (its scores
+    and ``p v``), buffer 1's high half and rope piece only by warpgroup 1, so those two are
+    copied first, while the other halves are still in use.  Rows past ``n_hi`` (the odd
+    tile of a last pair) are zero-filled without reading."""
+    ready, free = bars[0], bars[1]
+    LD: gl.constexpr = gl.BlockedLayout([1, 8], [4, 8], [4, 1], [1, 0])   # [16, 64] per pass
+    LROW: gl.constexpr = gl.SliceLayout(1, LD)
+    NB: gl.constexpr = NPIECE + 1
+    for i in range(n_pairs):
+        ph = (i + 1) & 1           # the phase the warpgroups completed in pair i - 1
+        rows0 = n_lo + 2 * i * BLOCK_N + gl.arange(0, BLOCK_N, layout=LROW)
+        rows1 = rows0 + BLOCK_N
+        page0 = gl.load(PT + b * pt_stride + rows0 // PAGE, mask=rows0 < n_hi, other=0)
+        page1 = gl.load(PT + b * pt_stride + rows1 // PAGE, mask=rows1 < n_hi, other=0)
+        if i > 0:
+            mbarrier.wait(free.index(0), ph)
+        _ss_issue(kn_smem.index(0), kr_smem.index(0), ready, 0, KV, page0, rows0, n_hi, False,
+                  PAGE, D_V, D_R, D_K, PIECE, NPIECE, LD)
+        if i > 0:
+            mbarrier.wait(free.index(3), ph)
+        _ss_issue(kn_smem.index(1), kr_smem.index(1), ready, NB, KV, page1, rows1, n_hi, True,
+                  PAGE, D_V, D_R, D_K, PIECE, NPIECE, LD)
+        if i > 0:
+            mbarrier.wait(free.index(1), ph)
+        _ss_issue(kn_smem.index(0), kr_smem.index(0), ready, 0, KV, page0, rows0, n_hi, True,
+                  PAGE, D_V, D_R, D_K, PIECE, NPIECE, LD)
+        if i > 0:
+            mbarrier.wait(free.index(2), ph)
+        _ss_issue(kn_smem.index(1), kr_smem.index(1), ready, NB, KV, page1, rows1, n_hi, False,
+                  PAGE, D_V, D_R, D_K, PIECE, NPIECE, LD)
+
+
+@gluon.jit
+def _split_kernel_ss(Q, KV, PT, LENS, BITS, O_PART, LSE_PART, qk_scale, T, M, nsplit, pt_stride, W,
+                     H: gl.constexpr, PAGE: gl.constexpr, BLOCK_M: gl.constexpr,
+                     BLOCK_N: gl.constexpr, D_V: gl.constexpr, D_R: gl.constexpr,
+                     D_K: gl.constexpr, KN_SL: gl.constexpr, KR_SL: gl.constexpr,
+                     QN_SL: gl.constexpr, QR_SL: gl.constexpr, P_SL: gl.constexpr,
+                     num_warps: gl.constexpr):
+    """The seesaw kernel (kernel ``"seesaw"``; FlashMLA's schedule for 128-head decode,
+    docs/20250422-new-kernel-deep-dive.md there): one (row tile of 64 query rows, split,
+    sequence) program of three warpgroups.  Cache tiles go in pairs (two shared-memory
+    buffers); warpgroup 0 owns output columns 0-255 and computes the scores of each pair's
+    first tile, warpgroup 1 owns columns 256-511 and the second tile's scores, so one
+    warpgroup's softmax runs while the other's products do.  Per pair, with running max
+    ``m``: warpgroup 0 takes ``m0 = max(m, rowmax s0)``, ``p0 = exp2(s0 - m0)``,
+    ``o_L = o_L exp2(m - m0) + p0 v0_L``; warpgroup 1 takes ``m1 = max(m0, rowmax s1)``,
+    ``p1 = exp2(s1 - m1)``, ``o_R = o_R exp2(m - m1) + p1 v1_R + p0 exp2(m0 - m1) v0_R``;
+    warpgroup 0 ends with ``o_L = o_L exp2(m0 - m1) + p1 v1_L``.  Each keeps the row sum of
+    its own ``p``s in the same frame; they are added at the end.  A third warpgroup
+    (``_ss_loader``) copies the tiles.  Grid ``(row tiles, NSPLIT, batch)``; partial outputs
+    and log-sum-exps as the other split kernels write them.  ``num_warps`` 4; launched with
+    ``maxnreg=168`` (three warpgroups share 64K registers)."""
+    PIECE: gl.constexpr = 128
+    NPIECE: gl.constexpr = D_V // PIECE
+    LD: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
+    mt = gl.program_id(0)
+    sp = gl.program_id(1)
+    b = gl.program_id(2)
+    L = gl.load(LENS + b)
+    N = L + T
+    chunk = gl.cdiv(gl.cdiv(N, nsplit), BLOCK_N) * BLOCK_N
+    n_lo = sp * chunk
+    n_hi = gl.minimum(N, n_lo + chunk)
+    n_pairs = gl.cdiv(gl.cdiv(gl.maximum(n_hi - n_lo, 0), BLOCK_N), 2)
+
+    q_rows = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=gl.SliceLayout(1, LD))
+    qb = Q + (b * M + q_rows).to(gl.int64) * D_K
+    qn = gl.load(qb[:, None] + gl.arange(0, D_V, layout=gl.SliceLayout(0, LD))[None, :],
+                 mask=(q_rows < M)[:, None], other=0.0)
+    qn_smem = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, D_V], QN_SL, qn)
+    kn_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_N, D_V], KN_SL)
+    kr_smem = gl.allocate_shared_memory(gl.bfloat16, [2, BLOCK_N, D_R], KR_SL)
+    sp0 = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, BLOCK_N], P_SL)
+    sp1 = gl.allocate_shared_memory(gl.bfloat16, [BLOCK_M, BLOCK_N], P_SL)
+    VEC: gl.constexpr = gl.SwizzledSharedLayout(1, 1, 1, [0])
+    sm0 = gl.allocate_shared_memory(gl.float32, [BLOCK_M], VEC)
+    sm1 = gl.allocate_shared_memory(gl.float32, [BLOCK_M], VEC)
+    sl0 = gl.allocate_shared_memory(gl.float32, [BLOCK_M], VEC)
+    sl1 = gl.allocate_shared_memory(gl.float32, [BLOCK_M], VEC)
+    ready = gl.allocate_shared_memory(gl.int64, [2 * (NPIECE + 1), 1], mbarrier.MBarrierLayout())
+    free = gl.allocate_shared_memory(gl.int64, [4, 1], mbarrier.MBarrierLayout())
+    one = gl.allocate_shared_memory(gl.int64, [6, 1], mbarrier.MBarrierLayout())
+    for i in gl.static_range(2 * (NPIECE + 1)):
+        mbarrier.init(ready.index(i), count=128)   # every copying thread, once its copies land
+    # buffer halves released: 0 buffer 0 low (warpgroup 0), 1 buffer 0 high (both),
+    # 2 buffer 1 low (both), 3 buffer 1 high (warpgroup 1)
+    for i in gl.static_range(4):
+        mbarrier.init(free.index(i), count=2 if i == 1 or i == 2 else 1)
+    for i in gl.static_range(6):
+        mbarrier.init(one.index(i), count=1)
+    fence_async_shared()
+    gl.thread_barrier()
+    bars = (ready, free, one.index(0), one.index(1), one.index(2), one.index(3), one.index(4),
+            one.index(5))
+    gl.warp_specialize([
+        (_ss_left, (qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
+                    O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi,
+                    n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
+        (_ss_right, (qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
+                     O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi,
+                     n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
+        (_ss_loader, (kn_smem, kr_smem, (ready, free), KV, PT, b, pt_stride, n_lo, n_hi,
+                      n_pairs, PAGE, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
+    ], [4, 4], [232, 40])
+
+
+#: Registers per thread the seesaw kernel is launched with: 64K shared by its three
+#: warpgroups (384 threads), then moved by ``setmaxnreg`` to the two computing ones (232
+#: each) from the copying one (40).
+SEESAW_MAXNREG = 168
+
+
 def shared_layouts(block_m: int, block_n: int, d_v: int, d_r: int) -> dict:
     """The shared-memory layouts (wgmma-compatible swizzles) of the kernel's buffers."""
     def lay(shape):
@@ -379,4 +744,4 @@ def shared_layouts(block_m: int, block_n: int, d_v: int, d_r: int) -> dict:
             "P_SL": lay([block_n, block_m])}
 
 
-__all__ = ["shared_layouts"]
+__all__ = ["SEESAW_MAXNREG", "shared_layouts"]

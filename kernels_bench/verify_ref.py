@@ -181,6 +181,33 @@ def gather_kv(inp: VerifyInputs, b: int) -> torch.Tensor:
     return inp.kv_cache[pages, pos % inp.page_size]
 
 
+def tree_bits(mask: torch.Tensor, ctx_lens: torch.Tensor) -> torch.Tensor:
+    """The tree mask packed as the ``seesaw`` kernel reads it: ``bits[B, T, W]`` int32 with
+    bit ``p % 32`` of word ``p // 32 - L // 32`` set when query node ``i`` may see the tree
+    node at cache position ``p = L + j`` (``L = ctx_lens[b]``), ``W = T // 32 + 2`` words
+    (enough for any ``L``).  Packed bit masks are what FlashInfer's tree attention takes
+    too; a kernel's 64-column tile then needs two words per row, not 64 bytes.
+
+    Args:
+        mask: ``[B, T, T]`` bool or uint8, ``mask[b, i, j]``: node ``i`` sees node ``j``.
+        ctx_lens: ``[B]`` integer cached tokens per sequence.
+
+    Raises:
+        ValueError: ``mask`` not ``[B, T, T]`` or ``ctx_lens`` not ``[B]``.
+    """
+    if mask.dim() != 3 or mask.shape[1] != mask.shape[2] or ctx_lens.shape != mask.shape[:1]:
+        raise ValueError(f"tree_bits: expected mask [B, T, T] and ctx_lens [B], got "
+                         f"{tuple(mask.shape)} and {tuple(ctx_lens.shape)}")
+    B, T, _ = mask.shape
+    L = ctx_lens.to(torch.int64)
+    pos = L[:, None] + torch.arange(T, device=mask.device)              # [B, T] (node j)
+    word = (pos // 32 - L[:, None] // 32)[:, None, :].expand(B, T, T)   # [B, i, j]
+    val = (mask != 0).to(torch.int64) << (pos % 32)[:, None, :]
+    bits = torch.zeros(B, T, T // 32 + 2, dtype=torch.int64, device=mask.device)
+    bits.scatter_add_(2, word, val)      # distinct bits per word: the sum is the bitwise or
+    return torch.where(bits >= 2**31, bits - 2**32, bits).to(torch.int32)
+
+
 def verify_reference(inp: VerifyInputs, dtype=torch.float64) -> torch.Tensor:
     """The verify attention computed plainly in ``dtype``: ``out[B, T, H, 512]``.
 
@@ -216,10 +243,15 @@ def relative_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r))
 
 
-#: The split kernels: ``"gluon"`` and ``"gluon64"`` (``verify_gluon``, Hopper: one warpgroup
-#: over 16- or 32-row tiles, two over 64-row tiles) and ``"triton"``
+#: The split kernels: ``"gluon"``, ``"gluon64"`` and ``"seesaw"`` (``verify_gluon``, Hopper:
+#: one warpgroup over 16- or 32-row tiles, two or three over 64-row tiles) and ``"triton"``
 #: (``verify_triton._split_kernel``, portable); named in ``verify_args``, which needs no torch.
 KERNELS = KERNEL_NAMES
+#: The kernels over 64-row query tiles with several warpgroups (``verify_gluon``):
+#: ``gluon64`` (two) and ``seesaw`` (three: FlashMLA's seesaw schedule).
+WIDE_KERNELS = ("gluon64", "seesaw")
+#: The kernels written in Gluon for Hopper (sm_90) only.
+HOPPER_KERNELS = ("gluon", "gluon64", "seesaw")
 
 #: The chooser's cost model, from the H200 runs in docs/verify-attention.md.  Every setting of
 #: ``split_blocks`` holds one program per SM (their shared memory, 131-192 KB, leaves no room
@@ -244,7 +276,7 @@ def block_rows(rows: int, kernel: str = "gluon") -> int:
     fastest on the H200 (docs/verify-attention.md)."""
     if kernel == "gluon":
         return 16 if rows <= 16 else 32
-    if kernel == "gluon64":
+    if kernel in WIDE_KERNELS:
         return 64
     return 16 if rows <= 16 else 32 if rows <= 32 else 64
 
@@ -263,7 +295,7 @@ def split_blocks(rows: int, kernel: str = "gluon") -> dict:
     bm = block_rows(rows, kernel)
     if kernel == "gluon":  # one warpgroup, 64-row cache tiles double-buffered by hand
         return {"block_m": bm, "block_n": 64, "num_warps": 4, "num_stages": 1}
-    if kernel == "gluon64":  # warpgroup 0 (num_warps) + a worker warpgroup, 64 query rows
+    if kernel in WIDE_KERNELS:  # warpgroup 0 (num_warps) + worker warpgroups, 64 query rows
         return {"block_m": 64, "block_n": 64, "num_warps": 4, "num_stages": 1}
     if bm == 16:
         return {"block_m": 16, "block_n": 32, "num_warps": 4, "num_stages": 4}
@@ -318,6 +350,8 @@ WIDE_ROWS = 128
 #: picks are within 1 % of the best NSPLIT at all 135 points of the large-tree sweep and
 #: within 10 % on the 10 shapes outside it (docs/verify-attention.md).
 SPLIT_COST_ROWS_64 = 256
+#: The kernel the chooser takes from ``WIDE_ROWS`` query rows on Hopper.
+WIDE_KERNEL = "gluon64"
 
 
 def choose_plan(batch: int, heads: int, tree: int, context: int, sms: int,
@@ -332,16 +366,17 @@ def choose_plan(batch: int, heads: int, tree: int, context: int, sms: int,
     """
     tree, heads = whole("tree", tree), whole("heads", heads)
     if kernel is None:
-        kernel = ("gluon64" if tree * heads >= WIDE_ROWS else "gluon") if hopper else "triton"
+        kernel = (WIDE_KERNEL if tree * heads >= WIDE_ROWS else "gluon") if hopper else "triton"
     elif kernel not in KERNELS:
         raise VerifyShapeError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
-    fixed = SPLIT_COST_ROWS_64 if kernel == "gluon64" else SPLIT_COST_ROWS
+    fixed = SPLIT_COST_ROWS_64 if kernel in WIDE_KERNELS else SPLIT_COST_ROWS
     bm = block_rows(tree * heads, kernel)
     return kernel, choose_nsplit(batch, heads, tree, context, sms, bm, fixed)
 
 
-__all__ = ["D_K", "D_ROPE", "D_V", "KERNELS", "MAX_NSPLIT", "MAX_ROWS", "MIN_SPLIT_ROWS", "SM_SCALE",
-           "SPLIT_COST_ROWS", "SPLIT_COST_ROWS_64", "WIDE_ROWS", "VerifyInputs",
+__all__ = ["D_K", "D_ROPE", "D_V", "HOPPER_KERNELS", "KERNELS", "MAX_NSPLIT", "MAX_ROWS",
+           "MIN_SPLIT_ROWS", "SM_SCALE", "SPLIT_COST_ROWS", "SPLIT_COST_ROWS_64", "WIDE_KERNEL",
+           "WIDE_KERNELS", "WIDE_ROWS", "VerifyInputs",
            "VerifyShapeError", "block_rows", "choose_nsplit", "choose_plan",
            "gather_kv", "kv_bytes", "make_inputs", "random_tree", "relative_error",
-           "split_blocks", "tree_mask", "verify_reference", "whole"]
+           "split_blocks", "tree_bits", "tree_mask", "verify_reference", "whole"]

@@ -31,9 +31,11 @@ from .verify_ref import (
     D_ROPE,
     D_V,
     KERNELS,
+    WIDE_KERNELS,
     VerifyInputs,
     VerifyShapeError,
     split_blocks,
+    tree_bits,
     whole,
 )
 
@@ -204,9 +206,10 @@ class SplitPlan:
     Args:
         inp: the problem (``verify_ref.make_inputs``).
         nsplit: pieces the cache range of each sequence is cut into (``choose_nsplit``).
-        kernel: ``"gluon"`` or ``"gluon64"`` (``verify_gluon``'s kernels of one and two
-            warpgroups, Hopper only) or ``"triton"`` (this module's
-            ``_split_kernel``, any CUDA GPU and Triton's CPU interpreter).
+        kernel: ``"gluon"``, ``"gluon64"`` or ``"seesaw"`` (``verify_gluon``'s kernels of
+            one, two and three warpgroups, Hopper only; ``seesaw`` reads the tree mask
+            packed by ``verify_ref.tree_bits``, done here once per plan) or ``"triton"``
+            (this module's ``_split_kernel``, any CUDA GPU and Triton's CPU interpreter).
         block_m, block_n, num_warps, num_stages: tile settings; ``None`` takes
             ``verify_ref.split_blocks`` (the settings timed best on the H200).
         partial_dtype: dtype of the partial outputs merged by the second kernel.
@@ -234,19 +237,21 @@ class SplitPlan:
                                   or cfg["block_m"] not in (16, 32)):
             raise VerifyShapeError("the Gluon kernel takes tiles of 64 cache rows, 16 or 32 "
                                    "query rows and 4 warps (one warpgroup)")
-        if kernel == "gluon64" and (cfg["block_n"] != 64 or cfg["num_warps"] != 4
-                                    or cfg["block_m"] != 64):
-            raise VerifyShapeError("the gluon64 kernel takes tiles of 64 cache rows, 64 query "
-                                   "rows and 4 warps (its first warpgroup; a second is added)")
+        if kernel in WIDE_KERNELS and (cfg["block_n"] != 64 or cfg["num_warps"] != 4
+                                       or cfg["block_m"] != 64):
+            raise VerifyShapeError(f"the {kernel} kernel takes tiles of 64 cache rows, 64 query "
+                                   "rows and 4 warps (its first warpgroup; more are added)")
         nsplit = whole("nsplit", nsplit, most=65535)  # a grid axis
-        if kernel == "gluon64" and B > 65535:
-            raise VerifyShapeError(f"gluon64 takes up to 65535 sequences (a grid axis), got {B}")
+        if kernel in WIDE_KERNELS and B > 65535:
+            raise VerifyShapeError(f"{kernel} takes up to 65535 sequences (a grid axis), got {B}")
         self.inp, self.nsplit, self.kernel = inp, nsplit, kernel
         self.block_m, self.block_n = cfg["block_m"], cfg["block_n"]
         self.num_warps, self.num_stages = cfg["num_warps"], cfg["num_stages"]
         self.M = T * H
         dev = inp.q.device
         self.mask = inp.mask.to(torch.uint8) if inp.mask.dtype == torch.bool else inp.mask
+        if kernel == "seesaw":
+            self.bits = tree_bits(inp.mask, inp.ctx_lens)
         self.o_part = torch.empty(B, self.nsplit, self.M, D_V, dtype=partial_dtype, device=dev)
         self.lse_part = torch.empty(B, self.nsplit, self.M, dtype=torch.float32, device=dev)
         self.out = torch.empty(B, T, H, D_V, dtype=inp.q.dtype, device=dev)
@@ -260,9 +265,10 @@ class SplitPlan:
     @property
     def grid(self) -> tuple[int, int, int]:
         """Programs of the split kernel: ``(B, ceil(M / block_m), nsplit)``; for ``gluon64``
-        ``(ceil(M / 64), nsplit, B)``, the row tiles that read one cache range side by side."""
+        and ``seesaw`` ``(ceil(M / 64), nsplit, B)``, the row tiles that read one cache range
+        side by side."""
         B = self.inp.q.shape[0]
-        if self.kernel == "gluon64":
+        if self.kernel in WIDE_KERNELS:
             return (math.ceil(self.M / self.block_m), self.nsplit, B)
         return (B, math.ceil(self.M / self.block_m), self.nsplit)
 
@@ -290,7 +296,14 @@ class SplitPlan:
                 inp.page_table.stride(0))
         shape = {"H": H, "PAGE": inp.page_size, "BLOCK_M": self.block_m,
                  "BLOCK_N": self.block_n, "D_V": D_V, "D_R": D_ROPE, "D_K": D_K}
-        if self.kernel in ("gluon", "gluon64"):
+        if self.kernel == "seesaw":
+            from .verify_gluon import SEESAW_MAXNREG, _split_kernel_ss, shared_layouts
+
+            args = args[:4] + (self.bits,) + args[5:] + (self.bits.shape[2],)
+            self.compiled = _split_kernel_ss[self.grid](
+                *args, **shape, **shared_layouts(self.block_m, self.block_n, D_V, D_ROPE),
+                num_warps=self.num_warps, maxnreg=SEESAW_MAXNREG)
+        elif self.kernel in ("gluon", "gluon64"):
             from .verify_gluon import _split_kernel_g, _split_kernel_ws, shared_layouts
 
             fn = _split_kernel_g if self.kernel == "gluon" else _split_kernel_ws

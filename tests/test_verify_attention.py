@@ -21,6 +21,8 @@ from tealeaves.kernels_bench.verify_ref import (
     D_V,
     SM_SCALE,
     SPLIT_COST_ROWS_64,
+    WIDE_KERNEL,
+    WIDE_KERNELS,
     WIDE_ROWS,
     VerifyShapeError,
     block_rows,
@@ -31,6 +33,7 @@ from tealeaves.kernels_bench.verify_ref import (
     random_tree,
     relative_error,
     split_blocks,
+    tree_bits,
     tree_mask,
     verify_reference,
 )
@@ -154,12 +157,15 @@ def test_the_plan_takes_the_wide_kernel_for_large_trees():
     assert choose_plan(1, 8, 4, 65536, sms) == ("gluon", choose_nsplit(1, 8, 4, 65536, sms))
     for tree, heads in ((8, 8), (16, 8), (64, 8), (256, 16), (5, 16), (8, 16), (15, 8)):
         kernel, ns = choose_plan(1, heads, tree, 65536, sms)
-        assert kernel == ("gluon64" if tree * heads >= WIDE_ROWS else "gluon")
-        if kernel == "gluon64":  # its NSPLIT is counted in 64-row tiles
+        assert kernel == (WIDE_KERNEL if tree * heads >= WIDE_ROWS else "gluon")
+        if kernel == WIDE_KERNEL:  # its NSPLIT is counted in 64-row tiles
             assert ns == choose_nsplit(1, heads, tree, 65536, sms, 64, SPLIT_COST_ROWS_64)
     # 64-node trees, 8 heads: eight row tiles, so 16 splits fill 128 of 132 SMs
-    assert choose_plan(1, 8, 64, 200000, sms) == ("gluon64", 16)
-    assert choose_plan(1, 8, 16, 65536, sms)[0] == "gluon64"
+    assert choose_plan(1, 8, 64, 200000, sms) == (WIDE_KERNEL, 16)
+    assert choose_plan(1, 8, 16, 65536, sms)[0] == WIDE_KERNEL
+    assert WIDE_KERNEL in WIDE_KERNELS
+    for k in WIDE_KERNELS:  # either wide kernel can be asked for; the same 64-row tiles
+        assert choose_plan(1, 8, 64, 200000, sms, kernel=k) == (k, 16)
     assert choose_plan(1, 8, 64, 65536, sms, hopper=False)[0] == "triton"
     assert choose_plan(1, 8, 64, 65536, sms, kernel="gluon") == (
         "gluon", choose_nsplit(1, 8, 64, 65536, sms, 32))
@@ -189,6 +195,26 @@ def test_the_plan_takes_the_wide_kernel_for_large_trees():
         choose_nsplit(1, 8, 4, 65536, sms, fixed_rows=-1)
 
 
+def test_tree_bits_hold_the_mask_bit_for_bit():
+    """The seesaw kernel's packed mask: bit ``p % 32`` of word ``p // 32 - L // 32`` for
+    cache position ``p = L + j``, for every pair of nodes, with contexts at every offset
+    in a word (ragged), trees crossing word boundaries, and a 300-node tree."""
+    for B, L, T, seed in ((3, 100, 37, 1), (4, 31, 33, 2), (1, 64, 300, 3), (2, 5, 1, 4)):
+        inp = make_inputs(B, L, T, 2, 4, seed=seed, ragged=True)
+        bits = tree_bits(inp.mask, inp.ctx_lens)
+        assert bits.dtype == torch.int32 and bits.shape == (B, T, T // 32 + 2)
+        pos = inp.ctx_lens.long()[:, None] + torch.arange(T)                 # [B, T]
+        word = pos // 32 - inp.ctx_lens.long()[:, None] // 32
+        got = (bits.long().gather(2, word[:, None, :].expand(B, T, T))
+               >> (pos % 32)[:, None, :]) & 1
+        assert torch.equal(got.bool(), inp.mask.bool())
+        # no bit set outside the tree: the words hold exactly the mask's ones
+        ones = sum((int(w) & 0xFFFFFFFF).bit_count() for w in bits.flatten())
+        assert ones == int(inp.mask.sum())
+    with pytest.raises(ValueError, match="tree_bits"):
+        tree_bits(torch.ones(2, 3, 4, dtype=torch.bool), torch.tensor([5, 6]))
+
+
 def test_the_large_tree_sweep_reads_the_done_when_points_first():
     from tealeaves.kernels_bench.verify_bench import TREE_VALIDATION_POINTS, tree_points
 
@@ -212,9 +238,10 @@ def test_tile_settings_per_kernel():
     for rows in (8, 16, 32, 64, 512):
         t = split_blocks(rows, "triton")
         assert t["block_m"] == block_rows(rows, "triton") and t["num_stages"] >= 3
-    assert split_blocks(128, "gluon64") == {"block_m": 64, "block_n": 64, "num_warps": 4,
-                                            "num_stages": 1}
-    assert block_rows(8, "gluon64") == 64
+    for k in WIDE_KERNELS:
+        assert split_blocks(128, k) == {"block_m": 64, "block_n": 64, "num_warps": 4,
+                                        "num_stages": 1}
+        assert block_rows(8, k) == 64
     with pytest.raises(VerifyShapeError, match="kernel"):
         split_blocks(32, "cuda")
 
@@ -230,7 +257,8 @@ cases = [(1, 300, 16, 8, 1, 4), (2, 500, 7, 16, 16, 8), (3, 130, 33, 8, 64, 3),
 if dev == "cuda":
     cases += [(1, 65536, 16, 8, 1, 128), (4, 20000, 64, 16, 1, 16), (2, 4096, 4, 8, 64, 32),
               (8, 65536, 4, 8, 1, 16), (1, 5000, 2, 8, 32, 256)]
-kernels = ["triton"] + (["gluon", "gluon64"] if dev == "cuda" and gluon_ready() is None else [])
+kernels = ["triton"] + (["gluon", "gluon64", "seesaw"] if dev == "cuda" and gluon_ready() is None
+                        else [])
 print("split kernels:", kernels, "gluon:", gluon_ready() or "ready")
 for seed, (B, L, T, H, ps, ns) in enumerate(cases):
     inp = make_inputs(B, L, T, H, ps, dtype=dt, device=dev, seed=seed, ragged=True)
