@@ -39,6 +39,8 @@ from .verify_args import add_arguments, combination_error
 from .verify_ref import (
     D_K,
     D_V,
+    HOPPER_KERNELS,
+    WIDE_KERNEL,
     choose_plan,
     kv_bytes,
     make_inputs,
@@ -58,6 +60,8 @@ MAX_PARTIAL_BYTES = 3 * 2**30
 #: the reference runs without tensor cores (about 50 TFLOP/s), so the biggest large-tree
 #: shapes (up to 7 TFLOP) are timed only; their rows say so (``rel_err`` empty).
 REF_FLOPS_MAX = 3e11
+#: Seconds of back-to-back products before the sustained matrix-product rate is timed.
+SUSTAINED_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -72,41 +76,56 @@ class Point:
     scattered: bool = True
 
 
+def _median_seconds(fn, reps: int) -> float:
+    """Median over ``reps`` event-timed calls of ``fn``, seconds."""
+    times = []
+    for _ in range(reps):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(times)
+
+
 def copy_bandwidth(nbytes: int = 4 * 2**30, reps: int = 20) -> float:
     """Device-to-device copy bandwidth, bytes/s, counting bytes read plus bytes written
     (METHOD.md): the median of ``reps`` copies of ``nbytes``."""
-    a = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
-    b = torch.empty_like(a)
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    bufs = [src, torch.empty_like(src)]
+    del src
+
+    def copy():
+        bufs[1].copy_(bufs[0])
+
     for _ in range(3):
-        b.copy_(a)
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        b.copy_(a)
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    del a, b
+        copy()
+    t = _median_seconds(copy, reps)
+    bufs.clear()  # 8 GB back before the sweep allocates
     torch.cuda.empty_cache()
-    return 2 * nbytes / statistics.median(times)
+    return 2 * nbytes / t
 
 
-def matmul_rate(n: int = 8192, reps: int = 10) -> float:
-    """bf16 matrix-product rate, FLOP/s, on random data (median of ``reps``)."""
+def matmul_rate(n: int = 8192, reps: int = 10, warm_s: float = 0.0) -> float:
+    """bf16 matrix-product rate, FLOP/s, on random data: the median of ``reps`` products.
+
+    ``warm_s`` 0: after three warm-up products, the burst rate the roofline's ceiling uses
+    (757-794 TFLOP/s on one H200 after two idle seconds, 738-758 right after the copy
+    measurement). ``warm_s`` > 0: after that many seconds of products back to back, the
+    rate the chip sustains once its clocks settle under load (630-690 TFLOP/s on the same
+    H200; docs/verify-attention.md, "Which matmul ceiling")."""
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
-    for _ in range(3):
+    t0 = time.perf_counter()
+    done = 0
+    while done < 3 or time.perf_counter() - t0 < warm_s:
         a @ b
-    times = []
-    for _ in range(reps):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record()
-        a @ b
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return 2 * n**3 / statistics.median(times)
+        done += 1
+        if done % 8 == 0:
+            torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    return 2 * n**3 / _median_seconds(lambda: a @ b, reps)
 
 
 def time_calls(fns: list, reps: int = 30) -> float:
@@ -189,7 +208,7 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     rows_m = pt.tree * pt.heads
     out = []
     plan_kernel, plan_ns = choose_plan(pt.batch, pt.heads, pt.tree, pt.context, sms,
-                                       hopper=any(k.startswith("gluon") for k in kernels))
+                                       hopper=any(k in HOPPER_KERNELS for k in kernels))
     base = {**asdict(pt), "kv_bytes": nbytes, "floor_mem_us": floor_mem * 1e6,
             "floor_matmul_us": floor_mm * 1e6, "copy_gbps": bw / 1e9,
             "plan_kernel": plan_kernel, "plan_nsplit": plan_ns}
@@ -454,9 +473,9 @@ def run(args: argparse.Namespace, error) -> int:
     from .verify_triton import gluon_ready
 
     why = gluon_ready()
-    default = ["gluon64", "gluon"] if args.trees else ["gluon", "triton"]
+    default = [WIDE_KERNEL, "gluon"] if args.trees else ["gluon", "triton"]
     kernels = args.kernels or (["triton"] if why else default)
-    if why and any(k.startswith("gluon") for k in kernels):
+    if why and any(k in HOPPER_KERNELS for k in kernels):
         print(f"--kernels {','.join(kernels)}: {why}", file=sys.stderr)
         return 2
     point = Point(*args.point) if args.point else SUSTAIN_POINT
@@ -474,10 +493,13 @@ def run(args: argparse.Namespace, error) -> int:
     info = machine()
     bw = copy_bandwidth()
     mm = matmul_rate()
-    info.update(copy_gbps=bw / 1e9, matmul_tflops=mm / 1e12, kernels=kernels)
+    mm_sustained = matmul_rate(warm_s=SUSTAINED_S)
+    info.update(copy_gbps=bw / 1e9, matmul_tflops=mm / 1e12,
+                matmul_sustained_tflops=mm_sustained / 1e12, kernels=kernels)
     print(f"{info['gpu']} ({info['sms']} SMs), driver {info['driver']}: copy {bw / 1e9:.0f} GB/s"
-          f" (read + write), bf16 matmul {mm / 1e12:.0f} TFLOP/s; kernels {', '.join(kernels)}",
-          flush=True)
+          f" (read + write), bf16 matmul {mm / 1e12:.0f} TFLOP/s (the ceiling; "
+          f"{mm_sustained / 1e12:.0f} sustained after {SUSTAINED_S:g} s); "
+          f"kernels {', '.join(kernels)}", flush=True)
     import csv
 
     rows: list[dict] = []
