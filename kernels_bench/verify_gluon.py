@@ -430,6 +430,23 @@ def _ss_query_rope(Q, b, M, mt, BLOCK_M: gl.constexpr, D_V: gl.constexpr, D_R: g
 
 
 @gluon.jit
+def _ss_start(Q, b, M, mt, H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+              D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr, S_L: gl.constexpr,
+              O_L: gl.constexpr):
+    """A computing warpgroup's starting state for row tile ``mt``: its query row ids
+    ``[64]``, which are real (``< M``), their tree nodes, running max (-1e30) and row sum
+    (0), its output half ``[64, 256]`` (0, layout ``O_L``), a zero score tile (``S_L``) and
+    the query's rope part in registers (``_ss_query_rope``)."""
+    ROW: gl.constexpr = gl.SliceLayout(1, S_L)
+    r_idx = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=ROW)
+    return (r_idx, r_idx < M, r_idx // H, gl.full([BLOCK_M], -1.0e30, gl.float32, layout=ROW),
+            gl.zeros([BLOCK_M], gl.float32, layout=ROW),
+            gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L),
+            gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=S_L),
+            _ss_query_rope(Q, b, M, mt, BLOCK_M, D_V, D_R, D_K, S_L))
+
+
+@gluon.jit
 def _ss_mask(s, start, n_hi, L, BITS, W, b, T, node, rows_ok, qk_scale, BLOCK_N: gl.constexpr,
              TOK: gl.constexpr):
     """Scaled scores of the tile starting at cache row ``start`` (a multiple of 64): ``-inf``
@@ -491,14 +508,8 @@ def _ss_left(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, B
     ROW: gl.constexpr = gl.SliceLayout(1, S_L)
     TOK: gl.constexpr = gl.SliceLayout(0, S_L)
     OROW: gl.constexpr = gl.SliceLayout(1, O_L)
-    r_idx = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=ROW)
-    rows_ok = r_idx < M
-    node = r_idx // H
-    m_i = gl.full([BLOCK_M], -1.0e30, gl.float32, layout=ROW)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=ROW)
-    acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=S_L)
-    qr_op = _ss_query_rope(Q, b, M, mt, BLOCK_M, D_V, D_R, D_K, S_L)
+    r_idx, rows_ok, node, m_i, l_i, acc, s_zero, qr_op = _ss_start(
+        Q, b, M, mt, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, S_L, O_L)
     for i in range(n_pairs):
         ph = i & 1
         s = _ss_scores(qn_smem, qr_op, kn_smem.index(0), kr_smem.index(0), ready, 0, ph,
@@ -554,14 +565,8 @@ def _ss_right(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, 
     ROW: gl.constexpr = gl.SliceLayout(1, S_L)
     TOK: gl.constexpr = gl.SliceLayout(0, S_L)
     OROW: gl.constexpr = gl.SliceLayout(1, O_L)
-    r_idx = mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=ROW)
-    rows_ok = r_idx < M
-    node = r_idx // H
-    m_i = gl.full([BLOCK_M], -1.0e30, gl.float32, layout=ROW)
-    l_i = gl.zeros([BLOCK_M], gl.float32, layout=ROW)
-    acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
-    s_zero = gl.zeros([BLOCK_M, BLOCK_N], gl.float32, layout=S_L)
-    qr_op = _ss_query_rope(Q, b, M, mt, BLOCK_M, D_V, D_R, D_K, S_L)
+    r_idx, rows_ok, node, m_i, l_i, acc, s_zero, qr_op = _ss_start(
+        Q, b, M, mt, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, S_L, O_L)
     for i in range(n_pairs):
         ph = i & 1
         s = _ss_scores(qn_smem, qr_op, kn_smem.index(1), kr_smem.index(1), ready,
