@@ -9,6 +9,11 @@ from pathlib import Path
 
 #: The split kernels (``verify_ref.KERNELS`` is this tuple).
 KERNEL_NAMES = ("gluon", "gluon64", "seesaw", "triton")
+#: Largest cache length (context + tree nodes) of one sequence (``verify_ref.MAX_ROWS``):
+#: positions are int32 on the GPU, and the kernels' split arithmetic (``cdiv(N, NSPLIT)``
+#: rounded up to 64-row tiles, times NSPLIT up to 65,535) may pass ``N`` by 64 x 65,535 +
+#: 65,535 rows, so 2**23 rows are kept free below 2**31.
+MAX_ROWS = 2**31 - 2**23
 
 
 def parse_kernels(text: str) -> list[str]:
@@ -43,8 +48,10 @@ def parse_point(text: str) -> tuple[int, int, int, int, int]:
     if len(values) != 5 or min(values) < 1:
         raise argparse.ArgumentTypeError(
             f"expected batch,context,tree,heads,page (five whole numbers from 1), got {text!r}")
-    if values[1] + values[2] > 2**31 - 1:  # verify_ref.MAX_ROWS: int32 positions
-        raise argparse.ArgumentTypeError(f"context + tree must be under 2**31, got {text!r}")
+    if values[1] + values[2] > MAX_ROWS:
+        raise argparse.ArgumentTypeError(
+            f"context + tree must be at most 2**31 - 2**23 = {MAX_ROWS} (int32 cache positions "
+            f"with room for the split arithmetic), got {text!r}")
     page = values[4]
     if page > 64 or page & (page - 1):
         raise argparse.ArgumentTypeError(f"page size must be a power of two up to 64, got {page}")
@@ -107,5 +114,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "(default 8,65536,4,8,1)")
 
 
-__all__ = ["KERNEL_NAMES", "add_arguments", "combination_error", "parse_contexts",
+__all__ = ["KERNEL_NAMES", "MAX_ROWS", "add_arguments", "combination_error", "parse_contexts",
            "parse_kernels", "parse_point", "parse_seconds"]

@@ -41,6 +41,7 @@ from .verify_ref import (
     D_V,
     HOPPER_KERNELS,
     WIDE_KERNEL,
+    WIDE_KERNELS,
     choose_plan,
     kv_bytes,
     make_inputs,
@@ -60,6 +61,8 @@ MAX_PARTIAL_BYTES = 3 * 2**30
 #: the reference runs without tensor cores (about 50 TFLOP/s), so the biggest large-tree
 #: shapes (up to 7 TFLOP) are timed only; their rows say so (``rel_err`` empty).
 REF_FLOPS_MAX = 3e11
+#: Line style of each split kernel in the plots.
+LINE_STYLES = {"gluon": "-", "triton": "--", "gluon64": "-", "seesaw": ":"}
 #: Seconds of back-to-back products before the sustained matrix-product rate is timed.
 SUSTAINED_S = 0.5
 
@@ -111,10 +114,9 @@ def matmul_rate(n: int = 8192, reps: int = 10, warm_s: float = 0.0) -> float:
     """bf16 matrix-product rate, FLOP/s, on random data: the median of ``reps`` products.
 
     ``warm_s`` 0: after three warm-up products, the burst rate the roofline's ceiling uses
-    (757-794 TFLOP/s on one H200 after two idle seconds, 738-758 right after the copy
-    measurement). ``warm_s`` > 0: after that many seconds of products back to back, the
-    rate the chip sustains once its clocks settle under load (630-690 TFLOP/s on the same
-    H200; docs/verify-attention.md, "Which matmul ceiling")."""
+    (738-794 TFLOP/s from run to run on one H200).  ``warm_s`` > 0: after that many seconds
+    of products back to back, the rate the chip sustains once its clocks settle under load
+    (630-690 TFLOP/s on the same H200; docs/verify-attention.md, "Which matmul ceiling")."""
     a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16)
     t0 = time.perf_counter()
@@ -324,8 +326,9 @@ def _nsplit_axis(ax, title: str) -> None:
 
 def plot(rows: list[dict], path: Path) -> None:
     """Achieved share of copy bandwidth against NSPLIT at 64k+ context, 8 heads, page 1
-    (scattered): one panel per batch (1, 8) and context, one line per split kernel and tree
-    size, the unsplit baseline as crosses at NSPLIT 1, the 70 % mark dotted."""
+    (scattered): one panel per batch (1, 8) and context, one line per split kernel swept and
+    tree size (``LINE_STYLES``), the unsplit baseline as crosses at NSPLIT 1, the 70 % mark
+    dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -338,15 +341,14 @@ def plot(rows: list[dict], path: Path) -> None:
         ax = axes[bi][ci]
         sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8
                and r["batch"] == batch and r["page_size"] == 1 and r["scattered"]]
-        for tree, (kernel, style) in itertools.product(
-                (4, 16, 64), (("split_gluon", "-"), ("split_triton", "--"))):
+        for tree, (kernel, style) in itertools.product((4, 16, 64), LINE_STYLES.items()):
             pts = sorted((r["nsplit"], r["copy_share"]) for r in sel
-                         if r["kernel"] == kernel and r["tree"] == tree)
+                         if r["kernel"] == f"split_{kernel}" and r["tree"] == tree)
             if pts:
                 ax.plot(*zip(*pts), style, marker="o", ms=3, color=colours[tree],
-                        label=f"{kernel.split('_')[1]}, T={tree}")
+                        label=f"{kernel}, T={tree}")
             base = [r for r in sel if r["kernel"] == "unsplit" and r["tree"] == tree]
-            if base and kernel == "split_gluon":
+            if base and kernel == "gluon":  # once per tree
                 ax.plot([1], [base[0]["copy_share"]], "x", color=colours[tree], ms=8)
         _nsplit_axis(ax, f"batch {batch}, {_tokens(ctx)} context, 8 heads, page 1 (x: unsplit)")
     for ax in axes[:, 0]:
@@ -358,8 +360,9 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def plot_trees(rows: list[dict], path: Path) -> None:
     """Share of the roofline against NSPLIT at batch 1, 8 heads, page 1 (scattered), 64k and
-    200k context: one line per tree size for ``gluon64``, the one-warpgroup ``gluon`` kernel
-    as crosses at its chooser's pick, the chooser's plan circled, the 70 % mark dotted."""
+    200k context: one line per tree size for each wide kernel swept, the one-warpgroup
+    ``gluon`` kernel as crosses at its chooser's pick, the chooser's plan circled, the 70 %
+    mark dotted."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -371,11 +374,12 @@ def plot_trees(rows: list[dict], path: Path) -> None:
         sel = [r for r in rows if r["context"] == ctx and r["heads"] == 8 and r["batch"] == 1
                and r["page_size"] == 1 and r["scattered"]]
         for tree, colour in colours.items():
-            pts = sorted((r["nsplit"], r["roofline_share"]) for r in sel
-                         if r["kernel"] == "split_gluon64" and r["tree"] == tree)
-            if pts:
-                ax.plot(*zip(*pts), "-", marker="o", ms=3, color=colour,
-                        label=f"gluon64, T={tree}")
+            for kernel in WIDE_KERNELS:  # gluon64 solid, seesaw dotted (when swept)
+                pts = sorted((r["nsplit"], r["roofline_share"]) for r in sel
+                             if r["kernel"] == f"split_{kernel}" and r["tree"] == tree)
+                if pts:
+                    ax.plot(*zip(*pts), LINE_STYLES[kernel], marker="o", ms=3, color=colour,
+                            label=f"{kernel}, T={tree}")
             one = [(r["nsplit"], r["roofline_share"]) for r in sel
                    if r["kernel"] == "split_gluon" and r["tree"] == tree]
             if one:

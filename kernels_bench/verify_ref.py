@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .verify_args import KERNEL_NAMES
+from .verify_args import KERNEL_NAMES, MAX_ROWS
 
 D_K = 576
 D_V = 512
@@ -43,8 +43,9 @@ class VerifyShapeError(ValueError):
     """Inputs that do not fit the problem (the message names the argument)."""
 
 
-#: Largest cache length (context + tree nodes) of one sequence: positions are int32 on the GPU.
-MAX_ROWS = 2**31 - 1
+# MAX_ROWS (from verify_args, which needs no torch): the largest cache length (context + tree
+# nodes) of one sequence, 2**31 - 2**23: int32 positions on the GPU, with room for the
+# kernels' split arithmetic.
 
 
 def whole(name: str, value, least: int = 1, most: int | None = None) -> int:
@@ -190,14 +191,25 @@ def tree_bits(mask: torch.Tensor, ctx_lens: torch.Tensor) -> torch.Tensor:
 
     Args:
         mask: ``[B, T, T]`` bool or uint8, ``mask[b, i, j]``: node ``i`` sees node ``j``.
-        ctx_lens: ``[B]`` integer cached tokens per sequence.
+        ctx_lens: ``[B]`` integer cached tokens per sequence (0 or more), on ``mask``'s device.
 
     Raises:
-        ValueError: ``mask`` not ``[B, T, T]`` or ``ctx_lens`` not ``[B]``.
+        TypeError: either is not a tensor.
+        ValueError: ``mask`` not ``[B, T, T]``, ``ctx_lens`` not ``[B]`` whole numbers from
+            0, or the two on different devices (the messages name ``tree_bits``).
     """
+    if not (isinstance(mask, torch.Tensor) and isinstance(ctx_lens, torch.Tensor)):
+        raise TypeError(f"tree_bits: expected tensors, got {type(mask).__name__} and "
+                         f"{type(ctx_lens).__name__}")
     if mask.dim() != 3 or mask.shape[1] != mask.shape[2] or ctx_lens.shape != mask.shape[:1]:
         raise ValueError(f"tree_bits: expected mask [B, T, T] and ctx_lens [B], got "
                          f"{tuple(mask.shape)} and {tuple(ctx_lens.shape)}")
+    if ctx_lens.dtype.is_floating_point or ctx_lens.dtype.is_complex or ctx_lens.dtype == torch.bool:
+        raise ValueError(f"tree_bits: ctx_lens must be integers, got {ctx_lens.dtype}")
+    if ctx_lens.device != mask.device:
+        raise ValueError(f"tree_bits: mask on {mask.device}, ctx_lens on {ctx_lens.device}")
+    if ctx_lens.numel() and int(ctx_lens.min()) < 0:
+        raise ValueError(f"tree_bits: ctx_lens must be 0 or more, got {int(ctx_lens.min())}")
     B, T, _ = mask.shape
     L = ctx_lens.to(torch.int64)
     pos = L[:, None] + torch.arange(T, device=mask.device)              # [B, T] (node j)

@@ -30,6 +30,7 @@ from .verify_ref import (
     D_K,
     D_ROPE,
     D_V,
+    HOPPER_KERNELS,
     KERNELS,
     WIDE_KERNELS,
     VerifyInputs,
@@ -208,7 +209,9 @@ class SplitPlan:
         nsplit: pieces the cache range of each sequence is cut into (``choose_nsplit``).
         kernel: ``"gluon"``, ``"gluon64"`` or ``"seesaw"`` (``verify_gluon``'s kernels of
             one, two and three warpgroups, Hopper only; ``seesaw`` reads the tree mask
-            packed by ``verify_ref.tree_bits``, done here once per plan) or ``"triton"``
+            packed by ``verify_ref.tree_bits``, done here once per plan: a plan reused after
+            ``inp.mask`` or ``inp.ctx_lens`` change in place must be built again) or
+            ``"triton"``
             (this module's ``_split_kernel``, any CUDA GPU and Triton's CPU interpreter).
         block_m, block_n, num_warps, num_stages: tile settings; ``None`` takes
             ``verify_ref.split_blocks`` (the settings timed best on the H200).
@@ -216,8 +219,8 @@ class SplitPlan:
 
     Raises:
         ValueError: rows not 576 wide, or non-contiguous ``q``/``kv_cache``.
-        VerifyShapeError: an unknown kernel, Gluon tiles it does not take, or an NSPLIT or
-            batch over a grid axis's 65,535.
+        VerifyShapeError: an unknown kernel, a Hopper kernel with inputs off the GPU, Gluon
+            tiles it does not take, or an NSPLIT or batch over a grid axis's 65,535.
     """
 
     def __init__(self, inp: VerifyInputs, nsplit: int, kernel: str = "triton",
@@ -228,6 +231,10 @@ class SplitPlan:
         B, T, H = inp.shape
         if kernel not in KERNELS:
             raise VerifyShapeError(f"kernel: expected one of {', '.join(KERNELS)}, got {kernel!r}")
+        if kernel in HOPPER_KERNELS and inp.q.device.type != "cuda":
+            raise VerifyShapeError(f"the {kernel} kernel runs on a Hopper GPU (sm_90); the "
+                                   f"inputs are on {inp.q.device.type} (kernel 'triton' runs "
+                                   "under Triton's CPU interpreter)")
         cfg = split_blocks(T * H, kernel)
         for k, v in (("block_m", block_m), ("block_n", block_n), ("num_warps", num_warps),
                      ("num_stages", num_stages)):

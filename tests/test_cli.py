@@ -219,7 +219,8 @@ def test_bench_dashboard_does_not_overwrite_a_file_it_did_not_make(tmp_path):
     (["--kernels", "gluon,gluon"], "each once"),
     (["--point", "8,65536,4"], "five whole numbers"),
     (["--point", "8,65536,4,8,3"], "power of two up to 64"),
-    (["--point", "8,4294967301,4,8,1"], "under 2**31"),  # would wrap to 5 tokens in int32
+    (["--point", "8,4294967301,4,8,1"], "at most 2**31 - 2**23"),  # would wrap in int32
+    (["--point", "1,2147483000,4,8,1"], "at most 2**31 - 2**23"),  # split arithmetic
     (["--point", "0,65536,4,8,1"], "five whole numbers from 1"),
     (["--contexts", "64k"], "expected token counts"),
     # combinations: refused before torch is needed (CI has none)

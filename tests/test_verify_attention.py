@@ -19,6 +19,7 @@ torch = pytest.importorskip(
 
 from tealeaves.kernels_bench.verify_ref import (
     D_V,
+    MAX_ROWS,
     SM_SCALE,
     SPLIT_COST_ROWS_64,
     WIDE_KERNEL,
@@ -181,16 +182,22 @@ def test_the_plan_takes_the_wide_kernel_for_large_trees():
         choose_nsplit(1, 8, 64, 65536, float("inf"))
     with pytest.raises(VerifyShapeError, match="tree"):
         choose_plan(1, 8, "16", 65536, sms)
-    # int32 cache positions: a context of 2**31 or more is refused, never wrapped
-    for huge in (2**31, 2**32 + 5, 10**30):
+    # int32 cache positions: a context that could wrap in the kernels' split arithmetic
+    # (cdiv(N, NSPLIT) rounded up to tiles, times NSPLIT) is refused, never wrapped
+    assert MAX_ROWS == 2**31 - 2**23
+    assert choose_nsplit(1, 8, 4, MAX_ROWS - 4, sms) >= 1
+    for n in (1, 3, 255, 65535):  # the largest split's end stays within int32
+        chunk = math.ceil(math.ceil(MAX_ROWS / n) / 64) * 64   # the kernels' chunk of rows
+        assert MAX_ROWS + n - 1 < 2**31 and n * chunk < 2**31
+    for huge in (MAX_ROWS - 3, 2**31 - 1, 2**31, 2**32 + 5, 10**30):
         with pytest.raises(VerifyShapeError, match="context"):
             choose_nsplit(1, 8, 4, huge, sms)
         with pytest.raises(VerifyShapeError, match="context"):
             make_inputs(1, huge, 4, 8, 1)
     # numpy integers are whole numbers, taken as Python ints (no fixed-width overflow)
     np = pytest.importorskip("numpy")
-    assert choose_plan(np.int32(1), np.int16(200), np.int16(300), np.int32(2**31 - 301),
-                       np.int64(sms)) == choose_plan(1, 200, 300, 2**31 - 301, sms)
+    assert choose_plan(np.int32(1), np.int16(200), np.int16(300), np.int32(MAX_ROWS - 300),
+                       np.int64(sms)) == choose_plan(1, 200, 300, MAX_ROWS - 300, sms)
     with pytest.raises(VerifyShapeError, match="fixed_rows must be at least 0"):
         choose_nsplit(1, 8, 4, 65536, sms, fixed_rows=-1)
 
@@ -211,8 +218,28 @@ def test_tree_bits_hold_the_mask_bit_for_bit():
         # no bit set outside the tree: the words hold exactly the mask's ones
         ones = sum((int(w) & 0xFFFFFFFF).bit_count() for w in bits.flatten())
         assert ones == int(inp.mask.sum())
-    with pytest.raises(ValueError, match="tree_bits"):
-        tree_bits(torch.ones(2, 3, 4, dtype=torch.bool), torch.tensor([5, 6]))
+    mask = torch.ones(2, 3, 3, dtype=torch.bool)
+    for bad_mask, lens, why in ((torch.ones(2, 3, 4, dtype=torch.bool), torch.tensor([5, 6]),
+                                 "expected mask"),
+                                (mask, torch.tensor([5]), "expected mask"),
+                                (mask, torch.tensor([-1, 6]), "0 or more"),
+                                (mask, torch.tensor([1.0, 2.0]), "integers"),
+                                (mask, torch.tensor([True, False]), "integers")):
+        with pytest.raises(ValueError, match=f"tree_bits: .*{why}"):
+            tree_bits(bad_mask, lens)
+    with pytest.raises(TypeError, match="tree_bits: expected tensors"):
+        tree_bits([[[1]]], torch.tensor([1]))
+
+
+def test_a_hopper_kernel_refuses_inputs_off_the_gpu():
+    pytest.importorskip("triton", reason="SplitPlan lives beside the Triton kernels")
+    from tealeaves.kernels_bench.verify_triton import SplitPlan
+
+    inp = make_inputs(2, 100, 5, 4, 16)  # on the CPU
+    for kernel in ("gluon", "gluon64", "seesaw"):
+        with pytest.raises(VerifyShapeError, match=f"the {kernel} kernel runs on a Hopper GPU"):
+            SplitPlan(inp, 2, kernel=kernel)
+    assert SplitPlan(inp, 2, kernel="triton").grid == (2, 1, 2)
 
 
 def test_the_large_tree_sweep_reads_the_done_when_points_first():
