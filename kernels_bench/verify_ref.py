@@ -204,7 +204,8 @@ def tree_bits(mask: torch.Tensor, ctx_lens: torch.Tensor) -> torch.Tensor:
     if mask.dim() != 3 or mask.shape[1] != mask.shape[2] or ctx_lens.shape != mask.shape[:1]:
         raise ValueError(f"tree_bits: expected mask [B, T, T] and ctx_lens [B], got "
                          f"{tuple(mask.shape)} and {tuple(ctx_lens.shape)}")
-    if ctx_lens.dtype.is_floating_point or ctx_lens.dtype.is_complex or ctx_lens.dtype == torch.bool:
+    dt = ctx_lens.dtype
+    if dt == torch.bool or dt.is_floating_point or dt.is_complex:
         raise ValueError(f"tree_bits: ctx_lens must be integers, got {ctx_lens.dtype}")
     if ctx_lens.device != mask.device:
         raise ValueError(f"tree_bits: mask on {mask.device}, ctx_lens on {ctx_lens.device}")
