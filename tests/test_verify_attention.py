@@ -232,7 +232,8 @@ def test_tree_bits_hold_the_mask_bit_for_bit():
 
 
 def test_a_hopper_kernel_refuses_inputs_off_the_gpu():
-    pytest.importorskip("triton", reason="SplitPlan lives beside the Triton kernels")
+    pytest.importorskip("triton", reason="Triton is not installed (SplitPlan lives beside "
+                                         "the Triton kernels)")
     from tealeaves.kernels_bench.verify_triton import SplitPlan
 
     inp = make_inputs(2, 100, 5, 4, 16)  # on the CPU
