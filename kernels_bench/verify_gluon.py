@@ -496,14 +496,10 @@ def _ss_left(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, B
              O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi, n_pairs,
              H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
              D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr, PIECE: gl.constexpr,
-             NPIECE: gl.constexpr):
+             NPIECE: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr):
     """Warpgroup 0 of ``_split_kernel_ss`` (the default partition): output columns 0-255,
     the scores of the even tiles of each pair."""
     ready, free, m0_ready, m1_ready, p0_ready, p1_ready, fin0, fin1 = bars
-    S_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                  instr_shape=[16, BLOCK_N, 16])
-    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                  instr_shape=[16, D_V // 2, 16])
     P_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_L, k_width=2)
     ROW: gl.constexpr = gl.SliceLayout(1, S_L)
     TOK: gl.constexpr = gl.SliceLayout(0, S_L)
@@ -553,14 +549,10 @@ def _ss_right(qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, 
               O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi, n_pairs,
               H: gl.constexpr, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
               D_V: gl.constexpr, D_R: gl.constexpr, D_K: gl.constexpr, PIECE: gl.constexpr,
-              NPIECE: gl.constexpr):
+              NPIECE: gl.constexpr, S_L: gl.constexpr, O_L: gl.constexpr):
     """Warpgroup 1 of ``_split_kernel_ss``: output columns 256-511, the scores of the odd
     tiles of each pair."""
     ready, free, m0_ready, m1_ready, p0_ready, p1_ready, fin0, fin1 = bars
-    S_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                  instr_shape=[16, BLOCK_N, 16])
-    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
-                                                  instr_shape=[16, D_V // 2, 16])
     P_OP: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=O_L, k_width=2)
     ROW: gl.constexpr = gl.SliceLayout(1, S_L)
     TOK: gl.constexpr = gl.SliceLayout(0, S_L)
@@ -682,6 +674,11 @@ def _split_kernel_ss(Q, KV, PT, LENS, BITS, O_PART, LSE_PART, qk_scale, T, M, ns
     ``maxnreg=168`` (three warpgroups share 64K registers)."""
     PIECE: gl.constexpr = 128
     NPIECE: gl.constexpr = D_V // PIECE
+    # the computing warpgroups' layouts: scores [64, 64] and an output half [64, 256]
+    S_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, BLOCK_N, 16])
+    O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
+                                                  instr_shape=[16, D_V // 2, 16])
     LD: gl.constexpr = gl.BlockedLayout([1, 8], [1, 32], [num_warps, 1], [1, 0])
     mt = gl.program_id(0)
     sp = gl.program_id(1)
@@ -725,10 +722,10 @@ def _split_kernel_ss(Q, KV, PT, LENS, BITS, O_PART, LSE_PART, qk_scale, T, M, ns
     gl.warp_specialize([
         (_ss_left, (qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
                     O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi,
-                    n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
+                    n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE, S_L, O_L)),
         (_ss_right, (qn_smem, Q, kn_smem, kr_smem, sp0, sp1, sm0, sm1, sl0, sl1, bars, BITS, W,
                      O_PART, LSE_PART, qk_scale, b, T, M, L, mt, sp, nsplit, n_lo, n_hi,
-                     n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
+                     n_pairs, H, BLOCK_M, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE, S_L, O_L)),
         (_ss_loader, (kn_smem, kr_smem, (ready, free), KV, PT, b, pt_stride, n_lo, n_hi,
                       n_pairs, PAGE, BLOCK_N, D_V, D_R, D_K, PIECE, NPIECE)),
     ], [4, 4], [232, 40])
