@@ -332,7 +332,7 @@ def test_dashboard_export_button_downloads_the_shown_range(tmp_path):
             # its lanes: waiting for "lanes" let a busy machine export the last minute)
             page.wait_for_function(f"() => /^\\d{{4}}-\\d\\d-\\d\\d .*lanes/.test("
                                    f"document.querySelector('#{ids.VIEW_NOTE}').innerText)",
-                                   timeout=45_000)  # 20 s ran out once on a loaded 2-core CI
+                                   timeout=90_000)  # 20 s, then 45 s ran out on a loaded 2-core CI
             got = {}
             for fmt in ("json", "csv", "html", "pdf", "png"):
                 page.click(f"#{ids.REPORT_FORMAT}")
