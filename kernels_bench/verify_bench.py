@@ -137,21 +137,8 @@ def time_calls(fns: list, reps: int = 30) -> float:
     for f in fns:
         f()
     torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    s.record()
-    fns[0]()
-    e.record()
-    e.synchronize()
-    one = s.elapsed_time(e) / 1e3
-    if one > 0.02:
-        times = []
-        for _ in range(3):
-            s.record()
-            fns[0]()
-            e.record()
-            e.synchronize()
-            times.append(s.elapsed_time(e) / 1e3)
-        return statistics.median(times)
+    if _median_seconds(fns[0], 1) > 0.02:
+        return _median_seconds(fns[0], 3)
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     g = torch.cuda.CUDAGraph()
@@ -165,14 +152,7 @@ def time_calls(fns: list, reps: int = 30) -> float:
     torch.cuda.current_stream().wait_stream(stream)
     for _ in range(3):
         g.replay()
-    times = []
-    for _ in range(reps):
-        s.record()
-        g.replay()
-        e.record()
-        e.synchronize()
-        times.append(s.elapsed_time(e) / 1e3)
-    return statistics.median(times) / len(fns)
+    return _median_seconds(g.replay, reps) / len(fns)
 
 
 def _flops(inp) -> float:
