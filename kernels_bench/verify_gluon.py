@@ -267,16 +267,17 @@ def _ws_values(kn_smem, kr_smem, p_smem, a_smem, l_smem, bars, KV, PT, O_PART, b
     OROW: gl.constexpr = gl.SliceLayout(1, O_L)
     LROW: gl.constexpr = gl.SliceLayout(1, LD)
     LRROW: gl.constexpr = gl.SliceLayout(1, LDR)
-    # the first two tiles: both buffers start free (with fewer tiles, the masked copies of the
-    # missing ones write zeros and are never awaited: docs/verify-attention.md, "Correctness")
+    # the first two tiles: both buffers start free; a split of fewer tiles (or none: a trailing
+    # split past the cache's end) issues no copies it would never wait for
     for t in gl.static_range(2):
-        rows = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LROW)
-        rows_r = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LRROW)
-        page = gl.load(PT + b * pt_stride + rows // PAGE, mask=rows < n_hi, other=0)
-        page_r = gl.load(PT + b * pt_stride + rows_r // PAGE, mask=rows_r < n_hi, other=0)
-        _issue_part(kn_smem.index(t), KV, page, rows, n_hi, 0, D_V, PAGE, D_K, LD)
-        _issue_part(kr_smem.index(t), KV, page_r, rows_r, n_hi, D_V, D_R, PAGE, D_K, LDR)
-        async_copy.mbarrier_arrive(kv_ready.index(t), increment_count=False)
+        if t < n_tiles:
+            rows = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LROW)
+            rows_r = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LRROW)
+            page = gl.load(PT + b * pt_stride + rows // PAGE, mask=rows < n_hi, other=0)
+            page_r = gl.load(PT + b * pt_stride + rows_r // PAGE, mask=rows_r < n_hi, other=0)
+            _issue_part(kn_smem.index(t), KV, page, rows, n_hi, 0, D_V, PAGE, D_K, LD)
+            _issue_part(kr_smem.index(t), KV, page_r, rows_r, n_hi, D_V, D_R, PAGE, D_K, LDR)
+            async_copy.mbarrier_arrive(kv_ready.index(t), increment_count=False)
     acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
     for it in range(n_tiles):
         cur = it % 2
