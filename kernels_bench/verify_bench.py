@@ -130,6 +130,22 @@ def matmul_rate(n: int = 8192, reps: int = 10, warm_s: float = 0.0) -> float:
     return 2 * n**3 / _median_seconds(lambda: a @ b, reps)
 
 
+def ceilings(repeats: int = 2, idle_s: float = 2.0) -> dict:
+    """The roofline's ceilings, each measured ``repeats`` times after ``idle_s`` seconds idle:
+    ``{"burst": [TFLOP/s, ...], "sustained": [TFLOP/s, ...], "copy": [GB/s, ...]}``
+    (``matmul_rate()``, ``matmul_rate(warm_s=SUSTAINED_S)``, ``copy_bandwidth()``), each
+    repeat printed as it comes.  Needs a CUDA GPU."""
+    got = {"burst": [], "sustained": [], "copy": []}
+    for _ in range(repeats):
+        torch.cuda.synchronize()
+        time.sleep(idle_s)
+        got["burst"].append(matmul_rate() / 1e12)
+        got["sustained"].append(matmul_rate(warm_s=SUSTAINED_S) / 1e12)
+        got["copy"].append(copy_bandwidth() / 1e9)
+        print({k: round(v[-1]) for k, v in got.items()}, flush=True)
+    return got
+
+
 def time_calls(fns: list, reps: int = 30) -> float:
     """Seconds per call of the functions in ``fns`` (each one call), from CUDA-graph replays
     of all of them in turn; the median over ``reps`` replays.  A call of over 20 ms is timed

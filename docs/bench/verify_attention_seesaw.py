@@ -25,21 +25,8 @@ from tealeaves.kernels_bench.verify_triton import SplitPlan
 KERNELS = ("gluon64", "seesaw")
 
 
-def ceilings() -> dict:
-    """Burst and sustained matmul rates and copy bandwidth, twice each (TFLOP/s, GB/s)."""
-    got = {"burst": [], "sustained": [], "copy": []}
-    for _ in range(2):
-        torch.cuda.synchronize()
-        time.sleep(2)
-        got["burst"].append(vb.matmul_rate() / 1e12)
-        got["sustained"].append(vb.matmul_rate(warm_s=vb.SUSTAINED_S) / 1e12)
-        got["copy"].append(vb.copy_bandwidth() / 1e9)
-        print({k: round(v[-1]) for k, v in got.items()}, flush=True)
-    return got
-
-
 def main(out: Path) -> None:
-    got = ceilings()
+    got = vb.ceilings()
     mm, mms, bw = (statistics.median(got[k]) for k in ("burst", "sustained", "copy"))
     rows = []
     for ctx in (65536, 200000):
