@@ -251,6 +251,22 @@ def _ws_scores(qn_smem, qr_smem, kn_smem, kr_smem, p_smem, a_smem, l_smem, bars,
 
 
 @gluon.jit
+def _ws_copy_tile(kn_buf, kr_buf, ready, KV, PT, b, pt_stride, row0, n_hi, PAGE: gl.constexpr,
+                  BLOCK_N: gl.constexpr, D_V: gl.constexpr, D_R: gl.constexpr,
+                  D_K: gl.constexpr, LD: gl.constexpr, LDR: gl.constexpr):
+    """``_ws_values``' copy of one cache tile, rows ``row0 ..`` (page ids looked up per row;
+    rows at or past ``n_hi`` zero-filled), into one buffer pair (latent part in layout ``LD``,
+    rope part in ``LDR``); each copying thread arrives on ``ready`` once its copies land."""
+    rows = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LD))
+    rows_r = row0 + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(1, LDR))
+    page = gl.load(PT + b * pt_stride + rows // PAGE, mask=rows < n_hi, other=0)
+    page_r = gl.load(PT + b * pt_stride + rows_r // PAGE, mask=rows_r < n_hi, other=0)
+    _issue_part(kn_buf, KV, page, rows, n_hi, 0, D_V, PAGE, D_K, LD)
+    _issue_part(kr_buf, KV, page_r, rows_r, n_hi, D_V, D_R, PAGE, D_K, LDR)
+    async_copy.mbarrier_arrive(ready, increment_count=False)
+
+
+@gluon.jit
 def _ws_values(kn_smem, kr_smem, p_smem, a_smem, l_smem, bars, KV, PT, O_PART, b, M, mt, sp,
                nsplit, pt_stride, n_lo, n_hi, n_tiles, PAGE: gl.constexpr,
                BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, D_V: gl.constexpr,
@@ -265,19 +281,13 @@ def _ws_values(kn_smem, kr_smem, p_smem, a_smem, l_smem, bars, KV, PT, O_PART, b
     O_L: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[4, 1],
                                                   instr_shape=[16, D_V // 2, 16])
     OROW: gl.constexpr = gl.SliceLayout(1, O_L)
-    LROW: gl.constexpr = gl.SliceLayout(1, LD)
-    LRROW: gl.constexpr = gl.SliceLayout(1, LDR)
     # the first two tiles: both buffers start free; a split of fewer tiles (or none: a trailing
     # split past the cache's end) issues no copies it would never wait for
     for t in gl.static_range(2):
         if t < n_tiles:
-            rows = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LROW)
-            rows_r = n_lo + t * BLOCK_N + gl.arange(0, BLOCK_N, layout=LRROW)
-            page = gl.load(PT + b * pt_stride + rows // PAGE, mask=rows < n_hi, other=0)
-            page_r = gl.load(PT + b * pt_stride + rows_r // PAGE, mask=rows_r < n_hi, other=0)
-            _issue_part(kn_smem.index(t), KV, page, rows, n_hi, 0, D_V, PAGE, D_K, LD)
-            _issue_part(kr_smem.index(t), KV, page_r, rows_r, n_hi, D_V, D_R, PAGE, D_K, LDR)
-            async_copy.mbarrier_arrive(kv_ready.index(t), increment_count=False)
+            _ws_copy_tile(kn_smem.index(t), kr_smem.index(t), kv_ready.index(t), KV, PT, b,
+                          pt_stride, n_lo + t * BLOCK_N, n_hi, PAGE, BLOCK_N, D_V, D_R, D_K,
+                          LD, LDR)
     acc = gl.zeros([BLOCK_M, D_V // 2], gl.float32, layout=O_L)
     for it in range(n_tiles):
         cur = it % 2
@@ -295,13 +305,8 @@ def _ws_values(kn_smem, kr_smem, p_smem, a_smem, l_smem, bars, KV, PT, O_PART, b
         nxt = n_lo + (it + 2) * BLOCK_N
         if nxt < n_hi:
             mbarrier.wait(kv_free.index(cur), (it // 2) & 1)
-            rows = nxt + gl.arange(0, BLOCK_N, layout=LROW)
-            rows_r = nxt + gl.arange(0, BLOCK_N, layout=LRROW)
-            page = gl.load(PT + b * pt_stride + rows // PAGE, mask=rows < n_hi, other=0)
-            page_r = gl.load(PT + b * pt_stride + rows_r // PAGE, mask=rows_r < n_hi, other=0)
-            _issue_part(kn_smem.index(cur), KV, page, rows, n_hi, 0, D_V, PAGE, D_K, LD)
-            _issue_part(kr_smem.index(cur), KV, page_r, rows_r, n_hi, D_V, D_R, PAGE, D_K, LDR)
-            async_copy.mbarrier_arrive(kv_ready.index(cur), increment_count=False)
+            _ws_copy_tile(kn_smem.index(cur), kr_smem.index(cur), kv_ready.index(cur), KV, PT,
+                          b, pt_stride, nxt, n_hi, PAGE, BLOCK_N, D_V, D_R, D_K, LD, LDR)
     mbarrier.wait(fin, 0)
     o = acc / l_smem.load(OROW)[:, None]
     part = (b * nsplit + sp) * M + mt * BLOCK_M + gl.arange(0, BLOCK_M, layout=OROW)
