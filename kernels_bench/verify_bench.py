@@ -179,6 +179,18 @@ def _flops(inp) -> float:
     return 2.0 * T * H * rows * (D_K + D_V)
 
 
+def rotating_inputs(pt: Point, seed: int = 0) -> list:
+    """Copies of one point's inputs (``make_inputs`` on the GPU, seeds ``seed``, ``seed + 1``,
+    ...), enough that timing a call on each in turn reads at least ``ROTATE_BYTES`` of cache
+    (so no call finds its cache in L2), at most 32.  The first is the one checked."""
+    first = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
+                        scattered=pt.scattered, device="cuda", seed=seed)
+    more = max(0, min(31, math.ceil(ROTATE_BYTES / kv_bytes(first)) - 1))
+    return [first] + [make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
+                                  scattered=pt.scattered, device="cuda", seed=seed + 1 + i)
+                      for i in range(more)]
+
+
 def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "triton"),
               nsplits=NSPLITS, baseline: bool = True, check=(1, "chosen", 256), seed: int = 0,
               window: int | None = None, log=print) -> list[dict]:
@@ -192,12 +204,9 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     plan for the shape (``plan_kernel``, ``plan_nsplit``: ``verify_ref.choose_plan``)."""
     from .verify_triton import SplitPlan, verify_unsplit
 
-    first = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
-                        scattered=pt.scattered, device="cuda", seed=seed)
+    copies = rotating_inputs(pt, seed)
+    first = copies[0]
     nbytes = kv_bytes(first)
-    copies = [first] + [make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size,
-                                    scattered=pt.scattered, device="cuda", seed=seed + 1 + i)
-                        for i in range(max(0, min(31, math.ceil(ROTATE_BYTES / nbytes) - 1)))]
     flops = _flops(first)
     checked = flops <= REF_FLOPS_MAX
     ref = verify_reference(first, dtype=torch.float32) if checked else None

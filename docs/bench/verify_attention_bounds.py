@@ -169,10 +169,9 @@ def gluon64_parts(ctx: int, tree: int, sms: int) -> dict:
     per split (the fixed cost); both calls' relative errors against the float32 reference
     (partial outputs poisoned with NaN first); at 64k, the calls at nearby NSPLITs."""
     ns = choose_plan(1, 8, tree, ctx, sms, kernel="gluon64")[1]
-    first = make_inputs(1, ctx, tree, 8, 1, device="cuda", seed=0)
+    copies = vb.rotating_inputs(vb.Point(1, ctx, tree, 8, 1))
+    first = copies[0]
     nb = kv_bytes(first)
-    copies = [first] + [make_inputs(1, ctx, tree, 8, 1, device="cuda", seed=1 + i)
-                        for i in range(max(0, math.ceil(vb.ROTATE_BYTES / nb) - 1))]
     plans = [SplitPlan(i, ns, kernel="gluon64") for i in copies]
     half = [SplitPlan(i, ns, kernel="gluon64", partial_dtype=torch.bfloat16) for i in copies]
     got = {"nsplit": ns, "kv_bytes": nb, "flops": vb._flops(first),

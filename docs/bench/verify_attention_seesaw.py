@@ -10,7 +10,6 @@ Usage, from the repository root with the project installed (``pip install -e '.[
 """
 
 import json
-import math
 import statistics
 import sys
 import time
@@ -19,7 +18,7 @@ from pathlib import Path
 import torch
 
 from tealeaves.kernels_bench import verify_bench as vb
-from tealeaves.kernels_bench.verify_ref import choose_plan, kv_bytes, make_inputs
+from tealeaves.kernels_bench.verify_ref import choose_plan, kv_bytes
 from tealeaves.kernels_bench.verify_triton import SplitPlan
 
 KERNELS = ("gluon64", "seesaw")
@@ -31,10 +30,9 @@ def main(out: Path) -> None:
     rows = []
     for ctx in (65536, 200000):
         for tree in (16, 32, 64):
-            first = make_inputs(1, ctx, tree, 8, 1, device="cuda", seed=0)
+            copies = vb.rotating_inputs(vb.Point(1, ctx, tree, 8, 1))
+            first = copies[0]
             nb = kv_bytes(first)
-            copies = [first] + [make_inputs(1, ctx, tree, 8, 1, device="cuda", seed=1 + i)
-                                for i in range(max(0, math.ceil(vb.ROTATE_BYTES / nb) - 1))]
             fm = nb / (bw * 1e9)
             fx, fxs = vb._flops(first) / (mm * 1e12), vb._flops(first) / (mms * 1e12)
             ns = choose_plan(1, 8, tree, ctx, torch.cuda.get_device_properties(0)
