@@ -2,6 +2,8 @@
 # Record the third-party serving-engine traces of the corpus (issue 18): transformers'
 # continuous batching and assisted generation (kernels_bench/hf_serving.py) on architectures
 # the corpus had not seen, each with the collector at 50 Hz beside it.
+# ENGINE=--serving-loop records kernels_bench/serving_loop.py instead (issue 34), HZ sets the
+# collector's rate (default 50).
 # Usage (on a GPU host, project installed): kernels_bench/record_serving.sh OUTDIR PREFIX RUN...
 # where RUN is NAME:ARGS, ARGS the hf_serving options joined by commas, e.g.
 #   dsv3_poisson:--arch,deepseek_v3,--pattern,poisson,--sampling,--seed,41
@@ -19,7 +21,8 @@ for run in "$@"; do
     if (( SECONDS > ${BUDGET_S:-1000000} )); then echo "== $name skipped (budget)"; continue; fi
     IFS=, read -r -a args <<< "${run#*:}"
     echo "== $name $(date -u +%T) ${args[*]}"
-    timeout 200 "$here/record_trace.sh" "$out" "$name" 50 --hf-serving "${args[@]}" \
+    timeout 200 "$here/record_trace.sh" "$out" "$name" "${HZ:-50}" "${ENGINE:---hf-serving}" \
+        "${args[@]}" \
         > "$out/$name.record.txt" 2>&1
     echo "   rc=$? $(grep -v '^\[' "$out/$name.record.txt" | tail -n 4 | tr '\n' ' ')"
 done

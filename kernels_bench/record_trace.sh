@@ -6,7 +6,10 @@
 # first is --hf-moe, the rest go to `python -m tealeaves.kernels_bench.hf_moe` (a transformers
 # MoE model serving generate() requests, labelled by forward hooks), or, when it is
 # --hf-serving, to `python -m tealeaves.kernels_bench.hf_serving` (transformers' continuous
-# batching or assisted generation, labelled by the engine's own forwards).
+# batching or assisted generation, labelled by the engine's own forwards), or, when it is
+# --serving-loop, to `python -m tealeaves.kernels_bench.serving_loop` (a scheduler with CUDA-graph
+# decode, chunked prefill and draft-tree verify, labelled per forward; it writes NAME.sglang.log
+# and NAME.metrics.prom itself).
 # Writes OUTDIR/NAME.parquet, OUTDIR/NAME.labels.csv and OUTDIR/NAME.log (pass
 # --sglang-log OUTDIR/NAME.sglang.log among the workload args for a server log of the run).
 set -euo pipefail
@@ -26,6 +29,10 @@ elif [[ "${1:-}" == --hf-serving ]]; then
     shift
     python3 -m tealeaves.kernels_bench.hf_serving --labels "$out/$name.labels.csv" "$@" 2>&1 \
         | grep -v "will be dropped" | tee "$out/$name.log"
+elif [[ "${1:-}" == --serving-loop ]]; then
+    shift
+    python3 -m tealeaves.kernels_bench.serving_loop --labels "$out/$name.labels.csv" "$@" 2>&1 \
+        | tee "$out/$name.log"
 else
     tealeaves bench workload --labels "$out/$name.labels.csv" "$@" 2>&1 | tee "$out/$name.log"
 fi

@@ -1,0 +1,898 @@
+"""A serving loop shaped like SGLang's and vLLM's, for labelled traces of the engines people run.
+
+Not ``generate()``: a scheduler serves a stream of requests on one GPU with the habits of the
+production engines (``shared/DESIGN.md``, "Server signals"):
+
+- **Decode replays CUDA graphs**, one per (batch bucket, tokens per request, context bucket),
+  captured once with one shared memory pool (SGLang's ``cuda_graph_runner``, vLLM's
+  ``CUDAGraphWrapper``): batch buckets 1/2/4/8/16, padded rows write to free slots.
+- **Chunked prefill** under two policies (``--policy``): ``sglang`` runs prefill batches alone and
+  first whenever requests wait (SGLang's default scheduler: ``get_new_batch_prefill`` before the
+  running batch), packing new requests up to ``--chunk`` tokens (SGLang's
+  ``--chunked-prefill-size``, 4096 here); ``vllm`` packs every running decode with one prefill
+  chunk into each step up to ``--chunk`` tokens (vLLM V1's ``max_num_batched_tokens``), run
+  eagerly as vLLM runs a mixed batch outside its full graphs.
+- **Speculative decoding** (``--tree N``): each decode round is ``--draft-steps`` forwards of a
+  two-layer draft model (graphs too) and one verify forward of the target over an N-node draft
+  tree per request (ancestor-only mask against the whole context), as SGLang's EAGLE/DFlash
+  verify; the accepted length is drawn per round (1 to the draft depth + 1).
+- **Models** (``ARCHS``): three MoE shapes whose experts run as one grouped GEMM
+  (``torch._grouped_mm`` over tokens sorted by expert, counts by ``scatter_add_`` so the graphs
+  capture), and one dense model.  ``kimi_moe`` is Kimi K2 / DeepSeek-V3's shape scaled down
+  (one latent KV head shared by all query heads, as MLA's absorbed decode; 64 routed experts
+  top-8 plus a shared one); ``qwen3_moe`` 128 experts top-8 with GQA; ``mixtral`` 8 wide
+  experts top-2; ``dense`` a Llama-style MLP.  Random weights; contexts to 40k tokens.
+- **Arrivals** (``--pattern``): ``poisson`` at a rate that changes every few seconds, ``bursts``
+  of 1-16 requests, ``trickle`` (single requests with idle gaps of 0.05-0.4 s, shorter than a
+  window).  Prompts short (32-2k) or long (8k-32k, ``--long-share``).
+
+Ground truth comes from the loop: every forward is stamped between two device synchronisations
+with its prefill and decode token counts (``*.forwards.csv``: start, end, prefill_tokens,
+decode_tokens, sequences, kind).  A forward's phase is its token majority (a verify's and a
+draft's tokens are decode, as DESIGN.md says); the labels (``*.labels.csv``) merge forwards as
+``hf_serving.intervals`` does, a gap of 0.05 s or more being idle.  Beside them the loop writes
+what a real server gives a user: SGLang-format scheduler lines (``*.sglang.log``, 0.5.5+ fields,
+milliseconds as with ``SGLANG_LOG_MS=1``) and a ``/metrics`` page scraped every second and
+appended (``*.metrics.prom``) with ``sglang:realtime_tokens_total{mode}`` and
+``sglang:forward_execution_seconds_total{category}`` counters.
+
+Requires torch with CUDA (the H200 image's torch 2.11; not a dependency of tealeaves); ``--tiny
+--device cpu`` runs a small eager version on the CPU (no graphs, experts in a loop) for tests.
+``python -m tealeaves.kernels_bench.serving_loop --help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import math
+import random
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+#: Model shapes: hidden, layers, query heads, KV heads, head dim, routed experts (0: dense),
+#: experts per token, expert width, shared-expert width, dense MLP width.
+ARCHS: dict[str, dict] = {
+    "kimi_moe": dict(hidden=2048, layers=8, heads=16, kv_heads=1, head_dim=256, experts=64,
+                     top_k=8, expert_ff=768, shared_ff=768, dense_ff=0),
+    "qwen3_moe": dict(hidden=2048, layers=8, heads=32, kv_heads=4, head_dim=64, experts=128,
+                      top_k=8, expert_ff=512, shared_ff=0, dense_ff=0),
+    "mixtral": dict(hidden=4096, layers=6, heads=32, kv_heads=8, head_dim=128, experts=8,
+                    top_k=2, expert_ff=8192, shared_ff=0, dense_ff=0),
+    "dense": dict(hidden=4096, layers=8, heads=32, kv_heads=8, head_dim=128, experts=0,
+                  top_k=0, expert_ff=0, shared_ff=0, dense_ff=14336),
+}
+#: The draft model of ``--tree``: two dense layers.
+DRAFT = dict(hidden=1024, layers=2, heads=8, kv_heads=8, head_dim=128, experts=0, top_k=0,
+             expert_ff=0, shared_ff=0, dense_ff=2816)
+#: Shrinks a shape for a CPU run (``--tiny``).
+TINY = dict(hidden=64, layers=2, heads=4, head_dim=16, expert_ff=32, shared_ff=32, dense_ff=96)
+VOCAB = 32000
+TINY_VOCAB = 512
+#: Batch buckets of the decode graphs (SGLang's default capture list starts 1, 2, 4, 8, 16...).
+BATCH_BUCKETS = (1, 2, 4, 8, 16)
+#: Context buckets (tokens) of the decode graphs; a step uses the smallest that holds it.
+CTX_BUCKETS = (2048, 8192, 16384, 40960)
+TINY_CTX_BUCKETS = (256, 1024)
+#: A gap between forwards of at least this is idle (DESIGN.md, "Phase shares").
+IDLE_GAP_S = 0.05
+
+
+def _shape(arch: str, tiny: bool) -> dict:
+    s = dict(DRAFT if arch == "draft" else ARCHS[arch])
+    if tiny:
+        s.update({k: v for k, v in TINY.items() if s.get(k)})
+        s["heads"] = max(s["heads"] // max(s["kv_heads"], 1), 1) * min(s["kv_heads"], 2)
+        s["kv_heads"] = min(s["kv_heads"], 2)
+        s["experts"] = min(s["experts"], 8)
+        s["top_k"] = min(s["top_k"], 2)
+    return s
+
+
+class Model:
+    """A decoder with a slot-indexed KV cache ``[layers, slots, max_ctx, kv_heads, head_dim]``.
+
+    Running requests hold slots ``0..n-1`` (the scheduler keeps them packed), so a decode step of
+    batch bucket B reads ``cache[:, :B, :C]`` as one strided view: no gather.
+
+    Args:
+        shape: an ``ARCHS`` entry.
+        slots: most requests held at once.
+        max_ctx: tokens per slot.
+        device: "cuda" or "cpu"; dtype bf16 on CUDA, fp32 on the CPU.
+        seed: weights' seed.
+        vocab: vocabulary size (the LM head's width).
+    """
+
+    def __init__(self, shape: dict, slots: int, max_ctx: int, device: str, seed: int,
+                 vocab: int) -> None:
+        import torch
+
+        self.torch = torch
+        self.s = shape
+        self.device = device
+        self.dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        self.vocab = vocab
+        g = torch.Generator(device=device).manual_seed(seed)
+        h, nh, kvh, hd = shape["hidden"], shape["heads"], shape["kv_heads"], shape["head_dim"]
+
+        def w(*dims: int) -> torch.Tensor:
+            return (torch.randn(*dims, generator=g, device=device, dtype=torch.float32)
+                    * (1.0 / math.sqrt(dims[-2] if len(dims) > 1 else dims[-1]))
+                    ).to(self.dtype)
+
+        self.embed = w(vocab, h)
+        self.lm_head = w(h, vocab)
+        self.layers = []
+        for _ in range(shape["layers"]):
+            layer = {"qkv": w(h, (nh + 2 * kvh) * hd), "o": w(nh * hd, h)}
+            if shape["experts"]:
+                e, ff = shape["experts"], shape["expert_ff"]
+                layer["router"] = w(h, e)
+                layer["w13"] = w(e, h, 2 * ff)
+                layer["w2"] = w(e, ff, h)
+                if shape["shared_ff"]:
+                    layer["s13"] = w(h, 2 * shape["shared_ff"])
+                    layer["s2"] = w(shape["shared_ff"], h)
+            else:
+                layer["s13"] = w(h, 2 * shape["dense_ff"])
+                layer["s2"] = w(shape["dense_ff"], h)
+            self.layers.append(layer)
+        self.k_cache = torch.zeros(shape["layers"], slots, max_ctx, kvh, hd, device=device,
+                                   dtype=self.dtype)
+        self.v_cache = torch.zeros_like(self.k_cache)
+        self.grouped = device.startswith("cuda") and hasattr(torch, "_grouped_mm")
+
+    # -- layers ------------------------------------------------------------------------------
+    def _mlp(self, x, w13, w2):
+        a = x @ w13
+        ff = a.shape[-1] // 2
+        return (self.torch.nn.functional.silu(a[:, :ff]) * a[:, ff:]) @ w2
+
+    def _moe(self, x, layer):
+        """Top-k routed experts as one grouped GEMM over tokens sorted by expert."""
+        torch = self.torch
+        e, k = self.s["experts"], self.s["top_k"]
+        probs = torch.softmax((x @ layer["router"]).float(), dim=-1)
+        wts, idx = torch.topk(probs, k, dim=-1)
+        flat = idx.reshape(-1)
+        order = torch.argsort(flat)
+        tok = order // k
+        xs = x.index_select(0, tok)
+        if self.grouped:
+            counts = torch.zeros(e, dtype=torch.int64, device=x.device)
+            counts.scatter_add_(0, flat, torch.ones_like(flat))  # graph-safe, unlike bincount
+            offs = torch.cumsum(counts, 0).to(torch.int32)
+            a = torch._grouped_mm(xs, layer["w13"], offs=offs)
+            ff = a.shape[-1] // 2
+            a = torch.nn.functional.silu(a[:, :ff]) * a[:, ff:]
+            y = torch._grouped_mm(a, layer["w2"], offs=offs)
+        else:  # the CPU: a loop over experts
+            sorted_e = flat.index_select(0, order)
+            y = torch.empty_like(xs)
+            for j in range(e):
+                m = sorted_e == j
+                if bool(m.any()):
+                    y[m] = self._mlp(xs[m], layer["w13"][j], layer["w2"][j])
+        y = y * wts.reshape(-1).index_select(0, order).to(y.dtype)[:, None]
+        out = torch.zeros_like(x).index_add_(0, tok, y)
+        if "s13" in layer:
+            out = out + self._mlp(x, layer["s13"], layer["s2"])
+        return out
+
+    def _attn_decode(self, q, li, n_b, c, mask):
+        """Queries of ``n_b`` requests, ``t`` tokens each, against ``cache[:, :n_b, :c]``.
+
+        ``q`` is ``[n_b * t, heads * head_dim]``; the query heads of one KV head ride as extra
+        query rows (grouped-query attention without copying K or V)."""
+        torch = self.torch
+        nh, kvh, hd = self.s["heads"], self.s["kv_heads"], self.s["head_dim"]
+        g = nh // kvh
+        t = q.shape[0] // n_b
+        qh = q.view(n_b, t, kvh, g, hd).permute(0, 2, 3, 1, 4).reshape(n_b, kvh, g * t, hd)
+        k = self.k_cache[li, :n_b, :c].permute(0, 2, 1, 3)
+        v = self.v_cache[li, :n_b, :c].permute(0, 2, 1, 3)
+        o = torch.nn.functional.scaled_dot_product_attention(qh, k, v, attn_mask=mask)
+        return o.view(n_b, kvh, g, t, hd).permute(0, 3, 1, 2, 4).reshape(n_b * t, nh * hd)
+
+    def _attn_prefill(self, q, li, slot, p0, n):
+        """A prefill chunk of ``n`` tokens at positions ``p0..p0+n-1`` of ``slot``, causal
+        against everything before it (``causal_lower_right``: flash attention's kernel)."""
+        torch = self.torch
+        from torch.nn.attention.bias import causal_lower_right
+
+        nh, kvh, hd = self.s["heads"], self.s["kv_heads"], self.s["head_dim"]
+        qh = q.view(1, n, nh, hd).transpose(1, 2)
+        k = self.k_cache[li, slot, :p0 + n].transpose(0, 1).unsqueeze(0)
+        v = self.v_cache[li, slot, :p0 + n].transpose(0, 1).unsqueeze(0)
+        if kvh != nh:
+            k = k.repeat_interleave(nh // kvh, dim=1)
+            v = v.repeat_interleave(nh // kvh, dim=1)
+        o = torch.nn.functional.scaled_dot_product_attention(
+            qh, k, v, attn_mask=causal_lower_right(n, p0 + n))
+        return o.transpose(1, 2).reshape(n, nh * hd)
+
+    def forward(self, ids, dec: dict | None, pre: list[tuple[int, int, int]]):
+        """One step over packed tokens: first the decode rows, then each prefill chunk.
+
+        Args:
+            ids: ``[n_tokens]`` token ids.
+            dec: the decode part or None: ``n_b`` requests in slots ``0..n_b-1``, ``t`` tokens
+                each, context bucket ``c``, ``mask`` ``[n_b, 1, g*t, c]`` bool, ``slot_idx`` /
+                ``pos_idx`` ``[n_b*t]`` where each token's K and V go.
+            pre: prefill chunks ``(slot, start position, tokens)``.
+
+        Returns:
+            ``[rows, vocab]`` logits: one row per decode token, the last token of each chunk.
+        """
+        torch = self.torch
+        nh, kvh, hd = self.s["heads"], self.s["kv_heads"], self.s["head_dim"]
+        x = self.embed.index_select(0, ids)
+        n_dec = dec["n_b"] * dec["t"] if dec else 0
+        if pre:
+            pre_slot = torch.cat([torch.full((n,), s, dtype=torch.long) for s, _, n in pre])
+            pre_pos = torch.cat([torch.arange(p0, p0 + n) for _, p0, n in pre])
+            pre_slot, pre_pos = pre_slot.to(ids.device), pre_pos.to(ids.device)
+        for li, layer in enumerate(self.layers):
+            qkv = x @ layer["qkv"]
+            q = qkv[:, :nh * hd]
+            k = qkv[:, nh * hd:(nh + kvh) * hd].view(-1, kvh, hd)
+            v = qkv[:, (nh + kvh) * hd:].view(-1, kvh, hd)
+            parts = []
+            if dec:
+                self.k_cache[li].index_put_((dec["slot_idx"], dec["pos_idx"]), k[:n_dec])
+                self.v_cache[li].index_put_((dec["slot_idx"], dec["pos_idx"]), v[:n_dec])
+                parts.append(self._attn_decode(q[:n_dec], li, dec["n_b"], dec["c"],
+                                               dec["mask"]))
+            if pre:
+                self.k_cache[li].index_put_((pre_slot, pre_pos), k[n_dec:])
+                self.v_cache[li].index_put_((pre_slot, pre_pos), v[n_dec:])
+                row = n_dec
+                for slot, p0, n in pre:
+                    parts.append(self._attn_prefill(q[row:row + n], li, slot, p0, n))
+                    row += n
+            a = torch.cat(parts) if len(parts) > 1 else parts[0]
+            x = x + a @ layer["o"]
+            x = x + (self._moe(x, layer) if self.s["experts"] else
+                     self._mlp(x, layer["s13"], layer["s2"]))
+        last = []
+        if n_dec:
+            last.append(torch.arange(n_dec, device=ids.device))
+        row = n_dec
+        for _, _, n in pre:
+            row += n
+            last.append(torch.tensor([row - 1], device=ids.device))
+        sel = torch.cat(last) if len(last) > 1 else last[0]
+        return x.index_select(0, sel) @ self.lm_head
+
+    def swap_slots(self, a: int, len_a: int, b: int, len_b: int) -> None:
+        """Exchange the cached tokens of slots ``a`` (``len_a`` of them) and ``b``."""
+        keep = [c[:, b, :len_b].clone() for c in (self.k_cache, self.v_cache)]
+        self.move_slot(a, b, len_a)
+        if len_b:
+            self.k_cache[:, a, :len_b] = keep[0]
+            self.v_cache[:, a, :len_b] = keep[1]
+
+    def move_slot(self, src: int, dst: int, length: int) -> None:
+        """Copy ``length`` cached tokens of slot ``src`` into ``dst`` (keeps slots packed)."""
+        if src != dst and length > 0:
+            self.k_cache[:, dst, :length] = self.k_cache[:, src, :length]
+            self.v_cache[:, dst, :length] = self.v_cache[:, src, :length]
+
+
+def tree_ancestors(t: int, rng: random.Random):
+    """``[t, t]`` bool: node i sees node j when j is i or an ancestor of i, for a random tree
+    whose node i > 0 hangs under a node before it (a draft tree in topological order)."""
+    import torch
+
+    anc = torch.eye(t, dtype=torch.bool)
+    for i in range(1, t):
+        parent = rng.randrange(max(0, i - 4), i)  # bushy near the root, deep further down
+        anc[i] |= anc[parent]
+    return anc
+
+
+class DecodeGraphs:
+    """Decode (and verify) steps replayed from CUDA graphs, captured per (batch bucket, tokens
+    per request, context bucket) with one shared memory pool; eager on the CPU.
+
+    Static inputs per graph: ``ids`` ``[B*t]``, ``lens`` ``[B]`` (tokens cached before the
+    step), ``anc`` ``[t, t]`` (the tree's ancestor mask; ``[[True]]`` for plain decode).  The
+    mask and the K/V write positions are computed inside the graph from them.
+    """
+
+    def __init__(self, model: Model, ctx_buckets: tuple[int, ...], use_graphs: bool) -> None:
+        self.m = model
+        self.ctx = ctx_buckets
+        self.use_graphs = use_graphs
+        self.graphs: dict[tuple[int, int, int], tuple] = {}
+        self.pool = None
+        self.capture_s = 0.0
+
+    def _inputs(self, b: int, t: int, c: int):
+        torch = self.m.torch
+        dev = self.m.device
+        return {"ids": torch.zeros(b * t, dtype=torch.long, device=dev),
+                "lens": torch.zeros(b, dtype=torch.long, device=dev),
+                "anc": torch.ones(t, t, dtype=torch.bool, device=dev), "b": b, "t": t, "c": c}
+
+    def _run(self, st):
+        torch = self.m.torch
+        b, t, c = st["b"], st["t"], st["c"]
+        g = self.m.s["heads"] // self.m.s["kv_heads"]
+        pos = torch.arange(c, device=st["lens"].device)
+        rel = pos[None, :] - st["lens"][:, None]                       # [B, C]
+        in_tree = (rel >= 0) & (rel < t)
+        anc = st["anc"][:, rel.clamp(0, t - 1)].permute(1, 0, 2)       # [B, t, C]
+        mask = (rel < 0)[:, None, :] | (in_tree[:, None, :] & anc)
+        mask = mask.repeat(1, g, 1).unsqueeze(1)                       # [B, 1, g*t, C]
+        slot_idx = torch.arange(b, device=pos.device).repeat_interleave(t)
+        pos_idx = (st["lens"][:, None] + torch.arange(t, device=pos.device)[None, :]).reshape(-1)
+        dec = {"n_b": b, "t": t, "c": c, "mask": mask, "slot_idx": slot_idx,
+               "pos_idx": pos_idx.clamp(max=self.m.k_cache.shape[2] - 1)}
+        return self.m.forward(st["ids"], dec, [])
+
+    def capture(self, t: int) -> int:
+        """Capture every (batch, context) bucket for ``t`` tokens per request; returns how many
+        graphs were captured (0 on the CPU)."""
+        if not self.use_graphs:
+            return 0
+        torch = self.m.torch
+        t0 = time.perf_counter()
+        n = 0
+        for c in self.ctx:
+            for b in BATCH_BUCKETS:
+                st = self._inputs(b, t, c)
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s):
+                    for _ in range(2):
+                        self._run(st)
+                torch.cuda.current_stream().wait_stream(s)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph, pool=self.pool):
+                    out = self._run(st)
+                if self.pool is None:
+                    self.pool = graph.pool()
+                self.graphs[(b, t, c)] = (graph, st, out)
+                n += 1
+        torch.cuda.synchronize()
+        self.capture_s += time.perf_counter() - t0
+        return n
+
+    def step(self, lens: list[int], t: int, anc=None):
+        """One step of ``len(lens)`` requests (slots ``0..n-1``), ``t`` tokens each."""
+        torch = self.m.torch
+        n = len(lens)
+        b = next(x for x in BATCH_BUCKETS if x >= n)
+        need = max(lens) + t
+        c = next(x for x in self.ctx if x >= need)
+        lens_t = torch.tensor(lens + [0] * (b - n), dtype=torch.long)
+        if (b, t, c) in self.graphs:
+            graph, st, out = self.graphs[(b, t, c)]
+            st["lens"].copy_(lens_t, non_blocking=True)
+            if anc is not None:
+                st["anc"].copy_(anc, non_blocking=True)
+            graph.replay()
+            return out
+        st = self._inputs(b, t, c)
+        st["lens"].copy_(lens_t)
+        if anc is not None:
+            st["anc"].copy_(anc)
+        return self._run(st)
+
+
+@dataclass
+class Request:
+    """One request: prompt tokens, tokens to generate, progress."""
+
+    rid: int
+    arrival: float
+    prompt: int
+    out: int
+    done_prompt: int = 0
+    generated: int = 0
+    slot: int = -1
+
+
+@dataclass
+class Counters:
+    """What the engine's ``/metrics`` would count (SGLang names)."""
+
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    finished: int = 0
+    accepted: int = 0
+    rounds: int = 0
+    rows: list = field(default_factory=list)
+
+
+def arrivals(pattern: str, seconds: float, rng: random.Random) -> list[tuple[float, int]]:
+    """Arrival offsets (s from the start) and how many requests come then: ``poisson`` at a
+    rate redrawn every 3-8 s (0, 0.5, 1.5, 4 or 8 requests/s), ``bursts`` of 1-16 requests 0.3-4
+    s apart, ``trickle`` one request at a time 0.05-0.4 s after the previous is expected to end
+    (idle gaps shorter than a window), now and then a pause of 1-3 s."""
+    out: list[tuple[float, int]] = []
+    t = rng.uniform(0.5, 1.5)
+    if pattern == "poisson":
+        rate_until, rate = 0.0, 0.0
+        while t < seconds:
+            if t >= rate_until:
+                rate = rng.choice([0.0, 0.5, 1.5, 4.0, 8.0])
+                rate_until = t + rng.uniform(3.0, 8.0)
+            if rate == 0.0:
+                t = rate_until
+                continue
+            t += rng.expovariate(rate)
+            if t < min(rate_until, seconds):
+                out.append((t, 1))
+    elif pattern == "bursts":
+        while t < seconds:
+            out.append((t, rng.choice([1, 2, 4, 8, 12, 16])))
+            t += rng.uniform(0.3, 4.0)
+    elif pattern == "trickle":
+        while t < seconds:
+            out.append((t, 1))
+            t += rng.uniform(0.25, 0.9) + (rng.uniform(1.0, 3.0) if rng.random() < 0.1 else 0)
+    else:
+        raise ValueError(f"--pattern: {pattern!r} is not poisson, bursts or trickle")
+    return out
+
+
+class Engine:
+    """The scheduler: waiting queue, running batch, the policy's step choice, ground truth.
+
+    Args:
+        model, draft: target and (``tree`` > 0) draft ``Model``.
+        policy: "sglang" (prefill batches alone, first) or "vllm" (decodes and one prefill
+            chunk packed per step).
+        chunk: tokens per prefill batch / per step.
+        tree: draft-tree nodes verified per request (0: plain decode).
+        draft_steps: draft forwards per round.
+        log: an ``SglangLines`` writer or None.
+    """
+
+    def __init__(self, model: Model, draft: Model | None, policy: str, chunk: int, tree: int,
+                 draft_steps: int, slots: int, ctx_buckets, use_graphs: bool,
+                 rng: random.Random, log=None) -> None:
+        self.m, self.draft, self.policy, self.chunk = model, draft, policy, chunk
+        self.tree, self.draft_steps, self.slots, self.rng = tree, draft_steps, slots, rng
+        self.graphs = DecodeGraphs(model, ctx_buckets, use_graphs)
+        self.dgraphs = DecodeGraphs(draft, ctx_buckets, use_graphs) if draft else None
+        self.waiting: deque[Request] = deque()
+        self.running: list[Request] = []
+        self.prefilling: list[Request] = []
+        self.c = Counters()
+        self.log = log
+        self.sync = (model.torch.cuda.synchronize if model.device.startswith("cuda")
+                     else (lambda: None))
+        self.decode_steps_since_log = 0
+        self.decode_tokens_since_log = 0
+        self.since_log = time.time()
+        self.capture_s = 0.0
+
+    def capture(self) -> int:
+        """Capture the decode graphs (and the verify and draft ones under ``tree``)."""
+        n = self.graphs.capture(self.tree if self.tree else 1)
+        if self.dgraphs:
+            n += self.dgraphs.capture(1)
+        return n
+
+    # -- bookkeeping -------------------------------------------------------------------------
+    def _record(self, t0: float, t1: float, prefill: int, decode: int, seqs: int, kind: str):
+        self.c.rows.append((t0, t1, prefill, decode, seqs, kind))
+        if prefill >= decode and prefill > 0:
+            self.c.prefill_s += t1 - t0
+        else:
+            self.c.decode_s += t1 - t0
+        self.c.prefill_tokens += prefill
+        self.c.decode_tokens += decode
+
+    def _ids(self, n: int):
+        torch = self.m.torch
+        return torch.randint(1, self.m.vocab, (n,), device=self.m.device)
+
+    def _admit(self) -> None:
+        """Waiting requests take free slots (after the running and prefilling ones)."""
+        while self.waiting and len(self.running) + len(self.prefilling) < self.slots:
+            r = self.waiting.popleft()
+            r.slot = len(self.running) + len(self.prefilling)
+            self.prefilling.append(r)
+
+    def _chunks(self, budget: int) -> list[tuple[Request, int]]:
+        out = []
+        for r in self.prefilling:
+            if budget <= 0:
+                break
+            n = min(r.prompt - r.done_prompt, budget)
+            out.append((r, n))
+            budget -= n
+        return out
+
+    def _finish_prefills(self) -> None:
+        """Requests whose whole prompt is cached join the running batch, taking slot n (the
+        first after the running ones): the scheduler keeps running requests in 0..n-1."""
+        for r in sorted((r for r in self.prefilling if r.done_prompt >= r.prompt),
+                        key=lambda r: r.slot):
+            self.prefilling.remove(r)
+            dst = len(self.running)
+            if r.slot != dst:
+                # the prefilling request in slot dst trades places with this one
+                other = next((o for o in self.prefilling if o.slot == dst), None)
+                self.m.swap_slots(r.slot, r.prompt, dst, other.done_prompt if other else 0)
+                if other is not None:
+                    other.slot = r.slot
+                r.slot = dst
+            r.generated = 1  # prefill's last logits give the first token
+            self.running.append(r)
+
+    def _retire(self) -> None:
+        for r in [r for r in self.running if r.generated >= r.out]:
+            i = self.running.index(r)
+            last = self.running[-1]
+            if last is not r:
+                self.m.move_slot(last.slot, r.slot, last.prompt + last.generated)
+                last.slot = r.slot
+                self.running[i] = last
+            self.running.pop()
+            self.c.finished += 1
+            # prefilling requests keep their slots, packed after the running ones
+            for j, o in enumerate(sorted(self.prefilling, key=lambda o: o.slot)):
+                want = len(self.running) + j
+                if o.slot != want:
+                    self.m.move_slot(o.slot, want, o.done_prompt)
+                    o.slot = want
+
+    # -- steps -------------------------------------------------------------------------------
+    def prefill_step(self, with_decode: bool) -> None:
+        """A prefill batch (``sglang``) or a mixed step (``vllm``: every running decode plus
+        prefill chunks up to the budget), eager."""
+        torch = self.m.torch
+        dec_n = len(self.running) if with_decode else 0
+        chunks = self._chunks(self.chunk - dec_n)
+        if not chunks:
+            return
+        n_pre = sum(n for _, n in chunks)
+        dec = None
+        if dec_n:
+            lens = [r.prompt + r.generated - 1 for r in self.running]
+            c = next(x for x in self.graphs.ctx if x >= max(lens) + 1)
+            st = self.graphs._inputs(dec_n, 1, c)
+            st["lens"].copy_(torch.tensor(lens))
+            g = self.m.s["heads"] // self.m.s["kv_heads"]
+            pos = torch.arange(c, device=self.m.device)
+            mask = (pos[None, :] <= st["lens"][:, None]).repeat(1, g).view(dec_n, g, c)
+            dec = {"n_b": dec_n, "t": 1, "c": c, "mask": mask.unsqueeze(1),
+                   "slot_idx": torch.arange(dec_n, device=self.m.device),
+                   "pos_idx": st["lens"]}
+        pre = [(r.slot, r.done_prompt, n) for r, n in chunks]
+        self.sync()
+        t0 = time.time()
+        logits = self.m.forward(self._ids(dec_n + n_pre), dec, pre)
+        logits.argmax(-1)
+        self.sync()
+        t1 = time.time()
+        kind = "mixed" if dec_n else "prefill"
+        self._record(t0, t1, n_pre, dec_n, dec_n + len(chunks), kind)
+        for r, n in chunks:
+            r.done_prompt += n
+        for r in self.running[:dec_n]:
+            r.generated += 1
+        if self.log:
+            self.log.prefill(len(chunks), n_pre, len(self.running), len(self.waiting),
+                             self._usage())
+        self._finish_prefills()
+        self._retire()
+
+    def decode_step(self) -> None:
+        """A decode step from the graphs, or under ``tree`` a round: the draft's forwards then
+        the target's verify of the tree."""
+        torch = self.m.torch
+        lens = [r.prompt + r.generated - 1 for r in self.running]
+        n = len(lens)
+        accepted = n
+        if self.tree:
+            for _ in range(self.draft_steps):
+                self.sync()
+                t0 = time.time()
+                self.dgraphs.step(lens, 1)
+                self.sync()
+                self._record(t0, time.time(), 0, n, n, "draft")
+            anc = tree_ancestors(self.tree, self.rng)
+            self.sync()
+            t0 = time.time()
+            self.graphs.step(lens, self.tree, anc)
+            self.sync()
+            self._record(t0, time.time(), 0, n * self.tree, n, "verify")
+            acc = [self.rng.randint(1, self.draft_steps + 1) for _ in range(n)]
+            for r, a in zip(self.running, acc, strict=True):
+                r.generated += a
+            accepted = sum(acc)
+            self.c.accepted += accepted
+            self.c.rounds += n
+        else:
+            self.sync()
+            t0 = time.time()
+            out = self.graphs.step(lens, 1)
+            out.argmax(-1)
+            self.sync()
+            self._record(t0, time.time(), 0, n, n, "decode")
+            for r in self.running:
+                r.generated += 1
+        if self.log:
+            self.decode_steps_since_log += 1
+            self.decode_tokens_since_log += accepted
+            if self.decode_steps_since_log >= 40:  # SGLang's --decode-log-interval
+                now = time.time()
+                gen = self.decode_tokens_since_log / max(now - self.since_log, 1e-9)
+                acc_len = (self.c.accepted / self.c.rounds) if self.c.rounds else None
+                self.log.decode(len(self.running), self._tokens(), self._usage(), gen,
+                                len(self.waiting), acc_len)
+                self.decode_steps_since_log = self.decode_tokens_since_log = 0
+                self.since_log = now
+        for r in self.running:  # a request never outgrows its slot's context
+            r.out = min(r.out, self.m.k_cache.shape[2] - r.prompt - self.tree - 2)
+        self._retire()
+
+    def _tokens(self) -> int:
+        return sum(r.prompt + r.generated for r in self.running)
+
+    def _usage(self) -> float:
+        return self._tokens() / float(self.slots * self.m.k_cache.shape[2])
+
+    def step(self) -> bool:
+        """Run the policy's next step; False when there is nothing to run."""
+        self._admit()
+        if self.prefilling:
+            self.prefill_step(with_decode=self.policy == "vllm")
+            return True
+        if self.running:
+            self.decode_step()
+            return True
+        return False
+
+
+class SglangLines:
+    """SGLang 0.5.5+ scheduler lines with millisecond stamps (``SGLANG_LOG_MS=1``) in the host's
+    zone, written as the loop runs (``[2026-12-04 10:00:00.123 TP0] Prefill batch, ...``)."""
+
+    def __init__(self, path: Path) -> None:
+        self.fh = path.open("w", buffering=1)  # noqa: SIM115 (closed by close())
+
+    def _prefix(self) -> str:
+        t = dt.datetime.now()
+        return f"[{t:%Y-%m-%d %H:%M:%S}.{t.microsecond // 1000:03d} TP0] "
+
+    def prefill(self, new_seq: int, new_tokens: int, running: int, queue: int,
+                usage: float) -> None:
+        self.fh.write(f"{self._prefix()}Prefill batch, #new-seq: {new_seq}, "
+                      f"#new-token: {new_tokens}, #cached-token: 0, token usage: {usage:.2f}, "
+                      f"#running-req: {running}, #queue-req: {queue}, \n")
+
+    def decode(self, running: int, tokens: int, usage: float, gen: float, queue: int,
+               accept_len: float | None) -> None:
+        acc = f"accept len: {accept_len:.2f}, " if accept_len is not None else ""
+        self.fh.write(f"{self._prefix()}Decode batch, #running-req: {running}, "
+                      f"#token: {tokens}, token usage: {usage:.2f}, {acc}cuda graph: True, "
+                      f"gen throughput (token/s): {gen:.2f}, #queue-req: {queue}, \n")
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def metrics_scrape(engine: Engine, now: float) -> str:
+    """One ``/metrics`` page in Prometheus text exposition, SGLang names, sample timestamps in
+    ms: running/queued requests, token usage, realtime tokens by mode, forward seconds by
+    category (``prefill`` for token-majority prefill forwards, ``decode`` the rest)."""
+    ms = int(now * 1000)
+    c = engine.c
+    lab = 'model_name="serving_loop",tp_rank="0"'
+    lines = []
+
+    def fam(name: str, kind: str, helptext: str, rows: list[tuple[str, float]]) -> None:
+        lines.append(f"# HELP {name} {helptext}")
+        lines.append(f"# TYPE {name} {kind}")
+        for extra, v in rows:
+            lines.append(f"{name}{{{lab}{extra}}} {v:.6g} {ms}")
+
+    fam("sglang:num_running_reqs", "gauge", "The number of running requests.",
+        [("", len(engine.running))])
+    fam("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.",
+        [("", len(engine.waiting) + len(engine.prefilling))])
+    fam("sglang:token_usage", "gauge", "The token usage.", [("", engine._usage())])
+    fam("sglang:realtime_tokens_total", "counter", "Tokens processed, by mode.",
+        [(',mode="prefill_compute"', c.prefill_tokens), (',mode="decode"', c.decode_tokens)])
+    fam("sglang:forward_execution_seconds_total", "counter",
+        "Seconds of forward execution, by category.",
+        [(',category="prefill"', c.prefill_s), (',category="decode"', c.decode_s)])
+    fam("sglang:num_requests_total", "counter", "Requests finished.", [("", c.finished)])
+    return "\n".join(lines) + "\n"
+
+
+def serve(engine: Engine, seconds: float, pattern: str, rng: random.Random, long_share: float,
+          tiny: bool, metrics_path: Path | None) -> int:
+    """Feed arrivals to the engine for ``seconds``, then drain what is left (at most 10 s);
+    returns the requests that arrived."""
+    t_start = time.time()
+    plan = deque(arrivals(pattern, seconds, rng))
+    rid = 0
+    next_scrape = t_start
+    mfh = metrics_path.open("w") if metrics_path else None
+    try:
+        while True:
+            now = time.time()
+            while plan and plan[0][0] <= now - t_start:
+                _, n = plan.popleft()
+                for _ in range(n):
+                    long = rng.random() < long_share
+                    p = rng.randint(8192, 32768) if long else int(
+                        math.exp(rng.uniform(math.log(32), math.log(2048))))
+                    o = rng.choice([8, 16, 32, 64] if pattern == "trickle" else
+                                   [16, 32, 64, 128, 256, 512])
+                    if pattern == "trickle":
+                        p = min(p, 2048)
+                    if tiny:
+                        p, o = max(4, p // 64), max(2, o // 16)
+                    engine.waiting.append(Request(rid, now, p, o))
+                    rid += 1
+            if mfh and now >= next_scrape:
+                mfh.write(metrics_scrape(engine, now))
+                next_scrape += 1.0
+            busy = engine.step()
+            if not busy:
+                if not plan or now - t_start > seconds + 10:
+                    break
+                wait = t_start + plan[0][0] - time.time()
+                time.sleep(max(0.0, min(wait, next_scrape - time.time(), 0.25)))
+            elif now - t_start > seconds + 10:
+                break
+        if mfh:
+            mfh.write(metrics_scrape(engine, time.time()))
+    finally:
+        if mfh:
+            mfh.close()
+    return rid
+
+
+def intervals_of(rows, t_begin: float, t_end: float, what: str) -> list[list]:
+    """Label intervals from forward rows (``hf_serving.intervals``: token majority, gaps of
+    ``IDLE_GAP_S`` or more idle)."""
+    from .hf_serving import intervals
+
+    return intervals([r[:5] for r in rows], idle_gap_s=IDLE_GAP_S, t_begin=t_begin,
+                     t_end=t_end, what=what)
+
+
+def run(labels_path: str | Path, arch: str = "kimi_moe", policy: str = "sglang",
+        pattern: str = "poisson", seconds: float = 40.0, seed: int = 0, tree: int = 0,
+        draft_steps: int = 3, chunk: int | None = None, long_share: float = 0.2,
+        device: str = "cuda", tiny: bool = False, graphs: bool = True,
+        log=print) -> dict:
+    """Serve for about ``seconds``; write the labels, forwards, SGLang log and metrics beside
+    ``labels_path`` (``X.labels.csv`` -> ``X.forwards.csv``, ``X.sglang.log``,
+    ``X.metrics.prom``).
+
+    Returns:
+        A summary dict: requests, forwards, shares of time per phase, graphs captured,
+        capture seconds, mixed forwards, median forward ms.
+
+    Raises:
+        ValueError: an unknown arch, policy or pattern.
+    """
+    import torch
+
+    if arch not in ARCHS:
+        raise ValueError(f"--arch: {arch!r} is not one of {', '.join(sorted(ARCHS))}")
+    if policy not in ("sglang", "vllm"):
+        raise ValueError(f"--policy: {policy!r} is not sglang or vllm")
+    rng = random.Random(seed)
+    on_gpu = device.startswith("cuda")
+    slots = max(BATCH_BUCKETS)
+    ctx = TINY_CTX_BUCKETS if tiny else CTX_BUCKETS
+    chunk = chunk or ((4096 if policy == "sglang" else 2048) if not tiny else 64)
+    vocab = TINY_VOCAB if tiny else VOCAB
+    torch.manual_seed(seed)
+    model = Model(_shape(arch, tiny), slots, max(ctx), device, seed, vocab)
+    draft = Model(_shape("draft", tiny), slots, max(ctx), device, seed + 1, vocab) \
+        if tree else None
+    labels_path = Path(labels_path)
+    stem = labels_path.name.replace(".labels.csv", "")
+    sg = SglangLines(labels_path.with_name(stem + ".sglang.log"))
+    engine = Engine(model, draft, policy, chunk, tree, draft_steps, slots, ctx,
+                    graphs and on_gpu, rng, sg)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        n_graphs = engine.capture()
+        capture_s = time.perf_counter() - t0
+        # warm up the eager paths (prefill kernels, autotuning) before the clock starts
+        warm = Engine(model, draft, policy, chunk, tree, draft_steps, slots, ctx, False,
+                      random.Random(seed + 99))
+        warm.graphs = engine.graphs
+        warm.dgraphs = engine.dgraphs
+        for p in (64, 200 if tiny else 16384):
+            warm.waiting.append(Request(-1, time.time(), p, 4))
+        while warm.step():
+            pass
+        engine.sync()
+        t_begin = time.time()
+        n = serve(engine, seconds, pattern, rng, long_share, tiny,
+                  labels_path.with_name(stem + ".metrics.prom"))
+        engine.sync()
+        t_end = time.time()
+    sg.close()
+    what = (f"serving_loop {arch} {policy} {pattern}" + (f" tree {tree}" if tree else ""))
+    rows = intervals_of(engine.c.rows, t_begin, t_end, what)
+    with labels_path.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["start", "end", "phase", "hot_gpu", "workload"])
+        for s, e, ph, wk in rows:
+            w.writerow([f"{s:.6f}", f"{e:.6f}", ph, "", wk])
+    with labels_path.with_name(stem + ".forwards.csv").open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["start", "end", "prefill_tokens", "decode_tokens", "sequences", "kind"])
+        for r in sorted(engine.c.rows):
+            w.writerow([f"{r[0]:.6f}", f"{r[1]:.6f}", *r[2:]])
+    fw = sorted(engine.c.rows)
+    span = max(t_end - t_begin, 1e-9)
+    share = {ph: sum(r[1] - r[0] for r in rows if r[2] == ph) / span
+             for ph in ("idle", "prefill", "decode")}
+    durs = sorted(r[1] - r[0] for r in fw)
+    summary = {"requests": n, "finished": engine.c.finished, "forwards": len(fw),
+               "shares": share, "graphs": n_graphs, "capture_s": capture_s,
+               "mixed_forwards": sum(1 for r in fw if r[5] == "mixed"),
+               "median_forward_ms": durs[len(durs) // 2] * 1e3 if durs else float("nan"),
+               "prefill_forward_ms_p10_p90": _pct([r[1] - r[0] for r in fw
+                                                   if r[2] >= r[3] and r[2] > 0])}
+    log(f"{what}: {n} requests ({engine.c.finished} finished), {len(fw)} forwards, "
+        + ", ".join(f"{ph} {v:.0%}" for ph, v in share.items())
+        + f"; {n_graphs} graphs in {capture_s:.1f} s; {summary['mixed_forwards']} mixed; "
+        f"median forward {summary['median_forward_ms']:.1f} ms; prefill forwards p10/p90 "
+        f"{summary['prefill_forward_ms_p10_p90']}")
+    return summary
+
+
+def _pct(xs: list[float]) -> str:
+    if not xs:
+        return "n/a"
+    xs = sorted(xs)
+    return (f"{xs[int(0.1 * (len(xs) - 1))] * 1e3:.0f}/"
+            f"{xs[int(0.9 * (len(xs) - 1))] * 1e3:.0f} ms")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tealeaves.kernels_bench.serving_loop",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--labels", type=Path, required=True, help="label CSV to write")
+    ap.add_argument("--arch", choices=sorted(ARCHS), default="kimi_moe")
+    ap.add_argument("--policy", choices=("sglang", "vllm"), default="sglang")
+    ap.add_argument("--pattern", choices=("poisson", "bursts", "trickle"), default="poisson")
+    ap.add_argument("--seconds", type=float, default=40.0)
+    ap.add_argument("--tree", type=int, default=0,
+                    help="draft-tree nodes verified per request (0: no speculative decoding)")
+    ap.add_argument("--draft-steps", type=int, default=3)
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="prefill tokens per batch/step (default sglang 4096, vllm 2048)")
+    ap.add_argument("--long-share", type=float, default=0.2,
+                    help="share of requests with 8k-32k-token prompts")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--no-graphs", action="store_true", help="eager decode")
+    ap.add_argument("--tiny", action="store_true", help="tiny shapes (CPU smoke run)")
+    a = ap.parse_args(argv)
+    if not (math.isfinite(a.seconds) and a.seconds > 0):
+        ap.error("--seconds must be a positive number")
+    if a.tree < 0 or a.tree > 64:
+        ap.error("--tree must be 0-64")
+    run(a.labels, a.arch, a.policy, a.pattern, a.seconds, a.seed, a.tree, a.draft_steps,
+        a.chunk, a.long_share, a.device, a.tiny, not a.no_graphs,
+        log=lambda s: print(s, flush=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
