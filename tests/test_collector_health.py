@@ -7,7 +7,9 @@ called it unsupported.  Each test here fails on that code.
 
 from __future__ import annotations
 
+import json
 import math
+import signal
 
 from fake_nvml import FakeGpu, FakeNvml
 
@@ -128,3 +130,31 @@ def test_a_sample_buffer_that_failed_once_after_answering_is_drained_again():
     s = health_summary(c.health)
     assert "gpu0:power_samples" not in s["unsupported"]
     assert s["intermittent"] == {"gpu0:power_samples": {"failed": 1, "of": 4}}
+
+
+def test_collect_stats_json_and_summary_line_show_intermittent_metrics(tmp_path, monkeypatch,
+                                                                       capsys):
+    import tealeaves.collectors.nvml as nvml_mod
+    from tealeaves.app.cli import main
+
+    gpus = [FakeGpu(uuid="GPU-a", gpm_nan_every={DRAM: 3}), FakeGpu(uuid="GPU-b")]
+    monkeypatch.setattr(nvml_mod, "Nvml", lambda: FakeNvml(gpus))
+    stats = tmp_path / "stats.json"
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        rc = main(["collect", "--hz", "20", "--duration", "1.0", "--store",
+                   str(tmp_path / "s.db"), "--stats-json", str(stats)])
+    finally:
+        for s, fn in handlers.items():
+            signal.signal(s, fn)
+    assert rc == 0
+    text = stats.read_text()
+    doc = json.loads(text)["health"]
+    n = gpus[0].gpm_reads
+    assert n >= 3
+    assert doc["intermittent"] == {"gpu0:dram_active": {"failed": n // 3, "of": n}}
+    assert doc["unsupported"] == []  # the key stays, empty
+    assert '"intermittent": {"gpu0:dram_active": {"failed": ' in text
+    out = capsys.readouterr().out
+    assert "unsupported: none" in out
+    assert f"intermittent: gpu0:dram_active failed {n // 3} of {n} reads" in out
