@@ -158,3 +158,33 @@ def test_collect_stats_json_and_summary_line_show_intermittent_metrics(tmp_path,
     out = capsys.readouterr().out
     assert "unsupported: none" in out
     assert f"intermittent: gpu0:dram_active failed {n // 3} of {n} reads" in out
+
+
+def _flaky_health():
+    """Health of two GPUs after 1345 sweeps: GPU 0's dram_active NaN in 1 read of 1344, its
+    power never answering."""
+    gpus = [FakeGpu(uuid="GPU-a", gpm_nan_every={DRAM: 1000}, power=None),
+            FakeGpu(uuid="GPU-b")]
+    c, _ = sweeps(gpus, 1345)
+    return c.health
+
+
+def test_the_dashboard_status_line_shows_intermittent_metrics_with_counts():
+    from tealeaves.app.dashboard.panels import collector_health
+
+    pieces = collector_health({"collector": health_summary(_flaky_health(), 134.5)})
+    text = "".join(p if isinstance(p, str) else p.children for p in pieces)
+    assert " · intermittent: gpu0:dram_active failed 1 of 1344 reads" in text
+    assert "unsupported" not in text
+
+
+def test_the_dashboard_status_line_names_three_intermittent_metrics_then_counts():
+    from tealeaves.app.dashboard.panels import collector_health
+
+    flaky = {f"gpu{i}:dram_active": {"failed": 1, "of": 100} for i in range(5)}
+    pieces = collector_health({"collector": {"intermittent": flaky}})
+    (span,) = [p for p in pieces if not isinstance(p, str)]
+    assert span.children == (" · intermittent: gpu0:dram_active failed 1 of 100 reads, "
+                             "gpu1:dram_active failed 1 of 100 reads, gpu2:dram_active "
+                             "failed 1 of 100 reads (+2 more)")
+    assert "gpu4:dram_active failed 1 of 100 reads" in span.title
