@@ -190,7 +190,7 @@ def intermittent(health: CollectorHealth) -> dict[str, ReadCounts]:
     ``{"gpu<i>:<metric>": {"failed": f, "of": n}}``, sorted by key.  Safe while the collector
     counts: it counts a read's attempt before its failure and this reads failures first, so
     ``failed <= of`` holds."""
-    unsupported = set(health["unsupported"])
+    unsupported = set(health.get("unsupported", ()))
     out: dict[str, ReadCounts] = {}
     for key, counts in sorted(dict(health.get("reads", {})).items()):
         failed = counts[1]

@@ -188,3 +188,27 @@ def test_the_dashboard_status_line_names_three_intermittent_metrics_then_counts(
                              "gpu1:dram_active failed 1 of 100 reads, gpu2:dram_active "
                              "failed 1 of 100 reads (+2 more)")
     assert "gpu4:dram_active failed 1 of 100 reads" in span.title
+
+
+def test_the_exporter_publishes_read_counts_and_does_not_call_intermittent_unsupported(
+        tmp_path):
+    from tealeaves.app.exporter import TealeavesCollector, render
+    from tealeaves.data.store import SampleStore
+
+    h = _flaky_health()
+    with SampleStore(tmp_path / "s.db") as store:
+        text = render(TealeavesCollector(store, health=lambda: h, hostname="n"))
+    assert "tealeaves_collector_metrics_intermittent 1.0\n" in text
+    assert "tealeaves_collector_metrics_unsupported 1.0\n" in text  # gpu0:power_w
+    assert ('tealeaves_collector_metric_reads_total{gpu="0",metric="dram_active"} 1344.0\n'
+            in text)
+    assert ('tealeaves_collector_metric_read_failures_total{gpu="0",metric="dram_active"} 1.0\n'
+            in text)
+    assert ('tealeaves_collector_metric_read_failures_total{gpu="0",metric="power_w"} 1345.0\n'
+            in text)
+    assert 'metric="sm_active"' not in text  # pairs that never failed are left out
+    # without a collector health record: NaN gauges, no per-pair series
+    with SampleStore(tmp_path / "s.db") as store:
+        bare = render(TealeavesCollector(store, hostname="n"))
+    assert "tealeaves_collector_metrics_intermittent NaN\n" in bare
+    assert "tealeaves_collector_metric_reads_total{" not in bare
