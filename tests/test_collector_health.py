@@ -212,3 +212,22 @@ def test_the_exporter_publishes_read_counts_and_does_not_call_intermittent_unsup
         bare = render(TealeavesCollector(store, hostname="n"))
     assert "tealeaves_collector_metrics_intermittent NaN\n" in bare
     assert "tealeaves_collector_metric_reads_total{" not in bare
+
+
+def test_doctor_reads_gpm_several_times_and_lists_an_intermittent_metric_with_counts():
+    from tealeaves.collectors.probe import format_table, probe
+
+    a = FakeGpu(uuid="GPU-a", gpm_nan_every={DRAM: 2})
+    a.gpm_reads = 1  # its next read is its 2nd: dram_active fails on the doctor's first read
+    gpus = [a, FakeGpu(uuid="GPU-b", gpm_nan_every={DRAM: 1}), FakeGpu(uuid="GPU-c", gpm=False)]
+    report = probe(FakeNvml(gpus), poll_s=0.4)  # 4 GPM reads, all GPUs in the same pauses
+    g0, g1, g2 = report["gpus"]
+    assert g0["gpm_reads"] == 4 and "dram_active" in g0["gpm_metrics"]
+    assert g0["gpm_intermittent"] == {"dram_active": {"failed": 2, "of": 4}}
+    assert "dram_active" not in g1["gpm_metrics"] and g1["gpm_intermittent"] == {}
+    assert "sm_active" in g1["gpm_metrics"]
+    assert g2["gpm_metrics"] == [] and g2["gpm_reads"] == 0
+    assert {g["group"]: g for g in report["groups"]}["gpm"]["supported"] == [0, 1]
+    table = format_table(report)
+    assert "intermittent: gpu0:dram_active failed 2 of 4 reads" in table
+    assert "gpu1:dram_active" not in table
