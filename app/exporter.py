@@ -26,7 +26,12 @@ raw samples**:
   sample is older than ``STALE_S`` (a stalled collector) the current-value gauges are left out,
   so Prometheus marks them stale instead of repeating the last window;
 - the collector's health: sweeps, missed deadlines, dropped samples, store errors, GPUs
-  offline, the sweep rate.
+  offline, the sweep rate; how many (GPU, metric) pairs the GPUs never answer
+  (``tealeaves_collector_metrics_unsupported``) and how many answer but fail some reads
+  (``tealeaves_collector_metrics_intermittent``), and for each pair that failed any read its
+  reads and failed reads (``tealeaves_collector_metric_reads_total{gpu,metric}``,
+  ``tealeaves_collector_metric_read_failures_total{gpu,metric}``: GPM ``dram_active`` on an
+  H200 reads 1 failure of 1344, intermittent, not unsupported).
 
 Labels reuse dcgm-exporter's keys (``gpu``, ``UUID``, ``device``, ``modelName``, ``Hostname``,
 and ``GPU_I_ID`` for a MIG instance: its parent's index in ``gpu``, empty on a whole GPU) so
@@ -51,6 +56,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from ..classifier.rules import PHASE_ORDER
 from ..classifier.summary import window_hot_sets
+from ..collectors.health import intermittent, split_key
 from ..data.metrics import exported_gauges
 from ..data.schema import mig_parent
 
@@ -278,6 +284,31 @@ class TealeavesCollector(Collector):
         off = GaugeMetricFamily("tealeaves_collector_gpus_offline", "GPUs not answering NVML")
         off.add_metric([], float(len(h.get("offline", ()) or ())) if h else math.nan)
         yield off
+        unsupported = set(h.get("unsupported", ()) or ())
+        flaky = intermittent(h) if h else {}
+        for name, n, doc in (
+                ("tealeaves_collector_metrics_unsupported", len(unsupported),
+                 "(GPU, metric) pairs the GPU has never answered"),
+                ("tealeaves_collector_metrics_intermittent", len(flaky),
+                 "(GPU, metric) pairs that answered but failed some reads")):
+            fam = GaugeMetricFamily(name, doc)
+            fam.add_metric([], float(n) if h else math.nan)
+            yield fam
+        # failures first, then attempts (the collector counts an attempt before its failure)
+        failed = [(k, c[1], c[0]) for k, c in sorted(dict(h.get("reads", {}) or {}).items())
+                  if c[1]]
+        reads = CounterMetricFamily("tealeaves_collector_metric_reads",
+                                    "Reads of a (GPU, metric) pair that failed at least once",
+                                    labels=["gpu", "metric"])
+        fails = CounterMetricFamily("tealeaves_collector_metric_read_failures",
+                                    "Failed reads (NotSupported, or NaN from GPM) of a "
+                                    "(GPU, metric) pair", labels=["gpu", "metric"])
+        for key, f, a in failed:
+            labels = list(split_key(key))
+            reads.add_metric(labels, float(a))
+            fails.add_metric(labels, float(f))
+        yield reads
+        yield fails
 
 
 def _state_set(host: str, phase: str) -> StateSetMetricFamily:

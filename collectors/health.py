@@ -6,10 +6,16 @@ the same record, the exporter publishes some of it (``tealeaves_collector_*``), 
 ``health_summary`` turns it into the plain numbers the dashboard's status line and ``tealeaves
 collect --stats-json`` show (``HealthSummary``).
 
+Each metric a GPU is asked for has its own pair of counts (``reads``: attempts, failures), so a
+metric the GPU never answers (``unsupported``) is told apart from one that fails now and then
+(``intermittent``, with its counts): on H200 GPM's ``dram_active`` comes back NaN in about one
+read of a thousand, and one such read must not call it unsupported.
+
 Both are ``TypedDict``: at run time plain dicts (``h["sweeps"]``, ``h.get(...)`` keep
 working, JSON takes them as they are), to a type checker every key named and typed.  Counters
-only grow; the record is written by the collecting thread and read by others (the exporter's
-scrape, the dashboard), so a reader sees each value whole but not all of them at one instant.
+only grow (``unsupported`` and ``offline`` are sets that lose an entry when it answers again);
+the record is written by the collecting thread and read by others (the exporter's scrape, the
+dashboard), so a reader sees each value whole but not all of them at one instant.
 """
 
 # no ``from __future__ import annotations`` here: TypedDict must see ``NotRequired`` itself
@@ -41,8 +47,17 @@ class CollectorHealth(TypedDict):
         lateness_s: lateness of the newest ``LATENESS_KEPT`` sweeps, s (a bounded deque; the
             collector appends, readers copy it with ``list()``).
         unsupported: ``"gpu<i>:<metric>"`` for each GPU and metric (or call group, e.g.
-            ``"gpu1:power_samples"``, ``"gpu0:processes"``) the GPU did not answer; one entry
-            per pair, not per sample.
+            ``"gpu1:power_samples"``, ``"gpu0:processes"``, ``"gpu0:pcie"``) the GPU has
+            never answered: every read failed (NotSupported, or NaN from GPM), or the
+            collector does not read it (no GPM); one entry per pair, not per sample.  A metric
+            that answered at least once is not here even when some reads failed (see
+            ``reads``); one here leaves when it first answers.
+        reads: ``{"gpu<i>:<metric>": [attempts, failures]}``, one two-int list per GPU and
+            metric (the same keys as ``unsupported``), made when the collector opens and
+            only incremented after: attempts are reads that got an answer or a failure (a GPU
+            off the bus counts in ``offline``, not here; a GPM read whose counters had not
+            advanced counts in ``gpm_empty``), failures those that got NotSupported or NaN.
+            ``0 < failures < attempts``: intermittent; ``failures == attempts``: unsupported.
         offline: indices of the GPUs that fell off the bus and are being retried.
         recovered: times an offline GPU answered again.
         nvml_s: seconds spent in NVML calls per group (``GROUPS``), summed over all sweeps.
@@ -70,6 +85,7 @@ class CollectorHealth(TypedDict):
     max_lateness_s: float
     lateness_s: deque[float]
     unsupported: set[str]
+    reads: dict[str, list[int]]
     offline: set[int]
     recovered: int
     nvml_s: dict[str, float]
@@ -88,6 +104,18 @@ class CollectorHealth(TypedDict):
     _ok_since_error: NotRequired[bool]
 
 
+class ReadCounts(TypedDict):
+    """One metric's reads in ``HealthSummary.intermittent``.
+
+    Keys:
+        failed: reads that failed (NotSupported, or NaN from GPM).
+        of: reads made (answered or failed).
+    """
+
+    failed: int
+    of: int
+
+
 class HealthSummary(TypedDict):
     """``health_summary``'s JSON-ready view of a ``CollectorHealth``.
 
@@ -98,7 +126,10 @@ class HealthSummary(TypedDict):
         lateness_ms_p50, lateness_ms_p99: median and 99th percentile of the kept sweeps'
             lateness, ms (NaN before any sweep).
         lateness_ms_max: largest lateness of any sweep, ms.
-        unsupported: ``CollectorHealth.unsupported``, sorted.
+        unsupported: ``CollectorHealth.unsupported``, sorted: metrics never answered.
+        intermittent: ``{"gpu<i>:<metric>": {"failed": f, "of": n}}`` for each metric that
+            answered at least once and failed ``f`` of its ``n`` reads (``ReadCounts``; from
+            ``CollectorHealth.reads``); such a metric is not in ``unsupported``.
         offline: ``CollectorHealth.offline``, sorted.
         nvml_ms_per_sweep: ms spent in NVML per group per sweep (``GROUPS``).
         nvml_us_per_call: mean us per NVML call per group (NaN for a group never called).
@@ -112,6 +143,7 @@ class HealthSummary(TypedDict):
     lateness_ms_p99: float
     lateness_ms_max: float
     unsupported: list[str]
+    intermittent: dict[str, ReadCounts]
     offline: list[int]
     recovered: int
     nvml_ms_per_sweep: dict[str, float]
@@ -131,14 +163,46 @@ class HealthSummary(TypedDict):
 
 def new_health() -> CollectorHealth:
     """An empty collector-health record (shared by every collector): every count 0, no
-    lateness, nothing unsupported or offline, no source error yet."""
+    lateness, nothing unsupported, read or offline, no source error yet."""
     return {"sweeps": 0, "missed_deadlines": 0, "max_lateness_s": 0.0,
-            "lateness_s": deque(maxlen=LATENESS_KEPT), "unsupported": set(), "offline": set(),
+            "lateness_s": deque(maxlen=LATENESS_KEPT), "unsupported": set(), "reads": {},
+            "offline": set(),
             "recovered": 0, "nvml_s": dict.fromkeys(GROUPS, 0.0),
             "calls": dict.fromkeys(GROUPS, 0), "gpm_reads": 0, "gpm_empty": 0,
             "buffered_rows": 0, "dropped_samples": 0, "store_errors": 0,
             "buffered_for_store": 0, "blank_values": {}, "out_of_range_values": {},
             "source_errors": 0, "source_last_error": None, "source_last_ok": None}
+
+
+def read_key(gpu: int, metric: str) -> str:
+    """The ``"gpu<i>:<metric>"`` key of ``CollectorHealth.unsupported`` and ``reads``."""
+    return f"gpu{gpu}:{metric}"
+
+
+def split_key(key: str) -> tuple[str, str]:
+    """``"gpu0:dram_active"`` -> ``("0", "dram_active")`` (the exporter's labels)."""
+    gpu, _, metric = key.partition(":")
+    return gpu.removeprefix("gpu"), metric
+
+
+def intermittent(health: CollectorHealth) -> dict[str, ReadCounts]:
+    """The metrics of ``health`` that answered at least once and failed some reads:
+    ``{"gpu<i>:<metric>": {"failed": f, "of": n}}``, sorted by key.  Safe while the collector
+    counts: it counts a read's attempt before its failure and this reads failures first, so
+    ``failed <= of`` holds."""
+    unsupported = set(health.get("unsupported", ()))
+    out: dict[str, ReadCounts] = {}
+    for key, counts in sorted(dict(health.get("reads", {})).items()):
+        failed = counts[1]
+        of = counts[0]
+        if failed and failed < of and key not in unsupported:
+            out[key] = {"failed": failed, "of": of}
+    return out
+
+
+def intermittent_text(counts: dict[str, ReadCounts]) -> str:
+    """``"gpu0:dram_active failed 1 of 1344 reads"`` for each entry, joined by ", "."""
+    return ", ".join(f"{k} failed {c['failed']} of {c['of']} reads" for k, c in counts.items())
 
 
 def health_summary(health: CollectorHealth, elapsed_s: float | None = None) -> HealthSummary:
@@ -163,6 +227,7 @@ def health_summary(health: CollectorHealth, elapsed_s: float | None = None) -> H
         "lateness_ms_p99": float(np.percentile(late, 99) * 1e3) if late.size else math.nan,
         "lateness_ms_max": health["max_lateness_s"] * 1e3,
         "unsupported": sorted(health["unsupported"]),
+        "intermittent": intermittent(health),
         "offline": sorted(health["offline"]),
         "recovered": health["recovered"],
         "nvml_ms_per_sweep": {g: v * 1e3 / sweeps for g, v in health["nvml_s"].items()},
@@ -184,5 +249,6 @@ def health_summary(health: CollectorHealth, elapsed_s: float | None = None) -> H
     return out
 
 
-__all__ = ["GROUPS", "LATENESS_KEPT", "CollectorHealth", "HealthSummary", "health_summary",
-           "new_health"]
+__all__ = ["GROUPS", "LATENESS_KEPT", "CollectorHealth", "HealthSummary", "ReadCounts",
+           "health_summary", "intermittent", "intermittent_text", "new_health", "read_key",
+           "split_key"]

@@ -11,9 +11,12 @@ Between sweeps, on a slower round-robin (one GPU per sweep), it drains the drive
 utilization sample buffers (``nvmlDeviceGetSamples``, finer than any poll: extra rows holding
 only ``power_w`` or ``gpu_util``) and lists the compute processes on each GPU.
 
-Anything a GPU does not answer is NaN, never 0; each (GPU, metric) that is not supported is
-reported once in ``health['unsupported']``.  A GPU that falls off the bus is marked offline,
-the others continue, and it is retried every ``retry_interval_s``.
+Anything a GPU does not answer is NaN, never 0.  Each (GPU, metric) keeps a count of its
+reads and failed reads (``health['reads']``): one the GPU has never answered is reported once in
+``health['unsupported']``; one that answers but fails now and then (GPM ``dram_active`` on
+H200, about one read in a thousand) stays collected and shows as intermittent
+(``health_summary``).  A GPU that falls off the bus is marked offline, the others continue,
+and it is retried every ``retry_interval_s``.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .health import (  # noqa: F401 - the health record lives in .health; re-exp
     HealthSummary,
     health_summary,
     new_health,
+    read_key,
 )
 from .nvml_shim import (
     GPM_METRICS,
@@ -54,6 +58,13 @@ MAX_PLAUSIBLE_PCIE_BYTES_PER_S = 1e12
 #: table's order (``data.metrics``: tx 197, rx 198).
 _PCIE_COLS: tuple[str, ...] = tuple(nvml_field_ids())
 _PCIE_IDS: tuple[int, ...] = tuple(nvml_field_ids().values())
+
+#: Every name a GPU's reads are counted under (``health['reads']``, ``'gpu<i>:<name>'``): the
+#: fast counters, the PCIe field-value call and its columns, the GPM metrics, the driver's
+#: sample buffers and the process list.
+_READ_NAMES: tuple[str, ...] = (("gpu_util", "mem_used_bytes", "power_w", "sm_clock_mhz",
+                                 "pcie") + _PCIE_COLS + tuple(GPM_METRICS)
+                                + ("power_samples", "gpu_util_samples", "processes"))
 
 
 def counter_rate(prev_value: int | None, prev_ts_us: int | None, value: int | None,
@@ -119,6 +130,8 @@ class _GpuState:
     buffer_since_us: dict[str, int] = field(default_factory=dict)
     buffers_ok: dict[str, bool] = field(default_factory=lambda: {"power": True,
                                                                  "gpu_util": True})
+    #: name -> the ``[attempts, failures]`` list of ``health['reads']`` (shared, not copied)
+    reads: dict[str, list[int]] = field(default_factory=dict)
 
 
 class NvmlCollector:
@@ -211,6 +224,10 @@ class NvmlCollector:
             gpm = bool(self._try(lambda h=h: n.gpm_supported(h), False))
             st = _GpuState(index=i, handle=h, uuid=uuid, gpm=gpm,
                            buffer_since_us={"power": now_us, "gpu_util": now_us})
+            # Every counter pair exists from here on: the sweep only increments, and readers
+            # never see the dict change size.
+            st.reads = {m: self.health["reads"].setdefault(read_key(i, m), [0, 0])
+                        for m in _READ_NAMES}
             if gpm:
                 try:
                     st.gpm_prev, st.gpm_cur = n.gpm_sample_alloc(), n.gpm_sample_alloc()
@@ -225,9 +242,9 @@ class NvmlCollector:
                 "mem_total_bytes": self._try(lambda h=h: n.mem_total_bytes(h), math.nan),
                 "gpm_supported": float(st.gpm),
             })
-            if not st.gpm:
+            if not st.gpm:  # never read: unsupported with no attempt counted
                 for m in GPM_METRICS:
-                    self.health["unsupported"].add(f"gpu{i}:{m}")
+                    self.health["unsupported"].add(read_key(i, m))
         if self.threads and len(self._gpus) > 1:
             self._pool = ThreadPoolExecutor(max_workers=len(self._gpus),
                                             thread_name_prefix="tealeaves-gpu")
@@ -253,18 +270,36 @@ class NvmlCollector:
             return default
 
     # -- one sweep -----------------------------------------------------------------------
+    def _failed(self, st: _GpuState, name: str, counts: list[int]) -> None:
+        """Count a failed read of ``name`` (its attempt already counted); unsupported while
+        it has never answered."""
+        counts[1] += 1
+        if counts[1] == counts[0]:
+            self.health["unsupported"].add(read_key(st.index, name))
+
+    def _answered(self, st: _GpuState, name: str) -> None:
+        """``name`` answered for the first time after failing: no longer unsupported (its
+        failures stay counted: intermittent)."""
+        self.health["unsupported"].discard(read_key(st.index, name))
+
     def _read(self, st: _GpuState, name: str, fn) -> object:
-        """Call ``fn``; NotSupported -> NaN (reported once), GPU lost -> offline + NaN."""
+        """Call ``fn``; NotSupported -> NaN (counted a failure), GPU lost -> offline + NaN."""
         if not st.online:
             return math.nan
+        counts = st.reads[name]
         try:
-            return fn()
+            value = fn()
         except NvmlNotSupported:
-            self.health["unsupported"].add(f"gpu{st.index}:{name}")
+            counts[0] += 1
+            self._failed(st, name, counts)
             return math.nan
         except NvmlGpuLost:
             self._mark_lost(st)
             return math.nan
+        counts[0] += 1
+        if counts[1] and counts[0] - counts[1] == 1:
+            self._answered(st, name)
+        return value
 
     def _mark_lost(self, st: _GpuState) -> None:
         st.online = False
@@ -353,8 +388,12 @@ class NvmlCollector:
             row.update(dict.fromkeys(_PCIE_COLS, math.nan))
             return
         for fid, col, r in zip(_PCIE_IDS, _PCIE_COLS, readings, strict=True):
+            counts = st.reads[col]
+            counts[0] += 1
             if r.value is None:
-                self.health["unsupported"].add(f"gpu{st.index}:{col}")
+                self._failed(st, col, counts)
+            elif counts[1] and counts[0] - counts[1] == 1:
+                self._answered(st, col)
             prev = st.prev_fields.get(fid)
             row[col] = (counter_rate(prev[0], prev[1], r.value, r.timestamp_us, r.bits)
                         if prev else math.nan)
@@ -379,16 +418,30 @@ class NvmlCollector:
                     # the baseline and read again next sweep, so no interval is lost.
                     self.health["gpm_empty"] += 1
                     return
+                reads = st.reads
                 for col, v in zip(GPM_METRICS, vals, strict=True):
                     row[col] = v * GPM_SCALE.get(col, 1.0)
+                    counts = reads[col]
+                    counts[0] += 1
                     if math.isnan(v):
-                        self.health["unsupported"].add(f"gpu{st.index}:{col}")
+                        self._failed(st, col, counts)
+                    elif counts[1] and counts[0] - counts[1] == 1:
+                        self._answered(st, col)
             st.gpm_prev, st.gpm_cur = st.gpm_cur, st.gpm_prev
             st.gpm_prev_t = mono
         except NvmlNotSupported:
-            st.gpm = False
+            # A failed GPM call fails every metric of the read.  Give GPM up only on a GPU
+            # where it never answered; one that did is read again (from a fresh sample pair).
+            answered = False
             for col in GPM_METRICS:
-                self.health["unsupported"].add(f"gpu{st.index}:{col}")
+                counts = st.reads[col]
+                answered = answered or counts[0] > counts[1]
+                counts[0] += 1
+                self._failed(st, col, counts)
+            if answered:
+                st.gpm_prev_t = -math.inf
+            else:
+                st.gpm = False
         except NvmlGpuLost:
             self._mark_lost(st)
         finally:
@@ -400,21 +453,29 @@ class NvmlCollector:
             return []
         wall, mono = self._clock()
         rows = []
-        for kind, col in (("power", "power_w"), ("gpu_util", "gpu_util")):
+        for kind, col, name in (("power", "power_w", "power_samples"),
+                                ("gpu_util", "gpu_util", "gpu_util_samples")):
             if not st.buffers_ok[kind]:
                 continue
             t0 = time.perf_counter()
+            counts = st.reads[name]
             try:
                 got = self.nvml.buffered_samples(st.handle, kind, st.buffer_since_us[kind])
             except NvmlNotSupported:
-                st.buffers_ok[kind] = False
-                self.health["unsupported"].add(f"gpu{st.index}:{kind}_samples")
+                # Give a buffer up only when it never answered; one that did is drained again.
+                counts[0] += 1
+                self._failed(st, name, counts)
+                if counts[1] == counts[0]:
+                    st.buffers_ok[kind] = False
                 continue
             except NvmlGpuLost:
                 self._mark_lost(st)
                 return rows
             finally:
                 self._timed("buffers", t0)
+            counts[0] += 1
+            if counts[1] and counts[0] - counts[1] == 1:
+                self._answered(st, name)
             for ts_us, value in got:
                 t = ts_us / 1e6
                 rows.append({"timestamp": t, "monotonic": mono - (wall - t), "host": self.host,
@@ -428,16 +489,21 @@ class NvmlCollector:
         if not st.online:
             return
         t0 = time.perf_counter()
+        counts = st.reads["processes"]
         try:
             procs = self.nvml.compute_processes(st.handle)
         except NvmlNotSupported:
-            self.health["unsupported"].add(f"gpu{st.index}:processes")
+            counts[0] += 1
+            self._failed(st, "processes", counts)
             return
         except NvmlGpuLost:
             self._mark_lost(st)
             return
         finally:
             self._timed("processes", t0)
+        counts[0] += 1
+        if counts[1] and counts[0] - counts[1] == 1:
+            self._answered(st, "processes")
         wall, _ = self._clock()
         rows = [{"timestamp": wall, "host": self.host, "gpu": st.index, "uuid": st.uuid,
                  "pid": pid, "used_memory_bytes": mem, "name": process_name(pid)}

@@ -4,7 +4,11 @@ group can be read on this machine (``tealeaves doctor``).
 Rates are measured, not assumed: each group's call is timed (median of repeated calls) and,
 for the fast counters, the probe polls tightly for a moment and counts how often the value
 really changes (the counter's own refresh rate).  GPM's refresh is its documented 100 ms floor
-(``shared/DESIGN.md``); the probe checks that two samples that far apart give values.
+(``shared/DESIGN.md``); the probe reads GPM several times that far apart on every GPU at once
+and counts, per metric, the reads that gave no value: a metric that answered at least once is
+answering (``gpm_metrics``), and one that also failed some reads is intermittent
+(``gpm_intermittent``, with its counts, as the collector's health says), not missing: an H200
+gives ``dram_active`` NaN in about one read of a thousand.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
+from .health import ReadCounts, intermittent_text, read_key
 from .nvml_shim import (
     FI_PCIE_RX_BYTES,
     FI_PCIE_TX_BYTES,
@@ -80,10 +85,15 @@ def probe(nvml: object | None = None, poll_s: float = 0.5) -> dict:
 
     Args:
         nvml: an ``Nvml``-like object; default the real pynvml shim.
-        poll_s: seconds of tight polling per refresh-rate measurement (on GPU 0).
+        poll_s: seconds of tight polling per refresh-rate measurement (on GPU 0), and of GPM
+            reads (one per 100 ms, every GPU at once, at least one).
 
     Returns:
         ``{"driver", "nvml_version", "gpus": [per-GPU dict], "groups": [GroupRate dicts]}``.
+        Each GPU's dict holds, besides its capabilities, ``gpm_metrics`` (the GPM metrics
+        that answered at least once), ``gpm_reads`` (GPM reads made) and
+        ``gpm_intermittent`` (``{metric: {"failed": f, "of": n}}`` for each of those that
+        failed ``f`` of the ``n`` reads).
 
     Raises:
         NvmlUnavailable: no driver or no GPU.
@@ -116,9 +126,6 @@ def _probe(n, poll_s: float) -> dict:
         fields = _try(lambda h=h: n.field_values(h, [FI_PCIE_TX_BYTES, FI_PCIE_RX_BYTES]), [])
         pcie_ok = bool(fields) and all(f.value is not None for f in fields)
         gpm = bool(_try(lambda h=h: n.gpm_supported(h), False))
-        gpm_answer: list[str] = []
-        if gpm:
-            gpm_answer = _gpm_answering(n, h)
         procs = _try(lambda h=h: n.compute_processes(h))
         buffers = [k for k in ("power", "gpu_util")
                    if _try(lambda h=h, k=k: n.buffered_samples(h, k, 0)) is not None]
@@ -129,35 +136,71 @@ def _probe(n, poll_s: float) -> dict:
             "power_limit_w": _try(lambda h=h: n.power_limit_w(h), math.nan),
             "mig_mode": _try(lambda h=h: n.mig_mode(h)),
             "nvlink_active_links": _try(lambda h=h: n.nvlink_active_links(h), 0),
-            "gpm_supported": gpm, "gpm_metrics": gpm_answer,
+            "gpm_supported": gpm, "gpm_metrics": [], "gpm_reads": 0, "gpm_intermittent": {},
             "pcie_fields": pcie_ok, "sample_buffers": buffers,
             "compute_processes": None if procs is None else len(procs),
         })
-        for grp, ok in (("fast", fast_ok), ("pcie", pcie_ok), ("gpm", bool(gpm_answer)),
-                        ("buffers", bool(buffers)), ("processes", procs is not None)):
+        for grp, ok in (("fast", fast_ok), ("pcie", pcie_ok), ("buffers", bool(buffers)),
+                        ("processes", procs is not None)):
             if ok:
                 support[grp].append(i)
+    gpm_gpus = [g["gpu"] for g in gpus if g["gpm_supported"]]
+    for i, (made, failed) in _gpm_reads(n, {i: handles[i] for i in gpm_gpus},
+                                        max(1, round(poll_s * GPM_FLOOR_HZ))).items():
+        g = gpus[i]
+        g["gpm_reads"] = made
+        g["gpm_metrics"] = [m for m, f in zip(GPM_METRICS, failed, strict=True) if f < made]
+        g["gpm_intermittent"] = {m: {"failed": f, "of": made}
+                                 for m, f in zip(GPM_METRICS, failed, strict=True)
+                                 if 0 < f < made}
+        if g["gpm_metrics"]:
+            support["gpm"].append(i)
     groups = _rates(n, handles, support, poll_s)
     return {"driver": _try(n.driver_version, ""), "nvml_version": _try(n.nvml_version, ""),
             "gpus": gpus, "groups": [asdict(g) for g in groups]}
 
 
-def _gpm_answering(n, h) -> list[str]:
+def _gpm_reads(n, handles: dict[int, object], reads: int) -> dict[int, tuple[int, list[int]]]:
+    """``reads`` GPM reads of every GPU in ``handles`` (``{index: handle}``), one per GPM floor
+    (100 ms), all GPUs in the same pause.
+
+    Returns:
+        ``{index: (reads made, [failed reads per metric of GPM_METRICS])}``; a failed GPM call
+        fails every metric of that read, a GPU whose first sample fails makes no read.
+    """
+    ids = list(GPM_METRICS.values())
+    out = {i: (0, [0] * len(ids)) for i in handles}
+    pairs: dict[int, list] = {}
     try:
-        s1, s2 = n.gpm_sample_alloc(), n.gpm_sample_alloc()
-    except (NvmlNotSupported, NvmlGpuLost):
-        return []
-    try:
-        n.gpm_sample_get(h, s1)
-        time.sleep(1.0 / GPM_FLOOR_HZ)
-        n.gpm_sample_get(h, s2)
-        vals = n.gpm_metrics(s1, s2, list(GPM_METRICS.values()))
-        return [m for m, v in zip(GPM_METRICS, vals, strict=True) if not math.isnan(v)]
-    except (NvmlNotSupported, NvmlGpuLost):
-        return []
+        for i, h in handles.items():
+            try:
+                pairs[i] = [n.gpm_sample_alloc(), n.gpm_sample_alloc()]
+            except (NvmlNotSupported, NvmlGpuLost):
+                continue
+            try:
+                n.gpm_sample_get(h, pairs[i][0])
+            except (NvmlNotSupported, NvmlGpuLost):
+                for s in pairs.pop(i):
+                    n.gpm_sample_free(s)
+        for _ in range(reads if pairs else 0):
+            time.sleep(1.0 / GPM_FLOOR_HZ)
+            for i, pair in pairs.items():
+                made, failed = out[i]
+                try:
+                    n.gpm_sample_get(handles[i], pair[1])
+                    vals = n.gpm_metrics(pair[0], pair[1], ids)
+                except (NvmlNotSupported, NvmlGpuLost):
+                    vals = [math.nan] * len(ids)  # the older sample stays the baseline
+                else:
+                    pair.reverse()
+                for k, v in enumerate(vals):
+                    failed[k] += math.isnan(v)
+                out[i] = (made + 1, failed)
     finally:
-        n.gpm_sample_free(s1)
-        n.gpm_sample_free(s2)
+        for pair in pairs.values():
+            for s in pair:
+                n.gpm_sample_free(s)
+    return out
 
 
 def _rates(n, handles, support, poll_s: float) -> list[GroupRate]:
@@ -235,6 +278,10 @@ def format_table(report: dict) -> str:
             f"{'yes' if g['gpm_supported'] else 'no':<4} "
             f"{'yes' if g['pcie_fields'] else 'no':<11} {mig:<4} "
             f"{g['nvlink_active_links']:>6}  {procs:>5}  {', '.join(g['gpm_metrics']) or '-'}")
+    flaky: dict[str, ReadCounts] = {read_key(g["gpu"], m): c for g in report["gpus"]
+                                    for m, c in g.get("gpm_intermittent", {}).items()}
+    if flaky:  # answering, so in the column above, but not every read
+        lines.append(f"intermittent: {intermittent_text(flaky)}")
     lines += ["", (f"{'group':<10} {'call us':>9} {'refresh Hz':>10} {'max Hz':>9} "
                   f"{'reachable Hz/GPU':>16}  GPUs  metrics")]
     for r in report["groups"]:

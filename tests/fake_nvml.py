@@ -2,7 +2,9 @@
 
 Each fake GPU holds current values the test sets; PCIe counters and their driver timestamps
 advance only when the test says so, so differencing, wrap-around and cached readings can be
-checked exactly.
+checked exactly.  Reads can fail now and then, as on real GPUs: a GPM metric NaN once in N
+reads (``FakeGpu.gpm_nan_every``), or the next reads of a field NotSupported
+(``FakeGpu.fail_next``).
 """
 
 from __future__ import annotations
@@ -35,6 +37,23 @@ class FakeGpu:
     processes: list[tuple[int, float]] | None = field(default_factory=list)
     mig: int | None = 0
     nvlinks: int = 18
+    #: GPM metric id -> N: every N-th ``gpm_metrics`` read of this GPU gives NaN for it (an
+    #: H200 gives ``dram_active`` NaN about once in a thousand reads); 1: always NaN
+    gpm_nan_every: dict[int, int] = field(default_factory=dict)
+    #: reading -> how many of its next reads fail: ``util``, ``mem_used``, ``power``,
+    #: ``clock`` (NotSupported), ``pcie_tx``, ``pcie_rx`` (the field value's error: None),
+    #: ``gpm`` (``gpm_sample_get`` NotSupported), ``power_buffer``, ``gpu_util_buffer``,
+    #: ``processes`` (NotSupported)
+    fail_next: dict[str, int] = field(default_factory=dict)
+    #: ``gpm_metrics`` reads made of this GPU
+    gpm_reads: int = 0
+
+    def failing(self, what: str) -> bool:
+        """Whether this read of ``what`` fails (``fail_next``); counts it down."""
+        left = self.fail_next.get(what, 0)
+        if left:
+            self.fail_next[what] = left - 1
+        return bool(left)
 
 
 class FakeNvml:
@@ -53,8 +72,8 @@ class FakeNvml:
         return g
 
     @staticmethod
-    def _val(v):
-        if v is None:
+    def _val(v, g: FakeGpu | None = None, what: str = ""):
+        if v is None or (g is not None and g.failing(what)):
             raise NvmlNotSupported("Not Supported")
         return v
 
@@ -91,28 +110,35 @@ class FakeNvml:
         return 141e9
 
     def utilization(self, h):
-        return self._val(self._g(h).util)
+        g = self._g(h)
+        return self._val(g.util, g, "util")
 
     def mem_used_bytes(self, h):
-        return self._val(self._g(h).mem_used)
+        g = self._g(h)
+        return self._val(g.mem_used, g, "mem_used")
 
     def power_w(self, h):
-        return self._val(self._g(h).power)
+        g = self._g(h)
+        return self._val(g.power, g, "power")
 
     def sm_clock_mhz(self, h):
-        return self._val(self._g(h).clock)
+        g = self._g(h)
+        return self._val(g.clock, g, "clock")
 
     def field_values(self, h, ids):
         g = self._g(h)
-        vals = {197: g.pcie_tx, 198: g.pcie_rx}
+        vals = {197: None if g.failing("pcie_tx") else g.pcie_tx,
+                198: None if g.failing("pcie_rx") else g.pcie_rx}
         return [FieldReading(vals[i], g.pcie_ts_us, g.pcie_bits) for i in ids]
 
     def buffered_samples(self, h, kind, since_us):
-        buf = self._val(self._g(h).buffers[kind])
+        g = self._g(h)
+        buf = self._val(g.buffers[kind], g, f"{kind}_buffer")
         return [(t, v) for t, v in buf if t > since_us]
 
     def compute_processes(self, h):
-        return list(self._val(self._g(h).processes))
+        g = self._g(h)
+        return list(self._val(g.processes, g, "processes"))
 
     def mig_mode(self, h):
         return self._val(self._g(h).mig)
@@ -134,11 +160,13 @@ class FakeNvml:
 
     def gpm_sample_get(self, h, s):
         g = self._g(h)
-        if not g.gpm:
+        if not g.gpm or g.failing("gpm"):
             raise NvmlNotSupported("GPM not supported")
         self.gpm_gets += 1
         s["handle"] = h
 
     def gpm_metrics(self, s1, s2, ids):
         g = self.gpus[s2["handle"]]
-        return [g.gpm_values.get(i, math.nan) for i in ids]
+        g.gpm_reads += 1
+        return [math.nan if (n := g.gpm_nan_every.get(i)) and g.gpm_reads % n == 0
+                else g.gpm_values.get(i, math.nan) for i in ids]

@@ -103,8 +103,11 @@ def _open_source(args: argparse.Namespace):
 
 
 def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict) -> None:
-    """After the loop: ``--stats-json``, the store's meta, the summary line and ``--parquet``.
+    """After the loop: ``--stats-json`` (its ``health`` a ``HealthSummary``: ``unsupported``
+    lists the metrics never answered, ``intermittent`` those that failed some reads, with
+    their counts), the store's meta, the summary line and ``--parquet``.
     ``cost``: ``elapsed_s``, ``cpu_s`` (s) and ``rss_mb`` (``[(s, MB), ...]``)."""
+    from ...collectors.health import intermittent, intermittent_text
     from ...collectors.nvml import health_summary
 
     collector, store = session.collector, session.store
@@ -123,10 +126,14 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
             "hostname": socket.gethostname(), "tealeaves": package_version()}
     for k, v in meta.items():
         store.set_meta(k, str(v))
+    # a metric that answered but failed some reads is intermittent (with its counts), never
+    # unsupported: "intermittent: gpu0:dram_active failed 1 of 1344 reads"
+    flaky = intermittent_text(intermittent(h))
     print(f"stored {n} samples in {args.store}: {h['sweeps']} sweeps, "
           f"{h['missed_deadlines']} missed deadlines, max lateness "
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
-          f"{', '.join(sorted(h['unsupported'])) or 'none'}")
+          f"{', '.join(sorted(h['unsupported'])) or 'none'}"
+          + (f", intermittent: {flaky}" if flaky else ""))
     if args.parquet:
         from ...data.traces import Trace, write_trace
 
@@ -162,7 +169,9 @@ def add_parser(sub) -> None:
     c.add_argument("--threads", action="store_true",
                    help="read the GPUs of each sweep in parallel threads")
     c.add_argument("--stats-json", type=Path,
-                   help="write CPU time, RSS and collector health to this JSON file")
+                   help="write CPU time, RSS and collector health to this JSON file "
+                        "(health.unsupported: metrics never answered; health.intermittent: "
+                        "those that failed some reads, with the counts)")
     c.add_argument("--prometheus-port", type=port_number,
                    help="also serve /metrics on this port: per-GPU window aggregates, the "
                         "node's phase and imbalance, collector health (labels as "

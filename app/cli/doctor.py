@@ -38,5 +38,8 @@ def add_parser(sub) -> None:
                                     "(NVML) is found.")
     dr.add_argument("--json", action="store_true", help="print one JSON object")
     dr.add_argument("--poll", type=upto(60, "the poll (s)"), default=0.5,
-                    help="seconds of tight polling to measure refresh rates (default 0.5)")
+                    help="seconds of tight polling to measure refresh rates, and of GPM "
+                         "reads, one per 100 ms on every GPU (default 0.5: 5 reads; a GPM "
+                         "metric that failed some of them is listed as intermittent, with "
+                         "the counts)")
     dr.set_defaults(func=cmd_doctor)

@@ -11,6 +11,7 @@ from zoneinfo import ZoneInfo
 
 from dash import dcc, html
 
+from ...collectors.health import intermittent_text
 from ...data.schema import (
     entities_text,
     entity_count_text,
@@ -135,9 +136,16 @@ def labeller_label() -> str:
     return "trained model" if labeller_name(default_labeller()) == "trained" else "v0 rules"
 
 
+#: Intermittent metrics named on the status line; the rest are counted ("+N more") and all
+#: are in the piece's tooltip.
+INTERMITTENT_SHOWN = 3
+
+
 def collector_health(health: dict | None) -> list:
     """Status-line pieces for the collector's health: sweep rate, jitter (p99 lateness of a
-    sweep against its deadline), missed deadlines, offline GPUs, store drops."""
+    sweep against its deadline), missed deadlines, offline GPUs, store drops, intermittent
+    metrics (``HealthSummary.intermittent``: answered but failed some reads, with the counts:
+    "intermittent: gpu0:dram_active failed 1 of 1344 reads"; never called unsupported)."""
     h = (health or {}).get("collector")
     if not h:
         return []
@@ -162,6 +170,14 @@ def collector_health(health: dict | None) -> list:
         out.append(html.Span(f" · source: {h['source_errors']} failed polls, {since} "
                              f"({h.get('source_last_error')})", className="tl-stale",
                              title=str(h.get("source_last_error"))))
+    flaky = h.get("intermittent") or {}
+    if flaky:
+        shown = dict(list(flaky.items())[:INTERMITTENT_SHOWN])
+        more = len(flaky) - len(shown)
+        out.append(html.Span(
+            f" · intermittent: {intermittent_text(shown)}" + (f" (+{more} more)" if more else ""),
+            title="answered, but some reads failed (stored as no reading): "
+                  + intermittent_text(flaky)))
     for key, what in (("blank_values", "blank"), ("out_of_range_values", "impossible")):
         counts = h.get(key) or {}
         if counts:
