@@ -169,11 +169,11 @@ class Grouping:
         if p["why"] == "apart":
             return (f"{entity_name(a)} and {entity_name(b)} busy together in "
                     f"{p['together']} of {min(p['busy'])} windows")
-        where = ("where both are busy" if p["why"] == "lockstep"
-                 else "over each one's busy windows")
-        return (f"tensor share of the work {entity_name(a)} {p['share'][0]:.2f} vs "
-                f"{entity_name(b)} {p['share'][1]:.2f} {where} ({p['together']} windows "
-                f"together; one server's ranks differ by under {ROLE_GAP:.2f})")
+        where = (f"in the {p['together']} windows both are busy" if p["why"] == "lockstep"
+                 else f"over each one's busy windows ({p['together']} together)")
+        return (f"tensor share of the work {p['share'][0]:.2f} on {entity_name(a)} vs "
+                f"{p['share'][1]:.2f} on {entity_name(b)} {where} (one server's ranks "
+                f"differ by under {ROLE_GAP:.2f})")
 
     def to_json(self) -> dict:
         """JSON-ready: ``groups`` (lists of GPU ids), ``source``, ``roles`` ({"gpu": role}),
