@@ -1,7 +1,8 @@
 """classifier: windows, features, the phase labeller and the imbalance flag.
 
 Public surface:
-    ``classify_samples(samples, devices, window_s, labeller)`` -> windows frame
+    ``classify_samples(samples, devices, window_s, labeller, groups)`` -> windows frame
+    (imbalance judged within serving groups: ``groups.resolve_groups``)
     ``classify_trace(trace, window_s)`` -> windows frame
     ``classify_with_segments(samples, devices, window_s)`` -> windows and 0.1-s segments
     ``default_labeller()`` -> the shipped trained ``PhaseModel``, else the rules

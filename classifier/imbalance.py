@@ -22,6 +22,11 @@ Terms (SGLang's and vLLM's EPLB use ``balancedness`` = mean/max load over ranks)
   ``2 x min_windows`` windows back) had the same hot set, ``rotating`` when another, ``new``
   otherwise.  ``hot_persistence`` in ``persistence_by_gpu`` counts it per GPU.
 
+Every term is judged within a **serving group** (``classifier.groups``: the GPUs of one
+server; ``groups=`` of ``imbalance_terms`` / ``ImbalanceDetector.detect``): a hot set, ratio or
+straggler tax never spans two groups, and GPUs of different roles (a prefill-only GPU beside a
+decode-only one) in groups of one each have none.  Without groups every GPU is one group.
+
 A decode window is flagged ``imbalanced`` when its hot set is not empty and it sits in a run of
 at least ``min_windows`` such consecutive windows.  ``threshold``, ``floor`` and
 ``min_windows`` are chosen on the training split (``ImbalanceDetector.fit``) from labelled
