@@ -38,8 +38,10 @@ near 0.05: ``features.f_compute_share``).  Two GPUs are of **different roles** w
 
 A GPU busy in fewer than ``ROLE_MIN_WINDOWS`` windows gives no evidence: it stays with the
 others (an idle GPU beside a working one is the low-load imbalance of
-``h200x2_composite_low_load``, not a role).  GPUs not of different roles are joined
-(connected components), so a split needs every link between the parts to differ; the
+``h200x2_composite_low_load``, not a role) unless roles are found among the others, when such
+GPUs make a group of their own (role ``idle``).  GPUs with evidence and not of different
+roles are joined (connected components), so a split needs every link between the parts to
+differ; the
 eight-GPU four-vs-four split of ``tests/test_hot_set.py`` (odd GPUs at about 3x the even
 ones' work, all decoding in lockstep) stays one group with its hot set of four.
 
@@ -368,19 +370,23 @@ def detect_roles(features: pd.DataFrame) -> Grouping:
     for i in range(len(have)):
         for j in range(i + 1, len(have)):
             pair = _pair(share, busy, med, nb, i, j)
-            if pair is None:  # no evidence: together
-                parent[find(j)] = find(i)
+            if pair is None:  # no evidence (either is seldom busy): no link either way
                 continue
             pair["gpus"] = [have[i], have[j]]
             evidence["pairs"].append(pair)
             if not pair["differ"]:
                 parent[find(j)] = find(i)
     comps: dict[int, list[int]] = {}
+    quiet = []  # busy too seldom to tell: with the others, or on their own beside roles
     for i, g in enumerate(have):
-        comps.setdefault(find(i), []).append(g)
+        if nb[i] < ROLE_MIN_WINDOWS:
+            quiet.append(g)
+        else:
+            comps.setdefault(find(i), []).append(g)
     if len(comps) < 2:
         return Grouping(one.groups, "none", evidence=evidence)
-    groups = tuple(sorted((tuple(sorted(c)) for c in comps.values()), key=lambda c: c[0]))
+    groups = tuple(sorted([tuple(sorted(c)) for c in comps.values()]
+                          + ([tuple(quiet)] if quiet else []), key=lambda c: c[0]))
     idx = {g: i for i, g in enumerate(have)}
     roles = {}
     for grp in groups:

@@ -217,6 +217,22 @@ def test_four_prefill_gpus_beside_four_decode_gpus_are_two_role_groups(pd_trace)
     assert np.nanmax(w["imbalance_ratio"]) == pytest.approx(1.0)  # judged within a role
 
 
+def test_a_gpu_too_seldom_busy_to_tell_is_beside_the_roles_not_a_bridge(pd_trace):
+    """A third GPU with no work at all gives no evidence: it neither joins the prefill and
+    decode GPUs into one group nor is taken for either role."""
+    trace, _ = pd_trace
+    f = WindowFeatures(WINDOW_S, trace.devices).fit_transform(trace.samples)
+    f = f.assign(load_g2=0.0, busy_g2=0.0, tensor_g2=0.0, dram_g2=0.0, sm_g2=0.0)
+    g = detect_roles(f)
+    assert g.groups == ((0,), (1,), (2,)) and g.roles == {0: "prefill", 1: "decode", 2: "idle"}
+    assert g.text() == "roles: GPU 0 prefill-only, GPU 1 decode-only, GPU 2 idle (detected)"
+    assert len(g.evidence["pairs"]) == 1  # only 0-1 has evidence
+    # with no roles among the others it stays with them (an idle GPU beside a busy one is
+    # the low-load imbalance case)
+    one = f.assign(tensor_g0=f["tensor_g1"], dram_g0=f["dram_g1"], load_g0=f["load_g1"])
+    assert detect_roles(one).groups == ((0, 1, 2),)
+
+
 def test_no_corpus_recording_of_two_gpus_is_taken_for_roles():
     """The role test's calibration guard: every two-GPU recording of the corpus (one workload
     on both GPUs, the low-load composite's idle GPU beside a working one included) stays one
