@@ -1,7 +1,8 @@
 """classifier: windows, features, the phase labeller and the imbalance flag.
 
 Public surface:
-    ``classify_samples(samples, devices, window_s, labeller)`` -> windows frame
+    ``classify_samples(samples, devices, window_s, labeller, groups)`` -> windows frame
+    (imbalance judged within serving groups: ``groups.resolve_groups``)
     ``classify_trace(trace, window_s)`` -> windows frame
     ``classify_with_segments(samples, devices, window_s)`` -> windows and 0.1-s segments
     ``default_labeller()`` -> the shipped trained ``PhaseModel``, else the rules
@@ -18,6 +19,7 @@ import pandas as pd
 
 from ..data.traces import Trace, label_at
 from .features import WindowFeatures
+from .groups import resolve_groups
 from .labellers import default_labeller, labeller_name
 from .rules import PHASE_ORDER, RulePhaseLabeller
 from .windows import DEFAULT_WINDOW_S
@@ -46,7 +48,8 @@ WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "bal
                   "n_gpus", "p_idle", "p_prefill", "p_decode")
 
 def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
-                     window_s: float = DEFAULT_WINDOW_S, labeller=None) -> pd.DataFrame:
+                     window_s: float = DEFAULT_WINDOW_S, labeller=None,
+                     groups=None) -> pd.DataFrame:
     """Label every window of a sample frame.
 
     Args:
@@ -55,6 +58,9 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
         window_s: window length in seconds.
         labeller: a ``model.PhaseModel`` or ``RulePhaseLabeller``; default
             ``default_labeller()`` (the trained model, the rules as fallback).
+        groups: the serving groups imbalance is judged in (``groups.resolve_groups``): None
+            detects roles from the data (one group of every GPU when none are found), a
+            ``groups.Grouping``, ``"0-3,4-7"`` or sequences of GPU ids.
 
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
@@ -65,15 +71,21 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
         ``p_decode`` are the
         labeller's per-window scores before any sequence smoothing (so a Viterbi-smoothed
         phase can differ from their arg-max); ``hot_gpu`` is NaN unless the window is flagged;
-        ``attrs["labeller"]`` says which labeller ran ("trained" or "rules").
+        ``attrs["labeller"]`` says which labeller ran ("trained" or "rules");
+        ``attrs["grouping"]`` the serving groups the imbalance was judged in
+        (``groups.Grouping.to_json``: ``groups``, ``source``, ``roles``, ``text`` ...).
+
+    Raises:
+        groups.GroupsError: an explicit grouping that does not fit the samples' GPUs.
     """
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
-    return classify_features(feats, window_s, labeller)
+    return classify_features(feats, window_s, labeller, groups)
 
 
 def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
-                      labeller=None) -> pd.DataFrame:
-    """``classify_samples`` from ``WindowFeatures`` rows already computed."""
+                      labeller=None, groups=None) -> pd.DataFrame:
+    """``classify_samples`` from ``WindowFeatures`` rows already computed (the grouping is
+    resolved over these rows)."""
     labeller = default_labeller() if labeller is None else labeller
     why = ""
     if not isinstance(labeller, RulePhaseLabeller) and abs(labeller.window_s - window_s) > 1e-9:
@@ -93,17 +105,19 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         # a window whose samples hold no reading at all (a sweep of N/A fields) has no phase:
         # it is left out, not labelled from NaN
         feats = feats[feats[fcols].notna().any(axis=1)]
+    grouping = resolve_groups(feats, groups)
     if feats.empty:
         out = pd.DataFrame(columns=list(WINDOW_COLUMNS))
-        out.attrs.update(labeller=labeller_name(labeller), fallback=why)
+        out.attrs.update(labeller=labeller_name(labeller), fallback=why,
+                         grouping=grouping.to_json())
         return out
     proba = labeller.predict_proba(feats)
     if isinstance(labeller, RulePhaseLabeller):
         phase = proba.idxmax(axis=1)
-        imb = labeller.imbalance(feats, phase)
+        imb = labeller.imbalance(feats, phase, grouping.groups)
     else:
         phase = labeller.predict(feats, proba)
-        imb = labeller.imbalance.detect(feats, phase)
+        imb = labeller.imbalance.detect(feats, phase, grouping.groups)
     conf = proba.to_numpy()[np.arange(len(proba)),
                             [PHASE_ORDER.index(p) for p in phase.to_numpy()]]
     out = pd.DataFrame({
@@ -123,8 +137,10 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
-    # what labelled them, after the fallbacks, and why the rules ran when they did
-    out.attrs.update(labeller=labeller_name(labeller), fallback=why)
+    # what labelled them, after the fallbacks, and why the rules ran when they did; the
+    # serving groups the imbalance was judged in
+    out.attrs.update(labeller=labeller_name(labeller), fallback=why,
+                     grouping=grouping.to_json())
     return out
 
 
@@ -136,7 +152,7 @@ def classify_trace(trace: Trace, window_s: float = DEFAULT_WINDOW_S,
 
 def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                            window_s: float = DEFAULT_WINDOW_S, labeller=None,
-                           complete_until: float | None = None
+                           complete_until: float | None = None, groups=None
                            ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``classify_samples`` and the 0.1-s phase segments of the same samples
     (``segments.classify_segments`` over ``segments.hop_features``).
@@ -152,6 +168,8 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
             fell back to them (``attrs["labeller"] == "rules"``).
         complete_until: epoch s; shifted windows ending after it (samples still to come)
             are left out of the segments.
+        groups: the serving groups, as for ``classify_samples`` (the windows' imbalance;
+            the segments carry phases only).
 
     Returns:
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
@@ -161,14 +179,14 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
 
     hop = hop_for(window_s)
     if samples.empty or hop is None:
-        return (classify_samples(samples, devices, window_s, labeller),
+        return (classify_samples(samples, devices, window_s, labeller, groups),
                 pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
     feats = hop_features(samples, devices, window_s, hop)
     base = on_grid(feats, window_s) if not feats.empty else feats
     labeller = default_labeller() if labeller is None else labeller
     if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
         labeller = _ScoredOnce(labeller, feats)
-    windows = classify_features(base, window_s, labeller)
+    windows = classify_features(base, window_s, labeller, groups)
     if complete_until is not None and not feats.empty:
         feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
     seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"

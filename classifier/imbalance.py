@@ -22,6 +22,11 @@ Terms (SGLang's and vLLM's EPLB use ``balancedness`` = mean/max load over ranks)
   ``2 x min_windows`` windows back) had the same hot set, ``rotating`` when another, ``new``
   otherwise.  ``hot_persistence`` in ``persistence_by_gpu`` counts it per GPU.
 
+Every term is judged within a **serving group** (``classifier.groups``: the GPUs of one
+server; ``groups=`` of ``imbalance_terms`` / ``ImbalanceDetector.detect``): a hot set, ratio or
+straggler tax never spans two groups, and GPUs of different roles (a prefill-only GPU beside a
+decode-only one) in groups of one each have none.  Without groups every GPU is one group.
+
 A decode window is flagged ``imbalanced`` when its hot set is not empty and it sits in a run of
 at least ``min_windows`` such consecutive windows.  ``threshold``, ``floor`` and
 ``min_windows`` are chosen on the training split (``ImbalanceDetector.fit``) from labelled
@@ -100,24 +105,104 @@ def gpu_work(features: pd.DataFrame) -> tuple[np.ndarray, list[int]]:
 
 def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD,
                     floor: float = DEFAULT_FLOOR,
-                    noise_k: float = DEFAULT_NOISE_K) -> pd.DataFrame:
-    """Imbalance terms per window, before any phase or run-length rule.
+                    noise_k: float = DEFAULT_NOISE_K, groups=None) -> pd.DataFrame:
+    """Imbalance terms per window, before any phase or run-length rule, judged within each
+    serving group (``classifier.groups``).
 
     Args:
         features: ``WindowFeatures`` rows (``load_g<i>``, ``busy_g<i>`` and pipe columns).
         threshold: relative excess over the fair share (mean work) that makes a GPU hot.
         floor: absolute excess (percentage points of work) that makes a GPU hot.
         noise_k: the excess must also pass ``noise_k`` x sqrt(mean work) (points).
+        groups: the serving groups, sequences of GPU ids (``groups.Grouping.groups``); None:
+            one group of every GPU.  A GPU of the features in no group is judged alone
+            (never hot); a group's GPU the features lack is left out.
 
     Returns:
-        Frame on the features' index: ``imbalance_ratio``, ``balancedness``,
-        ``straggler_tax`` (NaN with one GPU or no work at all), ``top_gpu`` (the most
-        loaded GPU), ``hot_set`` (tuple of GPU ids, empty when none is hot), ``hot_share``
-        and ``cold_share`` (mean share, %, of the summed work held by a hot / another GPU;
-        NaN without a hot set), ``work_mean`` (%).
+        Frame on the features' index: ``imbalance_ratio`` (max / mean work within a group;
+        with several groups the highest of the groups'), ``balancedness`` (its inverse),
+        ``straggler_tax`` (1 - mean/max busy time within a group; with several groups the
+        mean of the groups' weighted by their GPUs with a reading: the share of GPU-time
+        spent waiting for the slowest rank *of one's own group*), all NaN where no group has
+        two GPUs with a reading or work; ``top_gpu`` (the most loaded GPU), ``hot_set``
+        (tuple of GPU ids, every group's hot GPUs, empty when none is hot), ``hot_top`` (the
+        hot GPU with the most work, NaN without one), ``hot_share`` and ``cold_share``
+        (mean share, %, of its group's summed work held by a hot GPU / by another GPU of a
+        group with a hot GPU; NaN without a hot set), ``work_mean`` (%, over every GPU).
     """
     work, gpus = gpu_work(features)
     busy = _matrix(features, "busy_g", gpus)
+    members = _group_columns(gpus, groups)
+    parts = [_group_terms(work[:, idx], busy[:, idx], threshold, floor, noise_k)
+             for idx in members]
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
+        wmean = np.nanmean(work, axis=1)
+        if len(parts) == 1:  # one group: its terms as they are
+            ratio, tax = parts[0]["ratio"], parts[0]["tax"]
+        elif parts:
+            ratio = np.nanmax(np.column_stack([p["ratio"] for p in parts]), axis=1)
+            taxes = np.column_stack([p["tax"] for p in parts])
+            weight = np.column_stack([p["n_busy"] for p in parts]) * np.isfinite(taxes)
+            tax = np.where(weight.sum(axis=1) > 0,
+                           np.nansum(np.where(weight > 0, taxes * weight, 0.0), axis=1)
+                           / weight.sum(axis=1), np.nan)
+        else:
+            ratio = tax = np.full(len(work), np.nan)
+        hot = np.zeros(work.shape, dtype=bool)
+        share = np.full(work.shape, np.nan)
+        cold = np.zeros(work.shape, dtype=bool)
+        for idx, p in zip(members, parts, strict=True):
+            hot[:, idx] = p["hot"]
+            share[:, idx] = p["share"]
+            cold[:, idx] = np.isfinite(work[:, idx]) & ~p["hot"] & \
+                p["hot"].any(axis=1, keepdims=True)
+        nh = hot.sum(axis=1)
+        hot_share = np.where(nh > 0, np.nansum(np.where(hot, share, 0), axis=1) / nh, np.nan)
+        cold_share = np.where((nh > 0) & (cold.sum(axis=1) > 0),
+                              np.nansum(np.where(cold, share, 0), axis=1)
+                              / cold.sum(axis=1), np.nan)
+    ids = np.asarray(gpus, dtype=float)
+    top = _busiest(work, np.isfinite(work), ids)
+    hot_top = _busiest(work, hot, ids)
+    hot_set = [tuple(int(g) for g in np.asarray(gpus)[row]) for row in hot]
+    return pd.DataFrame({"imbalance_ratio": ratio, "balancedness": 1.0 / ratio,
+                         "straggler_tax": tax, "top_gpu": top, "hot_set": hot_set,
+                         "hot_top": hot_top, "hot_share": hot_share, "cold_share": cold_share,
+                         "work_mean": wmean}, index=features.index)
+
+
+def _busiest(work: np.ndarray, mask: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Per window, the id of the GPU with the most work among ``mask`` (NaN where none)."""
+    out = np.full(len(work), np.nan)
+    has = mask.any(axis=1)
+    if has.any() and len(ids):
+        out[has] = ids[np.nanargmax(np.where(mask[has] & np.isfinite(work[has]), work[has],
+                                             -np.inf), axis=1)]
+    return out
+
+
+def _group_columns(gpus: list[int], groups) -> list[np.ndarray]:
+    """Column positions (into ``gpus``) of each serving group: one group of all without
+    ``groups``; a GPU in no group becomes a group of its own; empty groups are dropped."""
+    if groups is None:
+        return [np.arange(len(gpus))]
+    pos = {g: i for i, g in enumerate(gpus)}
+    out, seen = [], set()
+    for grp in groups:
+        idx = [pos[int(g)] for g in grp if int(g) in pos and int(g) not in seen]
+        seen.update(int(g) for g in grp)
+        if idx:
+            out.append(np.asarray(idx))
+    out += [np.asarray([i]) for g, i in pos.items() if g not in seen]
+    return out
+
+
+def _group_terms(work: np.ndarray, busy: np.ndarray, threshold: float, floor: float,
+                 noise_k: float) -> dict[str, np.ndarray]:
+    """One group's terms, (n_windows,) or (n_windows, n_gpus of the group): ``ratio``,
+    ``tax``, ``hot``, ``share`` (% of the group's summed work), ``n_busy`` (GPUs with a
+    busy reading)."""
     n = np.sum(np.isfinite(work), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
@@ -131,23 +216,8 @@ def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
         tax = np.where((n >= 2) & (bmax > 0), 1.0 - bmean / bmax, np.nan)
         hot = _hot(work, threshold, floor, noise_k)
         share = work / wsum[:, None] * 100.0
-        nh = hot.sum(axis=1)
-        cold = np.isfinite(work) & ~hot
-        hot_share = np.where(nh > 0, np.nansum(np.where(hot, share, 0), axis=1) / nh, np.nan)
-        cold_share = np.where((nh > 0) & (cold.sum(axis=1) > 0),
-                              np.nansum(np.where(cold, share, 0), axis=1)
-                              / cold.sum(axis=1), np.nan)
-    top = np.full(len(work), np.nan)
-    has = np.isfinite(work).any(axis=1)
-    ids = np.asarray(gpus, dtype=float)
-    if has.any() and len(ids):
-        top[has] = ids[np.nanargmax(np.where(np.isfinite(work[has]), work[has], -np.inf),
-                                    axis=1)]
-    hot_set = [tuple(int(g) for g in np.asarray(gpus)[row]) for row in hot]
-    return pd.DataFrame({"imbalance_ratio": ratio, "balancedness": 1.0 / ratio,
-                         "straggler_tax": tax, "top_gpu": top, "hot_set": hot_set,
-                         "hot_share": hot_share, "cold_share": cold_share,
-                         "work_mean": wmean}, index=features.index)
+    return {"ratio": ratio, "tax": tax, "hot": hot, "share": share,
+            "n_busy": np.sum(np.isfinite(busy), axis=1)}
 
 
 def _hot(work: np.ndarray, threshold: float, floor: float,
@@ -216,16 +286,20 @@ class ImbalanceDetector:
         self.floor = floor
         self.noise_k = noise_k
 
-    def detect(self, features: pd.DataFrame, phase: pd.Series | np.ndarray) -> pd.DataFrame:
-        """Imbalance columns per window: the ``imbalance_terms`` (less ``top_gpu`` and
-        ``work_mean``), ``imbalanced`` (bool), ``hot_gpu`` (the busiest hot GPU, NaN unless
-        flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), and ``persistence``."""
-        terms = imbalance_terms(features, self.threshold, self.floor, self.noise_k)
+    def detect(self, features: pd.DataFrame, phase: pd.Series | np.ndarray,
+               groups=None) -> pd.DataFrame:
+        """Imbalance columns per window: the ``imbalance_terms`` (less ``top_gpu``,
+        ``hot_top`` and ``work_mean``), ``imbalanced`` (bool), ``hot_gpu`` (the busiest hot
+        GPU, NaN unless flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), and
+        ``persistence``.  ``groups``: the serving groups to judge within (None: one group of
+        every GPU; ``imbalance_terms``); GPUs of different roles in groups of one each
+        leave every window without a hot set."""
+        terms = imbalance_terms(features, self.threshold, self.floor, self.noise_k, groups)
         decode = np.asarray(phase) == "decode"
         cand = decode & (terms["hot_set"].map(len).to_numpy() > 0)
         flag = _runs_at_least(cand, self.min_windows)
         sets = [s if f else () for s, f in zip(terms["hot_set"], flag, strict=True)]
-        hot = np.where(flag, terms["top_gpu"].to_numpy(), np.nan)
+        hot = np.where(flag, terms["hot_top"].to_numpy(), np.nan)
         persistence = np.full(len(flag), "", dtype=object)
         last_i, last = -(10**9), ()
         for i in np.flatnonzero(flag):
@@ -234,7 +308,7 @@ class ImbalanceDetector:
             else:
                 persistence[i] = "new"
             last_i, last = i, sets[i]
-        out = terms.drop(columns=["top_gpu", "work_mean", "hot_set"])
+        out = terms.drop(columns=["top_gpu", "hot_top", "work_mean", "hot_set"])
         out["hot_share"] = np.where(flag, out["hot_share"], np.nan)
         out["cold_share"] = np.where(flag, out["cold_share"], np.nan)
         out["hot_gpu"] = hot

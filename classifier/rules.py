@@ -80,14 +80,16 @@ class RulePhaseLabeller:
         proba = self.predict_proba(features)
         return proba.idxmax(axis=1).rename("phase")
 
-    def imbalance(self, features: pd.DataFrame, phase: pd.Series) -> pd.DataFrame:
+    def imbalance(self, features: pd.DataFrame, phase: pd.Series,
+                  groups=None) -> pd.DataFrame:
         """Imbalance columns per window: ``imbalance.ImbalanceDetector.detect`` with this
         labeller's threshold and floor and no minimum run (the same terms as the trained
-        model's detector: NaN with one GPU, the straggler tax from busy time)."""
+        model's detector: NaN with one GPU, the straggler tax from busy time), judged within
+        ``groups`` (serving groups of GPU ids; None: one group)."""
         from .imbalance import ImbalanceDetector
 
         det = ImbalanceDetector(self.imbalance_threshold, 1, self.imbalance_floor)
-        return det.detect(features, np.asarray(phase))
+        return det.detect(features, np.asarray(phase), groups)
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

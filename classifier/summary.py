@@ -162,6 +162,83 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
     }
 
 
+def group_summary(windows: pd.DataFrame, grouping: dict | None = None) -> dict:
+    """The serving groups a range's imbalance was judged in, and each group's part of it.
+
+    Args:
+        windows: ``classify_samples`` output (its ``attrs["grouping"]``).
+        grouping: ``groups.Grouping.to_json()`` to use instead of the windows' own.
+
+    Returns:
+        ``grouping``'s keys (``groups``, ``source``, ``roles``, ``text``, ``why``,
+        ``evidence``; one group of the windows' GPUs when the frame carries none) plus
+        ``applies`` (a grouping was given or roles detected), ``judged`` (one dict per group:
+        ``gpus``, ``name`` (``"0-3"``), ``role`` (or None), ``decode_windows``,
+        ``imbalanced_windows`` (flagged windows in which a GPU of the group is hot),
+        ``hot_set`` (the group's part of the hot set flagged most often, ``[]`` when none;
+        lowest set on a tie), ``hot_set_windows``) and ``line`` (``groups_line``).
+    """
+    from .groups import Grouping, feature_gpus, group_text
+
+    g = Grouping.from_json(grouping if grouping is not None
+                           else windows.attrs.get("grouping"))
+    if g is None:
+        gpus = feature_gpus(windows)
+        g = Grouping((tuple(gpus),) if gpus else (), "none")
+    dec = int((windows["phase"] == "decode").sum()) if len(windows) else 0
+    sets = window_hot_sets(windows)
+    judged = []
+    for grp in g.groups:
+        mine = set(grp)
+        parts = [tuple(x for x in s if x in mine) for s in sets]
+        parts = [s for s in parts if s]
+        counts: dict[tuple[int, ...], int] = {}
+        for s in parts:
+            counts[s] = counts.get(s, 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+        judged.append({"gpus": [int(x) for x in grp], "name": group_text(grp),
+                       "role": g.roles.get(grp[0]) if g.roles else None,
+                       "decode_windows": dec, "imbalanced_windows": len(parts),
+                       "hot_set": list(ranked[0][0]) if ranked else [],
+                       "hot_set_windows": ranked[0][1] if ranked else 0})
+    out = {**g.to_json(), "applies": g.applies, "judged": judged}
+    out["line"] = groups_line(out)
+    return out
+
+
+def groups_line(summary: dict) -> str:
+    """One line on the serving groups from ``group_summary``: ``"groups 0-3, 4-7 (from
+    --groups): imbalance judged within each group; group 0-3 hot 1, 3 in 6 of 6 decode
+    windows, group 4-7 hot 5, 7 in 6 of 6"``, ``"roles: GPU 0 prefill-only, GPU 1
+    decode-only (detected): no hot set, imbalance ratio or straggler tax across roles; tensor
+    share of the work 0.64 on GPU 0 vs 0.06 on GPU 1 ..."``,
+    ``"one group of 2 GPUs (no grouping given)"``."""
+    from ..data.schema import entity_short
+
+    text = summary["text"]
+    if not summary["applies"]:
+        return text
+    judged = summary["judged"]
+    many = [j for j in judged if len(j["gpus"]) >= 2]
+    if summary["source"] == "roles":
+        text += ": no hot set, imbalance ratio or straggler tax across roles"
+    elif len(judged) > 1:
+        text += ": imbalance judged within each group"
+    else:
+        text += ": imbalance judged within it"
+    if many and len(judged) > 1:
+        parts = []
+        for j in many:
+            hot = (f"hot {', '.join(entity_short(x) for x in j['hot_set'])} in "
+                   f"{j['hot_set_windows']} of {j['decode_windows']} decode windows"
+                   if j["hot_set"] else "no hot set")
+            parts.append(f"group {j['name']} {hot}")
+        text += "; " + ", ".join(parts)
+    if summary.get("why"):
+        text += f"; {summary['why']}"
+    return text
+
+
 def hot_ceilings(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float,
                  devices: pd.DataFrame | None = None, gpus=None) -> dict[int, dict]:
     """Why, per hot GPU: the ceiling each GPU leans on in the imbalanced windows it was hot in.
@@ -319,6 +396,7 @@ def server_summary(events: pd.DataFrame | None) -> dict | None:
     }
 
 
-__all__ = ["BUSY_UTIL", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "hot_ceilings", "hot_set_of",
+__all__ = ["BUSY_UTIL", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "group_summary",
+           "groups_line", "hot_ceilings", "hot_set_of",
            "imbalance_summary", "phase_summary", "server_summary", "set_text", "top_imbalanced",
            "window_hot_sets"]

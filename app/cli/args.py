@@ -143,3 +143,16 @@ def file_reading(args: argparse.Namespace) -> dict:
     cols = getattr(args, "columns", None)
     return {"columns": [c.strip() for c in cols.split(",") if c.strip()] if cols else None,
             "start_time": getattr(args, "start_time", None), "tz": getattr(args, "tz", None)}
+
+
+
+def add_groups(parser, what: str = "the verdict") -> None:
+    """Add ``--groups`` (the serving groups imbalance is judged in, as text) to ``parser``;
+    the handler parses it (``classifier.groups.parse_groups``) before reading the data, so a
+    bad value is one line (``tealeaves: error: --groups: ...``) like a GPU the data lacks."""
+    parser.add_argument(
+        "--groups", metavar="GROUPS",
+        help=f"the serving groups {what} is judged in: GPUs that serve one model together, "
+             "e.g. 0-3,4-7 (commas between groups; 0+2+4+6 joins parts of one group); every "
+             "GPU in one group. Default: roles detected from the data (a prefill-only GPU "
+             "beside a decode-only one is two roles, not imbalance), else one group")

@@ -11,37 +11,61 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entity_name, entity_short
-from .args import add_file_reading, classifier_window, file_reading, upto
+from .args import add_file_reading, add_groups, classifier_window, file_reading, upto
 from .common import add_utc_flag, fail, na, plural, time_text
 
 
-def hot_set_line(imb: dict) -> str:
+def _alone(groups: dict | None) -> bool:
+    """A grouping (``classifier.summary.group_summary``) given or detected whose every group
+    has one GPU: nothing to compare within any."""
+    return bool(groups and groups["applies"]
+                and all(len(j["gpus"]) < 2 for j in groups["judged"]))
+
+
+def hot_set_line(imb: dict, groups: dict | None = None) -> str:
     """One line naming a range's hot set from ``classifier.summary.imbalance_summary``:
     ``"hot set: 1, 3, 5, 7 — 18 % each vs 7 % in 5 of 5 imbalanced windows (stays); per GPU:
-    1 ×5, 3 ×5, 5 ×5, 7 ×5"``, or ``"hot set: none ..."``."""
+    1 ×5, 3 ×5, 5 ×5, 7 ×5"``, or ``"hot set: none ..."``; with ``groups``
+    (``classifier.summary.group_summary``) of several groups the shares are "of each
+    group's work", and roles of one GPU each say so."""
     from ...classifier.imbalance import format_hot_set
 
     if not imb["hot_set"]:
+        if _alone(groups):
+            return ("hot set: none (every serving group has one GPU: "
+                    + ("roles, not imbalance)" if groups["source"] == "roles"
+                       else "nothing to compare it with)"))
         return "hot set: none (no imbalanced decode window)"
     pattern = ("stays" if imb["hot_pattern"] == "stays"
                else f"rotates, {plural(imb['hot_changes'], 'change')}")
     per_gpu = ", ".join(f"{entity_short(g)} ×{n}" for g, n in imb["hot_gpus"].items())
-    return (f"hot set: {format_hot_set(imb['hot_set'], imb['hot_share'], imb['cold_share'])} "
+    words = format_hot_set(imb["hot_set"], imb["hot_share"], imb["cold_share"])
+    if groups and len(groups["groups"]) > 1 and " — " in words:
+        words += " of each group's work"
+    return (f"hot set: {words} "
             f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
             f"({pattern}); per GPU: {per_gpu}")
 
 
-def imbalance_line(imb: dict) -> str:
+def imbalance_line(imb: dict, groups: dict | None = None) -> str:
     """One line on a range's decode imbalance from ``classifier.summary.imbalance_summary``:
     ``"imbalance: 42 of 70 decode windows imbalanced; mean ratio 1.22 (max/mean work),
-    straggler tax 15.7 %"``, or why there is none."""
+    straggler tax 15.7 %"``, or why there is none; with ``groups`` of several groups the
+    ratio is the worst group's and the tax within each group (``imbalance_terms``)."""
     n = imb["decode_windows"]
     if not n:
         return "imbalance: n/a (no decode window: imbalance is measured on decode)"
+    if _alone(groups):
+        return ("imbalance: n/a (every serving group has one GPU"
+                + (": roles, not imbalance)" if groups["source"] == "roles" else ")"))
     ratio, tax = imb["imbalance_ratio"], imb["straggler_tax"]
+    within = groups and len(groups["groups"]) > 1
     return (f"imbalance: {imb['imbalanced_windows']} of {plural(n, 'decode window')} "
-            f"imbalanced; mean ratio {na(ratio, 0, 2)} (max/mean work), straggler tax "
-            + (f"{tax:.1%}" if isinstance(tax, float) and math.isfinite(tax) else "n/a"))
+            f"imbalanced; mean ratio {na(ratio, 0, 2)} "
+            + ("(max/mean work, the worst group's)" if within else "(max/mean work)")
+            + ", straggler tax "
+            + (f"{tax:.1%}" if isinstance(tax, float) and math.isfinite(tax) else "n/a")
+            + (" (within each group)" if within else ""))
 
 
 def window_table(windows, utc: bool = False) -> str:
@@ -89,13 +113,15 @@ def cmd_classify(args: argparse.Namespace) -> int:
     exit status (0; 2 bad input)."""
     from ...classifier import classify_with_segments, default_labeller, score_against_labels
     from ...classifier.evaluate import time_accuracy
+    from ...classifier.groups import GroupsError, parse_groups
     from ...classifier.mig import balance_line, load_balance, window_loads
-    from ...classifier.summary import imbalance_summary
+    from ...classifier.summary import group_summary, imbalance_summary
     from ...collectors.server_log import ServerLogError
     from ...data.importers import load_trace
     from ...data.traces import TraceError, read_labels
 
     try:
+        groups = parse_groups(args.groups) if args.groups is not None else None
         trace = load_trace(args.trace, format=args.format, **file_reading(args))
         labels = read_labels(args.labels) if args.labels else None
         if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
@@ -118,8 +144,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
             labels = server["labels"]
     labeller = default_labeller()
     # the windows, and the 0.1-s segments (labels that change where the counters change)
-    windows, segments = classify_with_segments(trace.samples, trace.devices, args.window,
-                                               labeller)
+    try:
+        windows, segments = classify_with_segments(trace.samples, trace.devices, args.window,
+                                                   labeller, groups=groups)
+    except GroupsError as exc:  # --groups naming GPUs the trace lacks, or leaving some out
+        return fail(str(exc))
     counts = windows["phase"].value_counts().reindex(
         ["idle", "prefill", "decode"], fill_value=0).to_dict()
     score = score_against_labels(windows, labels) if labels is not None else None
@@ -133,9 +162,11 @@ def cmd_classify(args: argparse.Namespace) -> int:
                     f"{time_text(windows['start'].min(), args.utc)} to "
                     f"{time_text(windows['end'].max(), args.utc)}; labels of another trace?")
     imb = imbalance_summary(windows)
+    grouped = group_summary(windows)
     mig = load_balance(window_loads(windows))  # the windows' loads: no second pass
     if args.json:
         out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
+        out["groups"] = grouped
         if mig:
             out["mig_balance"] = mig
         if balance is not None:
@@ -153,8 +184,10 @@ def cmd_classify(args: argparse.Namespace) -> int:
           + f"  (labeller: {windows.attrs.get('labeller')}"
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
     if not args.csv:
-        print(hot_set_line(imb))
-        print(imbalance_line(imb))
+        print(hot_set_line(imb, grouped))
+        print(imbalance_line(imb, grouped))
+        if grouped["applies"]:  # given, or roles detected: say which groups were judged
+            print(grouped["line"])
         for group in mig:
             print(balance_line(group))
         for line in (balance or {}).get("lines", []):
@@ -300,6 +333,7 @@ def add_parser(sub) -> None:
     k.add_argument("--format", help="force the trace's format (default: detected)")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     k.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    add_groups(k)
     k.add_argument("--server-log", type=Path,
                    help="SGLang/vLLM log of the same run: its clock offset is estimated from "
                         "the data and it becomes the ground truth when --labels is absent")

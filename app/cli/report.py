@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import add_file_reading, classifier_window, count, file_reading
+from .args import add_file_reading, add_groups, classifier_window, count, file_reading
 from .common import add_utc_flag, fail, json_float, time_text
 
 
@@ -15,6 +15,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     chosen format, then print one summary line.  Returns the exit status (0; 2 bad input or an
     unwritable ``--out``)."""
     from ...classifier.align import align_events
+    from ...classifier.groups import GroupsError, parse_groups
     from ...collectors.server_log import ServerLogError, events_frame, read_log
     from ..dashboard.timefmt import parse_time
     from ..report.model import (
@@ -38,6 +39,10 @@ def cmd_report(args: argparse.Namespace) -> int:
                           args.server_metrics, *(args.screenshot or ())) if p is not None]
     if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
         return fail(f"--out {args.out}: is one of the inputs; give another file name")
+    try:  # before the data is read: a bad value costs nothing
+        groups = parse_groups(args.groups) if args.groups is not None else None
+    except GroupsError as exc:
+        return fail(str(exc))
     try:
         if args.trace is not None:
             inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
@@ -71,7 +76,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             inp.sources.append(Source("screenshot", pic))
         report = build_report(inp, window_s=args.window, labels=args.labels,
                               experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
-                              top_n=args.top)
+                              top_n=args.top, groups=groups)
         if args.server_log is not None and report.data["server"] is None:
             r = report.data["range"]
             print(f"server log {args.server_log}: none of its events falls in "
@@ -117,7 +122,8 @@ def summary_line(data: dict, utc: bool = False) -> str:
     """What ``report`` says of a report's JSON ``data`` after writing it: the range (ISO 8601
     times, local with the offset or UTC, and its length in readable units), the windows, the
     hot set and how it behaves, the mean imbalance ratio and the straggler tax, or why one is
-    n/a: ``"2026-11-30 17:07:19.500+01:00 to 2026-11-30 17:08:20.000+01:00 (1.0 min), 121
+    n/a, and the serving groups where a grouping was given or roles detected (``"; groups
+    0-3, 4-7 (from --groups)"``): ``"2026-11-30 17:07:19.500+01:00 to 2026-11-30 17:08:20.000+01:00 (1.0 min), 121
     windows, hot GPU 1 — 69 % vs 31 % (rotates), imbalance ratio 1.22, straggler tax 15.7%"``."""
     from ...classifier.imbalance import format_hot_set
     from ..figures import fmt_span
@@ -129,8 +135,13 @@ def summary_line(data: dict, utc: bool = False) -> str:
     pattern = {"stays": "stays", "rotates": "rotates"}.get(s["hot_pattern"],
                                                            "no imbalanced decode window")
     n = s["windows"]
+    grp = data.get("groups")  # only where a grouping was given or roles detected
+    alone = grp is not None and all(len(g) < 2 for g in grp["groups"])
     if not s["decode_windows"]:
         imb = "imbalance ratio and straggler tax n/a (no decode window in the range)"
+    elif alone:
+        imb = ("imbalance ratio and straggler tax n/a (every serving group has one GPU"
+               + (": roles, not imbalance)" if grp["source"] == "roles" else ")"))
     elif ratio is None and tax is None:  # one GPU, or no per-GPU work counters
         imb = ("imbalance ratio and straggler tax n/a (no decode window holds the work of two "
                "or more GPUs)")
@@ -139,7 +150,8 @@ def summary_line(data: dict, utc: bool = False) -> str:
                f"{'n/a' if tax is None else f'{tax:.1%}'}")
     return (f"{time_text(r['start'], utc)} to {time_text(r['end'], utc)} "
             f"({fmt_span(r['span_s'])}), {n} window{'' if n == 1 else 's'}, hot "
-            f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({pattern}), {imb}")
+            f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({pattern}), {imb}"
+            + (f"; {grp['text']}" if grp is not None else ""))
 
 
 def add_parser(sub) -> None:
@@ -180,6 +192,7 @@ def add_parser(sub) -> None:
     r.add_argument("--tz", default="UTC", help="time zone of the log's stamps and of the "
                                                "--trace file's wall-clock times (default UTC)")
     r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    add_groups(r, "the report")
     r.add_argument("--top", type=count(10_000, "--top"), default=10,
                    help="most imbalanced windows to list (default 10)")
     r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],

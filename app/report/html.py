@@ -65,6 +65,7 @@ code { font-size: 11px; word-break: break-all; }
 <div class="s">{{ c[2] }}</div></div>{% endfor %}
 </div>
 <p>{{ verdict }}</p>
+{% if d.groups %}<p><b>Serving groups</b>: {{ d.groups.line }}.</p>{% endif %}
 {% if why %}<p><b>Why, per hot GPU</b> <span class="muted">(the ceiling each hot GPU leans on
 next to the others, over the imbalanced windows it was hot in)</span>:</p>
 <ul class="why">{% for line in why %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}

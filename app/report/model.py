@@ -47,6 +47,7 @@ from ...classifier.server_balance import (
 from ...classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
+    group_summary,
     hot_ceilings,
     imbalance_summary,
     phase_summary,
@@ -276,7 +277,7 @@ def _classifier_facts(labeller: str) -> dict:
 def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path | None = None,
                  experts: str | Path | np.ndarray | None = None, n_gpus: int | None = None,
                  ep_size: int = 1, top_n: int = 10, labeller=None,
-                 progress: bool | None = None) -> Report:
+                 progress: bool | None = None, groups=None) -> Report:
     """Label the input's windows and gather the report.
 
     Args:
@@ -292,12 +293,17 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         labeller: phase labeller (default: the shipped model, rules as fallback).
         progress: show progress on stderr (default: when the input holds more than
             ``PROGRESS_AFTER_ROWS`` samples).
+        groups: the serving groups imbalance is judged in (``classify_samples``: None
+            detects roles from the data, else ``"0-3,4-7"``, sequences of GPU ids or a
+            ``classifier.groups.Grouping``).  The document's ``groups`` part says which, when
+            a grouping was given or roles detected.
 
     Raises:
         ReportError: unreadable labels or dump, a dump of another shape, a layout that does
-            not divide, or no samples.
+            not divide, no samples, or ``groups`` that do not fit the samples' GPUs.
     """
     from ...classifier import classify_samples, score_against_labels
+    from ...classifier.groups import GroupsError
     from ...data.traces import TraceError, read_labels
 
     s = inp.samples
@@ -318,8 +324,11 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         expert_part, expert_arrays = _experts(experts, n, ep_size)
     with _progress(steps, "report", show) as bar:
         bar.set_postfix_str("classifying")
-        windows = classify_samples(s, inp.devices if len(inp.devices) else None,
-                                   window_s=window_s, labeller=labeller)
+        try:
+            windows = classify_samples(s, inp.devices if len(inp.devices) else None,
+                                       window_s=window_s, labeller=labeller, groups=groups)
+        except GroupsError as exc:
+            raise ReportError(str(exc)) from None
         bar.update(1)
         phases = phase_summary(windows, window_s)
         mig = load_balance(window_loads(windows))
@@ -353,6 +362,9 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
             inp.server_events = ev[(ts >= t0) & (ts <= t1)]  # the range's events only
         data = _document(inp, windows, window_s, t0, t1, phases, imb, table, top,
                          label_part, expert_part, labels, experts, why)
+        grouped = group_summary(windows)
+        if grouped["applies"]:  # given, or roles detected: which groups were judged
+            data["groups"] = _groups_part(grouped)
         if mig:
             data["mig_balance"] = [_mig_group(m) for m in mig]
         if inp.server_metrics is not None and len(inp.server_metrics):
@@ -437,6 +449,17 @@ def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict
                             "windows": len(near), "text": tele["text"],
                             "disagreement": agreement(whole, loads) if whole else None}
     return out
+
+
+def _groups_part(g: dict) -> dict:
+    """The ``groups`` part from ``classifier.summary.group_summary`` (JSON-ready: the role
+    detection's measurements as numbers or null)."""
+    return {"source": g["source"], "groups": g["groups"], "roles": g["roles"],
+            "text": g["text"], "why": g["why"],
+            "judged": [{k: j[k] for k in ("gpus", "name", "role", "imbalanced_windows",
+                                          "hot_set", "hot_set_windows")}
+                       for j in g["judged"]],
+            "evidence": g["evidence"], "line": g["line"]}
 
 
 def _mig_group(m: dict) -> dict:
