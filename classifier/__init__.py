@@ -22,6 +22,7 @@ from .features import WindowFeatures
 from .groups import resolve_groups
 from .labellers import default_labeller, labeller_name
 from .rules import PHASE_ORDER, RulePhaseLabeller
+from .shares import SHARE_COLUMNS, inputs_of, verdict
 from .windows import DEFAULT_WINDOW_S
 
 __all__ = [
@@ -45,7 +46,7 @@ WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "bal
                   "straggler_tax", "hot_gpu", "hot_set", "hot_share", "cold_share",
                   "imbalanced", "persistence", "load_mean",
                   "load_max", "tensor_active_mean", "dram_active_mean", "power_frac_mean",
-                  "n_gpus", "p_idle", "p_prefill", "p_decode")
+                  "n_gpus", "p_idle", "p_prefill", "p_decode", *SHARE_COLUMNS, "verdict")
 
 def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                      window_s: float = DEFAULT_WINDOW_S, labeller=None,
@@ -64,8 +65,13 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
 
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
-        GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the chosen
-        phase's score in [0, 1]; ``hot_set`` lists every hot GPU (``"1,3,5,7"``, empty
+        GPU i, %).  ``start``/``end`` are epoch seconds; ``confidence`` is the held-out chance
+        that the window's phase is right, from the calibrated share of that phase through
+        the model's map for the input kind (``model.confidence_of``; the labeller's score
+        where no share model ships); ``share_idle`` / ``share_prefill`` / ``share_decode``
+        the window's calibrated shares of time (``shares.py``; the rules' scores without a
+        share model) and ``verdict`` their words ("decode", or "mixed: decode 55 % ·
+        prefill 30 %" under ``shares.NAMED_SHARE``); ``hot_set`` lists every hot GPU (``"1,3,5,7"``, empty
         unless flagged) and ``hot_share`` / ``cold_share`` the mean share (%) of the summed
         work a hot / another GPU holds (``imbalance.py``); ``p_idle`` / ``p_prefill`` /
         ``p_decode`` are the
@@ -96,10 +102,16 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     if not isinstance(labeller, RulePhaseLabeller) and not feats.empty and \
             feats[["f_sm_active_mean", "f_tensor_active_mean", "f_dram_active_mean"]] \
             .isna().all(axis=None):
-        # No profiling counters (nvidia-smi files, GPUs without GPM): the model was trained
-        # with them; the rules have an NVML-only path.
+        # No profiling counters (nvidia-smi files, GPUs without GPM): the phase trees were
+        # trained with them; the share model has learned thin inputs (shares.INPUT_KINDS), the
+        # rules an NVML-only path where no share model ships.
         why = "no profiling counters (sm_active, tensor_active, dram_active) in the source"
-        labeller = RulePhaseLabeller()
+        if getattr(labeller, "shares", None) is not None:
+            from .model import SharesLabeller
+
+            labeller = SharesLabeller(labeller)
+        else:
+            labeller = RulePhaseLabeller()
     fcols = [c for c in feats.columns if c.startswith("f_")]
     if fcols and not feats.empty:
         # a window whose samples hold no reading at all (a sweep of N/A fields) has no phase:
@@ -118,8 +130,20 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     else:
         phase = labeller.predict(feats, proba)
         imb = labeller.imbalance.detect(feats, phase, grouping.groups)
-    conf = proba.to_numpy()[np.arange(len(proba)),
-                            [PHASE_ORDER.index(p) for p in phase.to_numpy()]]
+    which = [PHASE_ORDER.index(p) for p in phase.to_numpy()]
+    conf = proba.to_numpy()[np.arange(len(proba)), which]
+    from .model import confidence_of
+
+    inputs = inputs_of(feats, window_s)
+    model = getattr(labeller, "model", labeller)
+    share_model = getattr(model, "shares", None)
+    if share_model is not None:
+        # calibrated shares; the confidence is the held-out chance the phase is right
+        sh = share_model.predict(feats)
+        sh[~np.isfinite(sh).all(axis=1)] = 1.0 / len(PHASE_ORDER)
+        conf = confidence_of(model, inputs["kind"], sh[np.arange(len(sh)), which])
+    else:
+        sh = proba.to_numpy(dtype=float)  # the rules' scores: not calibrated shares
     out = pd.DataFrame({
         "start": feats.index.to_numpy(dtype=float),
         "end": feats.index.to_numpy(dtype=float) + window_s,
@@ -134,13 +158,18 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         out[col] = feats[col].to_numpy()
     for p in PHASE_ORDER:
         out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
+    for k, col in enumerate(SHARE_COLUMNS):
+        out[col] = sh[:, k]
+    out["verdict"] = verdict(sh)
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
     # what labelled them, after the fallbacks, and why the rules ran when they did; the
     # serving groups the imbalance was judged in
     out.attrs.update(labeller=labeller_name(labeller), fallback=why,
-                     grouping=grouping.to_json())
+                     grouping=grouping.to_json(), inputs=inputs,
+                     labeller_kind=getattr(labeller, "kind", "rules"),
+                     shares="calibrated" if share_model is not None else "rules' scores")
     return out
 
 
@@ -191,6 +220,10 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
     seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"
                     else labeller)
+    if windows.attrs.get("labeller_kind") == "shares":
+        from .model import SharesLabeller
+
+        seg_labeller = SharesLabeller(labeller)
     times = samples["timestamp"].to_numpy(dtype=float)
     if complete_until is not None:
         times = times[times < complete_until]

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from ..data.schema import peers
-from .windows import DEFAULT_WINDOW_S, per_gpu_means
+from .windows import DEFAULT_WINDOW_S, RATE_METRICS, per_gpu_means
 
 #: Metrics in percent, used as-is (0-100).
 PERCENT_METRICS = ("gpu_util", "mem_copy_util", "sm_active", "sm_occupancy", "tensor_active",
@@ -90,6 +90,8 @@ class WindowFeatures:
         ``load_g<i>`` (``gpu_load`` of GPU i); ``load_mean``, ``load_max``, ``load_cv``
         (coefficient of variation); ``imbalance_ratio`` (max/mean load, 1.0 = balanced);
         ``hot_gpu`` (index of the max load; NaN when no load is known); ``n_gpus``;
+        ``n_<metric>`` for ``windows.RATE_METRICS`` (readings per GPU in the window, mean
+        over GPUs);
         ``busy_g<i>`` (``gpu_util`` of GPU i, the share of time a kernel ran);
         ``tensor_g<i>``, ``dram_g<i>``, ``pcie_g<i>``, ``nvlink_g<i>``, ``sm_g<i>`` (GPU i's
         pipe activity as a fraction of its limit: what ``imbalance`` weighs and explains);
@@ -168,6 +170,11 @@ class WindowFeatures:
             hot[has] = np.asarray(load.columns, dtype=float)[top]
         cols["hot_gpu"] = hot
         cols["n_gpus"] = np.isfinite(L).sum(axis=1)
+        # readings per GPU in the window (the source's rate: what a verdict stood on)
+        n_by = per_gpu[[f"{m}_n" for m in RATE_METRICS]].groupby(level="start").mean() \
+            .reindex(index)
+        for m in RATE_METRICS:
+            cols[f"n_{m}"] = n_by[f"{m}_n"].to_numpy(dtype=float)
         busy = every["gpu_util"].unstack("gpu").reindex(index)
         B = busy.to_numpy(dtype=float)
         for n, g in enumerate(busy.columns):

@@ -163,6 +163,10 @@ class PhaseModel:
             (None: no gate).
         kind: "hgb" or "tcn".
         meta: provenance (corpus, versions, window length).
+        shares: a fitted ``shares.ShareModel`` (calibrated phase shares per window) or None.
+        confidence_maps: per input kind (``shares.confidence_kind``), the held-out map from a
+            window's share of its labelled phase to the chance that label is right:
+            ``{"x": [...], "y": [...]}`` breakpoints of an isotonic fit (``np.interp``).
     """
 
     estimator: object
@@ -174,6 +178,8 @@ class PhaseModel:
     idle_gate: float | None = 0.02
     kind: str = "hgb"
     meta: dict = field(default_factory=dict)
+    shares: object | None = None
+    confidence_maps: dict = field(default_factory=dict)
 
     # -- training ------------------------------------------------------------------------
     @classmethod
@@ -276,7 +282,7 @@ class PhaseModel:
 
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        for ext in ("npz", "skops"):
+        for ext in ("npz", "skops", "shares.skops"):
             (directory / f"{stem}.{ext}").unlink(missing_ok=True)
         if self.kind == "tcn":
             np.savez(directory / f"{stem}.npz", **self.estimator.arrays())
@@ -284,6 +290,10 @@ class PhaseModel:
             from skops.io import dump
 
             dump(self.estimator, directory / f"{stem}.skops")
+        if self.shares is not None:
+            from skops.io import dump
+
+            dump(self.shares.estimator_, directory / f"{stem}.shares.skops")
         doc = {
             "format": 1,
             "kind": self.kind,
@@ -298,6 +308,9 @@ class PhaseModel:
             "smooth": self.smooth,
             "window_s": self.window_s,
             "idle_gate": self.idle_gate,
+            "shares": None if self.shares is None else {
+                "columns": list(self.shares.columns), "file": f"{stem}.shares.skops"},
+            "confidence_maps": self.confidence_maps,
             "sklearn_version": sklearn.__version__,
             **self.meta,
         }
@@ -341,8 +354,78 @@ class PhaseModel:
                              "`tealeaves train`")
         imb = doc["imbalance"]
         meta = {k: v for k, v in doc.items() if k in ("corpus", "trained_utc", "windows")}
+        shares = None
+        if doc.get("shares"):
+            shares = _load_shares(directory / doc["shares"]["file"], doc["shares"]["columns"])
         return cls(est, np.asarray(doc["priors"]), np.asarray(doc["transition"]),
                    ImbalanceDetector(imb["threshold"], imb["min_windows"], imb.get("floor", 1.0),
                                      imb.get("noise_k", 0.3)),
                    smooth=bool(doc.get("smooth", True)), window_s=float(doc["window_s"]),
-                   idle_gate=doc.get("idle_gate"), kind=kind, meta=meta)
+                   idle_gate=doc.get("idle_gate"), kind=kind, meta=meta, shares=shares,
+                   confidence_maps=doc.get("confidence_maps") or {})
+
+
+def _load_shares(path: Path, columns: list[str]):
+    """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only)."""
+    from skops.io import get_untrusted_types, load
+
+    from .shares import ShareModel
+
+    try:
+        untrusted = get_untrusted_types(file=path)
+        bad = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
+        if bad:
+            raise ModelError(f"{path}: refuses to load types {', '.join(bad)}")
+        est = load(path, trusted=untrusted)
+    except ModelError:
+        raise
+    except (OSError, ValueError, KeyError, ImportError) as exc:
+        raise ModelError(f"{path}: cannot load the share model ({exc})") from exc
+    m = ShareModel(tuple(columns))
+    m.estimator_, m.classes_ = est, tuple(est.classes_)
+    return m
+
+
+def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.ndarray:
+    """The chance a window's label is right, from its share of that phase ((n,)), through
+    the model's held-out map for the input ``kind``; the share itself where no map is kept."""
+    cmap = (model.confidence_maps or {}).get(kind) if model is not None else None
+    share = np.asarray(share, dtype=float)
+    if not cmap:
+        return share
+    return np.interp(share, np.asarray(cmap["x"], float), np.asarray(cmap["y"], float))
+
+
+@dataclass
+class SharesLabeller:
+    """A ``PhaseModel``'s share model used as the labeller, for sources without the profiling
+    counters the phase trees were trained on (nvidia-smi files, power or utilization alone):
+    posteriors are the calibrated shares, the phase their arg-max (no smoothing), imbalance the
+    model's detector.  A window with no reading the share model reads gets uniform shares."""
+
+    model: PhaseModel
+
+    @property
+    def window_s(self) -> float:
+        return self.model.window_s
+
+    @property
+    def imbalance(self) -> ImbalanceDetector:
+        return self.model.imbalance
+
+    @property
+    def transition(self) -> np.ndarray:
+        return self.model.transition
+
+    kind = "shares"
+    smooth = False
+
+    def predict_proba(self, features: pd.DataFrame) -> pd.DataFrame:
+        p = self.model.shares.predict(features)
+        p[~np.isfinite(p).all(axis=1)] = 1.0 / len(PHASE_ORDER)
+        p = _quiet_is_idle(features, p)
+        return pd.DataFrame(p, columns=list(PHASE_ORDER), index=features.index)
+
+    def predict(self, features: pd.DataFrame, proba: pd.DataFrame | None = None) -> pd.Series:
+        proba = self.predict_proba(features) if proba is None else proba
+        return proba.idxmax(axis=1).rename("phase")

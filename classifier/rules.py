@@ -35,11 +35,16 @@ class RulePhaseLabeller:
         imbalance_threshold: ``imbalance_ratio`` above which a decode window is flagged.
         imbalance_floor: a GPU is hot only when its work exceeds the mean by this many
             percentage points too (``imbalance.ImbalanceDetector``'s ``floor``).
+        idle_power_frac: without a load reading, the power / power-limit fraction around
+            which a window turns busy (idle H200s draw 0.10-0.12 of their 700-W limit in the
+            bundled traces, the lightest decode windows 0.2 and up).
     """
 
     def __init__(self, idle_load: float = 10.0, copy_ratio: float = 0.5,
-                 imbalance_threshold: float = 1.15, imbalance_floor: float = 1.0) -> None:
+                 imbalance_threshold: float = 1.15, imbalance_floor: float = 1.0,
+                 idle_power_frac: float = 0.2) -> None:
         self.idle_load = idle_load
+        self.idle_power_frac = idle_power_frac
         self.copy_ratio = copy_ratio
         self.imbalance_threshold = imbalance_threshold
         self.imbalance_floor = imbalance_floor
@@ -57,6 +62,14 @@ class RulePhaseLabeller:
         f = features
         busy = f["load_max"].to_numpy(dtype=float)
         p_busy = _sigmoid((busy - self.idle_load) / 3.0)
+        # No load reading (a power-only source): the power fraction over the idle floor
+        # where the limit is known, held to 0.15-0.85 (power alone cannot tell a light
+        # decode from a warm idle GPU), else 0.5: a missing load is never read as 0.
+        pf = f["power_frac_mean"].to_numpy(dtype=float) if "power_frac_mean" in f \
+            else np.full(len(f), np.nan)
+        by_power = np.clip(_sigmoid((pf - self.idle_power_frac) / 0.03), 0.15, 0.85)
+        p_busy = np.where(np.isfinite(p_busy), p_busy,
+                          np.where(np.isfinite(by_power), by_power, 0.5))
         tensor = f["tensor_active_mean"].to_numpy(dtype=float)
         dram = f["dram_active_mean"].to_numpy(dtype=float)
         gpm_margin = (tensor - dram) / 5.0
@@ -66,8 +79,8 @@ class RulePhaseLabeller:
             ratio = copy / np.where(util > 0, util, np.nan)
         nvml_margin = (self.copy_ratio - ratio) / 0.1
         margin = np.where(np.isfinite(gpm_margin), gpm_margin, nvml_margin)
-        p_prefill_given_busy = _sigmoid(np.nan_to_num(margin, nan=-np.inf))
-        p_busy = np.nan_to_num(p_busy, nan=0.0)
+        # no reading to tell the two apart: even odds, not decode by default
+        p_prefill_given_busy = np.where(np.isfinite(margin), _sigmoid(margin), 0.5)
         out = pd.DataFrame({
             "idle": 1.0 - p_busy,
             "prefill": p_busy * p_prefill_given_busy,

@@ -15,6 +15,8 @@ from ..data.schema import METRIC_NAMES
 #: Window length chosen by measurement on the bundled H200 traces (``docs/classifier_v0_rules.md``):
 #: 0.5 s holds 4-5 GPM readings at 10 Hz and keeps boundary windows few.
 DEFAULT_WINDOW_S = 0.5
+#: Metrics whose readings per window are counted (the source's rate, ``shares.inputs_of``).
+RATE_METRICS = ("sm_active", "gpu_util", "power_w")
 
 
 def window_start(timestamps: np.ndarray | pd.Series, window_s: float) -> np.ndarray:
@@ -35,7 +37,8 @@ def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         Frame indexed by (``start``, ``gpu``) with one column per metric and ``n`` (samples
         in the window for that GPU).  A metric with no reading in a window is NaN.  With
         ``spread``, also ``<metric>_std``: the population standard deviation of the window's
-        readings (NaN under two readings).
+        readings (NaN under two readings), and ``<metric>_n`` for ``RATE_METRICS``: how many
+        readings the window holds.
 
     Raises:
         ValueError: ``window_s`` is not positive.
@@ -55,4 +58,5 @@ def per_gpu_means(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         counts = grouped[list(METRIC_NAMES)].count()
         std = std.where(counts >= 2)
         means = means.join(std.add_suffix("_std"))
+        means = means.join(counts[list(RATE_METRICS)].add_suffix("_n"))
     return means

@@ -88,10 +88,19 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
             it, desc=desc, unit="fold", file=sys.stderr, leave=False))
     except TraceError as exc:
         return fail(str(exc))
+    from ...classifier.share_corpus import load_kinds, shares_markdown, validate_shares
+
+    try:
+        kinds = load_kinds(Path(args.corpus) if args.corpus else None,
+                           progress=_progress("input kinds"))
+    except TraceError as exc:
+        return fail(str(exc))
+    result["shares"] = validate_shares(kinds, progress=_progress("families held out"))
     if args.out is not None:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report_markdown(result, corpus, cmd))
+        args.out.write_text(report_markdown(result, corpus, cmd)
+                            + "\n".join(shares_markdown(result["shares"])) + "\n")
         if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
             _write_validation(result, corpus, cmd)
     if args.json:
@@ -116,6 +125,20 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     for fam, sc in fams.items():
         print(f"  family {fam:24s} macro-F1 {na(sc[ch]['macro_f1'], 5)}  time acc. "
               f"{na(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
+    sh = result["shares"]
+    print("input kind      windows share-err calib-err named confident conf-wrong "
+          "(serving loop: share-err conf-wrong)")
+    for k in sh["kinds"]:
+        s, sl = sh["per_kind"][k], sh["per_kind_serving_loop"].get(k, {})
+        print(f"  {k:14s} {s['windows']:7d} {na(s['share_error'], 9)} "
+              f"{na(s['calibration_error'], 9)} {na(s['named_share'], 5, 2)} "
+              f"{s['confident_windows']:9d} {na(s['confident_wrong'], 10)}   "
+              f"{na(sl.get('share_error', math.nan), 9)} "
+              f"{na(sl.get('confident_wrong', math.nan), 10)}")
+    for fam, per in sh["per_family"].items():
+        s = per["full"]
+        print(f"  shares {fam:34s} share error {na(s['share_error'], 5)}  calibration "
+              f"error {na(s['calibration_error'], 5)}")
     print(f"leave-one-family-out over {len(result['families'])} families, "
           f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
@@ -170,6 +193,18 @@ def cmd_train(args: argparse.Namespace) -> int:
             "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
     print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
     model = train(corpus, seed=args.seed, meta=meta, kind=kind)
+    from ...classifier.share_corpus import (confidence_maps, fit_share_model, held_out,
+                                            load_kinds)
+
+    print("fitting the share model on every input kind, confidence maps held out by "
+          "family...", file=sys.stderr, flush=True)
+    try:
+        kinds = load_kinds(args.corpus, progress=_progress("input kinds"))
+    except TraceError as exc:
+        return fail(str(exc))
+    model.shares = fit_share_model(kinds, seed=args.seed)
+    model.confidence_maps = confidence_maps(
+        kinds, held_out(kinds, progress=_progress("families held out")))
     if smooth is not None and kind == "hgb":
         model.smooth = smooth  # "hgb" alone or with the Viterbi pass ("hgb_viterbi")
     out = args.out or MODEL_DIR

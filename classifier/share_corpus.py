@@ -1,0 +1,233 @@
+"""The share model on the corpus: features of every trace in every input kind, the held-out
+(leave-one-family-out) shares, the confidence maps fitted on them, and the per-family and
+per-input-kind scores ``tealeaves evaluate --corpus`` prints and ``docs/classifier.md`` holds.
+
+Every number here is held out by family: a family's windows are scored by a share model fitted
+on every other family, and its confidence map is fitted on the other families' held-out
+predictions (cross-fitted), so no figure is read off the data it was fitted on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..data.traces import label_at, read_labels, read_trace
+from .features import WindowFeatures
+from .rules import PHASE_ORDER
+from .shares import (INPUT_KINDS, NAMED_SHARE, ShareModel, calibration_error, share_error,
+                     thin_samples, window_shares)
+from .windows import DEFAULT_WINDOW_S
+
+#: A confident window: confidence at least this (issue 34: none of an input kind's confident
+#: windows may be wrong more than ``CONFIDENT_WRONG_MAX`` of the time).
+CONFIDENT = 0.9
+CONFIDENT_WRONG_MAX = 0.10
+
+
+@dataclass
+class KindTrace:
+    """One corpus trace in every input kind: ``kinds[kind] = (features, true shares (n, 3),
+    true phase at each window's midpoint (n,) or None)``."""
+
+    name: str
+    family: str
+    labels: pd.DataFrame
+    kinds: dict
+
+
+def load_kinds(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_S,
+               kinds: dict | None = None, progress: Callable | None = None
+               ) -> list[KindTrace]:
+    """Every manifest trace in every input kind (``shares.INPUT_KINDS``).
+
+    Raises:
+        TraceError: a listed trace or label file is missing or bad.
+    """
+    from ..data import TRACES_DIR
+    from .evaluate import read_manifest
+
+    directory = Path(directory or TRACES_DIR)
+    manifest = read_manifest(directory)
+    fam = manifest["family"] if "family" in manifest else manifest["name"]
+    kinds = kinds or INPUT_KINDS
+    out = []
+    rows = list(zip(manifest["name"], fam.fillna(manifest["name"]), strict=True))
+    for name, family in progress(rows) if progress else rows:
+        trace = read_trace(directory / f"{name}.parquet")
+        labels = read_labels(directory / f"{name}.labels.csv", phases=PHASE_ORDER)
+        per = {}
+        for kind, (keep, hz) in kinds.items():
+            f = WindowFeatures(window_s, trace.devices).fit_transform(
+                thin_samples(trace.samples, keep, hz))
+            starts = f.index.to_numpy(dtype=float)
+            per[kind] = (f, window_shares(starts, labels, window_s),
+                         label_at(labels, starts + window_s / 2)["phase"].to_numpy())
+        out.append(KindTrace(name, str(family), labels, per))
+    return out
+
+
+def fit_share_model(traces: list[KindTrace], seed: int = 0) -> ShareModel:
+    """A ``ShareModel`` fitted on every trace in every input kind."""
+    feats, shares = [], []
+    for t in traces:
+        for f, s, _ in t.kinds.values():
+            feats.append(f)
+            shares.append(s)
+    return ShareModel(seed=seed).fit(feats, shares)
+
+
+def held_out(traces: list[KindTrace], progress: Callable | None = None) -> dict:
+    """Leave-one-family-out share predictions: ``{(name, kind): (pred (n, 3), true (n, 3),
+    true midpoint phase (n,))}``."""
+    families = sorted({t.family for t in traces})
+    out = {}
+    for fam in progress(families) if progress else families:
+        rest = [t for t in traces if t.family != fam]
+        if not rest:
+            continue
+        model = fit_share_model(rest)
+        for t in traces:
+            if t.family == fam:
+                for kind, (f, s, ph) in t.kinds.items():
+                    out[(t.name, kind)] = (model.predict(f), s, ph)
+    return out
+
+
+def _labelled(pred: np.ndarray, phase: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(share of the arg-max phase, whether it is the midpoint's true phase) over windows with
+    known shares and a true phase."""
+    ok = np.isfinite(pred).all(axis=1) & pd.notna(phase)
+    top = np.argmax(np.nan_to_num(pred[ok]), axis=1)
+    right = np.array(PHASE_ORDER)[top] == phase[ok].astype(str)
+    return pred[ok][np.arange(len(top)), top], right
+
+
+def fit_confidence_map(x: np.ndarray, right: np.ndarray, points: int = 41) -> dict:
+    """An isotonic map from a label's share to the chance it is right (scikit-learn's
+    ``IsotonicRegression``), kept as ``points`` breakpoints ``{"x", "y"}`` over [1/3, 1]."""
+    from sklearn.isotonic import IsotonicRegression
+
+    grid = np.linspace(1.0 / len(PHASE_ORDER), 1.0, points)
+    if len(x) < 20:
+        return {"x": grid.tolist(), "y": grid.tolist()}
+    iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x, right)
+    return {"x": [round(float(v), 4) for v in grid],
+            "y": [round(float(v), 4) for v in iso.predict(grid)]}
+
+
+def confidence_maps(traces: list[KindTrace], held: dict,
+                    exclude_family: str | None = None) -> dict:
+    """One map per input kind from the held-out predictions (those of ``exclude_family``
+    left out: cross-fitting)."""
+    maps = {}
+    for kind in next(iter(traces)).kinds:
+        xs, rs = [], []
+        for t in traces:
+            if t.family == exclude_family or (t.name, kind) not in held:
+                continue
+            pred, _, ph = held[(t.name, kind)]
+            x, r = _labelled(pred, ph)
+            xs.append(x)
+            rs.append(r)
+        maps[kind] = fit_confidence_map(np.concatenate(xs) if xs else np.zeros(0),
+                                        np.concatenate(rs) if rs else np.zeros(0, bool))
+    return maps
+
+
+def _scores(rows: list[tuple]) -> dict:
+    """Share error, calibration error, named-phase share and confident-window accuracy of
+    ``(pred, true, phase, confidence)`` rows pooled."""
+    if not rows:
+        return {}
+    pred = np.vstack([r[0] for r in rows])
+    true = np.vstack([r[1] for r in rows])
+    phase = np.concatenate([r[2] for r in rows])
+    conf = np.concatenate([r[3] for r in rows])
+    ok = np.isfinite(pred).all(axis=1) & pd.notna(phase)
+    top = np.argmax(np.nan_to_num(pred), axis=1)
+    right = ok & (np.array(PHASE_ORDER)[top] == phase.astype(str))
+    confident = ok & (conf >= CONFIDENT)
+    named = ok & (np.nanmax(np.nan_to_num(pred), axis=1) >= NAMED_SHARE)
+    return {"windows": int(ok.sum()), "share_error": share_error(pred, true),
+            "calibration_error": calibration_error(pred, true),
+            "named_share": float(named.sum() / ok.sum()) if ok.any() else float("nan"),
+            "confident_windows": int(confident.sum()),
+            "confident_wrong": float(1 - right[confident].mean()) if confident.any()
+            else float("nan"),
+            "accuracy": float(right[ok].mean()) if ok.any() else float("nan")}
+
+
+def validate_shares(traces: list[KindTrace], progress: Callable | None = None) -> dict:
+    """Held-out scores per family and per input kind (module docstring).
+
+    Returns:
+        ``{"kinds": [...], "per_kind": {kind: scores}, "per_family": {family: {kind:
+        scores}}, "per_kind_serving_loop": {kind: scores}}``; scores as ``_scores``.
+    """
+    from .model import PhaseModel, confidence_of
+
+    held = held_out(traces, progress)
+    families = sorted({t.family for t in traces})
+    conf_rows: dict[tuple[str, str], tuple] = {}
+    for fam in families:
+        maps = confidence_maps(traces, held, exclude_family=fam)
+        probe = PhaseModel(None, None, None, None, confidence_maps=maps)
+        for t in traces:
+            if t.family != fam:
+                continue
+            for kind in t.kinds:
+                pred, true, ph = held[(t.name, kind)]
+                top = np.nanmax(np.nan_to_num(pred), axis=1)
+                conf_rows[(t.name, kind)] = (pred, true, ph, confidence_of(probe, kind, top))
+    kinds = list(next(iter(traces)).kinds)
+    out = {"kinds": kinds, "per_kind": {}, "per_family": {}, "per_kind_serving_loop": {}}
+    for kind in kinds:
+        out["per_kind"][kind] = _scores([conf_rows[(t.name, kind)] for t in traces])
+        out["per_kind_serving_loop"][kind] = _scores(
+            [conf_rows[(t.name, kind)] for t in traces if t.family.startswith("serving_loop")])
+    for fam in families:
+        out["per_family"][fam] = {kind: _scores([conf_rows[(t.name, kind)] for t in traces
+                                                 if t.family == fam]) for kind in kinds}
+    return out
+
+
+def shares_markdown(result: dict) -> list[str]:
+    """The share section of ``docs/classifier.md``."""
+    def f(x, nd=3):
+        return "n/a" if x is None or not np.isfinite(x) else f"{x:.{nd}f}"
+
+    lines = ["", "## Phase shares (leave-one-family-out)", "",
+             ("Each window's share of time in idle / prefill / decode from the share model "
+              "(`classifier/shares.py`); *share error* is the mean total-variation distance to "
+              "the true shares, *calibration error* the expected calibration error of the "
+              "shares (10 bins), *named* the share of windows whose top phase holds at least "
+              f"{NAMED_SHARE:.0%} (the others say \"mixed\"), *confident* the windows at "
+              f"confidence {CONFIDENT} or more (held-out confidence maps, cross-fitted) and "
+              "how often their arg-max phase is wrong at the window's midpoint. Input kinds: "
+              "the full counters, and the same traces with columns dropped and thinned to "
+              "4 Hz (`shares.INPUT_KINDS`)."), "",
+             "| input kind | windows | share error | calibration error | named | confident "
+             "windows | confident wrong | serving-loop share error | serving-loop confident "
+             "wrong |", "|---|---|---|---|---|---|---|---|---|"]
+    for kind in result["kinds"]:
+        s, sl = result["per_kind"][kind], result["per_kind_serving_loop"].get(kind, {})
+        lines.append(f"| {kind} | {s['windows']} | {f(s['share_error'])} | "
+                     f"{f(s['calibration_error'])} | {f(s['named_share'], 2)} | "
+                     f"{s['confident_windows']} | {f(s['confident_wrong'])} | "
+                     f"{f(sl.get('share_error', float('nan')))} | "
+                     f"{f(sl.get('confident_wrong', float('nan')))} |")
+    lines += ["", "Per family (full counters; power only at 4 Hz):", "",
+              "| family | windows | share error | calibration error | named | power-only share "
+              "error | power-only confident wrong |", "|---|---|---|---|---|---|---|"]
+    for fam, per in result["per_family"].items():
+        s, p = per["full"], per.get("power_4hz", {})
+        lines.append(f"| {fam} | {s['windows']} | {f(s['share_error'])} | "
+                     f"{f(s['calibration_error'])} | {f(s['named_share'], 2)} | "
+                     f"{f(p.get('share_error', float('nan')))} | "
+                     f"{f(p.get('confident_wrong', float('nan')))} |")
+    return lines
