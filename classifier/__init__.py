@@ -112,6 +112,11 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
             labeller = SharesLabeller(labeller)
         else:
             labeller = RulePhaseLabeller()
+    if getattr(labeller, "phase_from", "trees") == "shares" and \
+            getattr(labeller, "shares", None) is not None:
+        from .model import SharesLabeller
+
+        labeller = SharesLabeller(labeller)  # a model the engine taught labels by its shares
     fcols = [c for c in feats.columns if c.startswith("f_")]
     if fcols and not feats.empty:
         # a window whose samples hold no reading at all (a sweep of N/A fields) has no phase:

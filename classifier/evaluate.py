@@ -191,7 +191,9 @@ def time_accuracy(pred: pd.DataFrame, labels: pd.DataFrame,
 
     Returns:
         ``time_accuracy`` (labelled ticks whose predicted phase is right; a tick no interval
-        covers counts as wrong) and ``labelled_s`` (seconds of labelled time).
+        covers counts as wrong), ``time_macro_f1`` (the macro-F1 of the ticks: each phase's
+        F1 over labelled time, unweighted mean of the phases the labels hold) and
+        ``labelled_s`` (seconds of labelled time).
     """
     from .segments import segments_at
 
@@ -199,11 +201,19 @@ def time_accuracy(pred: pd.DataFrame, labels: pd.DataFrame,
              for r in labels.itertuples(index=False)]
     t = np.concatenate(ticks) if ticks else np.zeros(0)
     if not len(t):
-        return {"time_accuracy": float("nan"), "labelled_s": 0.0}
+        return {"time_accuracy": float("nan"), "time_macro_f1": float("nan"),
+                "labelled_s": 0.0}
     truth = label_at(labels, t)["phase"].to_numpy()
     got = segments_at(pred[["start", "end", "phase"]].sort_values("start")
                       .reset_index(drop=True), t)
+    f1s = []
+    for c in PHASE_ORDER:
+        n_true = int(np.sum(truth == c))
+        if n_true:
+            tp = int(np.sum((truth == c) & (got == c)))
+            f1s.append(2 * tp / (n_true + int(np.sum(got == c))))
     return {"time_accuracy": float(np.mean(got == truth)),
+            "time_macro_f1": float(np.mean(f1s)) if f1s else float("nan"),
             "labelled_s": float(len(t) * resolution_s)}
 
 
@@ -530,6 +540,8 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
          "column) holds out one trace at a time. Held-out windows of all folds are pooled. "
          "Metric definitions: `classifier/evaluate.py`."),
         "",
+        ("- *time macro-F1*: each phase's F1 over labelled time at 0.1-s ticks, unweighted "
+         "mean (the issue-34 headline);"),
         ("- *time acc.*: the share of labelled time, at 0.1-s ticks, given the right phase "
          "(from the 0.1-s segments for the segments model, else from the windows);"),
         ("- *boundary delay*: from each change of true phase to the midpoint of the first "
@@ -544,16 +556,17 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
         "",
         "## Models (held out, pooled)",
         "",
-        ("| model | LOFO macro-F1 | LOTO macro-F1 | time acc. | interior / change macro-F1 | "
-         "boundary delay median / p90 (s) | segment boundary offset median / p90 (s) | "
-         "imbalance P / R | low-load P / R | hot set |"),
-        "|---|---|---|---|---|---|---|---|---|---|",
+        ("| model | LOFO macro-F1 | LOTO macro-F1 | time macro-F1 | time acc. | interior / "
+         "change macro-F1 | boundary delay median / p90 (s) | segment boundary offset median "
+         "/ p90 (s) | imbalance P / R | low-load P / R | hot set |"),
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in models:
         s = pooled[m]
         lines.append(
             f"| {NAMES[m]}{' **(chosen)**' if m == result['chosen'] else ''} | "
             f"{_f(s['macro_f1'])} | {_f(loto[m]['macro_f1']) if m in loto else 'n/a'} | "
+            f"{_f(s.get('time_macro_f1', float('nan')))} | "
             f"{_f(s['time_accuracy'])} | {_f(s['macro_f1_interior'])} / "
             f"{_f(s['macro_f1_change'])} | {_f(s['boundary_delay_s'], 2)} / "
             f"{_f(s['boundary_delay_p90_s'], 2)} | {_f(s['boundary_offset_s'], 2)} / "
@@ -582,9 +595,9 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
         lines.append(f"| {c} | " + " | ".join(str(v) for v in row) + " |")
     chosen = result["chosen"]
     lines += ["", "## Per family (held out as a whole)", "",
-              ("| family | traces | windows | rules macro-F1 | chosen macro-F1 | time acc. | "
-               "prefill F1 | decode F1 | boundary delay (s) |"),
-              "|---|---|---|---|---|---|---|---|---|"]
+              ("| family | traces | windows | rules macro-F1 | chosen macro-F1 | time macro-F1 "
+               "| time acc. | prefill F1 | decode F1 | boundary delay (s) |"),
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for f, names in result["families"].items():
         sc = result[head]["per_family"].get(f)
         if not sc:
@@ -592,7 +605,8 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
         s, r = sc[chosen], sc["rules"]
         lines.append(
             f"| {f} | {len(names)} | {s['labelled_windows']} | {_f(r['macro_f1'])} | "
-            f"{_f(s['macro_f1'])} | {_f(s['time_accuracy'])} | "
+            f"{_f(s['macro_f1'])} | {_f(s.get('time_macro_f1', float('nan')))} | "
+            f"{_f(s['time_accuracy'])} | "
             f"{_f(s['per_class']['prefill']['f1'])} | {_f(s['per_class']['decode']['f1'])} | "
             f"{_f(s['boundary_delay_s'], 2)} |")
     lines += ["", "## Per trace (its family held out)", "",

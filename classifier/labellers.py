@@ -14,14 +14,26 @@ from .rules import RulePhaseLabeller
 log = logging.getLogger(__name__)
 
 
+#: A model folder chosen in place of the shipped one (``use_model``; ``tealeaves calibrate``
+#: writes one), or None.
+_MODEL_DIR: list = [None]
+
+
+def use_model(directory) -> None:
+    """Make ``default_labeller`` load the model in ``directory`` (None: the shipped one)."""
+    _MODEL_DIR[0] = directory
+    default_labeller.cache_clear()
+
+
 @functools.cache
 def default_labeller():
-    """The shipped trained model (``classifier/model/phase_model.*``), loaded once; the v0
-    rules when it cannot be loaded (the reason is logged once)."""
-    from .model import ModelError, PhaseModel
+    """The shipped trained model (``classifier/model/phase_model.*``), or the folder
+    ``use_model`` named, loaded once; the v0 rules when it cannot be loaded (the reason is
+    logged once)."""
+    from .model import MODEL_DIR, ModelError, PhaseModel
 
     try:
-        return PhaseModel.load()
+        return PhaseModel.load(_MODEL_DIR[0] or MODEL_DIR)
     except ModelError as exc:
         log.warning("phase model unavailable, using the rules: %s", exc)
         return RulePhaseLabeller()

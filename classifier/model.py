@@ -167,6 +167,9 @@ class PhaseModel:
         confidence_maps: per input kind (``shares.confidence_kind``), the held-out map from a
             window's share of its labelled phase to the chance that label is right:
             ``{"x": [...], "y": [...]}`` breakpoints of an isotonic fit (``np.interp``).
+        phase_from: "trees" (the phase trees, Viterbi-smoothed) or "shares" (the share
+            model's arg-max for every input: a model taught by an engine,
+            ``calibrate.teach``).
     """
 
     estimator: object
@@ -180,6 +183,7 @@ class PhaseModel:
     meta: dict = field(default_factory=dict)
     shares: object | None = None
     confidence_maps: dict = field(default_factory=dict)
+    phase_from: str = "trees"
 
     # -- training ------------------------------------------------------------------------
     @classmethod
@@ -311,6 +315,7 @@ class PhaseModel:
             "shares": None if self.shares is None else {
                 "columns": list(self.shares.columns), "file": f"{stem}.shares.skops"},
             "confidence_maps": self.confidence_maps,
+            "phase_from": self.phase_from,
             "sklearn_version": sklearn.__version__,
             **self.meta,
         }
@@ -353,7 +358,8 @@ class PhaseModel:
             raise ModelError(f"{jpath}: trained on other features; rebuild with "
                              "`tealeaves train`")
         imb = doc["imbalance"]
-        meta = {k: v for k, v in doc.items() if k in ("corpus", "trained_utc", "windows")}
+        meta = {k: v for k, v in doc.items()
+                if k in ("corpus", "trained_utc", "windows", "taught")}
         shares = None
         if doc.get("shares"):
             shares = _load_shares(directory / doc["shares"]["file"], doc["shares"]["columns"])
@@ -362,7 +368,8 @@ class PhaseModel:
                                      imb.get("noise_k", 0.3)),
                    smooth=bool(doc.get("smooth", True)), window_s=float(doc["window_s"]),
                    idle_gate=doc.get("idle_gate"), kind=kind, meta=meta, shares=shares,
-                   confidence_maps=doc.get("confidence_maps") or {})
+                   confidence_maps=doc.get("confidence_maps") or {},
+                   phase_from=doc.get("phase_from", "trees"))
 
 
 def _load_shares(path: Path, columns: list[str]):

@@ -56,8 +56,9 @@ INPUT_KINDS: dict[str, tuple[tuple[str, ...] | None, float | None]] = {
 def thin_samples(samples: pd.DataFrame, keep: tuple[str, ...] | None,
                  rate_hz: float | None) -> pd.DataFrame:
     """A sample frame as a thinner source would give it: only the ``keep`` metric columns
-    (others dropped, so NaN downstream), and per GPU at most one sample per ``1/rate_hz`` s
-    (the first of each slot, as a poller at that rate reads).
+    (others dropped, so NaN downstream; rows holding none of them dropped), and per GPU at
+    most one sample per ``1/rate_hz`` s: each metric's first reading in the slot, on one row
+    stamped with the slot's first time (a poller at that rate reads every field at once).
 
     Args:
         samples: a frame in the sample schema.
@@ -70,10 +71,17 @@ def thin_samples(samples: pd.DataFrame, keep: tuple[str, ...] | None,
     if keep is not None:
         drop = [c for c in METRIC_NAMES if c in out.columns and c not in keep]
         out = out.drop(columns=drop)
+        # rows left with no kept reading (a buffered power row in a util-only source) are
+        # not samples of that source
+        kept = [c for c in keep if c in out.columns]
+        out = out[out[kept].notna().any(axis=1)] if kept else out.iloc[:0]
     if rate_hz:
+        # one row per GPU and slot holding each metric's first reading in the slot (a poller
+        # reads every field at once; the store keeps some fields on rows of their own)
         slot = np.floor(out["timestamp"].to_numpy(dtype=float) * rate_hz)
-        first = ~pd.DataFrame({"g": out["gpu"].to_numpy(), "s": slot}).duplicated().to_numpy()
-        out = out[first]
+        out = (out.assign(_slot=slot).sort_values(["gpu", "timestamp"], kind="stable")
+               .groupby(["gpu", "_slot"], sort=True, as_index=False).first()
+               .drop(columns="_slot").sort_values(["timestamp", "gpu"], kind="stable"))
     return out.reset_index(drop=True)
 
 

@@ -6,7 +6,7 @@ Every failure the user can fix prints one line naming the problem and exits non-
 
 One module per command (or family), each holding its parser (``add_parser(sub)``) next to its
 handler: ``dashboard``, ``collect``, ``imports`` (``import``), ``doctor``, ``classify``,
-``evaluate`` (``evaluate`` and ``train``), ``report``, ``bench`` (``bench ...``); argument
+``calibrate``, ``evaluate`` (``evaluate`` and ``train``), ``report``, ``bench`` (``bench ...``); argument
 types in ``args``, exit codes and the one-line error in ``common``.
 """
 
@@ -18,6 +18,7 @@ import sys
 
 from . import (
     bench,
+    calibrate,
     classify,
     collect,
     dashboard,
@@ -27,11 +28,12 @@ from . import (
     report,
     screenshot,
 )
-from .args import zone_error
+from .args import use_model_folder, zone_error
 from .common import fail, package_version
 
 #: The commands in the order ``tealeaves --help`` lists them.
-COMMANDS = (dashboard, collect, imports, doctor, classify, evaluate, report, screenshot, bench)
+COMMANDS = (dashboard, collect, imports, doctor, classify, calibrate, evaluate, report,
+            screenshot, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
     bad_zone = zone_error(getattr(args, "tz", None))
     if bad_zone:  # every command's --tz, used by its files or not
         return fail(f"--tz: {bad_zone}")
+    if getattr(args, "model", None) is not None:  # every command's --model: checked first
+        bad_model = use_model_folder(args.model)
+        if bad_model:
+            return fail(bad_model)
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

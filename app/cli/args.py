@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 
 #: Seconds in a day (bounds of lengths and durations).
 DAY = 86_400.0
@@ -156,3 +157,25 @@ def add_groups(parser, what: str = "the verdict") -> None:
              "e.g. 0-3,4-7 (commas between groups; 0+2+4+6 joins parts of one group); every "
              "GPU in one group. Default: roles detected from the data (a prefill-only GPU "
              "beside a decode-only one is two roles, not imbalance), else one group")
+
+
+def add_model(parser) -> None:
+    """Add ``--model DIR`` (a model folder ``tealeaves calibrate`` wrote, used in place of the
+    shipped one) to ``parser``; ``main`` loads it before the command runs."""
+    parser.add_argument("--model", type=Path, metavar="DIR",
+                        help="a model folder written by `tealeaves calibrate` (default: the "
+                             "shipped model)")
+
+
+def use_model_folder(directory) -> str | None:
+    """Load the model in ``directory`` for this run (``classifier.labellers.use_model``);
+    the one-line reason when it cannot be loaded, else None."""
+    from ...classifier.labellers import use_model
+    from ...classifier.model import ModelError, PhaseModel
+
+    try:
+        PhaseModel.load(directory)
+    except ModelError as exc:
+        return f"--model: {exc}"
+    use_model(directory)
+    return None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entity_name, entity_short
-from .args import add_file_reading, add_groups, classifier_window, file_reading, upto
+from .args import add_file_reading, add_groups, add_model, classifier_window, file_reading, upto
 from .common import add_utc_flag, fail, na, plural, time_text
 
 
@@ -350,4 +350,5 @@ def add_parser(sub) -> None:
     fmt.add_argument("--json", action="store_true", help="print one JSON object")
     fmt.add_argument("--csv", action="store_true", help="print the windows as CSV")
     add_utc_flag(k)
+    add_model(k)
     k.set_defaults(func=cmd_classify)

@@ -9,7 +9,7 @@ import socket
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
-from .args import DAY, gpu_indices, port_number, upto
+from .args import DAY, add_model, gpu_indices, port_number, upto
 from .common import EXIT_NO_GPU, fail, package_version
 
 
@@ -186,4 +186,5 @@ def add_parser(sub) -> None:
     c.add_argument("--loop", action="store_true", help="replay: start over at the end")
     c.add_argument("--host", help="replay: the host name to give the samples (default: the "
                                   "trace's)")
+    add_model(c)
     c.set_defaults(func=cmd_collect)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .args import DAY, add_file_reading, file_reading, port_number, upto
+from .args import DAY, add_file_reading, add_model, file_reading, port_number, upto
 from .common import fail
 
 
@@ -62,4 +62,5 @@ def add_parser(sub) -> None:
                         "(default 5; set above the scrape interval)")
     d.add_argument("--server-metrics", metavar="URL",
                    help="scrape this SGLang/vLLM /metrics endpoint")
+    add_model(d)
     d.set_defaults(func=cmd_dashboard)

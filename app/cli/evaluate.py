@@ -88,7 +88,15 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
             it, desc=desc, unit="fold", file=sys.stderr, leave=False))
     except TraceError as exc:
         return fail(str(exc))
-    from ...classifier.share_corpus import load_kinds, shares_markdown, validate_shares
+    from ...classifier.share_corpus import (
+        load_kinds,
+        shares_markdown,
+        shortfalls,
+        shortfalls_markdown,
+        taught_markdown,
+        validate_shares,
+        validate_taught,
+    )
 
     try:
         kinds = load_kinds(Path(args.corpus) if args.corpus else None,
@@ -96,11 +104,16 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     except TraceError as exc:
         return fail(str(exc))
     result["shares"] = validate_shares(kinds, progress=_progress("families held out"))
+    result["taught"] = validate_taught(kinds, Path(args.corpus) if args.corpus else None,
+                                       progress=_progress("engine-taught"))
+    result["short"] = shortfalls(result, kinds)
     if args.out is not None:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(report_markdown(result, corpus, cmd)
-                            + "\n".join(shares_markdown(result["shares"])) + "\n")
+                            + "\n".join(shares_markdown(result["shares"])
+                                        + taught_markdown(result["taught"])
+                                        + shortfalls_markdown(result["short"])) + "\n")
         if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
             _write_validation(result, corpus, cmd)
     if args.json:
@@ -123,7 +136,8 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
     fams = result["family"]["per_family"] if "family" in result else {}
     ch = result["chosen"]
     for fam, sc in fams.items():
-        print(f"  family {fam:24s} macro-F1 {na(sc[ch]['macro_f1'], 5)}  time acc. "
+        print(f"  family {fam:34s} macro-F1 {na(sc[ch]['macro_f1'], 5)}  time macro-F1 "
+              f"{na(sc[ch].get('time_macro_f1', math.nan), 5)}  time acc. "
               f"{na(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
     sh = result["shares"]
     print("input kind      windows share-err calib-err named confident conf-wrong "
@@ -139,6 +153,15 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         s = per["full"]
         print(f"  shares {fam:34s} share error {na(s['share_error'], 5)}  calibration "
               f"error {na(s['calibration_error'], 5)}")
+    for name, r in result["taught"].items():
+        print(f"  engine-taught {name:38s} macro-F1 {na(r['base']['macro_f1'], 5)} -> "
+              f"{na(r['taught']['macro_f1'], 5)}  share error {na(r['base']['share_error'], 5)}"
+              f" -> {na(r['taught']['share_error'], 5)}  ({r['windows']} windows held out)")
+    for fam, r in result["short"].items():
+        print(f"  SHORT {fam}: {', '.join(r['short'])} "
+              f"(time macro-F1 {na(r['figures']['time_macro_f1'])}, share error "
+              f"{na(r['figures']['share_error'])}, calibration error "
+              f"{na(r['figures']['calibration_error'])}): {r['why']}")
     print(f"leave-one-family-out over {len(result['families'])} families, "
           f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
@@ -193,8 +216,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
     print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
     model = train(corpus, seed=args.seed, meta=meta, kind=kind)
-    from ...classifier.share_corpus import (confidence_maps, fit_share_model, held_out,
-                                            load_kinds)
+    from ...classifier.share_corpus import confidence_maps, fit_share_model, held_out, load_kinds
 
     print("fitting the share model on every input kind, confidence maps held out by "
           "family...", file=sys.stderr, flush=True)

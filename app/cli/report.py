@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import add_file_reading, add_groups, classifier_window, count, file_reading
+from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
 from .common import add_utc_flag, fail, json_float, time_text
 
 
@@ -199,4 +199,5 @@ def add_parser(sub) -> None:
                    help="output format (default: from --out's suffix)")
     r.add_argument("--out", type=Path, required=True, help="file to write")
     add_utc_flag(r)
+    add_model(r)
     r.set_defaults(func=cmd_report)
