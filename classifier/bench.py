@@ -91,6 +91,10 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, repeat: int = 3, log=print) ->
     model = PhaseModel.load()
     name = f"trained ({model.kind}{' + Viterbi' if model.smooth else ''})"
     labellers = {name: model, "rules (v0)": RulePhaseLabeller()}
+    if model.shares is not None:  # what the calibrated shares cost, side by side
+        from dataclasses import replace
+
+        labellers[f"{name[:-1]}, no shares)"] = replace(model, shares=None)
     figures: dict[str, dict] = {}
     for name, lab in labellers.items():
         best_feat = best_label = np.inf
@@ -122,9 +126,9 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, repeat: int = 3, log=print) ->
         "windows": len(windows), "segments": len(segs), "features_s": best_feat,
         "label_s": best_label, "total_s": best_feat + best_label,
         "phases": segs["phase"].value_counts().to_dict()}
-    log(f"{'labeller':26s} {'windows':>8s} {'features s':>11s} {'label s':>9s} {'total s':>9s}")
+    log(f"{'labeller':34s} {'windows':>8s} {'features s':>11s} {'label s':>9s} {'total s':>9s}")
     for name, f in figures.items():
-        log(f"{name:26s} {f['windows']:8d} {f['features_s']:11.3f} {f['label_s']:9.3f} "
+        log(f"{name:34s} {f['windows']:8d} {f['features_s']:11.3f} {f['label_s']:9.3f} "
             f"{f['total_s']:9.3f}")
     return {"samples": len(samples), "n_gpus": n_gpus, "seconds": seconds, "pinning": pin,
             "labellers": figures}

@@ -56,20 +56,21 @@ from pathlib import Path
 #: Model shapes: hidden, layers, query heads, KV heads, head dim, routed experts (0: dense),
 #: experts per token, expert width, shared-expert width, dense MLP width.
 ARCHS: dict[str, dict] = {
-    "kimi_moe": dict(hidden=2048, layers=8, heads=16, kv_heads=1, head_dim=256, experts=64,
-                     top_k=8, expert_ff=768, shared_ff=768, dense_ff=0),
-    "qwen3_moe": dict(hidden=2048, layers=8, heads=32, kv_heads=4, head_dim=64, experts=128,
-                      top_k=8, expert_ff=512, shared_ff=0, dense_ff=0),
-    "mixtral": dict(hidden=4096, layers=6, heads=32, kv_heads=8, head_dim=128, experts=8,
-                    top_k=2, expert_ff=8192, shared_ff=0, dense_ff=0),
-    "dense": dict(hidden=4096, layers=8, heads=32, kv_heads=8, head_dim=128, experts=0,
-                  top_k=0, expert_ff=0, shared_ff=0, dense_ff=14336),
+    "kimi_moe": {"hidden": 2048, "layers": 8, "heads": 16, "kv_heads": 1, "head_dim": 256,
+                 "experts": 64, "top_k": 8, "expert_ff": 768, "shared_ff": 768, "dense_ff": 0},
+    "qwen3_moe": {"hidden": 2048, "layers": 8, "heads": 32, "kv_heads": 4, "head_dim": 64,
+                  "experts": 128, "top_k": 8, "expert_ff": 512, "shared_ff": 0, "dense_ff": 0},
+    "mixtral": {"hidden": 4096, "layers": 6, "heads": 32, "kv_heads": 8, "head_dim": 128,
+                "experts": 8, "top_k": 2, "expert_ff": 8192, "shared_ff": 0, "dense_ff": 0},
+    "dense": {"hidden": 4096, "layers": 8, "heads": 32, "kv_heads": 8, "head_dim": 128,
+              "experts": 0, "top_k": 0, "expert_ff": 0, "shared_ff": 0, "dense_ff": 14336},
 }
 #: The draft model of ``--tree``: two dense layers.
-DRAFT = dict(hidden=1024, layers=2, heads=8, kv_heads=8, head_dim=128, experts=0, top_k=0,
-             expert_ff=0, shared_ff=0, dense_ff=2816)
+DRAFT = {"hidden": 1024, "layers": 2, "heads": 8, "kv_heads": 8, "head_dim": 128, "experts": 0,
+         "top_k": 0, "expert_ff": 0, "shared_ff": 0, "dense_ff": 2816}
 #: Shrinks a shape for a CPU run (``--tiny``).
-TINY = dict(hidden=64, layers=2, heads=4, head_dim=16, expert_ff=32, shared_ff=32, dense_ff=96)
+TINY = {"hidden": 64, "layers": 2, "heads": 4, "head_dim": 16, "expert_ff": 32, "shared_ff": 32,
+        "dense_ff": 96}
 VOCAB = 32000
 TINY_VOCAB = 512
 #: Batch buckets of the decode graphs (SGLang's default capture list starts 1, 2, 4, 8, 16...).
@@ -592,7 +593,6 @@ class Engine:
     def decode_step(self) -> None:
         """A decode step from the graphs, or under ``tree`` a round: the draft's forwards then
         the target's verify of the tree."""
-        torch = self.m.torch
         lens = [r.prompt + r.generated - 1 for r in self.running]
         n = len(lens)
         accepted = n
@@ -662,7 +662,7 @@ class SglangLines:
     zone, written as the loop runs (``[2026-12-04 10:00:00.123 TP0] Prefill batch, ...``)."""
 
     def __init__(self, path: Path) -> None:
-        self.fh = path.open("w", buffering=1)  # noqa: SIM115 (closed by close())
+        self.fh = path.open("w", buffering=1)
 
     def _prefix(self) -> str:
         t = dt.datetime.now()
