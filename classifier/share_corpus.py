@@ -127,10 +127,25 @@ def fit_confidence_map(x: np.ndarray, right: np.ndarray, points: int = 41) -> di
             "y": [round(float(v), 4) for v in iso.predict(grid)]}
 
 
+def cap_confident(cmap: dict, x: np.ndarray, right: np.ndarray) -> dict:
+    """``cmap`` held under ``CONFIDENT`` where the windows it would take there were right
+    less than ``1 - CONFIDENT_WRONG_MAX`` of the time, with a margin of two points (an input
+    kind whose counters cannot tell families apart: power or utilization alone): such a kind
+    never gets a confident window.  Adds ``"capped"`` (bool) to the map."""
+    conf = np.interp(x, np.asarray(cmap["x"], float), np.asarray(cmap["y"], float))
+    hi = conf >= CONFIDENT
+    ok = not hi.any() or right[hi].mean() >= 1 - CONFIDENT_WRONG_MAX + 0.02
+    if ok:
+        return {**cmap, "capped": False}
+    return {"x": cmap["x"], "y": [min(v, CONFIDENT - 0.01) for v in cmap["y"]],
+            "capped": True}
+
+
 def confidence_maps(traces: list[KindTrace], held: dict,
                     exclude_family: str | None = None) -> dict:
     """One map per input kind from the held-out predictions (those of ``exclude_family``
-    left out: cross-fitting)."""
+    left out: cross-fitting), held under ``CONFIDENT`` for a kind whose held-out confident
+    windows were wrong too often (``cap_confident``)."""
     maps = {}
     for kind in next(iter(traces)).kinds:
         xs, rs = [], []
@@ -141,8 +156,9 @@ def confidence_maps(traces: list[KindTrace], held: dict,
             x, r = _labelled(pred, ph)
             xs.append(x)
             rs.append(r)
-        maps[kind] = fit_confidence_map(np.concatenate(xs) if xs else np.zeros(0),
-                                        np.concatenate(rs) if rs else np.zeros(0, bool))
+        x = np.concatenate(xs) if xs else np.zeros(0)
+        r = np.concatenate(rs) if rs else np.zeros(0, bool)
+        maps[kind] = cap_confident(fit_confidence_map(x, r), x, r)
     return maps
 
 
