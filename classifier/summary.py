@@ -341,10 +341,12 @@ def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The ``n`` decode windows with the highest imbalance ratio (flagged ones first), with
     ``start``, ``end``, ``imbalance_ratio``, ``straggler_tax``, ``hot_gpu`` (NaN unless
     flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), ``hot_share`` /
-    ``cold_share`` (%, NaN unless flagged), ``imbalanced`` and ``top_gpu`` (the most loaded
-    GPU)."""
+    ``cold_share`` (%, NaN unless flagged), ``imbalanced``, the window's phase shares
+    ``share_idle`` / ``share_prefill`` / ``share_decode`` (0-1, NaN where the windows carry
+    none) and ``verdict``, and ``top_gpu`` (the most loaded GPU)."""
     cols = ["start", "end", "imbalance_ratio", "straggler_tax", "hot_gpu", "hot_set",
-            "hot_share", "cold_share", "imbalanced"]
+            "hot_share", "cold_share", "imbalanced",
+            *(f"share_{p}" for p in PHASE_ORDER), "verdict"]
     if not len(windows):
         return pd.DataFrame(columns=cols + ["top_gpu"])
     dec = windows[(windows["phase"] == "decode") & np.isfinite(windows["imbalance_ratio"])]
