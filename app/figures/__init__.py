@@ -38,6 +38,8 @@ from .geometry import (  # noqa: F401
     LANES,
     MARKER_Y,
     MIN_SHARE_LOAD,
+    MIXED_PATTERN,
+    MIXED_PHASES,
     N_ROWS,
     PHASE_COLORS,
     PHASE_HELP,
