@@ -535,8 +535,10 @@ def test_a_mixed_window_is_striped_with_the_phase_it_is_mixed_with(built, first_
     # the windows' own bars are unchanged: every window one whole bar of its phase
     decode = fig.data[keys.index(("phase", "decode"))]
     assert len(decode.x) == int((w["phase"] == "decode").sum())
-    # the old figure's windows (no verdicts) draw no stripes
-    assert len(built[0].data[keys.index(("mixed", "prefill"))].x) == 0
+    # windows without verdicts (a classifier before issue 34) draw no stripes
+    old = F.build_figure(bins, w.drop(columns=["verdict"]), [0, 1], bin_s=BIN_S,
+                         window_s=WINDOW_S)
+    assert all(len(old.data[keys.index(("mixed", p))].x) == 0 for p in F.MIXED_PHASES)
     update, _, max_points = F.extend_data(bins.iloc[:0], w, [0, 1], bin_s=BIN_S,
                                           window_s=WINDOW_S, mixed_in_view={"prefill": 3})
     i = keys.index(("mixed", "prefill"))
@@ -563,8 +565,10 @@ def test_zoomed_out_ribbon_bars_stack_the_calibrated_shares(built):
     np.testing.assert_allclose(total, 1.0)
     for p in F.MIXED_PHASES:  # several windows a bar: the stacked shares show the mix
         assert len(cal[("mixed", p)].x) == 0
-    plain = window_traces(windows.reset_index(drop=True), [0, 1], WINDOW_S, n_out)
-    want = (windows.reset_index(drop=True)["phase"] == "prefill").groupby(bucket).mean()
+    scores = windows.reset_index(drop=True)
+    scores.attrs["shares"] = "rules' scores"  # no share model: the labels' shares
+    plain = window_traces(scores, [0, 1], WINDOW_S, n_out)
+    want = (scores["phase"] == "prefill").groupby(bucket).mean()
     np.testing.assert_allclose(np.nan_to_num(plain[("phase", "prefill")].y), want.to_numpy())
     # a bar per window: whole bars, and stripes over the mixed ones
     one = window_traces(w, [0, 1], WINDOW_S, 10 * len(w))
