@@ -13,7 +13,9 @@ raw samples**:
   of the work each against 7 %, all four read 1), else 0; ``sum(tealeaves_gpu_hot)`` counts
   the hot GPUs, ``tealeaves_gpu_hot == 1`` names them;
 - per node, the current phase as a state set (``tealeaves_phase{tealeaves_phase="decode"} 1``),
-  its confidence, ``tealeaves_imbalance_ratio``, ``tealeaves_balancedness``,
+  beside it the newest window's share of time in each phase
+  (``tealeaves_phase_share{phase="decode"} 0.55``, ``"prefill"`` 0.40, ``"idle"`` 0.05: a
+  window that holds a prefill between decode steps is not all decode), its confidence, ``tealeaves_imbalance_ratio``, ``tealeaves_balancedness``,
   ``tealeaves_straggler_tax`` (ratio), ``tealeaves_hot_gpu`` (index of the busiest GPU of the
   hot set; NaN when none), ``tealeaves_hot_gpus`` (size of the hot set, 0 when none),
   ``tealeaves_hot_share_ratio`` / ``tealeaves_cold_share_ratio`` (mean share of the summed
@@ -209,6 +211,7 @@ class TealeavesCollector(Collector):
         node = ["Hostname"]
         phase = str(last["phase"])
         yield _state_set(host, phase)
+        yield _share_gauge(host, last)
         for name, col, doc, scale in (
                 ("tealeaves_phase_confidence", "confidence", "Labeller's confidence in it", 1),
                 ("tealeaves_imbalance_ratio", "imbalance_ratio",
@@ -315,6 +318,18 @@ def _state_set(host: str, phase: str) -> StateSetMetricFamily:
     fam = StateSetMetricFamily("tealeaves_phase", "Phase of the newest complete window "
                                "(idle, prefill, decode)", labels=["Hostname"])
     fam.add_metric([host], {p: p == phase for p in PHASE_ORDER})
+    return fam
+
+
+def _share_gauge(host: str, last: pd.Series) -> GaugeMetricFamily:
+    """``tealeaves_phase_share{Hostname, phase}``: the newest window's share of time in each
+    phase (its ``share_<phase>`` columns, 0-1; NaN where the window carries none)."""
+    fam = GaugeMetricFamily("tealeaves_phase_share", "Share of the newest complete window's "
+                            "time in each phase (0-1, summing to 1; the share model's "
+                            "calibrated shares, the labeller's scores where none ships)",
+                            labels=["Hostname", "phase"])
+    for p in PHASE_ORDER:
+        fam.add_metric([host, p], _num(last.get(f"share_{p}", math.nan)))
     return fam
 
 

@@ -75,6 +75,57 @@ def phase_summary(windows: pd.DataFrame, window_s: float) -> dict:
             "share": {p: (float(counts.get(p, 0)) / n if n else math.nan) for p in phases}}
 
 
+#: ``share_summary``'s ``source`` values: the windows' shares are the share model's
+#: calibrated shares of time, or the labeller's scores standing in for them.
+CALIBRATED = "calibrated"
+
+
+def share_summary(windows: pd.DataFrame, source: str | None = None,
+                  inputs: dict | None = None) -> dict:
+    """A range's phase shares of time and what its verdicts stood on.
+
+    Args:
+        windows: ``classify_samples`` output (``share_idle`` / ``share_prefill`` /
+            ``share_decode``, 0-1 each, rows summing to 1).
+        source: ``"calibrated"`` or ``"rules' scores"`` (default: ``windows.attrs["shares"]``,
+            None when the frame does not say).
+        inputs: what the verdicts stood on (default: ``windows.attrs["inputs"]``:
+            ``{"counters", "rate_hz", "kind", "text"}``; None when the frame does not say).
+
+    Returns:
+        ``shares`` (``{phase: mean share over the windows with shares, 0-1}`` in
+        ``PHASE_ORDER``; windows are of equal length, so these are the range's time-weighted
+        shares; NaN without such windows), ``windows`` (windows with shares), ``source``,
+        ``calibrated`` (bool), ``inputs`` and the lines ``line`` (``"phase shares over the
+        range: decode 61 %, prefill 24 %, idle 15 % (calibrated)"``, largest first) and
+        ``inputs_line`` (``"verdicts stood on: sm_active, ... at 10 Hz per GPU"``; ``""``
+        when unknown).
+    """
+    cols = [f"share_{p}" for p in PHASE_ORDER]
+    if len(windows) and all(c in windows for c in cols):
+        sh = windows[cols].to_numpy(dtype=float)
+        sh = sh[np.isfinite(sh).all(axis=1)]
+    else:
+        sh = np.zeros((0, len(PHASE_ORDER)))
+    shares = {p: float(sh[:, k].mean()) if len(sh) else math.nan
+              for k, p in enumerate(PHASE_ORDER)}
+    source = windows.attrs.get("shares") if source is None else source
+    inputs = windows.attrs.get("inputs") if inputs is None else inputs
+    calibrated = source == CALIBRATED
+    if len(sh):
+        parts = ", ".join(f"{p} {v:.0%}".replace("%", " %")
+                          for p, v in sorted(shares.items(), key=lambda kv: -kv[1]))
+        how = ("calibrated" if calibrated else
+               "the labeller's scores, not calibrated shares" if source else "")
+        line = f"phase shares over the range: {parts}" + (f" ({how})" if how else "")
+    else:
+        line = "phase shares over the range: n/a (no window carries shares)"
+    text = (inputs or {}).get("text") or ""
+    return {"shares": shares, "windows": len(sh), "source": source,
+            "calibrated": calibrated, "inputs": inputs, "line": line,
+            "inputs_line": f"verdicts stood on: {text}" if text else ""}
+
+
 def window_hot_sets(windows: pd.DataFrame) -> list[tuple[int, ...]]:
     """The hot set of each window (empty unless flagged): its ``hot_set`` column, or, for a
     frame without one, ``hot_gpu`` as a set of one."""
@@ -290,10 +341,12 @@ def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
     """The ``n`` decode windows with the highest imbalance ratio (flagged ones first), with
     ``start``, ``end``, ``imbalance_ratio``, ``straggler_tax``, ``hot_gpu`` (NaN unless
     flagged), ``hot_set`` (``"1,3,5,7"``, ``""`` unless flagged), ``hot_share`` /
-    ``cold_share`` (%, NaN unless flagged), ``imbalanced`` and ``top_gpu`` (the most loaded
-    GPU)."""
+    ``cold_share`` (%, NaN unless flagged), ``imbalanced``, the window's phase shares
+    ``share_idle`` / ``share_prefill`` / ``share_decode`` (0-1, NaN where the windows carry
+    none) and ``verdict``, and ``top_gpu`` (the most loaded GPU)."""
     cols = ["start", "end", "imbalance_ratio", "straggler_tax", "hot_gpu", "hot_set",
-            "hot_share", "cold_share", "imbalanced"]
+            "hot_share", "cold_share", "imbalanced",
+            *(f"share_{p}" for p in PHASE_ORDER), "verdict"]
     if not len(windows):
         return pd.DataFrame(columns=cols + ["top_gpu"])
     dec = windows[(windows["phase"] == "decode") & np.isfinite(windows["imbalance_ratio"])]
@@ -396,7 +449,8 @@ def server_summary(events: pd.DataFrame | None) -> dict | None:
     }
 
 
-__all__ = ["BUSY_UTIL", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "group_summary",
+__all__ = ["BUSY_UTIL", "CALIBRATED", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "group_summary",
            "groups_line", "hot_ceilings", "hot_set_of",
-           "imbalance_summary", "phase_summary", "server_summary", "set_text", "top_imbalanced",
+           "imbalance_summary", "phase_summary", "server_summary", "set_text", "share_summary",
+           "top_imbalanced",
            "window_hot_sets"]

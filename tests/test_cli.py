@@ -255,7 +255,8 @@ def test_classify_table_speaks_in_local_times_or_utc_with_empty_unknowns(tmp_pat
     assert "NaN" not in r.stdout and "nan" not in r.stdout
     rows = [x for x in lines if re.match(ISO, x)]
     assert len(rows) > 100
-    hot = {x.split()[-2] for x in rows}  # the hot_set column: GPU indices, "-" when none
+    end = lines[0].index("hot_set") + len("hot_set")  # right-aligned under its header
+    hot = {x[:end].split()[-1] for x in rows}  # the hot_set column: GPU indices, "-" when none
     assert hot <= {"-", "0", "1"} and {"0", "1"} <= hot
     imb = next(x for x in lines if x.startswith("imbalance:"))
     assert re.match(r"imbalance: \d+ of \d+ decode windows imbalanced; mean ratio \d\.\d\d", imb)
@@ -271,7 +272,7 @@ def test_classify_table_speaks_in_local_times_or_utc_with_empty_unknowns(tmp_pat
     r = tealeaves("classify", one)
     assert r.returncode == 0, r.stderr
     row = r.stdout.splitlines()[1]
-    assert "NaN" not in row and re.match(ISO + "  " + ISO + r"  idle +\d\.\d{3} +-  no$", row), row
+    assert "NaN" not in row and re.match(ISO + "  " + ISO + r"  idle +\d\.\d{3} +-  no ", row), row
     assert "imbalance: n/a (no decode window" in r.stdout
     # placed at the file's modification time, said on stderr
     assert "no timestamps in the file: placed with its last row at its modification time" \
@@ -289,6 +290,44 @@ def test_classify_csv_and_json_keep_epoch_times_with_integer_gpus_and_empty_unkn
     j = json.loads(tealeaves("classify", BURSTS, "--json").stdout)
     assert {type(w["hot_gpu"]) for w in j["windows"]} == {int, type(None)}
     assert isinstance(j["windows"][0]["start"], float)
+
+
+def test_classify_gives_each_window_its_shares_and_verdict_and_says_what_it_stood_on():
+    """Issue 34: the table, --csv and --json carry the three phase shares and the verdict of
+    every window after the columns they had; the summary gives the range's shares of time
+    (the windows' mean shares) and the counters and rate the verdicts stood on."""
+    from tealeaves.classifier import WINDOW_COLUMNS
+
+    new = ["share_idle", "share_prefill", "share_decode", "verdict"]
+    r = tealeaves("classify", BURSTS, "--csv")
+    assert r.returncode == 0, r.stderr
+    cols = r.stdout.split("\n", 1)[0].split(",")
+    old = [c for c in WINDOW_COLUMNS if c not in new] + ["load_g0", "load_g1"]
+    assert cols == old + new  # the old columns in their order, the new ones at the end
+    rows = list(csv.DictReader(io.StringIO(r.stdout.split("windows:")[0])))
+    for w in rows:
+        sh = [float(w[c]) for c in new[:3]]
+        assert sum(sh) == pytest.approx(1.0, abs=2e-4) and min(sh) >= 0
+        best = max(zip(sh, ("idle", "prefill", "decode")))
+        assert w["verdict"] == best[1] if best[0] >= 0.7 else w["verdict"].startswith("mixed: ")
+    j = json.loads(tealeaves("classify", BURSTS, "--json").stdout)
+    assert list(j["windows"][0])[-4:] == new
+    for p in ("idle", "prefill", "decode"):
+        mean = sum(w[f"share_{p}"] for w in j["windows"]) / len(j["windows"])
+        assert j["phase_shares"][p] == pytest.approx(mean)
+    assert j["shares_source"] in ("calibrated", "rules' scores")
+    assert j["inputs"]["rate_hz"] == pytest.approx(10.0)  # GPM's 10 Hz on the H200s
+    assert {"sm_active", "tensor_active", "dram_active"} <= set(j["inputs"]["counters"])
+    assert set(j["segments"][0]) == {"start", "end", "phase", "confidence"}  # unchanged
+    t = tealeaves("classify", BURSTS, "--utc")
+    lines = t.stdout.splitlines()
+    assert lines[0].split()[-4:] == new
+    shares = next(x for x in lines if x.startswith("phase shares over the range: "))
+    got = dict(re.findall(r"(idle|prefill|decode) (\d+) %", shares))
+    assert {p: int(v) for p, v in got.items()} == {
+        p: round(100 * j["phase_shares"][p]) for p in ("idle", "prefill", "decode")}
+    on = next(x for x in lines if x.startswith("verdicts stood on: "))
+    assert on == "verdicts stood on: " + j["inputs"]["text"] and on.endswith(" at 10 Hz per GPU")
 
 
 def test_classify_unknown_format_is_one_line_and_exit_2():

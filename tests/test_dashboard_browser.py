@@ -420,3 +420,96 @@ def test_a_typed_decode_range_gets_its_own_verdict_in_the_header(browser, tmp_pa
         page.close()
     finally:
         shutdown()
+
+
+def _mixed_near_prefill(classify):
+    """``classify_with_segments`` as with a share model: calibrated shares, every window all
+    of its phase, but a window next to a prefill one and not prefill itself 55 % its phase,
+    40 % prefill, 5 % the third (its verdict "mixed: ...")."""
+    import numpy as np
+
+    from tealeaves.classifier.shares import verdict
+
+    def run(*args, **kwargs):
+        windows, segments = classify(*args, **kwargs)
+        if windows.empty:
+            return windows, segments
+        phase = windows["phase"].to_numpy()
+        sh = np.column_stack([phase == p for p in ("idle", "prefill", "decode")]).astype(float)
+        near = (phase != "prefill") & ((np.roll(phase, 1) == "prefill")
+                                       | (np.roll(phase, -1) == "prefill"))
+        sh[near] = np.where(sh[near] > 0, 0.55, 0.05)
+        sh[near, 1] = 0.40
+        for k, p in enumerate(("idle", "prefill", "decode")):
+            windows[f"share_{p}"] = sh[:, k]
+        windows["verdict"] = verdict(sh)
+        windows.attrs["shares"] = "calibrated"
+        return windows, segments
+    return run
+
+
+def test_mixed_windows_are_striped_and_the_header_and_hover_give_the_shares(
+        browser, tmp_path, monkeypatch):
+    """Issue 34, with a classifier that gives calibrated shares (windows beside a prefill
+    mixed with it): a typed range's header gives the phases' shares of its time and what the
+    verdicts stood on, the ribbon stripes the mixed windows, and the hover names the window's
+    verdict; a followed view draws the stripes too."""
+    from tealeaves.app.dashboard import history
+    from tealeaves.data import bundled_labels_path, bundled_trace_path
+    from tealeaves.data.traces import read_labels, read_trace
+
+    monkeypatch.setattr(history, "classify_with_segments",
+                        _mixed_near_prefill(history.classify_with_segments))
+    db = tmp_path / "s.db"
+    tr = read_trace(bundled_trace_path())
+    with SampleStore(db) as store:
+        store.put_devices(tr.devices)
+        store.append(tr.samples)
+    labels = read_labels(bundled_labels_path())
+    edge = float(labels[labels["phase"] == "prefill"].iloc[0]["end"])  # prefill -> next
+    t0, t1 = edge - 8.0, edge + 8.0
+    stripes = KEYS.index(("mixed", "prefill"))
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    shots = os.environ.get("TEALEAVES_SCREENSHOT_DIR")
+    try:
+        page, errors = _open(browser, url)
+        page.fill(f"#{ids.RANGE_FROM}", f"{t0:.3f}")
+        page.fill(f"#{ids.RANGE_TO}", f"{t1:.3f}")
+        page.click(f"#{ids.RANGE_GO}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.HEADER_RANGE}')"
+                               f".innerText.includes('range on screen')", timeout=20_000)
+        phase = page.inner_text(f"#{ids.PHASE}")
+        assert "of the time (calibrated shares)" in phase and "prefill" in phase, phase
+        inputs = page.inner_text(f"#{ids.INPUTS}")
+        assert "10 Hz per GPU" in inputs and "sm_active" in inputs, inputs
+        assert "stood on" in page.get_attribute(f"#{ids.INPUTS}", "title")
+        # the ribbon: stripes over the mixed windows, in the prefill colour
+        page.wait_for_function(f"() => {GD}._fullData[{stripes}]._length > 0", timeout=10_000)
+        drawn = page.evaluate(f"""() => {{ const t = {GD}._fullData[{stripes}];
+            return [t.marker.pattern.shape, t.marker.pattern.fgcolor, Array.from(t.x)]; }}""")
+        assert drawn[0] == "/" and drawn[1] == F.PHASE_COLORS["prefill"]
+        assert all(t0 * 1000 <= x <= t1 * 1000 for x in drawn[2])
+        assert page.locator("#tl-graph pattern").count() > 0  # plotly drew the stripes
+        # hover a striped window: the panel names its verdict and that its shares are calibrated
+        x_ms = drawn[2][0]
+        xy = page.evaluate(f"""() => {{ const gd = {GD}; const r = gd.getBoundingClientRect();
+            const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+            return [r.left + xa._offset + xa.l2p({x_ms}), r.top + ya._offset + ya._length / 2];
+            }}""")
+        page.mouse.move(xy[0], xy[1])
+        page.wait_for_function(f"() => {{ const e = document.querySelector('#{ids.HOVER_SHARES}');"
+                               f" return e && e.innerText.includes('mixed:') }}", timeout=10_000)
+        hover = page.inner_text(f"#{ids.HOVER_SHARES}")
+        assert "prefill 40 %" in hover and "calibrated shares of its time" in hover, hover
+        if shots:
+            page.screenshot(path=str(Path(shots) / "dashboard_shares.png"), full_page=False)
+        # following the last minute: the whole new figure draws the stripes as well
+        page.click(f"#{ids.PRESET_1MIN}")
+        page.wait_for_function(f"() => document.querySelector('#{ids.HEADER_RANGE}')"
+                               f".innerText.includes('following live')", timeout=20_000)
+        page.wait_for_function(f"() => {GD}.data.length === {len(KEYS)} && "
+                               f"{GD}._fullData[{stripes}]._length > 0", timeout=20_000)
+        assert not errors, errors
+        page.close()
+    finally:
+        shutdown()

@@ -488,3 +488,135 @@ def test_a_tick_sends_every_window_even_when_the_update_thread_moves_the_history
     finally:
         live.stop_updates()
         store.close()
+
+
+# -- phase shares of time (issue 34) ---------------------------------------------------------
+
+
+def _calibrated_mixed(windows: pd.DataFrame) -> tuple[pd.DataFrame, pd.Index]:
+    """``windows`` as a share model would give them (``attrs["shares"] == "calibrated"``):
+    every window all of its phase, but a window next to a prefill one and not prefill itself
+    55 % its phase, 40 % prefill, 5 % the third ("mixed"); returns the frame and the mixed
+    windows' index."""
+    from tealeaves.classifier.shares import verdict
+
+    w = windows.copy()
+    phase = w["phase"].to_numpy()
+    sh = np.column_stack([phase == p for p in ("idle", "prefill", "decode")]).astype(float)
+    near = (phase != "prefill") & ((np.roll(phase, 1) == "prefill")
+                                   | (np.roll(phase, -1) == "prefill"))
+    sh[near] = np.where(sh[near] > 0, 0.55, 0.05)
+    sh[near, 1] = 0.40
+    for k, p in enumerate(("idle", "prefill", "decode")):
+        w[f"share_{p}"] = sh[:, k]
+    w["verdict"] = verdict(sh)
+    w.attrs["shares"] = "calibrated"
+    return w, w.index[near]
+
+
+def test_a_mixed_window_is_striped_with_the_phase_it_is_mixed_with(built, first_minute):
+    """Issue 34: a window whose verdict is mixed keeps its phase's bar and gets stripes in the
+    colour of the phase it is mixed with, in the whole figure and in each live append."""
+    _, bins, windows = built
+    w, mixed = _calibrated_mixed(windows)
+    assert len(mixed) >= 2
+    assert list(F.mixed_with(w)[w.index.isin(mixed)]) == ["prefill"] * len(mixed)
+    assert not F.mixed_with(w)[~w.index.isin(mixed)].any()
+    fig = F.build_figure(bins, w, [0, 1], bin_s=BIN_S, window_s=WINDOW_S)
+    keys = F.trace_keys([0, 1])
+    stripes = fig.data[keys.index(("mixed", "prefill"))]
+    centres = np.round((w.loc[mixed, "start"].to_numpy() + WINDOW_S / 2) * 1000, 1)
+    assert list(stripes.x) == list(centres) and set(stripes.y) == {1.0}
+    assert stripes.marker.pattern.shape == "/"
+    assert stripes.marker.pattern.fgcolor == F.PHASE_COLORS["prefill"]
+    assert stripes.width == WINDOW_S * 1000 and stripes.yaxis == fig.data[0].yaxis
+    for p in ("idle", "decode"):  # nothing mixed with them
+        assert len(fig.data[keys.index(("mixed", p))].x) == 0
+    # the windows' own bars are unchanged: every window one whole bar of its phase
+    decode = fig.data[keys.index(("phase", "decode"))]
+    assert len(decode.x) == int((w["phase"] == "decode").sum())
+    # windows without verdicts (a classifier before issue 34) draw no stripes
+    old = F.build_figure(bins, w.drop(columns=["verdict"]), [0, 1], bin_s=BIN_S,
+                         window_s=WINDOW_S)
+    assert all(len(old.data[keys.index(("mixed", p))].x) == 0 for p in F.MIXED_PHASES)
+    update, _, max_points = F.extend_data(bins.iloc[:0], w, [0, 1], bin_s=BIN_S,
+                                          window_s=WINDOW_S, mixed_in_view={"prefill": 3})
+    i = keys.index(("mixed", "prefill"))
+    assert update["x"][i] == list(centres) and max_points["x"][i] == 3
+
+
+def test_zoomed_out_ribbon_bars_stack_the_calibrated_shares(built):
+    """Issue 34: a bar of several windows shows each phase's share of the bar's time: the
+    windows' calibrated shares where they carry them, the shares of their labels otherwise."""
+    from tealeaves.app.dashboard.views import window_traces
+
+    _, _, windows = built
+    w, mixed = _calibrated_mixed(windows.reset_index(drop=True))
+    n_out = math.ceil(len(w) / 4)  # four windows a bar
+    cal = window_traces(w, [0, 1], WINDOW_S, n_out)
+    assert cal[("phase", "idle")].extra["factor"] == 4
+    bucket = w.index.to_numpy() // 4
+    want = w.groupby(bucket)["share_prefill"].mean().to_numpy()
+    got = np.nan_to_num(cal[("phase", "prefill")].y)
+    np.testing.assert_allclose(got, want, atol=1e-9)
+    assert not np.allclose(want, w.assign(p=w["phase"] == "prefill").groupby(bucket)["p"]
+                           .mean().to_numpy())  # the mixed windows moved them
+    total = sum(np.nan_to_num(cal[("phase", p)].y) for p in F.RIBBON_PHASES)
+    np.testing.assert_allclose(total, 1.0)
+    for p in F.MIXED_PHASES:  # several windows a bar: the stacked shares show the mix
+        assert len(cal[("mixed", p)].x) == 0
+    scores = windows.reset_index(drop=True)
+    scores.attrs["shares"] = "rules' scores"  # no share model: the labels' shares
+    plain = window_traces(scores, [0, 1], WINDOW_S, n_out)
+    want = (scores["phase"] == "prefill").groupby(bucket).mean()
+    np.testing.assert_allclose(np.nan_to_num(plain[("phase", "prefill")].y), want.to_numpy())
+    # a bar per window: whole bars, and stripes over the mixed ones
+    one = window_traces(w, [0, 1], WINDOW_S, 10 * len(w))
+    assert set(np.nan_to_num(one[("phase", "decode")].y)) <= {0.0, 1.0}
+    np.testing.assert_allclose(one[("mixed", "prefill")].x,
+                               w.loc[mixed, "start"].to_numpy() + WINDOW_S / 2)
+
+
+def test_the_header_of_a_range_gives_its_calibrated_shares_and_what_they_stood_on(built):
+    """Issue 34: a range's header gives the phases' shares of its time (the windows' mean
+    calibrated shares, saying so; window counts without them) and the counters and rate its
+    verdicts stood on; the hover panel names the window's shares and verdict."""
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.panels import header_cells, hover_panel
+
+    _, _, windows = built
+    w, mixed = _calibrated_mixed(windows)
+    t0, t1 = float(w["start"].min()), float(w["end"].max())
+    s = F.range_summary(w, t0, t1)
+    assert s.share_basis == "calibrated" and s.inputs == w.attrs["inputs"]["text"]
+    assert s.shares["prefill"] == pytest.approx(w["share_prefill"].mean())
+    assert s.shares["prefill"] > (w["phase"] == "prefill").mean()  # time, not window counts
+    assert s.phase == max(s.shares, key=s.shares.get)
+    text = str(header_cells(s, "UTC"))
+    assert "of the time (calibrated shares)" in text and f"'{ids.INPUTS}'" in text
+    assert "Verdicts stood on" in text and "10 Hz per GPU" in text and "tensor_active" in text
+    counts = F.range_summary(windows.assign(share_idle=np.nan), t0, t1)  # no shares known
+    assert counts.share_basis == "windows"
+    assert counts.shares["decode"] == pytest.approx((windows["phase"] == "decode").mean())
+    assert f"of {len(windows)} windows" in str(header_cells(counts, "UTC"))
+    row = w.loc[mixed[0]].to_dict()
+    info = {"t": float(row["start"]) + 0.25, "window": {**row, "shares_source": "calibrated"},
+            "bin": {}, "segment": None, "gpus": [0, 1]}
+    hover = hover_panel(info, [0, 1], "UTC")
+    assert row["verdict"].startswith("mixed: ") and " · prefill 40 %" in row["verdict"]
+    assert f"verdict {row['verdict']} (calibrated shares of its time)" in _text(hover)
+    assert "tl-mixed" in str(hover)  # marked mixed
+    plain = {**info, "window": windows.loc[mixed[0]].to_dict()}  # the model's own verdict
+    one = _text(hover_panel(plain, [0, 1], "UTC"))
+    assert f"verdict {plain['window']['verdict']} · shares of its time: " in one
+
+
+def _text(node) -> str:
+    """The visible text of a Dash component tree (or list of them)."""
+    if node is None:
+        return ""
+    if isinstance(node, str | int | float):
+        return str(node)
+    if isinstance(node, list | tuple):
+        return "".join(_text(n) for n in node)
+    return _text(getattr(node, "children", None))

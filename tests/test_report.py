@@ -114,6 +114,47 @@ def test_json_and_csv_follow_the_schema(report):
         v.validate(bad)
 
 
+def test_the_summary_gives_the_ranges_phase_shares_and_what_the_verdicts_stood_on(report):
+    """Issue 34: the summary holds the range's shares of time (the windows' mean shares) and
+    what the verdicts stood on; each top window its shares and verdict; JSON, CSV and HTML
+    say so, and a report made before them still validates."""
+    from tealeaves.app.report.html import render_html
+
+    tr = read_trace(bundled_trace_path())
+    w = classify_samples(tr.samples, tr.devices)
+    s = report.data["summary"]
+    for p in ("idle", "prefill", "decode"):
+        assert s["phase_shares"][p] == pytest.approx(w[f"share_{p}"].mean())
+    assert s["phase_shares_source"] == w.attrs["shares"]
+    assert s["inputs"]["text"] == w.attrs["inputs"]["text"]
+    assert s["inputs"]["rate_hz"] == pytest.approx(10.0)  # GPM's 10 Hz on the H200s
+    by_start = w.set_index("start")
+    for t in report.data["top_windows"]:
+        row = by_start.loc[t["start"]]
+        assert t["verdict"] == row["verdict"]
+        assert t["share_decode"] == pytest.approx(row["share_decode"])
+    doc = json.loads(report_bytes(report, "json"))
+    v = _validator()
+    v.validate(doc)
+    old = json.loads(json.dumps(doc))  # as a report written before issue 34
+    for k in ("phase_shares", "phase_shares_source", "inputs"):
+        del old["summary"][k]
+    for t in old["top_windows"]:
+        for k in ("share_idle", "share_prefill", "share_decode", "verdict"):
+            del t[k]
+    v.validate(old)
+    rows = {(r["section"], r["item"], r["metric"]): r for r in csv_rows(report)}
+    assert float(rows[("summary", "decode", "phase_shares")]["value"]) == pytest.approx(
+        s["phase_shares"]["decode"])
+    assert rows[("summary", "rate_hz", "inputs")]["unit"] == "Hz"
+    assert rows[("summary", "counters", "inputs")]["value"].startswith("sm_active,")
+    assert rows[("top_window", "1", "verdict")]["value"] == report.data["top_windows"][0][
+        "verdict"]
+    html = render_html(report)
+    assert f"The verdicts stood on {s['inputs']['text']}." in html
+    assert "Phase shares of the range&#39;s time: " in html and "<th>verdict</th>" in html
+
+
 def test_schema_doc_names_every_field():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "report-schema.md").read_text()
     s = schema()

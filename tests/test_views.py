@@ -447,3 +447,28 @@ def test_every_view_but_a_followed_one_marks_every_screenshot(trace, tmp_path):
             [(last - 2.0) * 1000.0])
     finally:
         store.close()
+
+
+def test_the_history_keeps_where_each_windows_shares_came_from_and_what_it_stood_on(filled):
+    """Issue 34: the history joins many classifications, so each window carries where its
+    shares came from and what its verdict stood on; the header of a range says both."""
+    from tealeaves.app.dashboard.panels import header_cells
+
+    store, h = filled
+    w = h.windows()
+    assert set(w[F.SHARES_SOURCE_COLUMN]) <= {"calibrated", "rules' scores"}
+    assert set(w[F.INPUTS_COLUMN]) == {w[F.INPUTS_COLUMN].iloc[0]}
+    assert w[F.INPUTS_COLUMN].iloc[0].endswith(" at 10 Hz per GPU")
+    assert {"share_idle", "share_prefill", "share_decode", "verdict"} <= set(w.columns)
+    live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
+    t0, t1 = float(w["start"].min()), float(w["end"].max())
+    s = live.range_summary(t0, t1)
+    cal = (w[F.SHARES_SOURCE_COLUMN] == "calibrated").all()
+    assert s.share_basis == ("calibrated" if cal else "windows")
+    assert s.inputs == w[F.INPUTS_COLUMN].iloc[0]
+    mean = w["share_decode"].mean() if cal else (w["phase"] == "decode").mean()
+    assert s.shares["decode"] == pytest.approx(mean)
+    text = str(header_cells(s, "UTC"))
+    assert "Verdicts stood on" in text and "10 Hz per GPU" in text
+    assert "newest window" in str(header_cells(live.snapshot(60.0).summary, "UTC"))
+    assert live.snapshot(60.0).summary.inputs == s.inputs  # following live, too

@@ -68,27 +68,40 @@ def imbalance_line(imb: dict, groups: dict | None = None) -> str:
             + (" (within each group)" if within else ""))
 
 
+#: The windows frame's phase-share columns (0-1 of the window's time, ``classifier.shares``)
+#: and its verdict: after every other column in ``classify``'s table, CSV and JSON.
+SHARE_OUTPUT = ("share_idle", "share_prefill", "share_decode", "verdict")
+
+
+def _text(v) -> str:
+    """A cell of words: ``""`` for None or NaN."""
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
 def window_table(windows, utc: bool = False) -> str:
     """The windows as the text table ``classify`` prints: start and end as ISO 8601 times
     (local with the offset, or UTC), figures with three decimals, the hot set as GPU indices
-    ("-" when none), and an unknown value as an empty cell (never NaN)."""
+    ("-" when none), then the window's phase shares of time (0-1) and its verdict
+    ("decode", "mixed: decode 55 % · prefill 30 %"), and an unknown value as an empty cell
+    (never NaN)."""
     from ...classifier.summary import window_hot_sets
 
     def fig(v) -> str:
         return f"{v:.3f}" if isinstance(v, float | int) and math.isfinite(v) else ""
 
     rows = [["start", "end", "phase", "confidence", "imbalance_ratio", "hot_set",
-             "imbalanced"]]
+             "imbalanced", *SHARE_OUTPUT]]
     cols = windows.reindex(columns=["start", "end", "phase", "confidence", "imbalance_ratio",
-                                    "imbalanced"])
+                                    "imbalanced", *SHARE_OUTPUT])
     for r, hs in zip(cols.itertuples(index=False), window_hot_sets(windows), strict=True):
         rows.append([time_text(float(r.start), utc), time_text(float(r.end), utc),
-                     "" if r.phase is None or r.phase != r.phase else str(r.phase),
-                     fig(r.confidence), fig(r.imbalance_ratio),
+                     _text(r.phase), fig(r.confidence), fig(r.imbalance_ratio),
                      ",".join(entity_short(g) for g in hs) or "-",
-                     "yes" if r.imbalanced is True else "no"])
+                     "yes" if r.imbalanced is True else "no",
+                     fig(r.share_idle), fig(r.share_prefill), fig(r.share_decode),
+                     _text(r.verdict)])
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    left = {2, 6}  # phase and imbalanced read as words: left-aligned
+    left = {2, 6, 10}  # phase, imbalanced and verdict read as words: left-aligned
     return "\n".join("  ".join(c.ljust(w) if i in left else c.rjust(w)
                                for i, (c, w) in enumerate(zip(row, widths, strict=True))).rstrip()
                      for row in rows)
@@ -104,7 +117,16 @@ CLASSIFY_UNITS = {
     "imbalance_ratio": "max/mean work", "balancedness": "mean/max work (0-1)",
     "straggler_tax": "0-1", "hot_share": "% of the summed work, per hot GPU",
     "cold_share": "% of the summed work, per other GPU",
+    "share_idle": "0-1 of the window's time", "share_prefill": "0-1 of the window's time",
+    "share_decode": "0-1 of the window's time",
 }
+
+
+def shares_last(windows):
+    """The windows frame with ``SHARE_OUTPUT`` moved after every other column (``load_g<i>``
+    included), so the columns ``classify --csv`` wrote before the shares keep their order."""
+    new = [c for c in SHARE_OUTPUT if c in windows]
+    return windows[[c for c in windows.columns if c not in new] + new]
 
 
 def cmd_classify(args: argparse.Namespace) -> int:
@@ -173,8 +195,24 @@ def cmd_classify(args: argparse.Namespace) -> int:
             out["server_metrics"] = balance["json"]
         print(json_dumps(out))  # a score with no hot GPU labelled is NaN: null
         return 0
+    _print_windows(args, windows, segments, counts, imb, grouped,
+                   [balance_line(group) for group in mig] + (balance or {}).get("lines", []),
+                   float(trace.samples["timestamp"].min()) if len(trace.samples) else 0.0)
+    if score is not None:
+        _print_score(score, timed, args.utc)
+    return 0
+
+
+def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
+                   grouped: dict, more: list[str], t0: float) -> None:
+    """Print the windows (the table, or ``--csv``) and the summary lines under them: the
+    phase counts, and (not with ``--csv``) the range's phase shares of time, what the
+    verdicts stood on, the hot set, the imbalance, the serving groups, ``more`` (MIG and
+    server-metrics lines) and the segments (``t0``: the trace's first sample, epoch s)."""
+    from ...classifier.summary import share_summary
+
     if args.csv:  # an unknown value is an empty cell; GPU indices whole numbers
-        out = windows.copy()
+        out = shares_last(windows.copy())
         if "hot_gpu" in out:
             out["hot_gpu"] = out["hot_gpu"].astype("Int64")
         out.to_csv(sys.stdout, index=False, float_format="%.4f", na_rep="")
@@ -183,42 +221,47 @@ def cmd_classify(args: argparse.Namespace) -> int:
     print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
           + f"  (labeller: {windows.attrs.get('labeller')}"
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
-    if not args.csv:
-        print(hot_set_line(imb, grouped))
-        print(imbalance_line(imb, grouped))
-        if grouped["applies"]:  # given, or roles detected: say which groups were judged
-            print(grouped["line"])
-        for group in mig:
-            print(balance_line(group))
-        for line in (balance or {}).get("lines", []):
-            print(line)
-        print(segments_line(segments, float(trace.samples["timestamp"].min())
-                            if len(trace.samples) else 0.0))
-    if score is not None:
-        print(f"accuracy: {na(score['accuracy'])} over {score['labelled_windows']} labelled "
-              f"windows; skewed decode windows flagged with the right hot GPU: "
-              f"{na(score['hot_gpu_accuracy'])} over {score['skewed_windows']} windows")
-        for ph, acc in score["per_phase_accuracy"].items():
-            print(f"  {ph:8s} {acc:.3f}")
-        seg_acc = timed["segments"]
-        print(f"time accuracy (share of labelled time right, 0.1-s ticks): windows "
-              f"{na(timed['windows'])}, 0.1-s segments "
-              + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
-        for st in score["stretches"]:
-            hot = entity_name(st["hot_gpu"])
-            print(f"  skewed decode {time_text(st['start'], args.utc)} to "
-                  f"{time_text(st['end'], args.utc)} ({hot} hot): "
-                  f"{st['flagged_right']:.0%} of {st['windows']} windows flagged {hot}")
-    return 0
+    if args.csv:
+        return
+    shares = share_summary(windows)
+    print(shares["line"])
+    if shares["inputs_line"]:
+        print(shares["inputs_line"])
+    print(hot_set_line(imb, grouped))
+    print(imbalance_line(imb, grouped))
+    if grouped["applies"]:  # given, or roles detected: say which groups were judged
+        print(grouped["line"])
+    for line in more:
+        print(line)
+    print(segments_line(segments, t0))
+
+
+def _print_score(score: dict, timed: dict, utc: bool) -> None:
+    """Print the accuracy against the labels (``score_against_labels``), per phase, in
+    time (``timed``: windows and segments) and per skewed decode stretch."""
+    print(f"accuracy: {na(score['accuracy'])} over {score['labelled_windows']} labelled "
+          f"windows; skewed decode windows flagged with the right hot GPU: "
+          f"{na(score['hot_gpu_accuracy'])} over {score['skewed_windows']} windows")
+    for ph, acc in score["per_phase_accuracy"].items():
+        print(f"  {ph:8s} {acc:.3f}")
+    seg_acc = timed["segments"]
+    print(f"time accuracy (share of labelled time right, 0.1-s ticks): windows "
+          f"{na(timed['windows'])}, 0.1-s segments "
+          + (f"{seg_acc:.3f}" if math.isfinite(seg_acc) else "n/a"))
+    for st in score["stretches"]:
+        hot = entity_name(st["hot_gpu"])
+        print(f"  skewed decode {time_text(st['start'], utc)} to "
+              f"{time_text(st['end'], utc)} ({hot} hot): "
+              f"{st['flagged_right']:.0%} of {st['windows']} windows flagged {hot}")
 
 
 def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
                    score: dict | None, timed: dict | None, server: dict | None) -> dict:
     """The object ``classify --json`` prints: the run's settings, phase counts, imbalance,
     every window and 0.1-s segment, ``units``, and the score and server log when given."""
-    from ...classifier.summary import window_hot_sets
+    from ...classifier.summary import share_summary, window_hot_sets
 
-    records = json.loads(windows.to_json(orient="records"))
+    records = json.loads(shares_last(windows).to_json(orient="records"))
     for rec, hs in zip(records, window_hot_sets(windows), strict=True):
         rec["hot_set"] = list(hs)  # "1,3,5,7" in the frame: a list of ints here
         if rec.get("hot_gpu") is not None:  # NaN-able float in the frame: an int (or null)
@@ -228,6 +271,7 @@ def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, im
         "window_s": args.window,
         "labeller": windows.attrs.get("labeller"),
         "phase_counts": {k: int(v) for k, v in counts.items()},
+        **_shares_json(share_summary(windows)),
         "imbalance": {**imb, "hot_gpus": {str(g): n for g, n in imb["hot_gpus"].items()}},
         "windows": records,
         "segments": [{"start": round(float(r.start), 6), "end": round(float(r.end), 6),
@@ -244,6 +288,16 @@ def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, im
     if server is not None:
         out["server_log"] = {k: v for k, v in server.items() if k not in ("labels", "line")}
     return out
+
+
+def _shares_json(shares: dict) -> dict:
+    """``classify --json``'s range shares from ``classifier.summary.share_summary``:
+    ``phase_shares`` (``{phase: mean share of the windows' time, 0-1}``, null when no window
+    carries shares), ``shares_source`` (``"calibrated"``, ``"rules' scores"`` or null) and
+    ``inputs`` (what the verdicts stood on: ``counters``, ``rate_hz`` (per GPU, null when
+    unknown), ``kind``, ``text``; null when unknown)."""
+    return {"phase_shares": shares["shares"], "shares_source": shares["source"],
+            "inputs": shares["inputs"]}
 
 
 def segments_line(segments, t0: float, shown: int = 8) -> str:

@@ -13,7 +13,8 @@ chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turne
   the bins every recently reporting GPU has completed (a bin is complete once each GPU that
   reported in the last second has a sample at or after its end);
 - **windows** (``classifier.classify_samples``): the complete ``window_s`` windows, labelled
-  with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field);
+  with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field),
+  each with where its phase shares came from and what its verdict stood on;
 - **segments** (``classifier.classify_with_segments``, in the same feature pass as the
   windows): the 0.1-s phase segments of the slots whose every covering window is complete,
   so one window behind the windows (a slot is scored by the windows covering it, read
@@ -40,7 +41,15 @@ from ...classifier import classify_with_segments
 from ...classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
 from ...data.schema import entity_key, gpus_in
 from ...data.store import SampleStore
-from ..figures import LANE_COLUMNS, SERVER_HOLD_S, bin_index, bin_lanes, server_cells
+from ..figures import (
+    INPUTS_COLUMN,
+    LANE_COLUMNS,
+    SERVER_HOLD_S,
+    SHARES_SOURCE_COLUMN,
+    bin_index,
+    bin_lanes,
+    server_cells,
+)
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0
@@ -365,6 +374,10 @@ class History:
         keep = (j >= j0) & (j < j1)
         out = windows[keep].copy()
         out.index = pd.Index(j[keep], name="j")
+        # where each window's shares came from and what its verdict stood on: per window, as
+        # the history joins many classifications (a frame's attrs do not survive the join)
+        out[SHARES_SOURCE_COLUMN] = windows.attrs.get("shares") or ""
+        out[INPUTS_COLUMN] = (windows.attrs.get("inputs") or {}).get("text") or ""
         return out
 
     def _settle(self, segs: pd.DataFrame, j1: int) -> None:
@@ -450,7 +463,9 @@ class History:
         return out
 
     def windows(self, j0: int | None = None, j1: int | None = None) -> pd.DataFrame:
-        """Labelled windows ``j0 <= j < j1`` (``classify_samples`` columns, index ``j``)."""
+        """Labelled windows ``j0 <= j < j1`` (``classify_samples`` columns, index ``j``, and
+        per window ``figures.SHARES_SOURCE_COLUMN`` (``"calibrated"`` or ``"rules'
+        scores"``) and ``figures.INPUTS_COLUMN`` (what its verdict stood on, in words))."""
         w = self._windows.frame()
         if w is None:
             return pd.DataFrame()

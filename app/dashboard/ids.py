@@ -24,6 +24,10 @@ HOT_GPU = "tl-hot-gpu"
 STRAGGLER = "tl-straggler"
 #: The header cell naming what the header describes (newest window or the range on screen).
 HEADER_RANGE = "tl-header-range"
+#: The header cell naming what the verdicts stood on (counters and sampling rate).
+INPUTS = "tl-inputs"
+#: The hover panel's line of the window's phase shares and verdict.
+HOVER_SHARES = "tl-hover-shares"
 #: The small source / sample-count / last-sample-age line.
 STATUS = "tl-status"
 #: The phase-colour legend.

@@ -28,6 +28,7 @@ from ...classifier.summary import window_hot_sets
 from ...data.schema import EARLIEST_TS
 from ...data.store import HostView, SampleStore, StoreError
 from ..figures import (
+    MIXED_PHASES,
     HeaderSummary,
     band_axis,
     base_shapes,
@@ -39,6 +40,7 @@ from ..figures import (
     header_summary,
     heat_blanks,
     hot_counts,
+    mixed_with,
     range_summary,
     range_update,
     rows,
@@ -367,11 +369,12 @@ class LiveView:
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
     def _in_view(self, span: float, m_end: int | None, j_end: int
-                 ) -> tuple[dict[str, int], int]:
+                 ) -> tuple[dict[str, int], int, dict[str, int]]:
         """What a followed view of ``span`` seconds ending at the page's new edge holds of the
-        traces trimmed by count: ``({phase: ribbon bars}, load heatmap columns)``.  The bars
-        are its segment slots (``m_end``: slot cursor) or else its windows (``j_end``: window
-        cursor); the columns are its windows and the blank columns between them."""
+        traces trimmed by count: ``({phase: ribbon bars}, load heatmap columns, {phase:
+        mixed windows striped with it})``.  The bars are its segment slots (``m_end``: slot
+        cursor) or else its windows (``j_end``: window cursor); the columns are its windows
+        and the blank columns between them."""
         h = self.history
         w = h.windows(j_end - math.ceil(span / self.config.window_s), j_end)
         if m_end is not None and h.hop_s:
@@ -381,7 +384,9 @@ class LiveView:
         names, counts = np.unique(np.asarray(phases, dtype=object).astype(str),
                                   return_counts=True)
         heat = len(w) + heat_blanks(w.index.to_numpy()) if len(w) else 0
-        return dict(zip(names.tolist(), counts.tolist())), heat
+        mixed = mixed_with(w)
+        striped = {p: int((mixed == p).sum()) for p in MIXED_PHASES}
+        return dict(zip(names.tolist(), counts.tolist())), heat, striped
 
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
@@ -473,12 +478,13 @@ class LiveView:
         tail = self._tail(windows, state.get("hot_tail", []))
         new_state = {**state, "k": max(k, k_end), "j": max(j, j_end), "m": m_end, "s": s,
                      "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
-        phases_in_view, heat_in_view = self._in_view(float(state["span"]), m_end, j_end)
+        phases_in_view, heat_in_view, mixed_in_view = self._in_view(float(state["span"]),
+                                                                     m_end, j_end)
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
                               order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
                               phases_in_view=phases_in_view, after_j=j,
-                              heat_in_view=heat_in_view)
+                              heat_in_view=heat_in_view, mixed_in_view=mixed_in_view)
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)

@@ -24,6 +24,7 @@ from ..figures import (
     MIN_SHARE_LOAD,
     PHASE_COLORS,
     PHASE_HELP,
+    SHARES_SOURCE_COLUMN,
     HeaderSummary,
     certainty,
     fmt_span,
@@ -56,8 +57,9 @@ def _phase_pill(row: dict) -> list:
 
 def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> list:
     """The hover panel: time (in the page's zone ``tz``), the window's phase and confidence,
-    the 0.1-s phase segment under the cursor, and one row per GPU (in the load bands' order)
-    with every lane's value in the 0.1-s bin and the GPU's load share."""
+    its verdict and phase shares of time (``_shares_line``), the 0.1-s phase segment under
+    the cursor, and one row per GPU (in the load bands' order) with every lane's value in the
+    0.1-s bin and the GPU's load share."""
     t = info["t"]
     zone = page_zone(tz)
     win = info.get("window")
@@ -73,6 +75,7 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
                                         f"{clock(win['end'], zone, 1)} · max/mean "
                                         f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
                                         f"{hot_s}")], className="tl-panel-phase"))
+        head.append(_shares_line(win))
     else:
         head.append(html.Div("no labelled window here", className="tl-muted"))
     seg = info.get("segment")
@@ -104,6 +107,38 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
         cells.append(html.Td(_num(share, ".0f"), className="tl-hot" if hot else None))
         body.append(html.Tr(cells))
     return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
+
+
+def _shares_line(win: dict) -> html.Div:
+    """The hover panel's line of a window's phase shares of time (largest first; "calibrated"
+    or the labeller's scores, ``figures.SHARES_SOURCE_COLUMN``) and its verdict, the mixed
+    one in bold; "no shares" for a window without them."""
+    shares = {p: _f(win.get(f"share_{p}")) for p in ("idle", "prefill", "decode")}
+    if not all(math.isfinite(v) for v in shares.values()):
+        return html.Div("no phase shares for this window", className="tl-muted",
+                        id=ids.HOVER_SHARES)
+    source = win.get(SHARES_SOURCE_COLUMN)
+    how = ("calibrated" if source == "calibrated" else
+           "the labeller's scores" if isinstance(source, str) and source else "")
+    verdict = win.get("verdict") if isinstance(win.get("verdict"), str) else ""
+    if verdict.startswith("mixed"):  # the verdict names the shares itself
+        rest = f" ({how} shares of its time)" if how else " (shares of its time)"
+        return html.Div([html.Span("verdict "), html.B(verdict),
+                         html.Span(rest, className="tl-muted")],
+                        className="tl-panel-shares tl-mixed", id=ids.HOVER_SHARES)
+    words = " · ".join(f"{p} {v:.0%}" for p, v in sorted(shares.items(), key=lambda kv: -kv[1])
+                       if v >= 0.005)
+    return html.Div([html.Span(f"verdict {verdict or '–'}"),
+                     html.Span(f" · shares of its time: {words}" + (f" ({how})" if how else ""),
+                               className="tl-muted")],
+                    className="tl-panel-shares", id=ids.HOVER_SHARES)
+
+
+def _f(v) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def window_panel(row: dict | None, gpus: list[int], labeller: str,
@@ -218,7 +253,8 @@ def _recent_text(counts: dict[int, int]) -> str:
 
 def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
     """Header cells (phase, imbalance ratio, the hot set with its shares of the work,
-    straggler tax, and what they describe) for a summary; times in the page's zone ``tz``.
+    straggler tax, what the verdicts stood on, and what they describe) for a summary; times
+    in the page's zone ``tz``.
 
     A summary of the newest window (``header_summary``: following live) speaks of that
     window and the last ones; a summary of a range (``range_summary``: paused, zoomed, typed
@@ -233,12 +269,13 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
         phase_value = html.Span(s.phase.upper(), className="tl-pill",
                                 style={"background": PHASE_COLORS.get(s.phase, "#999"),
                                        "color": "#1f2937" if s.phase == "idle" else "white"})
-        if in_range:
-            phase_sub = " · ".join(f"{p} {v:.0%}" for p, v in s.shares.items()) + (
-                f" of {s.windows} window{'s' if s.windows != 1 else ''}")
+        if in_range:  # two lines: the shares, and what they are of
+            phase_sub = [" · ".join(f"{p} {v:.0%}" for p, v in s.shares.items()
+                                    if v >= 0.005 or p == s.phase), html.Br(), _of(s)]
         else:
             phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
-                         f"{clock(s.window_end, zone, 2)}")
+                         f"{clock(s.window_end, zone, 2)}"
+                         + (f" · {s.verdict}" if s.verdict.startswith("mixed") else ""))
     ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
     tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
     hot_set = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
@@ -251,8 +288,33 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
               _hot_sub(s), ids.HOT_GPU),
         _cell("Straggler tax", tax, over or "GPU time spent waiting for the slowest",
               ids.STRAGGLER),
+        *_inputs_cell(s),
         _described(s, zone),
     ]
+
+
+def _of(s: HeaderSummary) -> str:
+    """What a range's phase shares are of: ``"of the time (calibrated shares)"``, ``"of the
+    time (calibrated shares where known, else window labels)"`` or ``"of 120 windows"``."""
+    if s.share_basis == "calibrated":
+        return "of the time (calibrated shares)"
+    if s.share_basis == "partly calibrated":
+        return "of the time (calibrated shares where known, else window labels)"
+    return f"of {s.windows} window{'s' if s.windows != 1 else ''}"
+
+
+def _inputs_cell(s: HeaderSummary) -> list:
+    """The header cell naming what the verdicts stood on: the sampling rate as its value,
+    the counters under it (all of them in its tooltip); none when unknown."""
+    if not s.inputs:
+        return []
+    counters, at, rate = s.inputs.rpartition(" at ")
+    if not at:  # no rate known: the counters alone
+        counters, rate = s.inputs, "rate n/a"
+    return [html.Div(className="tl-cell", id=ids.INPUTS, title=f"stood on {s.inputs}",
+                     children=[html.Div("Verdicts stood on", className="tl-cell-label"),
+                               html.Div(rate, className="tl-cell-value tl-cell-value-sm"),
+                               html.Div(counters, className="tl-cell-sub")])]
 
 
 def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
@@ -314,8 +376,16 @@ def legend(gpus: list[int] | None = None) -> html.Div:
     items.append(html.Span(className="tl-key", children=[
         html.Span(className="tl-swatch tl-swatch-stack", style={"background": (
             f"linear-gradient({PHASE_COLORS['decode']} 0 60%, {PHASE_COLORS['prefill']} 60%)")}),
-        html.B("stacked bar"), html.Span(" zoomed out: share of the bar's windows in each phase",
+        html.B("stacked bar"), html.Span(" zoomed out: each phase's share of the bar's time "
+                                         "(calibrated shares where known)",
                                          className="tl-key-help"),
+    ]))
+    items.append(html.Span(className="tl-key", children=[
+        html.Span(className="tl-swatch", style={"background": (
+            f"repeating-linear-gradient(135deg, {PHASE_COLORS['prefill']} 0 2px, "
+            f"{PHASE_COLORS['decode']} 2px 6px)")}),
+        html.B("striped"), html.Span(" mixed window: no phase holds 70 % of it; stripes in the "
+                                     "colour it is mixed with", className="tl-key-help"),
     ]))
     items.append(html.Span(className="tl-key", children=[
         html.Span(className="tl-swatch tl-swatch-outline"),

@@ -12,10 +12,12 @@ Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them 
 - **The phase ribbon** is categorical, so it is bucketed instead: when a range holds more
   windows than ``n_out``, ``f`` consecutive windows make one bucket (``f`` the smallest whole
   number that fits; buckets aligned to multiples of ``f`` so panning does not reshuffle them)
-  and each phase's bar is the share of the bucket's windows it labelled, stacked.  A bucket of
-  one window is the window itself; there, when the history has the 0.1-s phase segments
-  (``classifier.segments``), the bars are the segments instead, cut at window edges
-  (``ribbon_pieces``) so a hover over any bar still names its window.
+  and each phase's bar is its share of the bucket's time, stacked: the mean of the windows'
+  calibrated shares where they carry them (``figures.ribbon_shares``), else the share of the
+  bucket's windows it labelled.  A bucket of one window is the window itself; there, when the
+  history has the 0.1-s phase segments (``classifier.segments``), the bars are the segments
+  instead, cut at window edges (``ribbon_pieces``) so a hover over any bar still names its
+  window, and a window whose verdict is mixed gets stripes of the phase it is mixed with.
 - **Raw samples**: when a range holds no more samples per GPU than ``n_out``, the lanes show
   the samples themselves instead of 0.1-s bins (``lanes_from_samples``).
 
@@ -35,6 +37,7 @@ from ..figures import (
     BAND_SCALE,
     LANES,
     MARKER_Y,
+    MIXED_PHASES,
     PREFILL_SIZES,
     RIBBON_HOT_HEIGHT,
     RIBBON_PHASES,
@@ -44,7 +47,9 @@ from ..figures import (
     heat_columns,
     heat_rows,
     hot_members,
+    mixed_with,
     prefill_size_class,
+    ribbon_shares,
 )
 
 #: Points per line trace for a plot ``px`` pixels wide: one per two pixels, within these bounds.
@@ -250,6 +255,47 @@ def ribbon_pieces(windows: pd.DataFrame, segments: pd.DataFrame | None, window_s
             np.r_[pp, w_phase[tail]].astype(str))
 
 
+def _ribbon(windows: pd.DataFrame, window_s: float, f: int, bi: np.ndarray,
+            counts: np.ndarray, centre: np.ndarray, segments: pd.DataFrame | None
+            ) -> dict[tuple, TraceData]:
+    """``window_traces``' phase bars and mixed stripes (``("phase", p)``, ``("mixed", p)``)
+    for windows in buckets of ``f`` (``bi`` each window's bucket position, ``counts`` the
+    windows per bucket, ``centre`` the buckets' centres, epoch s)."""
+    out: dict[tuple, TraceData] = {}
+    fine = f == 1 and segments is not None and not segments.empty
+    if fine:
+        ps, pe, pp = ribbon_pieces(windows, segments, window_s)
+        for p in RIBBON_PHASES:
+            m = pp == p
+            out[("phase", p)] = TraceData((ps[m] + pe[m]) / 2.0, np.ones(int(m.sum())),
+                                          pe[m] - ps[m], 0.0)
+    else:
+        # each phase's share of the bucket's time: the mean of its windows' calibrated
+        # shares where they carry them, else of their labels (figures.ribbon_shares); a
+        # bucket of one window is a whole bar of its phase (its stripes say when mixed)
+        if f > 1:
+            per = ribbon_shares(windows)
+        else:
+            phase = windows["phase"].astype(str).to_numpy()
+            per = np.column_stack([phase == p for p in RIBBON_PHASES]).astype(float)
+        base = np.zeros(len(counts))
+        for k, p in enumerate(RIBBON_PHASES):
+            share = np.bincount(bi, weights=per[:, k], minlength=len(counts)) / counts
+            y = np.where(share > 1e-9, share, np.nan)
+            out[("phase", p)] = TraceData(centre, y, f * window_s,
+                                          base.copy() if f > 1 else 0.0)
+            base += share
+    out[("phase", RIBBON_PHASES[0])].extra.update(factor=f, segments=fine)
+    # one window per bar: a mixed window's stripes (in buckets the stacked shares show it)
+    mixed = mixed_with(windows) if f == 1 else np.full(len(windows), "", dtype=object)
+    starts = windows["start"].to_numpy(dtype=float)
+    for p in MIXED_PHASES:
+        m = mixed == p
+        out[("mixed", p)] = TraceData(starts[m] + window_s / 2.0, np.ones(int(m.sum())),
+                                      window_s)
+    return out
+
+
 def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out: int,
                   order: list[int] | None = None, segments: pd.DataFrame | None = None
                   ) -> dict[tuple, TraceData]:
@@ -266,9 +312,12 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
 
     Returns:
         ``{key: TraceData}`` for ``("phase", p)`` (bars: ``y`` the share of the bucket's
-        windows labelled ``p``, ``base`` the shares of the phases stacked under it, ``width``
-        the bucket; with ``segments`` and one window per bucket, one bar of height 1 per
-        piece of a segment of phase ``p``, ``width`` an array), ``("ribbon_hot",)`` (a bar
+        time in ``p`` (``figures.ribbon_shares``: calibrated shares where the windows carry
+        them, else their labels), ``base`` the shares of the phases stacked under it,
+        ``width`` the bucket; with ``segments`` and one window per bucket, one bar of height
+        1 per piece of a segment of phase ``p``, ``width`` an array), ``("mixed", p)`` (one
+        window per bucket only: a bar of height 1 over each window whose verdict is mixed
+        with ``p``, ``figures.mixed_with``), ``("ribbon_hot",)`` (a bar
         over buckets holding a flagged window), ``("band", g)`` (load line in the GPU's band:
         ``slot + BAND_SCALE * load / 100``),
         ``("share", g)`` (share of the summed load, %) and ``("hot", g)`` (segments over the
@@ -285,6 +334,8 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
     if n == 0:
         for p in RIBBON_PHASES:
             out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
+        for p in MIXED_PHASES:
+            out[("mixed", p)] = TraceData(np.empty(0), np.empty(0), window_s)
         out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
         for g in gpus:
             out[("band", g)] = empty
@@ -296,29 +347,12 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
     j = windows.index.to_numpy(dtype=np.int64)
     b = j // f
     starts = windows["start"].to_numpy(dtype=float)
-    phase = windows["phase"].astype(str).to_numpy()
     members = hot_members(windows, gpus)
     flagged = members.any(axis=1)
     ub, counts = np.unique(b, return_counts=True)
     centre = (ub * f + f / 2.0) * window_s
-    base = np.zeros(len(ub))
     bi = np.searchsorted(ub, b)
-    fine = f == 1 and segments is not None and not segments.empty
-    if fine:
-        ps, pe, pp = ribbon_pieces(windows, segments, window_s)
-        for p in RIBBON_PHASES:
-            m = pp == p
-            out[("phase", p)] = TraceData((ps[m] + pe[m]) / 2.0, np.ones(int(m.sum())),
-                                          pe[m] - ps[m], 0.0)
-    else:
-        for p in RIBBON_PHASES:
-            share = np.bincount(bi, weights=(phase == p).astype(float),
-                                minlength=len(ub)) / counts
-            y = np.where(share > 0, share, np.nan)
-            out[("phase", p)] = TraceData(centre, y, f * window_s,
-                                          base.copy() if f > 1 else 0.0)
-            base += share
-    out[("phase", RIBBON_PHASES[0])].extra.update(factor=f, segments=fine)
+    out.update(_ribbon(windows, window_s, f, bi, counts, centre, segments))
     n_flag = np.bincount(bi, weights=flagged.astype(float), minlength=len(ub))
 
     out[("ribbon_hot",)] = TraceData(centre, np.where(n_flag > 0, RIBBON_HOT_HEIGHT, np.nan),

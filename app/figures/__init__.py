@@ -2,7 +2,8 @@
 report: frames in, ``go.Figure``, ``Patch`` payloads or text out.
 
 - ``geometry``: the lanes, rows, colours and trace order every figure shares;
-- ``binning``: the data half (samples binned per GPU, shares of load, server cells);
+- ``binning``: the data half (samples binned per GPU, shares of load, the windows' phase
+  shares of time and mixed verdicts, server cells);
 - ``plot``: the plotly half (``build_figure``, ``extend_data``, ``range_update``, shapes);
 - ``header``: the header's summary of the last windows and the hot set's text.
 
@@ -11,12 +12,17 @@ names of its modules, so ``from tealeaves.app import figures as F; F.build_figur
 """
 
 from .binning import (  # noqa: F401
+    INPUTS_COLUMN,
+    SHARES_SOURCE_COLUMN,
     as_float,
     bin_index,
     bin_lanes,
+    calibrated_rows,
     gpu_shares,
     hot_members,
+    mixed_with,
     prefill_size_class,
+    ribbon_shares,
     server_cells,
     server_series,
 )
@@ -32,6 +38,8 @@ from .geometry import (  # noqa: F401
     LANES,
     MARKER_Y,
     MIN_SHARE_LOAD,
+    MIXED_PATTERN,
+    MIXED_PHASES,
     N_ROWS,
     PHASE_COLORS,
     PHASE_HELP,

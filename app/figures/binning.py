@@ -19,6 +19,7 @@ from .geometry import (
     LANE_COLUMNS,
     MIN_SHARE_LOAD,
     PREFILL_SIZES,
+    RIBBON_PHASES,
     SERVER_CELL_COLUMNS,
     SERVER_HOLD_S,
 )
@@ -139,6 +140,73 @@ def hot_members(windows: pd.DataFrame, gpus: list[int]) -> np.ndarray:
     flag = (windows["imbalanced"].eq(True).to_numpy() if "imbalanced" in windows
             else np.ones(len(windows), dtype=bool))
     return rows[codes] & flag[:, None]  # code -1 (NaN): the last, empty row
+
+
+#: A windows frame's per-window column naming where its shares came from (``"calibrated"``
+#: or ``"rules' scores"``: ``classify_samples``' ``attrs["shares"]``), for frames put
+#: together from several classifications (the dashboard's history).
+SHARES_SOURCE_COLUMN = "shares_source"
+#: A windows frame's per-window column holding what its verdict stood on
+#: (``attrs["inputs"]["text"]``: ``"sm_active, tensor_active, ... at 10 Hz per GPU"``).
+INPUTS_COLUMN = "inputs"
+
+
+def calibrated_rows(windows: pd.DataFrame) -> np.ndarray:
+    """``(len(windows),)`` bool: the window's ``share_<phase>`` columns are the share model's
+    calibrated shares of time (its ``SHARES_SOURCE_COLUMN``, else the frame's
+    ``attrs["shares"]``, is ``"calibrated"``) and all three are known."""
+    from ...classifier.summary import CALIBRATED
+
+    n = len(windows)
+    cols = [f"share_{p}" for p in RIBBON_PHASES[:3]]
+    if not n or not all(c in windows for c in cols):
+        return np.zeros(n, dtype=bool)
+    if SHARES_SOURCE_COLUMN in windows:
+        ok = (windows[SHARES_SOURCE_COLUMN] == CALIBRATED).to_numpy(dtype=bool)
+    else:
+        ok = np.full(n, windows.attrs.get("shares") == CALIBRATED)
+    return ok & np.isfinite(windows[cols].to_numpy(dtype=float)).all(axis=1)
+
+
+def ribbon_shares(windows: pd.DataFrame) -> np.ndarray:
+    """``(len(windows), len(RIBBON_PHASES))`` each window's share of time (0-1) in every
+    ribbon phase: its calibrated shares where it carries them (``calibrated_rows``), else 1
+    for the phase it was labelled (the rules' or model's scores are not shares of time)."""
+    n = len(windows)
+    out = np.zeros((n, len(RIBBON_PHASES)))
+    if not n:
+        return out
+    phase = windows["phase"].astype(str).to_numpy()
+    for k, p in enumerate(RIBBON_PHASES):
+        out[:, k] = phase == p
+    cal = calibrated_rows(windows)
+    if cal.any():
+        sh = windows[[f"share_{p}" for p in RIBBON_PHASES[:3]]].to_numpy(dtype=float)
+        out[cal, :3] = sh[cal]
+        out[cal, 3:] = 0.0
+    return out
+
+
+def mixed_with(windows: pd.DataFrame) -> np.ndarray:
+    """``(len(windows),)`` str: for a window whose ``verdict`` is mixed (no phase holds
+    ``classifier.shares.NAMED_SHARE`` of it: ``"mixed: decode 55 % · prefill 30 %"``), the
+    phase it is mixed with, the one of the largest share other than the phase it is drawn in
+    (its ``phase``); ``""`` for every other window (and for frames without verdicts)."""
+    n = len(windows)
+    out = np.full(n, "", dtype=object)
+    cols = [f"share_{p}" for p in RIBBON_PHASES[:3]]
+    if not n or "verdict" not in windows or not all(c in windows for c in cols):
+        return out
+    mixed = windows["verdict"].astype(str).str.startswith("mixed").to_numpy(dtype=bool)
+    if not mixed.any():
+        return out
+    sh = np.nan_to_num(windows[cols].to_numpy(dtype=float), nan=-1.0)
+    phase = windows["phase"].astype(str).to_numpy()
+    for k, p in enumerate(RIBBON_PHASES[:3]):
+        sh[phase == p, k] = -1.0  # not the phase the window is drawn in
+    other = np.asarray(RIBBON_PHASES[:3], dtype=object)[np.argmax(sh, axis=1)]
+    out[mixed] = other[mixed]
+    return out
 
 
 def as_float(v) -> float:

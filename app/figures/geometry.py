@@ -58,6 +58,13 @@ PHASE_COLORS: dict[str, str] = {
     "mixed": "#b07aa1",
 }
 
+#: Phases a mixed window's stripes can name (``trace_keys``' ``("mixed", p)``): a window whose
+#: verdict is mixed (no phase holds ``classifier.shares.NAMED_SHARE`` of its time) is drawn in
+#: its phase's colour with diagonal stripes of the phase it is mixed with.
+MIXED_PHASES: tuple[str, ...] = ("idle", "prefill", "decode")
+#: The stripes' plotly bar pattern (``marker.pattern``; its colour is the phase's).
+MIXED_PATTERN: dict = {"shape": "/", "size": 7, "solidity": 0.45, "fillmode": "replace"}
+
 #: One line explaining each phase colour (the page's legend).
 PHASE_HELP: dict[str, str] = {
     "idle": "no kernels running",
@@ -203,7 +210,9 @@ def gpu_color(gpu: int) -> str:
 def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """The figure's traces, in order, as keys.
 
-    ``("phase", p)`` ribbon bars of phase ``p``; ``("ribbon_hot",)`` the imbalance bar;
+    ``("phase", p)`` ribbon bars of phase ``p``; ``("mixed", p)`` stripes in ``p``'s colour
+    over each window whose verdict is mixed with ``p`` (``binning.mixed_with``);
+    ``("ribbon_hot",)`` the imbalance bar;
     ``("selected",)`` the outline of the window the user clicked; ``("shots",)`` a marker per
     uploaded screenshot at its capture time (``customdata`` its hash); ``("heat",)`` the load
     heatmap under the bands (one column of every GPU's load per window, rows in band order);
@@ -216,6 +225,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     addresses them by their position.
     """
     keys: list[tuple] = [("phase", p) for p in RIBBON_PHASES]
+    keys += [("mixed", p) for p in MIXED_PHASES]
     keys.append(("ribbon_hot",))
     keys.append(("selected",))
     keys.append(("shots",))
@@ -235,7 +245,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
 
 def is_window_key(key: tuple) -> bool:
     """Whether a ``trace_keys`` key is drawn per window (or cell), not per bin."""
-    return key[0] in ("phase", "ribbon_hot", "selected", "shots", "heat", "band", "share",
+    return key[0] in ("phase", "mixed", "ribbon_hot", "selected", "shots", "heat", "band", "share",
                       "hot", "server", "prefill")
 
 

@@ -1,5 +1,7 @@
 """The header's summary of the last windows (``header_summary`` -> ``HeaderSummary``: phase,
-certainty, imbalance ratio, hot set and how often each GPU was hot) and the hot set's text."""
+certainty, verdict, imbalance ratio, hot set and how often each GPU was hot, what the verdicts
+stood on) or of a range (``range_summary``: its phase shares of time too) and the hot set's
+text."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .binning import as_float
+from .binning import INPUTS_COLUMN, as_float, calibrated_rows, ribbon_shares
 from .geometry import RIBBON_PHASES
 
 
@@ -54,9 +56,18 @@ class HeaderSummary:
         cold_share: mean share (%) another GPU holds (NaN when not flagged).
         range: ``(t0, t1)`` epoch s when the summary describes a range on screen (paused,
             zoomed or typed: ``range_summary``), None for the newest window.
-        shares: the range's phases and their share of its windows (0-1), most first (empty
-            for the newest window).
+        shares: the range's phases and their share of its time (0-1), most first (empty
+            for the newest window): the mean of its windows' calibrated shares where they
+            carry them, else the share of its windows labelled each phase
+            (``binning.ribbon_shares``).
         flagged: the range's imbalanced windows (0 for the newest window).
+        share_basis: what ``shares`` are: ``"calibrated"`` (every window's calibrated
+            shares), ``"partly calibrated"`` (some windows'), ``"windows"`` (window counts;
+            no calibrated shares), ``""`` for the newest window.
+        inputs: what the verdicts stood on (``"sm_active, tensor_active, ... at 10 Hz per
+            GPU"``: ``classifier.shares.inputs_of``), ``""`` when unknown.
+        verdict: the newest window's verdict from its shares (``"decode"``, ``"mixed: decode
+            55 % · prefill 30 %"``), ``""`` for a range or when unknown.
     """
 
     phase: str | None
@@ -74,6 +85,9 @@ class HeaderSummary:
     range: tuple[float, float] | None = None
     shares: dict[str, float] = field(default_factory=dict)
     flagged: int = 0
+    share_basis: str = ""
+    inputs: str = ""
+    verdict: str = ""
 
     def hot_text(self) -> str:
         """The hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"``, ``"GPU 1 — 71 %
@@ -131,18 +145,54 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         hot_set=hot_set,
         hot_share=as_float(last.get("hot_share")) if hot_set else math.nan,
         cold_share=as_float(last.get("cold_share")) if hot_set else math.nan,
+        inputs=inputs_text(windows.iloc[-1:]),
+        verdict=_words(last.get("verdict")),
     )
+
+
+def _words(v) -> str:
+    """A text cell as text (``""`` for None and NaN)."""
+    return v if isinstance(v, str) else ""
+
+
+def inputs_text(windows: pd.DataFrame) -> str:
+    """What the verdicts of ``windows`` stood on, in words: their ``INPUTS_COLUMN`` (the text
+    most of them carry, ``"(and N other inputs)"`` after it when they differ), else the
+    frame's ``attrs["inputs"]["text"]``; ``""`` when unknown."""
+    if windows is not None and INPUTS_COLUMN in windows and len(windows):
+        texts = windows[INPUTS_COLUMN].map(_words)
+        counts = texts[texts != ""].value_counts()
+        if len(counts):
+            more = len(counts) - 1
+            return str(counts.index[0]) + (f" (and {more} other input"
+                                           f"{'s' if more > 1 else ''})" if more else "")
+    return str(((windows.attrs if windows is not None else {}).get("inputs") or {})
+               .get("text") or "")
+
+
+def range_shares(windows: pd.DataFrame) -> tuple[dict[str, float], str]:
+    """A range's phase shares of time, most first, and what they are (``HeaderSummary``'s
+    ``shares`` and ``share_basis``): the mean over its windows of ``ribbon_shares``
+    (calibrated shares where a window carries them, else 1 for its phase); phases of no
+    share are left out."""
+    cal = calibrated_rows(windows)
+    mean = ribbon_shares(windows).mean(axis=0)
+    shares = {p: float(v) for p, v in zip(RIBBON_PHASES, mean) if v > 5e-4}
+    basis = ("calibrated" if cal.all() else "partly calibrated" if cal.any() else "windows")
+    return dict(sorted(shares.items(), key=lambda kv: -kv[1])), basis
 
 
 def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     """Summarise a range on screen: the windows of ``windows`` (classifier output) that
     overlap ``[t0, t1]`` (epoch s).
 
-    The phase is the one most windows of the range got, ``confidence`` its share of them and
-    ``shares`` every phase's; imbalance ratio and straggler tax are means over the range's
-    decode windows, and the hot set is the one flagged most often
-    (``classifier.summary.imbalance_summary``), ``hot_recent`` how often each GPU was hot.
-    With no window in the range the phase is None and the numbers NaN.
+    The phase is the one of the largest share of the range's time, ``confidence`` that share
+    and ``shares`` every phase's (``range_shares``: the windows' calibrated shares where they
+    carry them, else the share of the windows each phase labelled); imbalance ratio and
+    straggler tax are means over the range's decode windows, and the hot set is the one
+    flagged most often (``classifier.summary.imbalance_summary``), ``hot_recent`` how often
+    each GPU was hot; ``inputs`` what the verdicts stood on (``inputs_text``).  With no window
+    in the range the phase is None and the numbers NaN.
     """
     from ...classifier.summary import imbalance_summary
 
@@ -154,10 +204,13 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     if w.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
                              range=rng)
-    counts = w["phase"].astype(str).value_counts()
-    shares = {str(k): float(v) / len(w) for k, v in counts.items()}
+    shares, basis = range_shares(w)
+    if not shares:  # labels outside the ribbon's phases: by window counts
+        counts = w["phase"].astype(str).value_counts()
+        shares, basis = {str(k): float(v) / len(w) for k, v in counts.items()}, "windows"
     phase = max(shares, key=lambda k: (shares[k], -RIBBON_PHASES.index(k)
                                        if k in RIBBON_PHASES else 0))
+    of = "windows" if basis == "windows" else "time"
     imb = imbalance_summary(w)
     hot_set = tuple(int(g) for g in imb["hot_set"])
     return HeaderSummary(
@@ -169,13 +222,15 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
         window_end=float(w["end"].max()),
         hot_recent={int(g): int(n) for g, n in imb["hot_gpus"].items()},
         windows=len(w),
-        certainty=f"{shares[phase]:.0%} of the range's windows",
+        certainty=f"{shares[phase]:.0%} of the range's {of}",
         hot_set=hot_set,
         hot_share=as_float(imb["hot_share"]) if hot_set else math.nan,
         cold_share=as_float(imb["cold_share"]) if hot_set else math.nan,
         range=rng,
         shares=dict(sorted(shares.items(), key=lambda kv: -kv[1])),
         flagged=int(imb["imbalanced_windows"]),
+        share_basis=basis,
+        inputs=inputs_text(w),
     )
 
 

@@ -4,8 +4,9 @@ The live figure is ONE plotly figure with shared-x subplots, top to bottom:
 
 1. the **phase ribbon**: one coloured bar per classifier window (idle / prefill / decode), or
    per 0.1-s slot of the finer phase segments (``classifier.segments``: labels that change
-   where the counters change) when ``slots`` are given, with a thin red bar above windows
-   flagged imbalanced;
+   where the counters change) when ``slots`` are given, diagonal stripes in the colour of the
+   phase a window is mixed with where its verdict is mixed (no phase holds 70 % of its time),
+   and a thin red bar above windows flagged imbalanced;
 2. one **lane per metric** (``LANES``: SM, tensor and DRAM activity in %, PCIe tx/rx in MB/s,
    board power in W) with one line per GPU (PCIe: two, tx solid and rx dotted);
 3. the **imbalance strip**: each GPU's share of the summed load per window (%), a fair-share line
@@ -46,7 +47,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ...data.schema import entity_name, entity_short, is_mig
-from .binning import gpu_shares, hot_members, prefill_size_class
+from .binning import gpu_shares, hot_members, mixed_with, prefill_size_class
 from .geometry import (
     BAND_SCALE,
     BAND_TICK,
@@ -56,6 +57,8 @@ from .geometry import (
     HOT_COLOR,
     LANES,
     MARKER_Y,
+    MIXED_PATTERN,
+    MIXED_PHASES,
     PHASE_COLORS,
     PREFILL_SIZES,
     RIBBON_HOT_BASE,
@@ -232,6 +235,11 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
         for p in RIBBON_PHASES:
             m = phase == p
             out[("phase", p)] = (wxa[m].tolist(), [1.0] * int(m.sum()), [])
+    # a mixed window: stripes of the phase it is mixed with over its bar (its own points only)
+    mixed = mixed_with(windows) if n else np.array([], dtype=object)
+    for p in MIXED_PHASES:
+        m = mixed == p
+        out[("mixed", p)] = (np.asarray(wx, dtype=float)[m].tolist(), [1.0] * int(m.sum()), [])
     why = [f"hot set {st}: max/mean work {fmt_value(r, '.2f')}x, straggler tax {fmt_value(t, '.0%')}"
            if f else "" for f, st, r, t in zip(flagged, set_text, ratio, tax)]
     out[("ribbon_hot",)] = (wx, [RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
@@ -374,6 +382,15 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
         return go.Bar(
             x=x, y=y, text=text, base=0.0, width=phase_width_ms, name=p,
             marker={"color": PHASE_COLORS[p], "line": {"width": 0}},
+            textposition="none", hoverinfo="none",
+            showlegend=False, legendgroup="phases"), {"row": R.ribbon, "col": 1}
+    if kind == "mixed":  # stripes in the colour of the phase the window is mixed with
+        p = key[1]
+        return go.Bar(
+            x=x, y=y, text=text, base=0.0, width=width_ms, name=f"mixed with {p}",
+            marker={"color": "rgba(0,0,0,0)", "line": {"width": 0},
+                    "pattern": {**MIXED_PATTERN, "fgcolor": PHASE_COLORS[p],
+                                "bgcolor": "rgba(0,0,0,0)", "fgopacity": 1.0}},
             textposition="none", hoverinfo="none",
             showlegend=False, legendgroup="phases"), {"row": R.ribbon, "col": 1}
     if kind == "ribbon_hot":
@@ -572,7 +589,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 server: pd.DataFrame | None = None, order: list[int] | None = None,
                 slots: tuple | None = None, hop_s: float = 0.1,
                 phases_in_view: dict[str, int] | None = None,
-                after_j: int | None = None, heat_in_view: int | None = None) -> list:
+                after_j: int | None = None, heat_in_view: int | None = None,
+                mixed_in_view: dict[str, int] | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -598,6 +616,9 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         heat_in_view: the heatmap's columns in the view once extended (its windows there
             and the blank columns between them): its ``maxPoints``.  None: ``view_s /
             window_s``, as the other window traces.
+        mixed_in_view: ``{phase: mixed windows striped with it in the view once
+            extended}``: the ``("mixed", phase)`` traces' ``maxPoints`` (they too hold only
+            their own bars).  None: ``view_s / window_s``.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y``, ``text`` and ``z`` to
@@ -632,6 +653,8 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
             limits.append(int(phases_in_view.get(key[1], 0)))  # 0: none left in view
         elif key[0] == "phase" and slots is not None:
             limits.append(slot_max)
+        elif key[0] == "mixed" and mixed_in_view is not None:
+            limits.append(int(mixed_in_view.get(key[1], 0)))
         elif key[0] == "shots":  # never appended to: keep every marker
             limits.append(10**7)
         else:

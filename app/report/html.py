@@ -16,7 +16,15 @@ from plotly.subplots import make_subplots
 
 from ...classifier.server_balance import heat_size, heat_verdict, server_balancedness
 from ...data.schema import entity_name
-from ..figures import HOT_COLOR, PHASE_COLORS, fmt_span, gpu_color, hot_set_text
+from ..figures import (
+    HOT_COLOR,
+    PHASE_COLORS,
+    RIBBON_PHASES,
+    fmt_span,
+    gpu_color,
+    hot_set_text,
+    ribbon_shares,
+)
 from ..figures.eplb import eplb_figure
 from .model import Report
 
@@ -65,15 +73,16 @@ code { font-size: 11px; word-break: break-all; }
 <div class="s">{{ c[2] }}</div></div>{% endfor %}
 </div>
 <p>{{ verdict }}</p>
+{% if shares_text %}<p>{{ shares_text }}</p>{% endif %}
 {% if d.groups %}<p><b>Serving groups</b>: {{ d.groups.line }}.</p>{% endif %}
 {% if why %}<p><b>Why, per hot GPU</b> <span class="muted">(the ceiling each hot GPU leans on
 next to the others, over the imbalanced windows it was hot in)</span>:</p>
 <ul class="why">{% for line in why %}<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 
 <h2>Timeline</h2>
-<div class="muted">Phase of each {{ d.summary.window_s }}-s window (stacked shares where windows
-are grouped; red: imbalanced decode windows), then each GPU's load (SM active %, else DCGM's GR
-engine active, else NVML utilization) as a heatmap.</div>
+<div class="muted">Phase of each {{ d.summary.window_s }}-s window (stacked shares of time where
+windows are grouped or carry calibrated shares; red: imbalanced decode windows), then each GPU's
+load (SM active %, else DCGM's GR engine active, else NVML utilization) as a heatmap.</div>
 <div class="fig">{{ fig_timeline }}</div>
 
 <h2>Per GPU</h2>
@@ -111,9 +120,11 @@ idlest by 20 points and the mean by 15 %.</div>
 <h2>Most imbalanced decode windows</h2>
 {% if d.top_windows %}
 <table><thead><tr><th>#</th><th>start (UTC)</th><th>max/mean</th><th>straggler tax</th>
-<th>hot set</th><th>most loaded</th></tr></thead><tbody>
+<th>hot set</th><th>most loaded</th><th>idle / prefill / decode<br>share of time</th>
+<th>verdict</th></tr></thead><tbody>
 {% for w in top_rows %}<tr><td>{{ w.rank }}</td><td>{{ w.start }}</td><td>{{ w.ratio }}</td>
-<td>{{ w.tax }}</td><td>{{ w.hot }}</td><td>{{ w.top }}</td></tr>{% endfor %}
+<td>{{ w.tax }}</td><td>{{ w.hot }}</td><td>{{ w.top }}</td><td>{{ w.shares }}</td>
+<td>{{ w.verdict }}</td></tr>{% endfor %}
 </tbody></table>
 {% else %}<p class="muted">No decode windows with a defined imbalance in this range.</p>{% endif %}
 
@@ -194,9 +205,11 @@ def _figure_html(fig: go.Figure, print_layout: bool) -> Markup:
 
 
 def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> go.Figure:
-    """Phase ribbon (stacked phase shares per column; red where a column holds an imbalanced
-    window) over a GPUs x time heatmap of load (%), at most ``TIMELINE_COLUMNS`` columns; x is
-    UTC text (a static report is not shifted into the viewer's zone)."""
+    """Phase ribbon (stacked phase shares per column: the mean of its windows' calibrated
+    shares of time where they carry them, else of their labels, ``figures.ribbon_shares``;
+    red where a column holds an imbalanced window) over a GPUs x time heatmap of load (%), at
+    most ``TIMELINE_COLUMNS`` columns; x is UTC text (a static report is not shifted into the
+    viewer's zone)."""
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.22, 0.78],
                         vertical_spacing=0.04)
     if len(windows):
@@ -209,8 +222,10 @@ def timeline_figure(windows: pd.DataFrame, gpus: list[int], window_s: float) -> 
         x = [pd.Timestamp(c, unit="s").strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for c in centres]
         size = g.size().to_numpy(dtype=float)
         base = np.zeros(len(size))
-        for p in ("idle", "prefill", "decode", "mixed"):
-            share = g["phase"].apply(lambda s, p=p: float((s == p).sum())).to_numpy() / size
+        shares = pd.DataFrame(ribbon_shares(windows), columns=list(RIBBON_PHASES)).groupby(
+            col).mean()
+        for p in RIBBON_PHASES:
+            share = shares[p].to_numpy(dtype=float)
             if not share.any():
                 continue
             fig.add_trace(go.Bar(x=x, y=share, base=base, name=p, width=window_s * per * 1000,
@@ -317,7 +332,8 @@ def expert_figures(report: Report) -> tuple[go.Figure, go.Figure]:
 
 
 def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str) -> list[tuple]:
-    """The summary cards, ``(title, value, note)`` each: phase shares, balancedness, imbalance
+    """The summary cards, ``(title, value, note)`` each: phase shares of the windows, of the
+    time (the windows' mean shares, when the report has them), balancedness, imbalance
     ratio, straggler tax, the hot GPU or set, and the server's throughput when it was read."""
     pt, share = s["phase_time_s"], s["phase_share"]
     cards = [
@@ -336,10 +352,40 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
             "none": "no imbalanced window"}[s["hot_pattern"]]
          + f" · {s['imbalanced_windows']} imbalanced windows"),
     ]
+    shares = s.get("phase_shares")
+    if shares and any(v is not None for v in shares.values()):
+        cards.insert(1, ("shares of time", _phase_triple(shares),
+                         "idle / prefill / decode, " + (
+                             "calibrated" if s.get("phase_shares_source") == "calibrated"
+                             else "the labeller's scores")))
     if srv:
         cards.append(("server", _f(srv["gen_throughput_tok_s"], ",.0f", " tok/s"),
                       f"accept length {_f(srv['accept_len'])}"))
     return cards
+
+
+def _phase_triple(shares: dict) -> str:
+    """``"15 % / 24 % / 61 %"``: idle / prefill / decode shares (0-1, None: "–")."""
+    return " / ".join(_f(None if shares.get(p) is None else shares[p] * 100, ".0f", " %")
+                      for p in ("idle", "prefill", "decode"))
+
+
+def _shares_text(s: dict) -> str:
+    """The summary's sentence on the range's phase shares of time and what the verdicts
+    stood on (``summary.phase_shares``, ``phase_shares_source``, ``inputs``); ``""`` for a
+    report without them."""
+    shares = {p: v for p, v in (s.get("phase_shares") or {}).items() if v is not None}
+    out = ""
+    if shares:
+        words = ", ".join(f"{p} {v * 100:.0f} %" for p, v in
+                          sorted(shares.items(), key=lambda kv: -kv[1]))
+        how = ("the mean of the windows' calibrated shares" if s.get("phase_shares_source")
+               == "calibrated" else "the mean of the labeller's scores, not calibrated shares")
+        out = f"Phase shares of the range's time: {words} ({how})."
+    text = (s.get("inputs") or {}).get("text")
+    if text:
+        out += f" The verdicts stood on {text}."
+    return out.strip()
 
 
 def _changes(n: int) -> str:
@@ -391,14 +437,18 @@ def _gpu_rows(d: dict, hot_set: list[int]) -> list[dict]:
 
 def _top_rows(d: dict) -> list[dict]:
     """One row of formatted cells per most imbalanced window (rank, start, ratio, tax, hot
-    GPU or set, GPU with the most work)."""
+    GPU or set, GPU with the most work, its idle / prefill / decode shares of time and its
+    verdict; "–" where the report has none)."""
     return [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
                                                                      ".2f", "×"),
              "tax": _f(w["straggler_tax"], ".1%"),
              "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
                      if w.get("hot_set") else "–" if w["hot_gpu"] is None
                      else entity_name(int(w['hot_gpu']))),
-             "top": "–" if w["top_gpu"] is None else entity_name(int(w['top_gpu']))}
+             "top": "–" if w["top_gpu"] is None else entity_name(int(w['top_gpu'])),
+             "shares": _phase_triple({p: w.get(f"share_{p}") for p in ("idle", "prefill",
+                                                                      "decode")}),
+             "verdict": w.get("verdict") or "–"}
             for w in d["top_windows"]]
 
 
@@ -498,7 +548,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
         span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]),
         cards=_summary_cards(s, srv, hot_set, set_words),
-        verdict=_verdict_text(s, hot_set, set_words),
+        verdict=_verdict_text(s, hot_set, set_words), shares_text=_shares_text(s),
         why=[c["line"] for c in d.get("hot_ceilings") or []], gpu_rows=_gpu_rows(d, hot_set),
         top_rows=_top_rows(d), server_rows=_server_rows(srv), label_rows=_label_rows(d["labels"]),
         prov_rows=_provenance_rows(p), utc=_utc_text, **experts,

@@ -36,6 +36,7 @@ import pandas as pd
 
 from ...classifier.imbalance import hot_set_of
 from ...classifier.mig import balance_line, load_balance, window_loads
+from ...classifier.rules import PHASE_ORDER
 from ...classifier.server_balance import (
     BALANCE_SERIES,
     HEATMAP_SERIES,
@@ -52,6 +53,7 @@ from ...classifier.summary import (
     imbalance_summary,
     phase_summary,
     server_summary,
+    share_summary,
     top_imbalanced,
 )
 
@@ -531,6 +533,21 @@ def _share(v) -> float | None:
     return None if f is None else f / 100.0
 
 
+def _shares_part(sh: dict) -> dict:
+    """The summary's phase shares and what the verdicts stood on, from
+    ``classifier.summary.share_summary``: ``phase_shares`` (``{phase: mean share of the
+    windows' time, 0-1, null when unknown}``), ``phase_shares_source`` (``"calibrated"``,
+    ``"rules' scores"`` or null) and ``inputs`` (``counters``, ``rate_hz`` per GPU, ``kind``,
+    ``text``; null when the windows do not say)."""
+    inputs = sh["inputs"]
+    if inputs is not None:
+        inputs = {"counters": [str(c) for c in inputs.get("counters") or []],
+                  "rate_hz": _num(inputs.get("rate_hz")), "kind": _text(inputs.get("kind")),
+                  "text": str(inputs.get("text") or "")}
+    return {"phase_shares": {p: _num(v) for p, v in sh["shares"].items()},
+            "phase_shares_source": _text(sh["source"]), "inputs": inputs}
+
+
 def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_part,
               expert_part, labels, experts, why) -> dict:
     from importlib.metadata import PackageNotFoundError, version
@@ -562,7 +579,9 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
              "straggler_tax": _num(r.straggler_tax), "hot_gpu": _int(r.hot_gpu),
              "hot_set": list(hot_set_of(r.hot_set)), "hot_share": _share(r.hot_share),
              "cold_share": _share(r.cold_share), "top_gpu": _int(r.top_gpu),
-             "imbalanced": bool(r.imbalanced)}
+             "imbalanced": bool(r.imbalanced),
+             **{f"share_{p}": _num(getattr(r, f"share_{p}")) for p in PHASE_ORDER},
+             "verdict": _text(r.verdict) or None}
             for i, r in enumerate(top.itertuples())]
     ceilings = [{"gpu": int(g), "windows": int(c["windows"]), "pipe": str(c["pipe"]),
                  "level": _num(c["level"]), "others": _num(c["others"]), "line": c["line"]}
@@ -585,6 +604,7 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "hot_gpus": {str(k): v for k, v in imb["hot_gpus"].items()},
         "hot_pattern": imb["hot_pattern"], "hot_changes": imb["hot_changes"],
         "labeller": str(windows.attrs.get("labeller", "unknown")),
+        **_shares_part(share_summary(windows)),
     }
     srv = server_summary(inp.server_events)
     if srv is not None:
@@ -644,7 +664,8 @@ _UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "window_s": "s",
           "accept_len": "tokens/step", "running_req": "requests", "tokens": "tokens",
           "balancedness": "mean/max", "balancedness_greedy": "mean/max",
           "gpu_share": "share", "bytes": "B", "hot_share": "share", "cold_share": "share",
-          "hot_set_windows": "windows", **{c: u for c, u in GPU_COLUMNS}}
+          "hot_set_windows": "windows", "share_idle": "share", "share_prefill": "share",
+          "share_decode": "share", **{c: u for c, u in GPU_COLUMNS}}
 
 
 def csv_rows(report: Report) -> list[dict]:
@@ -673,10 +694,13 @@ def csv_rows(report: Report) -> list[dict]:
     for k, v in d["range"].items():
         add("range", None, k, v)
     for k, v in d["summary"].items():
-        if isinstance(v, dict):
+        if k == "inputs":  # what the verdicts stood on: one row per field
+            for f, x in (v or {}).items():
+                add("summary", f, k, x, "Hz" if f == "rate_hz" else "")
+        elif isinstance(v, dict):
             for p, x in v.items():
-                unit = "s" if k == "phase_time_s" else ("share" if k == "phase_share"
-                                                       else "windows")
+                unit = "s" if k == "phase_time_s" else ("share" if k in (
+                    "phase_share", "phase_shares") else "windows")
                 add("summary", p, k, x, unit)
         else:
             add("summary", None, k, v)
