@@ -180,7 +180,13 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
     for k, col in enumerate(SHARE_COLUMNS):
         out[col] = sh[:, k]
-    out["verdict"] = verdict(sh)
+    words = verdict(sh)
+    if inputs["kind"] != "full":
+        # without the profiling counters a split verdict is the counters' doubt as much as
+        # the window's mix: say so, and what it stood on
+        why = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
+        words = [why + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
+    out["verdict"] = words
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()

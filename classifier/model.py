@@ -400,7 +400,10 @@ def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.
     share = np.asarray(share, dtype=float)
     if not cmap:
         return share
-    return np.interp(share, np.asarray(cmap["x"], float), np.asarray(cmap["y"], float))
+    # from (0, 0): a label the shares give under a third (the trees' pick, not the shares'
+    # arg-max) is mapped down to nothing, not up to the map's first point
+    return np.interp(share, np.r_[0.0, np.asarray(cmap["x"], float)],
+                     np.r_[0.0, np.asarray(cmap["y"], float)])
 
 
 @dataclass

@@ -34,6 +34,12 @@ from .windows import DEFAULT_WINDOW_S
 #: windows may be wrong more than ``CONFIDENT_WRONG_MAX`` of the time).
 CONFIDENT = 0.9
 CONFIDENT_WRONG_MAX = 0.10
+#: Input kinds that may reach ``CONFIDENT`` at all: those with the profiling counters.  Held
+#: out by family (2026-12-04, ``transfers``), windows at 0.9+ were right 0.924 (nvml at
+#: 4 Hz), 0.910 (power + utilization), 0.802 (utilization) and 0 of 2 (power) of the time,
+#: and one family (``workload``) 0.79-0.86 with each: without SM, tensor or DRAM activity a
+#: family the model never saw can read confident and be wrong, so those kinds never claim it.
+PROFILING_KINDS = ("full",)
 
 
 @dataclass
@@ -127,28 +133,39 @@ def fit_confidence_map(x: np.ndarray, right: np.ndarray, points: int = 41) -> di
             "y": [round(float(v), 4) for v in iso.predict(grid)]}
 
 
-def cap_confident(cmap: dict, x: np.ndarray, right: np.ndarray) -> dict:
-    """``cmap`` held under ``CONFIDENT`` where the windows it would take there were right
-    less than ``1 - CONFIDENT_WRONG_MAX`` of the time, with a margin of two points (an input
-    kind whose counters cannot tell families apart: power or utilization alone): such a kind
-    never gets a confident window.  Adds ``"capped"`` (bool) to the map."""
-    conf = np.interp(x, np.asarray(cmap["x"], float), np.asarray(cmap["y"], float))
-    hi = conf >= CONFIDENT
-    ok = not hi.any() or right[hi].mean() >= 1 - CONFIDENT_WRONG_MAX + 0.02
-    if ok:
-        return {**cmap, "capped": False}
-    return {"x": cmap["x"], "y": [min(v, CONFIDENT - 0.01) for v in cmap["y"]],
-            "capped": True}
+def transfers(x: np.ndarray, right: np.ndarray, family: np.ndarray,
+              min_windows: int = 50) -> tuple[bool, int, float]:
+    """Whether confidence of ``CONFIDENT`` or more carries to a family the map never saw: each
+    family's windows are mapped by a map fitted on the other families, and the windows that
+    reach ``CONFIDENT`` must be right at least ``1 - CONFIDENT_WRONG_MAX`` of the time with a
+    margin of two points, pooled, and number ``min_windows`` or more.
+
+    Returns:
+        ``(holds, confident windows, their accuracy)``.
+    """
+    hits = []
+    for f in np.unique(family):
+        m = family != f
+        if not m.any():
+            continue
+        cm = fit_confidence_map(x[m], right[m])
+        c = np.interp(x[~m], np.r_[0.0, cm["x"]], np.r_[0.0, cm["y"]])
+        hits.append(right[~m][c >= CONFIDENT])
+    h = np.concatenate(hits) if hits else np.zeros(0, bool)
+    acc = float(h.mean()) if len(h) else float("nan")
+    return (len(h) >= min_windows and acc >= 1 - CONFIDENT_WRONG_MAX + 0.02), len(h), acc
 
 
 def confidence_maps(traces: list[KindTrace], held: dict,
                     exclude_family: str | None = None) -> dict:
     """One map per input kind from the held-out predictions (those of ``exclude_family``
-    left out: cross-fitting), held under ``CONFIDENT`` for a kind whose held-out confident
-    windows were wrong too often (``cap_confident``)."""
+    left out: cross-fitting), held under ``CONFIDENT`` for a kind outside
+    ``PROFILING_KINDS`` or whose confidence does not carry from some families to others
+    (``transfers``); each map records ``capped``,
+    ``transfer_windows`` and ``transfer_accuracy``."""
     maps = {}
     for kind in next(iter(traces)).kinds:
-        xs, rs = [], []
+        xs, rs, fs = [], [], []
         for t in traces:
             if t.family == exclude_family or (t.name, kind) not in held:
                 continue
@@ -156,9 +173,18 @@ def confidence_maps(traces: list[KindTrace], held: dict,
             x, r = _labelled(pred, ph)
             xs.append(x)
             rs.append(r)
+            fs.append(np.full(len(x), t.family, dtype=object))
         x = np.concatenate(xs) if xs else np.zeros(0)
         r = np.concatenate(rs) if rs else np.zeros(0, bool)
-        maps[kind] = cap_confident(fit_confidence_map(x, r), x, r)
+        fam = np.concatenate(fs) if fs else np.zeros(0, dtype=object)
+        cmap = fit_confidence_map(x, r)
+        holds, n, acc = transfers(x, r, fam)
+        holds = holds and kind in PROFILING_KINDS
+        if not holds:  # never confident: the kind's confidence did not carry across families
+            cmap["y"] = [min(v, CONFIDENT - 0.01) for v in cmap["y"]]
+        cmap.update(capped=not holds, transfer_windows=n,
+                    transfer_accuracy=None if not np.isfinite(acc) else round(acc, 4))
+        maps[kind] = cmap
     return maps
 
 

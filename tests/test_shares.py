@@ -120,3 +120,34 @@ def test_full_counters_keep_the_trees_and_carry_calibrated_shares():
     assert share_error(pred, truth) < 0.15
     mixed = w["verdict"].str.startswith("mixed")
     assert (w.loc[~mixed, "verdict"] == w.loc[~mixed, "phase"]).mean() > 0.9
+
+
+def test_confidence_that_does_not_carry_across_families_is_held_under_090():
+    from tealeaves.classifier.share_corpus import CONFIDENT, transfers
+
+    rng = np.random.default_rng(2)
+    x = rng.uniform(0.34, 1.0, 6000)
+    fam = np.repeat(np.array(["a", "b", "c"]), 2000)
+    good = rng.uniform(size=6000) < x  # calibrated: right with chance x
+    holds, n, acc = transfers(x, good, fam)
+    assert holds and n >= 50 and acc >= 0.92
+    bad = good.copy()
+    bad[fam == "c"] = rng.uniform(size=2000) < 0.6  # one family reads unlike the others
+    assert not transfers(x, bad, fam)[0]
+    assert CONFIDENT == 0.9
+
+
+def test_the_shipped_model_never_claims_090_without_profiling_counters():
+    from tealeaves.classifier.labellers import default_labeller
+
+    maps = default_labeller().confidence_maps
+    for kind, m in maps.items():
+        if kind != "full":
+            assert m["capped"] and max(m["y"]) < 0.9, kind
+    trace = read_trace(TRACES_DIR / "h200x2_bursts.parquet")
+    for kind in ("nvml_4hz", "power+util_4hz", "util_4hz", "power_4hz"):
+        keep, hz = INPUT_KINDS[kind]
+        w = classify_samples(thin_samples(trace.samples, keep, hz), trace.devices)
+        assert (w["confidence"] < 0.9).all(), kind
+        assert w["verdict"].str.startswith("cannot tell (").any() or \
+            (w[["share_idle", "share_prefill", "share_decode"]].max(axis=1) >= 0.7).all()
