@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .rules import PHASE_ORDER
-from .shares import MIN_LABELLED, share_error
+from .shares import share_error
 
 #: Forward-time counters read for engine shares, in order of preference.
 FORWARD_SECONDS = ("sglang:forward_execution_seconds_total",
@@ -103,22 +103,28 @@ def teach(model, corpus_kinds: list, features: pd.DataFrame, targets: np.ndarray
     if not ok.any():
         raise ValueError("no window of the trace falls in an interval the engine accounted "
                          "for (do the trace and the server signals cover the same time?)")
-    feats, shares = [], []
-    for t in corpus_kinds:
-        for f, s, _ in t.kinds.values():
-            feats.append(f)
-            shares.append(s)
-    n_corpus = sum(int(np.isfinite(s).all(axis=1).sum()) for s in shares)
-    w = weight * n_corpus / max(int(ok.sum()), 1)
-    from .shares import ShareModel
-
+    feats = [k[0] for t in corpus_kinds for k in t.kinds.values()]
+    shares = [k[1] for t in corpus_kinds for k in t.kinds.values()]
     taught = copy.copy(model)
-    taught.shares = ShareModel(seed=seed).fit(feats + [features], shares + [targets],
-                                              weights=[1.0] * len(feats) + [w])
+    taught.shares = taught_share_model(feats, shares, features, targets, weight, seed)
     taught.phase_from = "shares"
     taught.meta = {**(model.meta or {}), "taught": {"windows": int(ok.sum()),
                                                     "weight": weight}}
     return taught
+
+
+def taught_share_model(feats: list[pd.DataFrame], shares: list[np.ndarray],
+                       features: pd.DataFrame, targets: np.ndarray, weight: float = 0.5,
+                       seed: int = 0):
+    """A ``ShareModel`` fitted on the corpus rows (``feats``/``shares`` per trace and kind)
+    and the deployment's (``features`` with ``targets`` (n, 3)), the deployment's rows
+    weighted to count for ``weight`` of the corpus's in total."""
+    from .shares import ShareModel
+
+    n_corpus = sum(int(np.isfinite(s).all(axis=1).sum()) for s in shares)
+    n_own = max(int(np.isfinite(targets).all(axis=1).sum()), 1)
+    return ShareModel(seed=seed).fit(feats + [features], shares + [targets],
+                                     weights=[1.0] * len(feats) + [weight * n_corpus / n_own])
 
 
 def agreement(model, features: pd.DataFrame, targets: np.ndarray) -> dict:
@@ -156,7 +162,3 @@ def split_time(features: pd.DataFrame, share: float) -> np.ndarray:
         return np.zeros(0, bool)
     cut = st.min() + share * (st.max() - st.min())
     return st < cut
-
-
-__all__ = ["FORWARD_SECONDS", "MIN_LABELLED", "agreement", "engine_shares",
-           "shares_from_engine", "split_time", "teach"]

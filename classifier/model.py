@@ -395,13 +395,19 @@ def _load_shares(path: Path, columns: list[str]):
 
 def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.ndarray:
     """The chance a window's label is right, from its share of that phase ((n,)), through
-    the model's held-out map for the input ``kind``; the share itself where no map is kept."""
+    the model's held-out map for the input ``kind`` (``apply_map``); the share itself where
+    no map is kept."""
     cmap = (model.confidence_maps or {}).get(kind) if model is not None else None
+    return apply_map(cmap, share)
+
+
+def apply_map(cmap: dict | None, share: np.ndarray) -> np.ndarray:
+    """``share`` ((n,)) through a confidence map ``{"x": [...], "y": [...]}``, drawn from
+    (0, 0): a label the shares give under a third (the trees' pick, not the shares' arg-max)
+    is mapped down to nothing, not up to the map's first point.  No map: ``share``."""
     share = np.asarray(share, dtype=float)
     if not cmap:
         return share
-    # from (0, 0): a label the shares give under a third (the trees' pick, not the shares'
-    # arg-max) is mapped down to nothing, not up to the map's first point
     return np.interp(share, np.r_[0.0, np.asarray(cmap["x"], float)],
                      np.r_[0.0, np.asarray(cmap["y"], float)])
 

@@ -143,13 +143,15 @@ def transfers(x: np.ndarray, right: np.ndarray, family: np.ndarray,
     Returns:
         ``(holds, confident windows, their accuracy)``.
     """
+    from .model import apply_map
+
     hits = []
     for f in np.unique(family):
         m = family != f
         if not m.any():
             continue
         cm = fit_confidence_map(x[m], right[m])
-        c = np.interp(x[~m], np.r_[0.0, cm["x"]], np.r_[0.0, cm["y"]])
+        c = apply_map(cm, x[~m])
         hits.append(right[~m][c >= CONFIDENT])
     h = np.concatenate(hits) if hits else np.zeros(0, bool)
     acc = float(h.mean()) if len(h) else float("nan")
@@ -218,21 +220,20 @@ def validate_shares(traces: list[KindTrace], progress: Callable | None = None) -
         ``{"kinds": [...], "per_kind": {kind: scores}, "per_family": {family: {kind:
         scores}}, "per_kind_serving_loop": {kind: scores}}``; scores as ``_scores``.
     """
-    from .model import PhaseModel, confidence_of
+    from .model import apply_map
 
     held = held_out(traces, progress)
     families = sorted({t.family for t in traces})
     conf_rows: dict[tuple[str, str], tuple] = {}
     for fam in families:
         maps = confidence_maps(traces, held, exclude_family=fam)
-        probe = PhaseModel(None, None, None, None, confidence_maps=maps)
         for t in traces:
             if t.family != fam:
                 continue
             for kind in t.kinds:
                 pred, true, ph = held[(t.name, kind)]
                 top = np.nanmax(np.nan_to_num(pred), axis=1)
-                conf_rows[(t.name, kind)] = (pred, true, ph, confidence_of(probe, kind, top))
+                conf_rows[(t.name, kind)] = (pred, true, ph, apply_map(maps.get(kind), top))
     kinds = list(next(iter(traces)).kinds)
     out = {"kinds": kinds, "per_kind": {}, "per_family": {}, "per_kind_serving_loop": {}}
     for kind in kinds:
@@ -307,7 +308,7 @@ def validate_taught(traces: list[KindTrace], directory: Path | None = None,
     """
     from ..collectors.server_metrics import read_page
     from ..data import TRACES_DIR
-    from .calibrate import engine_shares, shares_from_engine, split_time
+    from .calibrate import engine_shares, shares_from_engine, split_time, taught_share_model
 
     directory = Path(directory or TRACES_DIR)
     todo = [t for t in traces if (directory / f"{t.name}.metrics.prom").exists()]
@@ -325,10 +326,7 @@ def validate_taught(traces: list[KindTrace], directory: Path | None = None,
         feats = [k[0] for r in rest for k in r.kinds.values()]
         shares = [k[1] for r in rest for k in r.kinds.values()]
         base = ShareModel().fit(feats, shares)
-        n_corpus = sum(int(np.isfinite(x).all(axis=1).sum()) for x in shares)
-        n_own = max(int(np.isfinite(target[teach_rows]).all(axis=1).sum()), 1)
-        taught = ShareModel().fit(feats + [f[teach_rows]], shares + [target[teach_rows]],
-                                  weights=[1.0] * len(feats) + [weight * n_corpus / n_own])
+        taught = taught_share_model(feats, shares, f[teach_rows], target[teach_rows], weight)
         row = {"family": t.family, "windows": int(rest_rows.sum())}
         for key, m in (("base", base), ("taught", taught)):
             pred = m.predict(f[rest_rows])
