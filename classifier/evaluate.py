@@ -414,6 +414,8 @@ def _pool(windows: list[pd.DataFrame], corpus, window_s, segments=None) -> dict:
 
 
 MODELS = ("rules", "hgb", "hgb_viterbi", "hgb_segments", "tcn")
+#: Families of the serving loop (``kernels_bench/serving_loop.py``), pooled apart too.
+SERVING_LOOP = "serving_loop/"
 #: Which trained kind each evaluated model is.
 KIND_OF = {"hgb": "hgb", "hgb_viterbi": "hgb", "hgb_segments": "hgb", "tcn": "tcn"}
 NAMES = {"rules": "v0 rules (baseline)", "hgb": "gradient boosting",
@@ -491,8 +493,10 @@ def validate_corpus(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDO
             return _pool([held[m][c.name][0] for c in traces], traces, window_s,
                          [held[m][c.name][1] for c in traces])
 
+        serving = [c for c in done if c.family.startswith(SERVING_LOOP)]
         result[scheme] = {
             "pooled": {m: pool(done, m) for m in models},
+            "pooled_serving_loop": {m: pool(serving, m) for m in models} if serving else {},
             "per_family": {f: {m: pool([c for c in done if c.family == f], m)
                                for m in models}
                            for f in families if any(c.family == f for c in done)},
@@ -574,6 +578,12 @@ def report_markdown(result: dict, corpus: list[LabelledTrace], command: str) -> 
             f"{_f(s['imbalance_recall'])} | {_f(s['imbalance_precision_low_load'])} / "
             f"{_f(s['imbalance_recall_low_load'])} | {_f(s['hot_set_accuracy'])} |")
     best = pooled[result["chosen"]]
+    sl = result[head].get("pooled_serving_loop", {}).get(result["chosen"])
+    if sl:
+        lines += ["", (f"Chosen model pooled over the serving-loop families alone (held out by "
+                       f"family): window macro-F1 {_f(sl['macro_f1'])}, time-weighted macro-F1 "
+                       f"{_f(sl.get('time_macro_f1', float('nan')))}, time accuracy "
+                       f"{_f(sl['time_accuracy'])} ({sl['labelled_windows']} windows).")]
     if "tcn" not in models:
         lines += ["", ("The temporal conv net was not run here: torch is not installed (it "
                        "needs the `bench` extra).")]

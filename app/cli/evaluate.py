@@ -133,6 +133,14 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
               + ("  (chosen)" if m == result["chosen"] else ""))
     print("chosen: the trained model with the best leave-one-family-out macro-F1 (LOFO); "
           "LOTO: leave-one-trace-out")
+    ch = result["chosen"]
+    for what, sc in (("the corpus", result["pooled"][ch]),
+                     ("the serving-loop families",
+                      result.get("family", {}).get("pooled_serving_loop", {}).get(ch))):
+        if sc:
+            print(f"held out by family, pooled over {what}: time-weighted macro-F1 at 0.1 s "
+                  f"{na(sc.get('time_macro_f1', math.nan))}, window macro-F1 "
+                  f"{na(sc['macro_f1'])}, time accuracy {na(sc['time_accuracy'])}")
     fams = result["family"]["per_family"] if "family" in result else {}
     ch = result["chosen"]
     for fam, sc in fams.items():
@@ -161,7 +169,8 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         print(f"  SHORT {fam}: {', '.join(r['short'])} "
               f"(time macro-F1 {na(r['figures']['time_macro_f1'])}, share error "
               f"{na(r['figures']['share_error'])}, calibration error "
-              f"{na(r['figures']['calibration_error'])}): {r['why']}")
+              f"{na(r['figures']['calibration_error'])}, engine-taught macro-F1 "
+              f"{na(r['figures'].get('taught_macro_f1', math.nan))}): {r['why']}")
     print(f"leave-one-family-out over {len(result['families'])} families, "
           f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
     return 0
