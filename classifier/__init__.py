@@ -22,7 +22,7 @@ from .features import WindowFeatures
 from .groups import resolve_groups
 from .labellers import default_labeller, labeller_name
 from .rules import PHASE_ORDER, RulePhaseLabeller
-from .shares import SHARE_COLUMNS, inputs_of, verdict
+from .shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
 from .windows import DEFAULT_WINDOW_S
 
 __all__ = [
@@ -41,11 +41,11 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: A window's phase from the trees is overruled by its calibrated shares where they give it
-#: under this share of the window (held out by family on the corpus, 2026-12-04: window
-#: macro-F1 0.887 -> 0.881 pooled, 0.756 -> 0.773 over the serving-loop families; 0.3 and
-#: 0.4 gave the same within 0.003).
-OVERRULE_SHARE = 0.2
+#: A window's phase from the trees is overruled by its calibrated shares where they name
+#: another phase (``shares.NAMED_SHARE`` or more) or give it under this share of the window
+#: (held out by family on the corpus, 2026-12-04: window macro-F1 0.887 -> 0.884 pooled,
+#: 0.756 -> 0.781 over the serving-loop families; 0.2 gave 0.884 / 0.777).
+OVERRULE_SHARE = 0.25
 
 #: Columns of the windows frame, before the per-GPU ``load_g<i>`` columns.
 WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "balancedness",
@@ -152,12 +152,15 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         # calibrated shares; the confidence is the held-out chance the phase is right
         sh = share_model.predict(feats)
         sh[~np.isfinite(sh).all(axis=1)] = 1.0 / len(PHASE_ORDER)
-        # the trees' phase stands unless the shares give it under OVERRULE_SHARE of the
-        # window; then the largest share names it (no "prefill, 0 % sure" beside shares
-        # that say decode)
-        overrule = sh[np.arange(len(sh)), which] < OVERRULE_SHARE
+        # the trees' phase stands unless the shares name another phase (NAMED_SHARE or
+        # more) or give it under OVERRULE_SHARE of the window: then the largest share names
+        # it (no "decode" beside a verdict "prefill", no "prefill, 0 % sure")
+        top = np.argmax(sh, axis=1)
+        overrule = (top != np.asarray(which)) & (
+            (sh[np.arange(len(sh)), top] >= NAMED_SHARE)
+            | (sh[np.arange(len(sh)), which] < OVERRULE_SHARE))
         if overrule.any():
-            which = np.where(overrule, np.argmax(sh, axis=1), which)
+            which = np.where(overrule, top, which)
             phase = pd.Series(np.array(PHASE_ORDER)[which], index=phase.index, name="phase")
             imb = labeller.imbalance.detect(feats, phase, grouping.groups) \
                 if not isinstance(labeller, RulePhaseLabeller) else imb
@@ -184,8 +187,8 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     if inputs["kind"] != "full":
         # without the profiling counters a split verdict is the counters' doubt as much as
         # the window's mix: say so, and what it stood on
-        why = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
-        words = [why + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
+        doubt = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
+        words = [doubt + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
     out["verdict"] = words
     for col in feats.columns:
         if col.startswith("load_g"):

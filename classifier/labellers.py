@@ -19,6 +19,13 @@ log = logging.getLogger(__name__)
 _MODEL_DIR: list = [None]
 
 
+def model_dir():
+    """The folder ``default_labeller`` loads: ``use_model``'s, else the shipped one."""
+    from .model import MODEL_DIR
+
+    return _MODEL_DIR[0] or MODEL_DIR
+
+
 def use_model(directory) -> None:
     """Make ``default_labeller`` load the model in ``directory`` (None: the shipped one)."""
     _MODEL_DIR[0] = directory
@@ -30,15 +37,19 @@ def default_labeller():
     """The shipped trained model (``classifier/model/phase_model.*``), or the folder
     ``use_model`` named, loaded once; the v0 rules when it cannot be loaded (the reason is
     logged once)."""
-    from .model import MODEL_DIR, ModelError, PhaseModel
+    from .model import ModelError, PhaseModel
 
     try:
-        return PhaseModel.load(_MODEL_DIR[0] or MODEL_DIR)
+        return PhaseModel.load(model_dir())
     except ModelError as exc:
         log.warning("phase model unavailable, using the rules: %s", exc)
         return RulePhaseLabeller()
 
 
 def labeller_name(labeller) -> str:
-    """``"trained"`` for a ``PhaseModel``, ``"rules"`` for the rules."""
-    return "rules" if isinstance(labeller, RulePhaseLabeller) else "trained"
+    """``"trained"`` for a ``PhaseModel`` (or its share model), ``"taught"`` for one an engine
+    taught (``tealeaves calibrate``), ``"rules"`` for the rules."""
+    if isinstance(labeller, RulePhaseLabeller):
+        return "rules"
+    model = getattr(labeller, "model", labeller)
+    return "taught" if getattr(model, "phase_from", "trees") == "shares" else "trained"

@@ -244,42 +244,51 @@ def share_columns() -> tuple[str, ...]:
     return tuple(MODEL_COLUMNS) + extra
 
 
-#: Counters named in a verdict's "stood on" line, by the feature stem that reads them.
+#: Counters a verdict can stand on (what the phase trees and the share model read), by the
+#: feature stem that reads them.  PCIe, NVLink and the SM clock are collected and shown, but
+#: no phase feature reads them (``features.MODEL_PIPES``).
 _COUNTER_OF = {"sm_active": "sm_active", "sm_occupancy": "sm_occupancy",
                "tensor_active": "tensor_active", "dram_active": "dram_active",
-               "gpu_util": "gpu_util", "mem_copy_util": "mem_copy_util", "power": "power_w",
-               "sm_clock": "sm_clock_mhz", "pcie_tx": "pcie_tx_bytes_per_s",
-               "pcie_rx": "pcie_rx_bytes_per_s", "nvlink_tx": "nvlink_tx_bytes_per_s",
-               "nvlink_rx": "nvlink_rx_bytes_per_s"}
+               "gpu_util": "gpu_util", "mem_copy_util": "mem_copy_util", "power": "power_w"}
 _PROFILING = ("sm_active", "tensor_active", "dram_active")
 
 
 def inputs_of(feats: pd.DataFrame, window_s: float) -> dict:
-    """What a verdict stood on: the counters with a reading in the windows, the per-GPU
-    sampling rate (median readings per GPU per window of the first of sm_active, gpu_util,
-    power_w the source reads, over the window length), and the input kind its
-    confidence map is taken from (``confidence_kind``).
+    """What a verdict stood on: the counters the models read that have a reading in the
+    windows, the per-GPU rate of the first of sm_active, gpu_util, power_w the source reads
+    (the median readings per window over the window where that is 2 or more, else the
+    readings after the first over the time from the first window to the last; NaN for a
+    single reading), and the input kind its confidence map is taken from
+    (``confidence_kind``).  Power read without a power limit is named as not used.
 
     Returns:
-        ``{"counters": [...], "rate_hz": float (NaN without readings), "kind": str,
-        "text": "sm_active, tensor_active, ... at 20 Hz per GPU"}``.
+        ``{"counters": [...], "rate_hz": float, "kind": str, "text": "sm_active,
+        tensor_active, ... at 20 Hz per GPU"}`` (``text`` says "a single reading per GPU"
+        where there is one).
     """
     present = [stem for stem in _COUNTER_OF
                if f"f_{stem}_mean" in feats and feats[f"f_{stem}_mean"].notna().any()]
-    if not present and "power_w_mean" in feats and feats["power_w_mean"].notna().any():
-        present = ["power"]  # watts read, but no power limit to make a fraction of
-    rate = np.nan
+    counters = [_COUNTER_OF[s] for s in present]
+    if "power" not in present and "power_w_mean" in feats and \
+            feats["power_w_mean"].notna().any():
+        counters.append("power_w (no power limit: not used)")
+    rate, single = np.nan, False
     for m in ("sm_active", "gpu_util", "power_w"):  # the first counter the source reads
         n = feats[f"n_{m}"].to_numpy(dtype=float) if f"n_{m}" in feats else np.zeros(0)
         if (n > 0).any():
-            rate = float(np.median(n[n > 0]) / window_s)
+            st = feats.index.to_numpy(dtype=float)[n > 0]
+            span = float(st.max() - st.min())
+            total = float(n[n > 0].sum())
+            single = total <= 1.0 + 1e-9
+            med = float(np.median(n[n > 0]))
+            if med >= 2:  # several readings a window: their count over the window
+                rate = med / window_s
+            elif not single:  # sparser: readings after the first over the time they span
+                rate = (total - 1.0) / (span if span > 0 else window_s)
             break
-    counters = [_COUNTER_OF[s] for s in present]
-    if "power" in present and not ("f_power_mean" in feats
-                                   and feats["f_power_mean"].notna().any()):
-        counters[counters.index("power_w")] = "power_w (no power limit: not used)"
     kind = confidence_kind(present)
-    rate_txt = f" at {rate:.3g} Hz per GPU" if np.isfinite(rate) else ""
+    rate_txt = (" (a single reading per GPU)" if single else
+                f" at {rate:.2g} Hz per GPU" if np.isfinite(rate) else "")
     return {"counters": counters, "rate_hz": rate, "kind": kind,
             "text": (", ".join(counters) or "no counter") + rate_txt}
 

@@ -316,7 +316,7 @@ def test_classify_gives_each_window_its_shares_and_verdict_and_says_what_it_stoo
         mean = sum(w[f"share_{p}"] for w in j["windows"]) / len(j["windows"])
         assert j["phase_shares"][p] == pytest.approx(mean)
     assert j["shares_source"] in ("calibrated", "rules' scores")
-    assert j["inputs"]["rate_hz"] == pytest.approx(10.0)  # GPM's 10 Hz on the H200s
+    assert j["inputs"]["rate_hz"] == pytest.approx(10.0, rel=0.05)  # GPM: 10 Hz on H200s
     assert {"sm_active", "tensor_active", "dram_active"} <= set(j["inputs"]["counters"])
     assert set(j["segments"][0]) == {"start", "end", "phase", "confidence"}  # unchanged
     t = tealeaves("classify", BURSTS, "--utc")

@@ -127,7 +127,7 @@ def test_the_summary_gives_the_ranges_phase_shares_and_what_the_verdicts_stood_o
         assert s["phase_shares"][p] == pytest.approx(w[f"share_{p}"].mean())
     assert s["phase_shares_source"] == w.attrs["shares"]
     assert s["inputs"]["text"] == w.attrs["inputs"]["text"]
-    assert s["inputs"]["rate_hz"] == pytest.approx(10.0)  # GPM's 10 Hz on the H200s
+    assert s["inputs"]["rate_hz"] == pytest.approx(10.0, rel=0.05)  # GPM: 10 Hz on H200s
     by_start = w.set_index("start")
     for t in report.data["top_windows"]:
         row = by_start.loc[t["start"]]

@@ -11,6 +11,9 @@ from pathlib import Path
 from .args import add_file_reading, file_reading
 from .common import fail, na
 
+#: Fewer taught windows than this and the before/after agreement says little.
+MIN_TAUGHT = 30
+
 
 def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
     """(targets (n, 3), a sentence naming the source) from --server-metrics or --server-log."""
@@ -48,6 +51,8 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """``tealeaves calibrate``.  Returns the exit status (0; 2 bad input)."""
+    import numpy as np
+
     from ...classifier.calibrate import agreement, split_time, teach
     from ...classifier.features import WindowFeatures
     from ...classifier.model import MODEL_DIR, ModelError, PhaseModel
@@ -93,8 +98,20 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
           f"{na(before['macro_f1'])}; taught on the first {1 - args.hold_out:.0%}: share "
           f"error {na(after['share_error'])}, phase match {na(after['phase_match'])}, "
           f"macro-F1 {na(after['macro_f1'])}")
+    taught_n = int(np.isfinite(targets[teach_rows]).all(axis=1).sum())
+    if taught_n < MIN_TAUGHT:
+        print(f"NOTE: only {taught_n} windows of the first {1 - args.hold_out:.0%} have an "
+              f"engine share: too few to judge the teaching by (give a longer trace or a "
+              f"smaller --hold-out)")
+    worse = after["share_error"] > before["share_error"] or \
+        after["macro_f1"] < before["macro_f1"]
+    if worse:
+        print("NOTE: taught, the model agrees with the engine less than the shipped one on "
+              "the held-out part (above): keep the shipped model unless you trust the "
+              "engine's signal more than the corpus")
     print(f"wrote {path} (taught on all {int(final.meta['taught']['windows'])} windows with "
-          f"an engine share); use it with --model {args.out}")
+          f"an engine share); use it with --model {args.out}"
+          + (" only after reading the NOTE above" if worse else ""))
     return 0
 
 

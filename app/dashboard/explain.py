@@ -60,7 +60,7 @@ def _pct(v: float, digits: int = 0) -> str:
 
 def imbalance_threshold(labeller: str) -> float:
     """The ``imbalance_ratio`` threshold of the labeller in use (trained detector or rules)."""
-    if labeller == "trained":
+    if labeller in ("trained", "taught"):
         from ...classifier import default_labeller
 
         lab = default_labeller()

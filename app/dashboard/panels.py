@@ -168,7 +168,9 @@ def labeller_label() -> str:
 
     if default_labeller.cache_info().currsize == 0:  # still loading (server start preloads it)
         return "loading the model"
-    return "trained model" if labeller_name(default_labeller()) == "trained" else "v0 rules"
+    name = labeller_name(default_labeller())
+    return {"trained": "trained model", "taught": "model taught by the engine"}.get(
+        name, "v0 rules")
 
 
 #: Intermittent metrics named on the status line; the rest are counted ("+N more") and all

@@ -252,11 +252,14 @@ def _text(v) -> str | None:
 
 
 def _classifier_facts(labeller: str) -> dict:
-    from ...classifier.model import MODEL_DIR, MODEL_STEM
+    from ...classifier.labellers import model_dir
+    from ...classifier.model import MODEL_STEM
+
+    MODEL_DIR = Path(model_dir())
 
     out = {"labeller": labeller, "kind": None, "training_traces": None,
            "training_windows": None, "held_out": None}
-    if labeller != "trained":
+    if labeller not in ("trained", "taught"):
         out["kind"] = "rules"
         return out
     try:
