@@ -282,23 +282,19 @@ class PhaseModel:
     # -- persistence ---------------------------------------------------------------------
     def save(self, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> Path:
         """Write ``<stem>.npz`` (tcn) or ``<stem>.skops`` (hgb) and ``<stem>.json``; returns
-        the JSON path.  A weights file of the other kind is removed."""
+        the JSON path.  A weights file of the other kind is removed.  Every file is written
+        beside its place first and moved in only when all are written, so a failed save (a
+        full disk, a folder not writable) leaves the folder as it was.
+
+        Raises:
+            OSError: a file cannot be written (nothing of this save is left).
+        """
         import sklearn
+        from skops.io import dump
 
         directory = Path(directory)
+        made = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
-        for ext in ("npz", "skops", "shares.skops"):
-            (directory / f"{stem}.{ext}").unlink(missing_ok=True)
-        if self.kind == "tcn":
-            np.savez(directory / f"{stem}.npz", **self.estimator.arrays())
-        else:
-            from skops.io import dump
-
-            dump(self.estimator, directory / f"{stem}.skops")
-        if self.shares is not None:
-            from skops.io import dump
-
-            dump(self.shares.estimator_, directory / f"{stem}.shares.skops")
         doc = {
             "format": 1,
             "kind": self.kind,
@@ -320,9 +316,33 @@ class PhaseModel:
             "sklearn_version": sklearn.__version__,
             **self.meta,
         }
-        path = directory / f"{stem}.json"
-        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        return path
+        files = {"json": (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()}
+        if self.kind == "tcn":
+            files["npz"] = lambda f: np.savez(f, **self.estimator.arrays())
+        else:
+            files["skops"] = lambda f: dump(self.estimator, f)
+        if self.shares is not None:
+            files["shares.skops"] = lambda f: dump(self.shares.estimator_, f)
+        partial = {ext: directory / f".{stem}.{ext}.partial" for ext in files}
+        try:
+            for ext, what in files.items():
+                with open(partial[ext], "wb") as f:
+                    if isinstance(what, bytes):
+                        f.write(what)
+                    else:
+                        what(f)
+        except BaseException:
+            for q in partial.values():
+                q.unlink(missing_ok=True)
+            if made:
+                directory.rmdir()
+            raise
+        for ext in ("npz", "skops", "shares.skops"):
+            if ext not in files:
+                (directory / f"{stem}.{ext}").unlink(missing_ok=True)
+        for ext in sorted(files, key=lambda e: e == "json"):  # the JSON, naming them, last
+            partial[ext].replace(directory / f"{stem}.{ext}")
+        return directory / f"{stem}.json"
 
     @classmethod
     def load(cls, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> PhaseModel:

@@ -100,3 +100,150 @@ def test_a_damaged_or_foreign_skops_file_is_refused(folder, target, capsys):
 def test_the_shipped_model_passes_the_checks():
     m = PhaseModel.load()
     assert m.shares is not None and m.confidence_maps
+
+
+# -- engine shares from hostile /metrics pages ------------------------------------------------
+
+FWD = "sglang:forward_execution_seconds_total"
+T0 = 1_796_414_992_000  # ms
+
+
+def _page(rows, ranks=(0,)):
+    """A saved page: per (ms, prefill s, decode s) one scrape of every rank."""
+    out = []
+    for t, p, d in rows:
+        for r in ranks:
+            out.append(f'{FWD}{{tp_rank="{r}",category="prefill"}} {p} {t}')
+            out.append(f'{FWD}{{tp_rank="{r}",category="decode"}} {d} {t}')
+    return "\n".join(out) + "\n"
+
+
+def _engine(text):
+    from tealeaves.classifier.calibrate import engine_shares
+    from tealeaves.collectors.server_metrics import read_page
+
+    return engine_shares(read_page(text, name="m.prom").frame)
+
+
+def test_engine_shares_of_a_tp8_server_are_its_ranks_not_their_sum():
+    import numpy as np
+
+    rows = [(T0, 0, 0), (T0 + 1000, 0.2, 0.5), (T0 + 2000, 0.4, 1.0)]
+    for text in (_page(rows, ranks=range(8)), _page(rows[:2] + rows[1:])):  # TP8; saved twice
+        e = _engine(text)
+        np.testing.assert_allclose(e[["idle", "prefill", "decode"]].to_numpy(),
+                                   [[0.3, 0.2, 0.5]] * 2)
+
+
+@pytest.mark.parametrize("bad", ["NaN", "+Inf", "140737488355328", "9223372036854775792"])
+def test_a_counter_value_that_is_no_count_of_seconds_is_no_reading(bad):
+    e = _engine(_page([(T0, 0, 0), (T0 + 1000, bad, 0.5), (T0 + 2000, 0.4, 1.0)]))
+    assert e.empty  # not read as 0, nor clipped to the whole interval
+    # a sentinel that stays: its increase between two scrapes is no share either
+    e = _engine(_page([(T0, 0, 0), (T0 + 1000, 140737488355328, 0.5),
+                       (T0 + 2000, 140737488355328.4, 1.0), (T0 + 3000, 0.5, 1.5)]))
+    assert e.empty
+
+
+def test_forward_time_beyond_the_interval_and_gaps_of_days_are_no_reading():
+    e = _engine(_page([(T0, 0, 0), (T0 + 1000, 0.9, 0.9), (T0 + 2000, 1.0, 1.5)]))
+    assert len(e) == 1 and e["start"].iloc[0] == (T0 + 1000) / 1000
+    assert _engine(_page([(T0, 0, 0), (T0 + 3 * 86_400_000, 0.2, 0.5)])).empty
+
+
+# -- tealeaves calibrate's inputs and --out ---------------------------------------------------
+
+SL = "h200x1_sl_mixtral_vllm_poisson"
+SL_TRACE = str(TRACES_DIR / f"{SL}.parquet")
+
+
+def _calibrate(tmp_path, page_text, *extra, out=None):
+    page = tmp_path / "m.prom"
+    page.write_text(page_text)
+    out = tmp_path / "o" if out is None else out
+    return main(["calibrate", SL_TRACE, "--server-metrics", str(page), "--out", str(out),
+                 "--corpus", str(tmp_path / "no-corpus-read"), *extra]), page, out
+
+
+def _one_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("tealeaves: error: "), err
+    return err[0]
+
+
+def test_calibrate_refuses_a_page_without_timestamps(tmp_path, capsys):
+    text = "".join(ln.rsplit(" ", 1)[0] + "\n"
+                   for ln in _page([(T0, 0, 0), (T0 + 1000, 0.2, 0.5)]).splitlines())
+    rc, page, out = _calibrate(tmp_path, text)
+    line = _one_line(capsys)
+    assert rc == 2 and str(page) in line and "no timestamps" in line and not out.exists()
+
+
+def test_calibrate_says_one_scrape_is_not_a_missing_counter(tmp_path, capsys):
+    rc, page, _ = _calibrate(tmp_path, _page([(T0, 0, 0)]))
+    line = _one_line(capsys)
+    assert rc == 2 and str(page) in line and "no two consecutive scrapes" in line
+
+
+def test_calibrate_with_a_page_of_another_day_fails_before_reading_the_corpus(tmp_path,
+                                                                              capsys):
+    text = (TRACES_DIR / f"{SL}.metrics.prom").read_text()
+    import re
+
+    days = 5 * 86_400_000
+    text = re.sub(r" (\d{13})$", lambda m: f" {int(m.group(1)) + days}", text,
+                  flags=re.MULTILINE)
+    rc, _, out = _calibrate(tmp_path, text)
+    line = _one_line(capsys)  # not a missing --corpus folder: the overlap is checked first
+    assert rc == 2 and "cover the same time" in line and not out.exists()
+
+
+def test_calibrate_out_that_cannot_be_written_is_said_before_the_work(tmp_path, capsys):
+    import os
+
+    page = (TRACES_DIR / f"{SL}.metrics.prom").read_text()
+    rc, *_ = _calibrate(tmp_path, page, out=MODEL_DIR)
+    assert rc == 2 and "shipped model's folder" in _one_line(capsys)
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    rc, *_ = _calibrate(tmp_path, page, out=a_file / "m")
+    assert rc == 2 and "can write in" in _one_line(capsys)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        if os.access(locked, os.W_OK):
+            pytest.skip("running as a user who writes anywhere")
+        rc, *_ = _calibrate(tmp_path, page, out=locked / "m")
+        assert rc == 2 and "can write in" in _one_line(capsys)
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.parametrize("w", ["nan", "-1", "0", "inf"])
+def test_calibrate_weight_must_be_a_finite_positive_number(tmp_path, w, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["calibrate", SL_TRACE, "--server-log", "x", "--out", str(tmp_path / "o"),
+              "--weight", w])
+    assert e.value.code == 2 and "--weight" in capsys.readouterr().err
+
+
+def test_a_failed_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
+    import skops.io
+
+    m = PhaseModel.load()
+    d = tmp_path / "m"
+    m.save(d)
+    before = {p.name: p.read_bytes() for p in d.iterdir()}
+
+    def broken(obj, file):
+        file.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(skops.io, "dump", broken)
+    with pytest.raises(OSError):
+        m.save(d)
+    assert {p.name: p.read_bytes() for p in d.iterdir()} == before
+    with pytest.raises(OSError):
+        m.save(tmp_path / "new")
+    assert not (tmp_path / "new").exists()
