@@ -22,7 +22,7 @@ from .features import WindowFeatures
 from .groups import resolve_groups
 from .labellers import default_labeller, labeller_name
 from .rules import PHASE_ORDER, RulePhaseLabeller
-from .shares import SHARE_COLUMNS, inputs_of, verdict
+from .shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
 from .windows import DEFAULT_WINDOW_S
 
 __all__ = [
@@ -180,12 +180,15 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
     for k, col in enumerate(SHARE_COLUMNS):
         out[col] = sh[:, k]
-    words = verdict(sh)
+    # inputs no confidence map was measured on (mem_copy_util alone): no phase is named
+    unmeasured = share_model is not None and bool(model.confidence_maps) and \
+        inputs["kind"] not in model.confidence_maps
+    words = verdict(sh, named=np.inf if unmeasured else NAMED_SHARE)
     if inputs["kind"] != "full":
         # without the profiling counters a split verdict is the counters' doubt as much as
         # the window's mix: say so, and what it stood on
-        why = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
-        words = [why + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
+        doubt = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
+        words = [doubt + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
     out["verdict"] = words
     for col in feats.columns:
         if col.startswith("load_g"):

@@ -505,10 +505,16 @@ def _load_shares(path: Path, columns: list[str]):
 
 def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.ndarray:
     """The chance a window's label is right, from its share of that phase ((n,)), through
-    the model's held-out map for the input ``kind``; the share itself where no map is kept."""
-    cmap = (model.confidence_maps or {}).get(kind) if model is not None else None
+    the model's held-out map for the input ``kind``; the share itself where the model keeps no
+    map, held under ``share_corpus.CONFIDENT`` where it keeps maps but none for ``kind``."""
+    maps = (model.confidence_maps or {}) if model is not None else {}
+    cmap = maps.get(kind)
     share = np.asarray(share, dtype=float)
     if not cmap:
+        if maps:  # an input kind no map was measured on (mem_copy_util alone): never confident
+            from .share_corpus import CONFIDENT
+
+            return np.minimum(share, CONFIDENT - 0.01)
         return share
     # from (0, 0): a label the shares give under a third (the trees' pick, not the shares'
     # arg-max) is mapped down to nothing, not up to the map's first point

@@ -257,7 +257,8 @@ _PROFILING = ("sm_active", "tensor_active", "dram_active")
 def inputs_of(feats: pd.DataFrame, window_s: float) -> dict:
     """What a verdict stood on: the counters with a reading in the windows, the per-GPU
     sampling rate (median readings per GPU per window of the first of sm_active, gpu_util,
-    power_w the source reads, over the window length), and the input kind its
+    power_w the source reads, over the window length or the median spacing of the windows
+    with a reading where that is longer), and the input kind its
     confidence map is taken from (``confidence_kind``).
 
     Returns:
@@ -272,7 +273,11 @@ def inputs_of(feats: pd.DataFrame, window_s: float) -> dict:
     for m in ("sm_active", "gpu_util", "power_w"):  # the first counter the source reads
         n = feats[f"n_{m}"].to_numpy(dtype=float) if f"n_{m}" in feats else np.zeros(0)
         if (n > 0).any():
-            rate = float(np.median(n[n > 0]) / window_s)
+            # a source slower than one reading a window reads once in every few windows:
+            # over their median spacing (0.2 Hz is not one reading per 0.5 s), gaps aside
+            starts = feats.index.to_numpy(dtype=float)[n > 0]
+            every = float(np.median(np.diff(starts))) if len(starts) > 1 else window_s
+            rate = float(np.median(n[n > 0]) / max(window_s, every))
             break
     counters = [_COUNTER_OF[s] for s in present]
     if "power" in present and not ("f_power_mean" in feats

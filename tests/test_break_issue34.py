@@ -247,3 +247,36 @@ def test_a_failed_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     with pytest.raises(OSError):
         m.save(tmp_path / "new")
     assert not (tmp_path / "new").exists()
+
+
+# -- thin inputs through classify_features ----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def sl_samples():
+    from tealeaves.data.traces import read_trace
+
+    t = read_trace(TRACES_DIR / "h200x1_sl_dense_sglang_bursts.parquet")
+    return t.samples, t.devices
+
+
+def test_inputs_no_map_was_measured_on_are_never_confident_nor_named(sl_samples):
+    from tealeaves.classifier import classify_samples
+    from tealeaves.classifier.shares import thin_samples
+
+    s, d = sl_samples
+    w = classify_samples(thin_samples(s, ("mem_copy_util",), 4.0), d)
+    assert w.attrs["inputs"]["kind"] == "none" and len(w)
+    assert w["confidence"].max() < 0.9  # no held-out evidence for mem_copy_util alone
+    assert w["verdict"].str.startswith("cannot tell (mem_copy_util").all()
+    # the reason the share model labelled them is kept, not replaced by the verdict's words
+    assert w.attrs["fallback"].startswith("no profiling counters")
+
+
+def test_a_source_slower_than_the_window_states_its_own_rate(sl_samples):
+    from tealeaves.classifier import classify_samples
+    from tealeaves.classifier.shares import thin_samples
+
+    s, d = sl_samples
+    w = classify_samples(thin_samples(s, ("gpu_util",), 0.2), d)
+    assert w.attrs["inputs"]["rate_hz"] == pytest.approx(0.2, rel=0.05)
+    assert "at 0.2 Hz" in w.attrs["inputs"]["text"]
