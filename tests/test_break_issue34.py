@@ -280,3 +280,13 @@ def test_a_source_slower_than_the_window_states_its_own_rate(sl_samples):
     w = classify_samples(thin_samples(s, ("gpu_util",), 0.2), d)
     assert w.attrs["inputs"]["rate_hz"] == pytest.approx(0.2, rel=0.05)
     assert "at 0.2 Hz" in w.attrs["inputs"]["text"]
+
+
+# -- --groups ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("text", ["99999999999999999999", "4096", "4095-4096"])
+def test_a_groups_index_no_gpu_has_is_named_as_such(text):
+    from tealeaves.classifier.groups import GroupsError, parse_groups
+
+    with pytest.raises(GroupsError, match=f"'{text}' is not a GPU index"):
+        parse_groups(text)  # was: "GPU 24414062499999742 · GI 4095 is not in the data"
