@@ -290,3 +290,18 @@ def test_a_groups_index_no_gpu_has_is_named_as_such(text):
 
     with pytest.raises(GroupsError, match=f"'{text}' is not a GPU index"):
         parse_groups(text)  # was: "GPU 24414062499999742 · GI 4095 is not in the data"
+
+
+# -- kernels_bench.serving_loop's arguments (checked before torch is imported) ---------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--draft-steps", "-1"], "--draft-steps"), (["--chunk", "0"], "--chunk"),
+    (["--long-share", "nan"], "--long-share"), (["--long-share", "2"], "--long-share"),
+    (["--labels", "/nonexistent-dir/l.csv"], "is not a folder")])
+def test_serving_loop_refuses_bad_arguments_before_running(tmp_path, args, message, capsys):
+    from tealeaves.kernels_bench.serving_loop import main as loop_main
+
+    argv = ["--tiny", "--device", "cpu", "--labels", str(tmp_path / "l.csv"), *args]
+    with pytest.raises(SystemExit) as e:
+        loop_main(argv)
+    assert e.value.code == 2 and message in capsys.readouterr().err
