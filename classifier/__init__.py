@@ -183,7 +183,10 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
     for k, col in enumerate(SHARE_COLUMNS):
         out[col] = sh[:, k]
-    words = verdict(sh)
+    # inputs no confidence map was measured on (mem_copy_util alone): no phase is named
+    unmeasured = share_model is not None and bool(model.confidence_maps) and \
+        inputs["kind"] not in model.confidence_maps
+    words = verdict(sh, named=np.inf if unmeasured else NAMED_SHARE)
     if inputs["kind"] != "full":
         # without the profiling counters a split verdict is the counters' doubt as much as
         # the window's mix: say so, and what it stood on

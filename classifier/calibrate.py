@@ -33,6 +33,13 @@ from .shares import share_error
 FORWARD_SECONDS = ("sglang:forward_execution_seconds_total",
                    "sglang:gpu_execution_seconds_total")
 
+#: A forward-seconds counter at or above this (about 32 years) is a sentinel, no reading.
+MAX_COUNTER_S = 1e9
+#: Scrape intervals longer than this (s) give no window a share (a gap in the scrapes).
+MAX_INTERVAL_S = 60.0
+#: Forward time may exceed an interval by this share (the scrape's timing), no more.
+FORWARD_SLACK = 0.1
+
 
 def engine_shares(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per scrape interval, the engine's shares of time in each phase.
@@ -43,8 +50,9 @@ def engine_shares(metrics: pd.DataFrame) -> pd.DataFrame:
 
     Returns:
         Frame ``start``, ``end`` (epoch s), ``idle``, ``prefill``, ``decode`` (each 0-1, rows
-        summing to 1), one row per pair of consecutive scrapes with the counter; empty when
-        the page has no forward-time counter.
+        summing to 1), one row per pair of consecutive scrapes with the counter where both
+        read (see the code for what is no reading); empty when the page has no forward-time
+        counter.
     """
     cols = ["start", "end", *PHASE_ORDER]
     for name in FORWARD_SECONDS:
@@ -52,16 +60,27 @@ def engine_shares(metrics: pd.DataFrame) -> pd.DataFrame:
         if m.empty:
             continue
         cat = m["labels"].astype(str).str.extract(r"(?:^|,)category=([^,]*)")[0]
-        wide = (m.assign(cat=cat).pivot_table(index="timestamp", columns="cat",
-                                              values="value", aggfunc="sum").sort_index())
+        # a value that is not a count of seconds (NaN, +Inf, a sentinel such as 2**47) is
+        # no reading, never 0; the ranks of one server (tp_rank, ...) each count the same
+        # forward time, so a category is their mean, unknown where any rank's is (a sum
+        # would read TP8 as eight times the interval, and a scrape saved twice as double)
+        v = m["value"].to_numpy(dtype=float)
+        v = np.where(np.isfinite(v) & (v >= 0) & (v < MAX_COUNTER_S), v, np.nan)
+        grp = m.assign(cat=cat, value=v, gap=np.isnan(v)).groupby(["timestamp", "cat"])
+        mean = grp["value"].mean().where(~grp["gap"].any())
+        wide = mean.unstack("cat").sort_index()
         if "prefill" not in wide or "decode" not in wide:
             continue
         t = wide.index.to_numpy(dtype=float)
         dt_ = np.diff(t)
-        pre = np.diff(wide["prefill"].to_numpy(dtype=float))
-        dec = np.diff(wide["decode"].to_numpy(dtype=float))
-        ok = (dt_ > 0) & (pre >= 0) & (dec >= 0)  # a counter reset is no reading
-        p, d = np.clip(pre / dt_, 0, 1), np.clip(dec / dt_, 0, 1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            p = np.diff(wide["prefill"].to_numpy(dtype=float)) / dt_
+            d = np.diff(wide["decode"].to_numpy(dtype=float)) / dt_
+        # no reading: a counter reset (a fall), an unknown value, forward time beyond the
+        # interval by more than the scrapes' timing slack, an interval too long to say
+        # anything of a window in it (a gap of hours is not a share of each 0.5 s)
+        ok = ((dt_ > 0) & (dt_ <= MAX_INTERVAL_S) & (p >= 0) & (d >= 0)
+              & (p + d <= 1 + FORWARD_SLACK))
         scale = np.maximum(p + d, 1.0)  # forward time can not exceed the interval
         p, d = p / scale, d / scale
         out = pd.DataFrame({"start": t[:-1], "end": t[1:], "idle": 1 - p - d, "prefill": p,

@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_name, entity_short, peers
+from ..data.schema import MAX_GPUS, entity_name, entity_short, peers, valid_entity
 
 #: A GPU's window counts as busy when its tensor + DRAM activity (fractions of their limits,
 #: summed) reaches this.
@@ -258,6 +258,9 @@ def parse_groups(text: str, option: str | None = "--groups") -> tuple[tuple[int,
             if b - a + 1 > MAX_RANGE:
                 raise GroupsError(f"{pre}{part.strip()!r}: more than {MAX_RANGE} GPUs in one "
                                   f"range")
+            if not valid_entity(np.array([a, b])).all():  # a number no GPU (nor MIG) has
+                raise GroupsError(f"{pre}{part.strip()!r} is not a GPU index (0-{MAX_GPUS - 1}, "
+                                  f"or a MIG instance's entity number)")
             members.extend(range(a, b + 1))
         for g in members:
             if g in seen and seen[g] != n:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -281,23 +282,19 @@ class PhaseModel:
     # -- persistence ---------------------------------------------------------------------
     def save(self, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> Path:
         """Write ``<stem>.npz`` (tcn) or ``<stem>.skops`` (hgb) and ``<stem>.json``; returns
-        the JSON path.  A weights file of the other kind is removed."""
+        the JSON path.  A weights file of the other kind is removed.  Every file is written
+        beside its place first and moved in only when all are written, so a failed save (a
+        full disk, a folder not writable) leaves the folder as it was.
+
+        Raises:
+            OSError: a file cannot be written (nothing of this save is left).
+        """
         import sklearn
+        from skops.io import dump
 
         directory = Path(directory)
+        made = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
-        for ext in ("npz", "skops", "shares.skops"):
-            (directory / f"{stem}.{ext}").unlink(missing_ok=True)
-        if self.kind == "tcn":
-            np.savez(directory / f"{stem}.npz", **self.estimator.arrays())
-        else:
-            from skops.io import dump
-
-            dump(self.estimator, directory / f"{stem}.skops")
-        if self.shares is not None:
-            from skops.io import dump
-
-            dump(self.shares.estimator_, directory / f"{stem}.shares.skops")
         doc = {
             "format": 1,
             "kind": self.kind,
@@ -319,9 +316,33 @@ class PhaseModel:
             "sklearn_version": sklearn.__version__,
             **self.meta,
         }
-        path = directory / f"{stem}.json"
-        path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        return path
+        files = {"json": (json.dumps(doc, indent=1, sort_keys=True) + "\n").encode()}
+        if self.kind == "tcn":
+            files["npz"] = lambda f: np.savez(f, **self.estimator.arrays())
+        else:
+            files["skops"] = lambda f: dump(self.estimator, f)
+        if self.shares is not None:
+            files["shares.skops"] = lambda f: dump(self.shares.estimator_, f)
+        partial = {ext: directory / f".{stem}.{ext}.partial" for ext in files}
+        try:
+            for ext, what in files.items():
+                with open(partial[ext], "wb") as f:
+                    if isinstance(what, bytes):
+                        f.write(what)
+                    else:
+                        what(f)
+        except BaseException:
+            for q in partial.values():
+                q.unlink(missing_ok=True)
+            if made:
+                directory.rmdir()
+            raise
+        for ext in ("npz", "skops", "shares.skops"):
+            if ext not in files:
+                (directory / f"{stem}.{ext}").unlink(missing_ok=True)
+        for ext in sorted(files, key=lambda e: e == "json"):  # the JSON, naming them, last
+            partial[ext].replace(directory / f"{stem}.{ext}")
+        return directory / f"{stem}.json"
 
     @classmethod
     def load(cls, directory: str | Path = MODEL_DIR, stem: str = MODEL_STEM) -> PhaseModel:
@@ -335,7 +356,11 @@ class PhaseModel:
         jpath, spath = directory / f"{stem}.json", directory / f"{stem}.skops"
         try:
             doc = json.loads(jpath.read_text())
+            if not isinstance(doc, dict):
+                raise ModelError(f"{jpath}: not a model description (a JSON object)")
             kind = doc.get("kind", "hgb")
+            if kind not in ("hgb", "tcn"):
+                raise ModelError(f"{jpath}: kind: {kind!r} is not 'hgb' or 'tcn'")
             if kind == "tcn":
                 from .temporal import ConvPhaseNet
 
@@ -351,12 +376,15 @@ class PhaseModel:
                 est = load(spath, trusted=untrusted)
         except ModelError:
             raise
-        except (OSError, ValueError, KeyError, ImportError) as exc:
+        except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:
             raise ModelError(f"{directory / stem}: cannot load the phase model ({exc})") \
                 from exc
         if doc.get("feature_columns") != list(MODEL_COLUMNS):
             raise ModelError(f"{jpath}: trained on other features; rebuild with "
                              "`tealeaves train`")
+        _check_doc(doc, jpath)
+        if kind == "hgb":
+            _check_estimator(est, len(MODEL_COLUMNS), spath)
         imb = doc["imbalance"]
         meta = {k: v for k, v in doc.items()
                 if k in ("corpus", "trained_utc", "windows", "taught")}
@@ -370,6 +398,87 @@ class PhaseModel:
                    idle_gate=doc.get("idle_gate"), kind=kind, meta=meta, shares=shares,
                    confidence_maps=doc.get("confidence_maps") or {},
                    phase_from=doc.get("phase_from", "trees"))
+
+
+def _bad(jpath: Path, field: str, why: str) -> ModelError:
+    return ModelError(f"{jpath}: {field}: {why}")
+
+
+def _numbers(v, n: int | None = None) -> np.ndarray | None:
+    """``v`` as a float array of finite numbers (``n`` of them when given), else None."""
+    if not isinstance(v, list) or not all(isinstance(x, int | float) and not
+                                          isinstance(x, bool) for x in v):
+        return None
+    a = np.asarray(v, dtype=float)
+    return a if np.isfinite(a).all() and (n is None or len(a) == n) else None
+
+
+def _check_doc(doc: dict, jpath: Path) -> None:
+    """Raise ``ModelError`` naming ``jpath`` and the field where the model description is not
+    what ``PhaseModel.save`` writes (a folder edited by hand or damaged): the priors, the
+    transitions, the imbalance settings, the window, the idle gate, ``phase_from``, the share
+    model's entry (a file beside the JSON, the share columns) and the confidence maps
+    (breakpoints in [0, 1], rising, as many ``y`` as ``x``; a capped map under
+    ``share_corpus.CONFIDENT``)."""
+    from .share_corpus import CONFIDENT
+    from .shares import share_columns
+
+    k = len(PHASE_ORDER)
+    pri = _numbers(doc.get("priors"), k)
+    if pri is None or (pri <= 0).any():
+        raise _bad(jpath, "priors", f"not {k} numbers above 0")
+    rows = doc.get("transition")
+    trans = [_numbers(r, k) for r in rows] if isinstance(rows, list) and len(rows) == k else None
+    if trans is None or any(r is None or (r < 0).any() or r.sum() <= 0 for r in trans):
+        raise _bad(jpath, "transition", f"not {k} rows of {k} numbers of 0 or more")
+    imb = doc.get("imbalance")
+    if not isinstance(imb, dict) or _numbers([imb.get("threshold"), imb.get("min_windows"),
+                                              imb.get("floor", 1.0),
+                                              imb.get("noise_k", 0.3)]) is None:
+        raise _bad(jpath, "imbalance", "needs numbers threshold, min_windows (floor, noise_k)")
+    w = _numbers([doc.get("window_s")])
+    if w is None or not 0.05 <= w[0] <= 60:
+        raise _bad(jpath, "window_s", f"{doc.get('window_s')!r} is not 0.05-60 s")
+    gate = doc.get("idle_gate")
+    if gate is not None and _numbers([gate]) is None:
+        raise _bad(jpath, "idle_gate", f"{gate!r} is not a number or null")
+    if doc.get("phase_from", "trees") not in ("trees", "shares"):
+        raise _bad(jpath, "phase_from", f"{doc.get('phase_from')!r} is not 'trees' or 'shares'")
+    sh = doc.get("shares")
+    if sh:
+        f = sh.get("file") if isinstance(sh, dict) else None
+        if not isinstance(f, str) or not f or Path(f).name != f or f.startswith("."):
+            raise _bad(jpath, "shares", "needs 'file', the name of a file beside the JSON")
+        if sh.get("columns") != list(share_columns()):
+            raise _bad(jpath, "shares.columns", "not the share model's feature columns; "
+                                                "rebuild with `tealeaves train`")
+    maps = doc.get("confidence_maps") or {}
+    if not isinstance(maps, dict):
+        raise _bad(jpath, "confidence_maps", "not an object of maps per input kind")
+    for kind, cm in maps.items():
+        field_ = f"confidence_maps.{kind}"
+        if not isinstance(cm, dict):
+            raise _bad(jpath, field_, "not an object with 'x' and 'y'")
+        x, y = _numbers(cm.get("x")), _numbers(cm.get("y"))
+        if x is None or y is None or len(x) != len(y) or not len(x):
+            raise _bad(jpath, field_, "'x' and 'y' must be lists of as many finite numbers")
+        if ((x < 0) | (x > 1) | (y < 0) | (y > 1)).any() or (np.diff(x) < 0).any() \
+                or (np.diff(y) < 0).any():
+            raise _bad(jpath, field_, "breakpoints must lie in [0, 1] and rise")
+        if cm.get("capped") and (y >= CONFIDENT).any():
+            raise _bad(jpath, field_, f"capped, yet reaches {CONFIDENT:g}")
+
+
+def _check_estimator(est, n_columns: int, path: Path) -> None:
+    """Raise ``ModelError`` unless ``est`` is a fitted gradient-boosting classifier over
+    ``n_columns`` features of phases only (a skops file of another trusted object)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    classes = getattr(est, "classes_", None)
+    if not isinstance(est, HistGradientBoostingClassifier) or classes is None \
+            or getattr(est, "n_features_in_", None) != n_columns \
+            or not set(map(str, classes)) <= set(PHASE_ORDER):
+        raise ModelError(f"{path}: not a fitted phase classifier over {n_columns} features")
 
 
 def _load_shares(path: Path, columns: list[str]):
@@ -386,8 +495,9 @@ def _load_shares(path: Path, columns: list[str]):
         est = load(path, trusted=untrusted)
     except ModelError:
         raise
-    except (OSError, ValueError, KeyError, ImportError) as exc:
+    except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:
         raise ModelError(f"{path}: cannot load the share model ({exc})") from exc
+    _check_estimator(est, len(columns), path)
     m = ShareModel(tuple(columns))
     m.estimator_, m.classes_ = est, tuple(est.classes_)
     return m
@@ -396,8 +506,14 @@ def _load_shares(path: Path, columns: list[str]):
 def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.ndarray:
     """The chance a window's label is right, from its share of that phase ((n,)), through
     the model's held-out map for the input ``kind`` (``apply_map``); the share itself where
-    no map is kept."""
-    cmap = (model.confidence_maps or {}).get(kind) if model is not None else None
+    the model keeps no map, held under ``share_corpus.CONFIDENT`` where it keeps maps but
+    none for ``kind`` (an input no map was measured on: ``mem_copy_util`` alone)."""
+    maps = (model.confidence_maps or {}) if model is not None else {}
+    cmap = maps.get(kind)
+    if not cmap and maps:
+        from .share_corpus import CONFIDENT
+
+        return np.minimum(np.asarray(share, dtype=float), CONFIDENT - 0.01)
     return apply_map(cmap, share)
 
 

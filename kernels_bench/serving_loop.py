@@ -888,6 +888,14 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--seconds must be a positive number")
     if a.tree < 0 or a.tree > 64:
         ap.error("--tree must be 0-64")
+    if a.draft_steps < 1:
+        ap.error("--draft-steps must be at least 1")
+    if a.chunk is not None and a.chunk < 1:
+        ap.error("--chunk must be at least 1 token")
+    if not 0 <= a.long_share <= 1:  # NaN too
+        ap.error("--long-share must be a share from 0 to 1")
+    if not a.labels.parent.is_dir():
+        ap.error(f"--labels {a.labels}: {a.labels.parent} is not a folder")
     run(a.labels, a.arch, a.policy, a.pattern, a.seconds, a.seed, a.tree, a.draft_steps,
         a.chunk, a.long_share, a.device, a.tiny, not a.no_graphs,
         log=lambda s: print(s, flush=True))

@@ -5,10 +5,11 @@ that ``classify``, ``report``, ``dashboard`` and ``collect`` take with ``--model
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-from .args import add_file_reading, file_reading
+from .args import add_file_reading, file_reading, upto
 from .common import fail, na
 
 #: Fewer taught windows than this and the before/after agreement says little.
@@ -19,7 +20,12 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
     """(targets (n, 3), a sentence naming the source) from --server-metrics or --server-log."""
     import numpy as np
 
-    from ...classifier.calibrate import engine_shares, shares_from_engine
+    from ...classifier.calibrate import (
+        FORWARD_SECONDS,
+        MAX_INTERVAL_S,
+        engine_shares,
+        shares_from_engine,
+    )
     from ...classifier.shares import window_shares
 
     if args.server_metrics is not None:
@@ -27,11 +33,19 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
 
         page = read_page(args.server_metrics.read_text(errors="replace"),
                          name=str(args.server_metrics))
+        if page.stamped != "file":  # scrapes placed by a guess are not on the trace's clock
+            raise ValueError(f"{args.server_metrics}: its samples carry no timestamps, so its "
+                             "scrapes cannot be placed against the trace; save the page with "
+                             "them (the exposition's milliseconds) or give --server-log")
         eng = engine_shares(page.frame)
         if eng.empty:
-            raise ValueError(f"{args.server_metrics}: no forward-time counter "
-                             "(sglang:forward_execution_seconds_total{category}) to read "
-                             "the engine's phase shares from; give --server-log instead")
+            has = page.frame["name"].isin(FORWARD_SECONDS).any()
+            raise ValueError(f"{args.server_metrics}: " + (
+                "no two consecutive scrapes of the forward-time counters read (one scrape, "
+                "resets, values that are no count of seconds, or gaps over "
+                f"{MAX_INTERVAL_S:g} s)" if has else
+                "no forward-time counter (sglang:forward_execution_seconds_total{category}) "
+                "to read the engine's phase shares from; give --server-log instead"))
         return (shares_from_engine(feats.index.to_numpy(float), eng, args.window),
                 f"{args.server_metrics}: {len(eng)} scrape intervals of forward time")
     from ...classifier.align import align_events
@@ -65,6 +79,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         return fail("calibrate needs one of --server-metrics FILE or --server-log LOG")
     if args.out.exists() and not args.out.is_dir():
         return fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
+    if args.out.resolve() == MODEL_DIR.resolve():
+        return fail(f"--out {args.out}: the shipped model's folder; write the taught model to "
+                    "a folder of its own")
+    near = next(q for q in (args.out, *args.out.absolute().parents) if q.exists())
+    if not near.is_dir() or not os.access(near, os.W_OK | os.X_OK):  # said before the work
+        return fail(f"--out {args.out}: {near} is not a folder this user can write in")
     if not 0.05 <= args.hold_out <= 0.95:
         return fail("--hold-out: give a share of the trace between 0.05 and 0.95")
     try:
@@ -73,6 +93,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         feats = WindowFeatures(base.window_s, trace.devices).fit_transform(trace.samples)
         args.window = base.window_s
         targets, source = _engine_targets(args, trace, feats)
+        if not np.isfinite(targets).all(axis=1).any():  # said before the corpus is read
+            raise ValueError(f"{args.trace}: no window of the trace falls in an interval the "
+                             "engine accounted for (do the trace and the server signals "
+                             "cover the same time?)")
         print("reading the corpus in every input kind...", file=sys.stderr, flush=True)
         corpus = load_kinds(args.corpus)
     except (TraceError, ImportFormatError, ModelError, ServerLogError, ValueError,
@@ -82,6 +106,10 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     rest = ~teach_rows
     try:
         trial = teach(base, corpus, feats[teach_rows], targets[teach_rows], args.weight)
+    except ValueError as exc:
+        return fail(f"{args.trace}: the first {1 - args.hold_out:.0%} of the trace (taught "
+                    f"before the --hold-out part): {exc}")
+    try:
         final = teach(base, corpus, feats, targets, args.weight)
     except ValueError as exc:
         return fail(f"{args.trace}: {exc}")
@@ -135,7 +163,7 @@ def add_parser(sub) -> None:
     c.add_argument("--hold-out", type=float, default=0.7,
                    help="share of the trace's time (the end) kept out of teaching to state "
                         "the agreement (default 0.7)")
-    c.add_argument("--weight", type=float, default=0.5,
+    c.add_argument("--weight", type=upto(100.0, "the weight"), default=0.5,
                    help="the deployment's windows weigh this share of the corpus's (0.5)")
     c.add_argument("--corpus", type=Path, metavar="DIR",
                    help="the labelled corpus taught beside the trace (a folder with "
