@@ -54,6 +54,7 @@ def small_corpus(tmp_path_factory):
     for name in keep:
         for ext in ("parquet", "labels.csv"):
             shutil.copy(TRACES_DIR / f"{name}.{ext}", d / f"{name}.{ext}")
+    shutil.copy(TRACES_DIR / f"{keep[1]}.metrics.prom", d / f"{keep[1]}.metrics.prom")
     return d
 
 
@@ -91,3 +92,35 @@ def test_calibrate_refuses_a_page_without_forward_time(tmp_path, capsys):
 def test_model_option_names_a_folder_that_is_no_model(tmp_path, capsys):
     rc = main(["classify", str(TRACES_DIR / f"{SL}.parquet"), "--model", str(tmp_path)])
     assert rc == 2 and "--model:" in capsys.readouterr().err
+
+
+def test_the_held_out_share_figures_on_a_small_corpus(small_corpus):
+    """evaluate --corpus's share, confidence and engine-taught figures, run small: every input
+    kind scored, kinds without profiling counters never confident, the serving-loop trace's
+    engine-taught figures, and each family short of the goals named with why."""
+    from tealeaves.classifier.share_corpus import (INPUT_KINDS, load_kinds, shortfalls,
+                                                   validate_shares, validate_taught)
+
+    kinds = load_kinds(small_corpus)
+    res = validate_shares(kinds)
+    assert res["kinds"] == list(INPUT_KINDS)
+    for k in INPUT_KINDS:
+        s = res["per_kind"][k]
+        assert s["windows"] > 200 and 0 <= s["share_error"] <= 1
+        assert 0 <= s["calibration_error"] <= 1
+        if k != "full":
+            assert s["confident_windows"] == 0, k
+    assert len(res["per_family"]) == 3
+    taught = validate_taught(kinds, small_corpus)
+    assert list(taught) == ["h200x1_sl_kimi_sglang_poisson"]
+    row = taught["h200x1_sl_kimi_sglang_poisson"]
+    assert row["windows"] > 50
+    for key in ("base", "taught"):
+        assert 0 <= row[key]["share_error"] <= 1 and 0 <= row[key]["macro_f1"] <= 1
+    result = {"schemes": ["family"], "chosen": "m", "family": {"per_family": {
+        t.family: {"m": {"time_macro_f1": 0.5}} for t in kinds}}, "shares": res,
+        "taught": taught}
+    short = shortfalls(result, kinds)
+    assert set(short) == {t.family for t in kinds}  # 0.5 is short of 0.95 everywhere
+    for r in short.values():
+        assert "time_macro_f1" in r["short"] and r["why"]

@@ -287,9 +287,13 @@ def test_groups_of_halves_judge_each_half_on_its_own(eight):
 def test_classify_says_roles_and_no_hot_set_on_the_pd_trace(pd_path, capsys):
     assert main(["classify", str(pd_path)]) == 0
     out = capsys.readouterr().out
-    rows = [ln for ln in out.splitlines() if ln[:1].isdigit()]
-    assert rows and all(ln.split()[-2] == "-" for ln in rows)  # the hot set column
-    assert all(ln.endswith(" no") for ln in rows)
+    lines = out.splitlines()
+    head = next(ln for ln in lines if "hot_set" in ln)
+    rows = [ln for ln in lines if ln[:1].isdigit()]
+    hot_end = head.index("hot_set") + len("hot_set")  # columns right-aligned under headers
+    imb_end = head.index("imbalanced") + len("imbalanced")
+    assert rows and all(ln[:hot_end].split()[-1] == "-" for ln in rows)  # the hot set column
+    assert all(ln[:imb_end].split()[-1] == "no" for ln in rows)
     assert "hot set: none (every serving group has one GPU: roles, not imbalance)" in out
     assert "imbalance: n/a (every serving group has one GPU: roles, not imbalance)" in out
     line = next(ln for ln in out.splitlines() if ln.startswith("roles:"))

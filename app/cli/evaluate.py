@@ -88,32 +88,16 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
             it, desc=desc, unit="fold", file=sys.stderr, leave=False))
     except TraceError as exc:
         return fail(str(exc))
-    from ...classifier.share_corpus import (
-        load_kinds,
-        shares_markdown,
-        shortfalls,
-        shortfalls_markdown,
-        taught_markdown,
-        validate_shares,
-        validate_taught,
-    )
-
-    try:
-        kinds = load_kinds(Path(args.corpus) if args.corpus else None,
-                           progress=_progress("input kinds"))
-    except TraceError as exc:
-        return fail(str(exc))
-    result["shares"] = validate_shares(kinds, progress=_progress("families held out"))
-    result["taught"] = validate_taught(kinds, Path(args.corpus) if args.corpus else None,
-                                       progress=_progress("engine-taught"))
-    result["short"] = shortfalls(result, kinds)
+    extra: list[str] = []
+    if not args.phases_only:
+        try:
+            extra = _share_results(args, result)
+        except TraceError as exc:
+            return fail(str(exc))
     if args.out is not None:
         cmd = "tealeaves evaluate --corpus" + (f" {args.corpus}" if args.corpus else "")
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(report_markdown(result, corpus, cmd)
-                            + "\n".join(shares_markdown(result["shares"])
-                                        + taught_markdown(result["taught"])
-                                        + shortfalls_markdown(result["short"])) + "\n")
+        args.out.write_text(report_markdown(result, corpus, cmd) + "\n".join(extra) + "\n")
         if not args.corpus:  # the shipped model's corpus: its held-out score ships with it
             _write_validation(result, corpus, cmd)
     if args.json:
@@ -147,6 +131,43 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
         print(f"  family {fam:34s} macro-F1 {na(sc[ch]['macro_f1'], 5)}  time macro-F1 "
               f"{na(sc[ch].get('time_macro_f1', math.nan), 5)}  time acc. "
               f"{na(sc[ch]['time_accuracy'], 5)}  ({sc[ch]['labelled_windows']} windows)")
+    _print_shares(result)
+    print(f"leave-one-family-out over {len(result['families'])} families, "
+          f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
+    return 0
+
+
+def _share_results(args: argparse.Namespace, result: dict) -> list[str]:
+    """The corpus in every input kind: the shares' held-out scores, the engine-taught gain
+    and the families short of the goals into ``result``; returns their markdown lines.
+
+    Raises:
+        TraceError: a trace of the corpus is missing or bad.
+    """
+    from ...classifier.share_corpus import (
+        load_kinds,
+        shares_markdown,
+        shortfalls,
+        shortfalls_markdown,
+        taught_markdown,
+        validate_shares,
+        validate_taught,
+    )
+
+    kinds = load_kinds(Path(args.corpus) if args.corpus else None,
+                       progress=_progress("input kinds"))
+    result["shares"] = validate_shares(kinds, progress=_progress("families held out"))
+    result["taught"] = validate_taught(kinds, Path(args.corpus) if args.corpus else None,
+                                       progress=_progress("engine-taught"))
+    result["short"] = shortfalls(result, kinds)
+    return (shares_markdown(result["shares"]) + taught_markdown(result["taught"])
+            + shortfalls_markdown(result["short"]))
+
+
+def _print_shares(result: dict) -> None:
+    """The share figures of ``_share_results`` for the terminal (nothing without them)."""
+    if "shares" not in result:
+        return
     sh = result["shares"]
     print("input kind      windows share-err calib-err named confident conf-wrong "
           "(serving loop: share-err conf-wrong)")
@@ -171,9 +192,6 @@ def _evaluate_corpus(args: argparse.Namespace) -> int:
               f"{na(r['figures']['share_error'])}, calibration error "
               f"{na(r['figures']['calibration_error'])}, engine-taught macro-F1 "
               f"{na(r['figures'].get('taught_macro_f1', math.nan))}): {r['why']}")
-    print(f"leave-one-family-out over {len(result['families'])} families, "
-          f"{len(corpus)} traces" + (f"; tables written to {args.out}" if args.out else ""))
-    return 0
 
 
 def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
@@ -276,6 +294,10 @@ def add_parser(sub) -> None:
                    help="with --corpus: write the markdown tables here "
                         "(e.g. docs/classifier.md)")
     e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.add_argument("--phases-only", action="store_true",
+                   help="with --corpus: the phase models' validation alone, without the "
+                        "shares per input kind and the engine-taught figures (a few minutes "
+                        "less)")
     e.set_defaults(func=cmd_evaluate)
     t = sub.add_parser("train", help="rebuild the phase model from the labelled corpus",
                        description="Fit the phase classifier, its Viterbi transitions and the "
