@@ -98,8 +98,13 @@ def test_the_held_out_share_figures_on_a_small_corpus(small_corpus):
     """evaluate --corpus's share, confidence and engine-taught figures, run small: every input
     kind scored, kinds without profiling counters never confident, the serving-loop trace's
     engine-taught figures, and each family short of the goals named with why."""
-    from tealeaves.classifier.share_corpus import (INPUT_KINDS, load_kinds, shortfalls,
-                                                   validate_shares, validate_taught)
+    from tealeaves.classifier.share_corpus import (
+        INPUT_KINDS,
+        load_kinds,
+        shortfalls,
+        validate_shares,
+        validate_taught,
+    )
 
     kinds = load_kinds(small_corpus)
     res = validate_shares(kinds)
