@@ -367,13 +367,7 @@ class PhaseModel:
                 with np.load(directory / f"{stem}.npz", allow_pickle=False) as arrays:
                     est = ConvPhaseNet.from_arrays(arrays)
             else:
-                from skops.io import get_untrusted_types, load
-
-                untrusted = get_untrusted_types(file=spath)
-                bad = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
-                if bad:
-                    raise ModelError(f"{spath}: refuses to load types {', '.join(bad)}")
-                est = load(spath, trusted=untrusted)
+                est = _load_skops(spath)
         except ModelError:
             raise
         except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:
@@ -481,18 +475,28 @@ def _check_estimator(est, n_columns: int, path: Path) -> None:
         raise ModelError(f"{path}: not a fitted phase classifier over {n_columns} features")
 
 
-def _load_shares(path: Path, columns: list[str]):
-    """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only)."""
+def _load_skops(path: Path):
+    """A skops archive's object, loading only the types under ``TRUSTED_PREFIXES``.
+
+    Raises:
+        ModelError: the archive holds another type (named).
+        OSError, ValueError, zipfile.BadZipFile: the file is missing or not an archive.
+    """
     from skops.io import get_untrusted_types, load
 
+    untrusted = get_untrusted_types(file=path)
+    bad = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
+    if bad:
+        raise ModelError(f"{path}: refuses to load types {', '.join(bad)}")
+    return load(path, trusted=untrusted)
+
+
+def _load_shares(path: Path, columns: list[str]):
+    """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only)."""
     from .shares import ShareModel
 
     try:
-        untrusted = get_untrusted_types(file=path)
-        bad = [t for t in untrusted if not t.startswith(TRUSTED_PREFIXES)]
-        if bad:
-            raise ModelError(f"{path}: refuses to load types {', '.join(bad)}")
-        est = load(path, trusted=untrusted)
+        est = _load_skops(path)
     except ModelError:
         raise
     except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:

@@ -251,21 +251,30 @@ def _prompt_len(rng: random.Random, long_share: float, tiny: bool) -> int:
     return max(4, n // 64) if tiny else n
 
 
+def poisson_arrivals(t: float, seconds: float, rng: random.Random,
+                     rates: tuple[float, ...]) -> list[tuple[float, int]]:
+    """Single arrivals (s from the start) from ``t`` to ``seconds``, Poisson at a rate
+    (requests/s) drawn from ``rates`` anew every 3-8 s (0: nothing arrives then)."""
+    out: list[tuple[float, int]] = []
+    rate_until, rate = 0.0, 0.0
+    while t < seconds:
+        if t >= rate_until:  # the offered load changes every 3-8 s, sometimes to nothing
+            rate = rng.choice(list(rates))
+            rate_until = t + rng.uniform(3.0, 8.0)
+        if rate == 0.0:
+            t = rate_until
+            continue
+        t += rng.expovariate(rate)
+        if t < min(rate_until, seconds):
+            out.append((t, 1))
+    return out
+
+
 def arrivals(pattern: str, seconds: float, rng: random.Random):
     """Request arrival offsets (s from the start) and burst sizes: ``[(t, n_requests)]``."""
     out, t = [], rng.uniform(0.5, 2.0)
     if pattern == "poisson":
-        rate_until, rate = 0.0, 0.0
-        while t < seconds:
-            if t >= rate_until:  # the offered load changes every 3-8 s, sometimes to nothing
-                rate = rng.choice([0.0, 0.5, 2.0, 6.0, 12.0])
-                rate_until = t + rng.uniform(3.0, 8.0)
-            if rate == 0.0:
-                t = rate_until
-                continue
-            t += rng.expovariate(rate)
-            if t < min(rate_until, seconds):
-                out.append((t, 1))
+        out = poisson_arrivals(t, seconds, rng, (0.0, 0.5, 2.0, 6.0, 12.0))
     else:
         while t < seconds:
             out.append((t, rng.choice([1, 2, 4, 8, 16, 32, 48])))

@@ -421,17 +421,9 @@ def arrivals(pattern: str, seconds: float, rng: random.Random) -> list[tuple[flo
     out: list[tuple[float, int]] = []
     t = rng.uniform(0.5, 1.5)
     if pattern == "poisson":
-        rate_until, rate = 0.0, 0.0
-        while t < seconds:
-            if t >= rate_until:
-                rate = rng.choice([0.0, 0.5, 1.5, 4.0, 8.0])
-                rate_until = t + rng.uniform(3.0, 8.0)
-            if rate == 0.0:
-                t = rate_until
-                continue
-            t += rng.expovariate(rate)
-            if t < min(rate_until, seconds):
-                out.append((t, 1))
+        from .hf_serving import poisson_arrivals
+
+        out = poisson_arrivals(t, seconds, rng, (0.0, 0.5, 1.5, 4.0, 8.0))
     elif pattern == "bursts":
         while t < seconds:
             out.append((t, rng.choice([1, 2, 4, 8, 12, 16])))
