@@ -413,9 +413,8 @@ def _check_doc(doc: dict, jpath: Path) -> None:
     transitions, the imbalance settings, the window, the idle gate, ``phase_from``, the share
     model's entry (a file beside the JSON, the share columns) and the confidence maps
     (breakpoints in [0, 1], rising, as many ``y`` as ``x``; a capped map under
-    ``share_corpus.CONFIDENT``)."""
-    from .share_corpus import CONFIDENT
-    from .shares import share_columns
+    ``shares.CONFIDENT``)."""
+    from .shares import CONFIDENT, share_columns
 
     k = len(PHASE_ORDER)
     pri = _numbers(doc.get("priors"), k)
@@ -510,12 +509,12 @@ def _load_shares(path: Path, columns: list[str]):
 def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.ndarray:
     """The chance a window's label is right, from its share of that phase ((n,)), through
     the model's held-out map for the input ``kind`` (``apply_map``); the share itself where
-    the model keeps no map, held under ``share_corpus.CONFIDENT`` where it keeps maps but
+    the model keeps no map, held under ``shares.CONFIDENT`` where it keeps maps but
     none for ``kind`` (an input no map was measured on: ``mem_copy_util`` alone)."""
     maps = (model.confidence_maps or {}) if model is not None else {}
     cmap = maps.get(kind)
     if not cmap and maps:
-        from .share_corpus import CONFIDENT
+        from .shares import CONFIDENT
 
         return np.minimum(np.asarray(share, dtype=float), CONFIDENT - 0.01)
     return apply_map(cmap, share)

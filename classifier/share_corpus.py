@@ -20,6 +20,7 @@ from ..data.traces import label_at, read_labels, read_trace
 from .features import WindowFeatures
 from .rules import PHASE_ORDER
 from .shares import (
+    CONFIDENT,
     INPUT_KINDS,
     NAMED_SHARE,
     ShareModel,
@@ -30,9 +31,8 @@ from .shares import (
 )
 from .windows import DEFAULT_WINDOW_S
 
-#: A confident window: confidence at least this (issue 34: none of an input kind's confident
-#: windows may be wrong more than ``CONFIDENT_WRONG_MAX`` of the time).
-CONFIDENT = 0.9
+#: (``shares.CONFIDENT``: a confident window.)  Issue 34: none of an input kind's confident
+#: windows may be wrong more than this share of the time.
 CONFIDENT_WRONG_MAX = 0.10
 #: Input kinds that may reach ``CONFIDENT`` at all: those with the profiling counters.  Held
 #: out by family (2026-12-04, ``transfers``), windows at 0.9+ were right 0.924 (nvml at

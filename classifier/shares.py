@@ -36,6 +36,9 @@ from .rules import PHASE_ORDER
 SHARE_COLUMNS = tuple(f"share_{p}" for p in PHASE_ORDER)
 #: A verdict names one phase only where its share is at least this.
 NAMED_SHARE = 0.7
+#: A confident window: confidence at least this (``share_corpus`` holds a source's
+#: confidence under it where it does not carry across families).
+CONFIDENT = 0.9
 #: A window needs this share of its time labelled for its true shares to count.
 MIN_LABELLED = 0.5
 
