@@ -217,10 +217,10 @@ class TealeavesCollector(Collector):
                 ("tealeaves_imbalance_ratio", "imbalance_ratio",
                  "Max / mean GPU load, newest window (NaN when idle or one GPU)", 1),
                 ("tealeaves_balancedness", "balancedness",
-                 "Mean / max GPU load, newest window (1 = even)", 1),
+                 "Mean / max GPU load, newest window (1 = even; NaN when idle or one GPU)", 1),
                 ("tealeaves_straggler_tax", "straggler_tax",
                  ("1 - mean/max of the GPUs' busy time: share of GPU-time waiting for the slowest "
-                 "rank, newest window"), 1),
+                 "rank, newest window (NaN when idle or one GPU)"), 1),
                 ("tealeaves_hot_gpu", "hot_gpu",
                  ("Index of the busiest GPU of the newest window's hot set (NaN when none; "
                   "every hot GPU: tealeaves_gpu_hot)"), 1),

@@ -40,10 +40,18 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_name, entity_short, peers
+from ..data.schema import entity_name, peers
 
 #: Balanced decode windows under this mean work (%) measure the noise floor.
 NOISE_LOAD = 10.0
+#: A window (of a serving group) whose mean load (``load_g<i>``, %: the load the page and
+#: the report show) is under this is idle: it carries no imbalance ratio, balancedness,
+#: straggler tax or hot set (NaN / none).  Under 0.5 % an idle H200 reads counter noise
+#: (a 0 % window read max/mean 1.35x, balancedness 0.74 and one ``gpu_util`` blip a
+#: straggler tax of 40 % on the bundled trace), while every skewed window of the low-load
+#: composite (``h200x2_composite_low_load``, real rows at 0.5-16 % load) lies above it;
+#: ``NOISE_K_LOADS`` measures low-load noise from the same load up.
+IDLE_LOAD = 0.5
 #: Quantile of the balanced windows' spread taken as the noise (robust to the few windows
 #: at a change that a stretch label calls balanced).
 NOISE_QUANTILE = 0.9
@@ -55,7 +63,7 @@ THRESHOLD_RANGE = (1.04, 1.40)
 DEFAULT_THRESHOLD = 1.15
 #: Balanced decode windows between these mean works (%) measure ``noise_k``: real work, low
 #: load.  The default (0.3) is what the low-load composite's balanced stretches measure.
-NOISE_K_LOADS = (0.5, NOISE_LOAD)
+NOISE_K_LOADS = (IDLE_LOAD, NOISE_LOAD)
 DEFAULT_NOISE_K = 0.3
 #: The pipes a hot GPU can lean on, in the order ``ceilings`` reports them.
 PIPES = ("tensor", "dram", "pcie", "nvlink")
@@ -124,7 +132,8 @@ def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
         ``straggler_tax`` (1 - mean/max busy time within a group; with several groups the
         mean of the groups' weighted by their GPUs with a reading: the share of GPU-time
         spent waiting for the slowest rank *of one's own group*), all NaN where no group has
-        two GPUs with a reading or work; ``top_gpu`` (the most loaded GPU), ``hot_set``
+        two GPUs with a reading or work or every such group is idle (mean load under
+        ``IDLE_LOAD``: an idle group has no ratio, tax or hot GPU); ``top_gpu`` (the most loaded GPU), ``hot_set``
         (tuple of GPU ids, every group's hot GPUs, empty when none is hot), ``hot_top`` (the
         hot GPU with the most work, NaN without one), ``hot_share`` and ``cold_share``
         (mean share, %, of its group's summed work held by a hot GPU / by another GPU of a
@@ -132,8 +141,9 @@ def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
     """
     work, gpus = gpu_work(features)
     busy = _matrix(features, "busy_g", gpus)
+    load = _matrix(features, "load_g", gpus)
     members = _group_columns(gpus, groups)
-    parts = [_group_terms(work[:, idx], busy[:, idx], threshold, floor, noise_k)
+    parts = [_group_terms(work[:, idx], busy[:, idx], threshold, floor, noise_k, load[:, idx])
              for idx in members]
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
@@ -199,10 +209,15 @@ def _group_columns(gpus: list[int], groups) -> list[np.ndarray]:
 
 
 def _group_terms(work: np.ndarray, busy: np.ndarray, threshold: float, floor: float,
-                 noise_k: float) -> dict[str, np.ndarray]:
+                 noise_k: float, load: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One group's terms, (n_windows,) or (n_windows, n_gpus of the group): ``ratio``,
     ``tax``, ``hot``, ``share`` (% of the group's summed work), ``n_busy`` (GPUs with a
-    busy reading)."""
+    busy reading).  Where the group's mean ``load`` is under ``IDLE_LOAD`` (idle) every
+    term is NaN, no GPU is hot and ``n_busy`` is 0; without ``load`` no window is idle."""
+    idle = loaded_mask(load, invert=True) if load is not None else \
+        np.zeros(len(work), dtype=bool)
+    work = np.where(idle[:, None], np.nan, work)
+    busy = np.where(idle[:, None], np.nan, busy)
     n = np.sum(np.isfinite(work), axis=1)
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
@@ -218,6 +233,16 @@ def _group_terms(work: np.ndarray, busy: np.ndarray, threshold: float, floor: fl
         share = work / wsum[:, None] * 100.0
     return {"ratio": ratio, "tax": tax, "hot": hot, "share": share,
             "n_busy": np.sum(np.isfinite(busy), axis=1)}
+
+
+def loaded_mask(load: np.ndarray, invert: bool = False) -> np.ndarray:
+    """(n_windows,) bool: the mean over the GPUs of ``load`` (n_windows, n_gpus; %, NaN where
+    a GPU has no reading) is at least ``IDLE_LOAD`` (``invert``: under it, or no reading)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: not loaded
+        mean = np.nanmean(np.asarray(load, dtype=float).reshape(len(load), -1), axis=1)
+    ok = np.isfinite(mean) & (mean >= IDLE_LOAD)
+    return ~ok if invert else ok
 
 
 def _hot(work: np.ndarray, threshold: float, floor: float,
@@ -254,16 +279,12 @@ def _runs_at_least(flag: np.ndarray, min_len: int) -> np.ndarray:
 
 
 def format_hot_set(hot_set, hot_share: float = np.nan, cold_share: float = np.nan) -> str:
-    """``"1, 3, 5, 7 — 18 % each vs 7 %"`` (``""`` for an empty set; the shares only when
-    known; "18 % vs 7 %" for one GPU)."""
-    gpus = [int(g) for g in (hot_set or ())]
-    if not gpus:
-        return ""
-    text = ", ".join(entity_short(g) for g in gpus)
-    if np.isfinite(hot_share) and np.isfinite(cold_share):
-        each = " each" if len(gpus) > 1 else ""
-        text += f" — {hot_share:.0f} %{each} vs {cold_share:.0f} %"
-    return text
+    """One window's hot set in words, ``hot_set.window_words``: ``"GPUs 1, 3, 5, 7 at 2.6x
+    the rest's work (18 % each vs 7 %)"`` (``""`` for an empty set; the shares only when
+    known)."""
+    from .hot_set import window_words
+
+    return window_words(hot_set, hot_share, cold_share)
 
 
 class ImbalanceDetector:

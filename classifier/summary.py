@@ -8,12 +8,14 @@ dashboard's ribbon agree window for window:
 - decode ``imbalance_ratio`` (max/mean GPU load), ``balancedness`` (mean/max, SGLang's and
   vLLM's EPLB term) and ``straggler_tax`` (1 - mean/max of the GPUs' busy time: the share of
   GPU-time spent waiting for the slowest rank; ``classifier.imbalance``) are the means over the
-  decode windows where they are defined.  Windows are of equal length, so the mean straggler tax
+  same windows: the decode windows with figures (``figure_windows``: idle windows, under
+  ``imbalance.IDLE_LOAD``, have none), and ``figures_text`` says over how many.  Windows are of equal length, so the mean straggler tax
   is the share of the decode GPU-time lost to waiting.
 - the **hot set** of a flagged window is every GPU whose work exceeds the fair share
   (``classifier.imbalance``: e.g. GPUs 1, 3, 5, 7 at 18 % of the work each vs 7 %); the hot
   set of the range is the set flagged most often.  It *stays* when it holds at least
-  ``STAYS_SHARE`` of the imbalanced windows, else it *rotates*.  ``hot_gpus`` counts, per GPU,
+  ``STAYS_SHARE`` of the imbalanced windows, else it *rotates*; ``hot_set.describe_hot_set``
+  words it (``hot_text``) for every surface.  ``hot_gpus`` counts, per GPU,
   the imbalanced windows it was hot in (``imbalance.persistence_by_gpu``); the hot GPU is the
   GPU hot most often (lowest index on a tie).
 - why, per hot GPU: ``hot_ceilings`` names the ceiling each GPU of the hot set leans on next to
@@ -24,7 +26,6 @@ Missing values are NaN (None in the dicts made for JSON), never 0.
 
 from __future__ import annotations
 
-import itertools
 import math
 import warnings
 
@@ -33,11 +34,9 @@ import pandas as pd
 
 from ..data.metrics import METRIC_BY_NAME
 from ..data.schema import peers
+from .hot_set import STAYS_SHARE
 from .imbalance import ceilings, describe_ceiling, hot_set_of, persistence_by_gpu
 from .rules import PHASE_ORDER
-
-#: Share of the imbalanced windows one hot set must hold for it to "stay".
-STAYS_SHARE = 0.8
 
 #: Per-GPU columns of the sample schema averaged over the range, with their units (from the
 #: metric table, ``data.metrics``).
@@ -147,25 +146,76 @@ def set_text(hot_set) -> str:
     return ",".join(str(int(g)) for g in (hot_set or ()))
 
 
+def figure_windows(windows: pd.DataFrame) -> np.ndarray:
+    """Bool per window: a decode window with imbalance figures (a finite ``imbalance_ratio``:
+    two GPUs with work and load at or above ``imbalance.IDLE_LOAD``).  A range's ratio,
+    balancedness and straggler tax are all means over these windows, the same ones."""
+    if not len(windows):
+        return np.zeros(0, dtype=bool)
+    dec = (windows["phase"] == "decode").to_numpy()
+    ratio = (windows["imbalance_ratio"].to_numpy(dtype=float) if "imbalance_ratio" in windows
+             else np.full(len(windows), np.nan))
+    return dec & np.isfinite(ratio)
+
+
+def figures_text(imb: dict) -> str:
+    """Which windows a range's imbalance figures are over, from ``imbalance_summary``:
+    ``"over 12 of 100 windows (the decode windows with load)"``; ``"idle: no imbalance figures (no
+    decode window with load of 0.5 % or more)"``; ``"no imbalance figures: no decode
+    window"``; ``"no imbalance figures: no decode window holds the work of two or more
+    GPUs"``."""
+    from .imbalance import IDLE_LOAD
+
+    n, m = imb["windows"], imb["figure_windows"]
+    if m:
+        return f"over {m} of {n} window{'s' if n != 1 else ''} (the decode windows with load)"
+    if not imb["decode_windows"]:
+        return "no imbalance figures: no decode window"
+    if imb["idle_decode_windows"] == imb["decode_windows"]:
+        return (f"idle: no imbalance figures (no decode window with load of {IDLE_LOAD:g} % "
+                f"or more)")
+    return "no imbalance figures: no decode window holds the work of two or more GPUs"
+
+
+def hot_story(windows: pd.DataFrame):
+    """The range's hot set in words (``hot_set.describe_hot_set`` over its windows' hot sets
+    and shares)."""
+    from .hot_set import describe_hot_set
+
+    sets = window_hot_sets(windows)
+    col = (lambda c: windows[c].to_numpy(dtype=float) if c in windows
+           else None)
+    return describe_hot_set(sets, col("hot_share") if len(windows) else None,
+                            col("cold_share") if len(windows) else None)
+
+
 def imbalance_summary(windows: pd.DataFrame) -> dict:
     """Decode imbalance over a range, from its windows.
 
     Returns:
-        ``decode_windows``; ``imbalance_ratio``, ``balancedness``, ``straggler_tax``: means
-        over the decode windows where defined (NaN when none); ``imbalanced_windows``
-        (flagged); ``hot_set`` (list of the GPUs of the hot set flagged most often, ``[]``
-        when none; lowest set on a tie), ``hot_set_windows`` (windows flagged with exactly
-        that set), ``hot_share`` / ``cold_share`` (mean share, %, of the summed work held by
-        a GPU of that set / by another GPU, over those windows; NaN when none);
-        ``hot_sets`` ({``"1,3,5,7"``: flagged windows}, most first); ``hot_gpus`` ({gpu:
-        flagged windows it was hot in}, ``persistence_by_gpu``, most first, lowest index on
-        a tie); ``hot_gpu`` (the first of ``hot_gpus``, or None); ``hot_pattern``:
-        ``"stays"`` (the hot set holds >= ``STAYS_SHARE`` of the flagged windows),
-        ``"rotates"``, or ``"none"``; ``hot_changes``: times the hot set changed between
-        consecutive flagged windows.
+        ``windows`` (of the range); ``decode_windows``; ``figure_windows`` (decode windows
+        with figures, ``figure_windows``) and ``idle_decode_windows`` (decode windows whose
+        mean load is under ``imbalance.IDLE_LOAD``); ``imbalance_ratio``, ``balancedness``,
+        ``straggler_tax``: means over the figure windows, the same windows for all three
+        (NaN when none); ``figures_text`` (``figures_text``: which windows they are over, or
+        why there are none); ``imbalanced_windows`` (flagged); ``hot_set`` (sorted GPUs of
+        the hot set flagged most often, ``[]`` when none; lowest set on a tie),
+        ``hot_set_windows`` (windows flagged with exactly that set), ``hot_share`` /
+        ``cold_share`` (mean share, %, of the summed work held by a GPU of that set / by
+        another GPU, over those windows; NaN when none); ``hot_sets`` ({``"1,3,5,7"``:
+        flagged windows}, most first); ``hot_gpus`` ({gpu: flagged windows it was hot in},
+        ``persistence_by_gpu``, most first, lowest index on a tie); ``hot_gpu`` (the first
+        of ``hot_gpus``, or None); ``hot_pattern``: ``"stays"`` (the hot set holds >=
+        ``STAYS_SHARE`` of the flagged windows), ``"rotates"``, or ``"none"``;
+        ``hot_changes``: times the hot set changed between consecutive flagged windows;
+        ``hot_text`` (``hot_set.HotSetStory.text``: the set, its work against the rest,
+        stays or rotates between which sets) and ``hot_story`` (its ``to_json``).
     """
-    dec = windows[windows["phase"] == "decode"] if len(windows) else windows
-    flagged = windows[windows["imbalanced"].eq(True)] if len(windows) else windows
+    from .imbalance import IDLE_LOAD
+
+    n = len(windows)
+    dec = windows[windows["phase"] == "decode"] if n else windows
+    flagged = windows[windows["imbalanced"].eq(True)] if n else windows
     sets = [s for s in window_hot_sets(flagged) if s]
     if len(flagged) and "hot_set" in flagged:
         per_gpu = persistence_by_gpu(flagged)
@@ -176,41 +226,36 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
                 per_gpu[g] = per_gpu.get(g, 0) + 1
     hot_gpus = {int(g): int(n) for g, n in sorted(per_gpu.items(), key=lambda kv: (-kv[1],
                                                                                  kv[0]))}
-    set_counts: dict[tuple[int, ...], int] = {}
-    for s in sets:
-        set_counts[s] = set_counts.get(s, 0) + 1
-    ranked = sorted(set_counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    top_set = ranked[0][0] if ranked else ()
-    if not ranked:
-        pattern = "none"
-    elif ranked[0][1] / len(sets) >= STAYS_SHARE:
-        pattern = "stays"
-    else:
-        pattern = "rotates"
-    hot_share = cold_share = math.nan
-    if top_set and len(flagged):
-        mine = np.array([s == top_set for s in window_hot_sets(flagged)])
-        if "hot_share" in flagged:
-            hot_share = _mean(flagged.loc[mine, "hot_share"])
-        if "cold_share" in flagged:
-            cold_share = _mean(flagged.loc[mine, "cold_share"])
-    changes = sum(1 for a, b in itertools.pairwise(sets) if a != b)
-    return {
+    story = hot_story(windows)
+    top = story.top
+    fig = windows[figure_windows(windows)] if n else windows
+    load = dec["load_mean"].to_numpy(dtype=float) if "load_mean" in dec else \
+        np.full(len(dec), np.nan)
+    idle = int(np.sum(~(load >= IDLE_LOAD) & ~np.isfinite(
+        dec["imbalance_ratio"].to_numpy(dtype=float)))) if len(dec) else 0
+    out = {
+        "windows": n,
         "decode_windows": len(dec),
-        "imbalance_ratio": _mean(dec["imbalance_ratio"]) if len(dec) else math.nan,
-        "balancedness": _mean(dec["balancedness"]) if len(dec) else math.nan,
-        "straggler_tax": _mean(dec["straggler_tax"]) if len(dec) else math.nan,
+        "figure_windows": len(fig),
+        "idle_decode_windows": idle,
+        "imbalance_ratio": _mean(fig["imbalance_ratio"]) if len(fig) else math.nan,
+        "balancedness": _mean(fig["balancedness"]) if len(fig) else math.nan,
+        "straggler_tax": _mean(fig["straggler_tax"]) if len(fig) else math.nan,
         "imbalanced_windows": len(flagged),
-        "hot_set": list(top_set),
-        "hot_set_windows": ranked[0][1] if ranked else 0,
-        "hot_share": hot_share,
-        "cold_share": cold_share,
-        "hot_sets": {set_text(s): n for s, n in ranked},
+        "hot_set": list(story.gpus),
+        "hot_set_windows": top.windows if top else 0,
+        "hot_share": top.hot_share if top else math.nan,
+        "cold_share": top.cold_share if top else math.nan,
+        "hot_sets": {set_text(p.gpus): p.windows for p in story.parts},
         "hot_gpus": hot_gpus,
         "hot_gpu": next(iter(hot_gpus), None),
-        "hot_pattern": pattern,
-        "hot_changes": changes,
+        "hot_pattern": story.pattern,
+        "hot_changes": story.changes,
+        "hot_text": story.text(),
+        "hot_story": story.to_json(),
     }
+    out["figures_text"] = figures_text(out)
+    return out
 
 
 def group_summary(windows: pd.DataFrame, grouping: dict | None = None) -> dict:
@@ -449,8 +494,9 @@ def server_summary(events: pd.DataFrame | None) -> dict | None:
     }
 
 
-__all__ = ["BUSY_UTIL", "CALIBRATED", "GPU_COLUMNS", "STAYS_SHARE", "gpu_table", "group_summary",
-           "groups_line", "hot_ceilings", "hot_set_of",
+__all__ = ["BUSY_UTIL", "CALIBRATED", "GPU_COLUMNS", "STAYS_SHARE", "figure_windows",
+           "figures_text", "gpu_table", "group_summary", "groups_line", "hot_ceilings",
+           "hot_set_of", "hot_story",
            "imbalance_summary", "phase_summary", "server_summary", "set_text", "share_summary",
            "top_imbalanced",
            "window_hot_sets"]

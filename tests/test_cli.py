@@ -259,10 +259,12 @@ def test_classify_table_speaks_in_local_times_or_utc_with_empty_unknowns(tmp_pat
     hot = {x[:end].split()[-1] for x in rows}  # the hot_set column: GPU indices, "-" when none
     assert hot <= {"-", "0", "1"} and {"0", "1"} <= hot
     imb = next(x for x in lines if x.startswith("imbalance:"))
-    assert re.match(r"imbalance: \d+ of \d+ decode windows imbalanced; mean ratio \d\.\d\d", imb)
+    assert re.match(r"imbalance: \d+ of \d+ decode windows imbalanced; over \d+ of 121 windows "
+                    r"\(the decode windows with load\): mean ratio \d\.\d\d", imb), imb
     assert "straggler tax 15.6%" in imb
     hs = next(x for x in lines if x.startswith("hot set:"))
-    assert "rotates, 3 changes" in hs
+    assert hs == ("hot set: rotates between GPU 1 (23 windows, 2.2x the rest) and GPU 0 "
+                  "(19 windows, 2.1x the rest)"), hs
     u = tealeaves("classify", BURSTS, "--utc", tz="Europe/Berlin")
     assert u.stdout.splitlines()[1].split()[:2] == ["2026-11-30", "16:07:19.500+00:00"]
     # a dmon without profiling counters: the imbalance ratio is unknown, an empty cell
@@ -385,8 +387,10 @@ def test_report_summary_line_speaks_in_times_and_readable_spans(tmp_path):
     assert r.returncode == 0, r.stderr
     line = r.stdout.strip()
     assert re.search(r": 2026-11-30 17:07:19\.\d{3}\+01:00 to 2026-11-30 17:08:19\.\d{3}\+01:00 "
-                     r"\(60 s\), 121 windows, hot GPU 1 — 69 % vs 31 % \(rotates\), imbalance "
-                     r"ratio 1\.23, straggler tax 15\.6%$", line), line
+                     r"\(60 s\), 121 windows, hot set: rotates between GPU 1 \(23 windows, 2\.2x "
+                     r"the rest\) and GPU 0 \(19 windows, 2\.1x the rest\), imbalance ratio 1\.23, "
+                     r"straggler tax 15\.6% over 68 of 121 windows \(the decode windows with "
+                     r"load\)$", line), line
     r = tealeaves("report", "--trace", BURSTS, "--out", out, "--utc")
     assert "2026-11-30 16:07:19" in r.stdout and "+00:00 to" in r.stdout
     # a span of weeks in days, and a range without decode says why the tax is n/a

@@ -316,7 +316,8 @@ def test_classify_groups_on_the_eight_gpu_split(eight_path, capsys):
     assert ("groups 0-3, 4-7 (from --groups): imbalance judged within each group; group 0-3 "
             "hot 1, 3 in 6 of 6 decode windows, group 4-7 hot 5, 7 in 6 of 6 decode windows"
             in out)
-    assert "hot set: 1, 3, 5, 7 — 36 % each vs 14 % of each group's work in 6 of 6" in out
+    assert ("hot set: GPUs 1, 3, 5, 7 at 2.5x the rest's work within each group (36 % each "
+            "vs 14 %), stays: 6 of 6 imbalanced windows") in out
     assert main(["classify", str(eight_path), "--groups", "0-3,4-7", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert doc["groups"]["groups"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
@@ -350,7 +351,7 @@ def test_report_says_the_groups_it_judged_in(eight, eight_path, pd_path, tmp_pat
     assert [j["hot_set"] for j in doc["groups"]["judged"]] == [[1, 3], [5, 7]]
     assert main(["report", "--trace", str(pd_path), "--out", str(out)]) == 0
     line = capsys.readouterr().out
-    assert "hot GPU none" in line and "roles: GPU 0 prefill-only, GPU 1 decode-only" in line
+    assert "hot set: none" in line and "roles: GPU 0 prefill-only, GPU 1 decode-only" in line
     assert "(every serving group has one GPU: roles, not imbalance)" in line
     doc = json.loads(out.read_text())
     jsonschema.Draft202012Validator(schema()).validate(doc)

@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+from html import unescape
 
 import jsonschema
 import numpy as np
@@ -44,7 +45,7 @@ TRACES = bundled_trace_path().parent
 RECORDING = "h200x2_skew_rotation"
 WINDOW_S = 0.5
 HOT = [1, 3, 5, 7]
-SET_WORDS = "1, 3, 5, 7 — 18 % each vs 7 %"
+SET_WORDS = "GPUs 1, 3, 5, 7 at 2.5x the rest's work (18 % each vs 7 %)"  # hot_set.py
 
 
 def eight_gpus(recording: str = RECORDING, n_gpus: int = 8) -> Trace:
@@ -144,8 +145,8 @@ def test_classify_names_the_set_in_text_json_and_csv(eight_path, capsys):
     rows = [ln for ln in out.splitlines() if " decode " in ln and ln[:1].isdigit()]  # table
     assert rows and all("1,3,5,7" in ln for ln in rows)
     line = next(ln for ln in out.splitlines() if ln.startswith("hot set:"))
-    assert line.startswith(f"hot set: {SET_WORDS} in ")
-    assert "per GPU: 1 ×" in line and "7 ×" in line
+    n = len([ln for ln in rows])
+    assert line == f"hot set: {SET_WORDS}, stays: {n} of {n} imbalanced windows", line
     assert main(["classify", str(path), "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert all(w["hot_set"] == HOT for w in doc["windows"])
@@ -162,12 +163,13 @@ def test_classify_names_the_set_in_text_json_and_csv(eight_path, capsys):
 def test_dashboard_header_shows_the_set_with_shares(windows):
     s = F.header_summary(windows)
     assert s.hot_set == tuple(HOT) and s.hot_recent == dict.fromkeys(HOT, len(windows))
-    assert f"hot GPUs {SET_WORDS}" in s.text()
+    assert f"hot {SET_WORDS}" in s.text()
     cells = header_cells(s)
     hot_cell = next(c for c in cells if c.id == "tl-hot-gpu")
     text = _text(hot_cell)
-    assert text.startswith("Hot set1357 18 % each vs 7 %"), text
-    assert f"GPUs 1, 3, 5, 7 ×{len(windows)}" in text
+    assert text.startswith("Hot set1357 at 2.5x the rest's work (18 % each vs 7 %)"), text
+    n = min(len(windows), 20)
+    assert f"in the last {n} windows: stays: {n} of {n} imbalanced windows" in text, text
 
 
 def test_ribbon_marks_hover_and_window_panel_name_each_hot_gpu(eight, windows, tmp_path):
@@ -179,7 +181,7 @@ def test_ribbon_marks_hover_and_window_panel_name_each_hot_gpu(eight, windows, t
         drawn = [txt for txt in t.text if txt]
         if g in HOT:
             assert len(drawn) == 2 * len(windows)
-            assert drawn[0].startswith(f"GPU {g} hot · hot set GPUs {SET_WORDS}: max/mean")
+            assert drawn[0].startswith(f"GPU {g} hot · hot set {SET_WORDS}: max/mean")
         else:
             assert not drawn and all(v is None for v in t.y)
     # the live view over a store: its header, the hover and the clicked window's ceilings
@@ -194,12 +196,12 @@ def test_ribbon_marks_hover_and_window_panel_name_each_hot_gpu(eight, windows, t
         t = float(windows["start"].iloc[1]) + WINDOW_S / 2
         info = live.at(t)
         hover = _text(hover_panel(info, gpus))
-        assert f"hot GPUs {SET_WORDS}" in hover
+        assert f"hot {SET_WORDS}" in hover
         row = info["window"]
         why = live.ceilings(row)
         assert list(why) == HOT
         panel = _text(window_panel(row, gpus, "trained", None, why))
-        assert f"hot set {SET_WORDS} of the work" in panel
+        assert f"hot set {SET_WORDS}; the busiest" in panel
         for g in HOT:
             assert f"why GPU {g}: DRAM bandwidth" in panel
     # a screenshot's verdict over the stretch
@@ -214,7 +216,7 @@ def test_report_command_names_the_set(eight_path, tmp_path, capsys):
     out = tmp_path / "r.json"
     assert main(["report", "--trace", str(eight_path), "--out", str(out)]) == 0
     line = capsys.readouterr().out
-    assert f"hot set {SET_WORDS} (stays)" in line, line
+    assert f"hot set: {SET_WORDS}, stays: 6 of 6 imbalanced windows" in line, line
     assert json.loads(out.read_text())["summary"]["hot_set"] == HOT
 
 
@@ -235,12 +237,12 @@ def test_report_names_the_set_its_shares_and_why_per_hot_gpu(eight, windows):
     assert by[("summary", "", "hot_set")] == "1,3,5,7"
     assert by[("top_window", "1", "hot_set")] == "1,3,5,7"
     assert by[("hot_ceiling", "5", "pipe")] == "dram"
-    html = report_bytes(rep, "html").decode()
-    assert f"The hot set is GPUs {SET_WORDS} of the work, and it stays hot" in html
+    html = unescape(report_bytes(rep, "html").decode())
+    assert f"Hot set: {SET_WORDS}, stays: 6 of 6 imbalanced windows" in html
     assert "Why, per hot GPU" in html
     for g in HOT:
         assert f"<li>GPU {g}: DRAM bandwidth" in html
-    assert html.count(f"<td>GPUs {SET_WORDS}</td>") == len(d["top_windows"])
+    assert html.count(f"<td>{SET_WORDS}</td>") == len(d["top_windows"])
 
 
 # -- the exporter --------------------------------------------------------------------------

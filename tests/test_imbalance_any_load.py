@@ -91,7 +91,8 @@ def test_work_uses_the_pipes_that_do_work_and_every_hot_gpu_is_named():
     assert t.loc[0, "hot_set"] == (0,)  # not GPU 1, whose SMs only wait
     c = ceilings(f, [0])
     assert c[0]["pipe"] == "dram" and c[0]["others"] == pytest.approx((0.02 + 0.2 + 0.2) / 3)
-    assert format_hot_set((1, 3, 5, 7), 18.2, 7.1) == "1, 3, 5, 7 — 18 % each vs 7 %"
+    assert format_hot_set((7, 5, 3, 1), 18.2, 7.1) == \
+        "GPUs 1, 3, 5, 7 at 2.6x the rest's work (18 % each vs 7 %)"  # hot_set.window_words
     assert format_hot_set((), 1, 1) == ""
 
 

@@ -23,45 +23,44 @@ def _alone(groups: dict | None) -> bool:
 
 
 def hot_set_line(imb: dict, groups: dict | None = None) -> str:
-    """One line naming a range's hot set from ``classifier.summary.imbalance_summary``:
-    ``"hot set: 1, 3, 5, 7 — 18 % each vs 7 % in 5 of 5 imbalanced windows (stays); per GPU:
-    1 ×5, 3 ×5, 5 ×5, 7 ×5"``, or ``"hot set: none ..."``; with ``groups``
-    (``classifier.summary.group_summary``) of several groups the shares are "of each
-    group's work", and roles of one GPU each say so."""
-    from ...classifier.imbalance import format_hot_set
-
+    """One line naming a range's hot set from ``classifier.summary.imbalance_summary``, in the
+    words of ``classifier.hot_set`` (its ``hot_text``): ``"hot set: GPUs 1, 3, 5, 7 at 2.6x
+    the rest's work (18 % each vs 7 %), stays: 5 of 5 imbalanced windows"``, ``"hot set:
+    rotates between GPUs 0, 2, 4, 6 (34 windows, 2.6x the rest) and GPUs 1, 3, 5, 7 (33
+    windows, 2.6x the rest)"``, or ``"hot set: none: ..."``; with ``groups``
+    (``classifier.summary.group_summary``) of several groups the shares are "within each
+    group", and roles of one GPU each say so."""
     if not imb["hot_set"]:
         if _alone(groups):
             return ("hot set: none (every serving group has one GPU: "
                     + ("roles, not imbalance)" if groups["source"] == "roles"
                        else "nothing to compare it with)"))
-        return "hot set: none (no imbalanced decode window)"
-    pattern = ("stays" if imb["hot_pattern"] == "stays"
-               else f"rotates, {plural(imb['hot_changes'], 'change')}")
-    per_gpu = ", ".join(f"{entity_short(g)} ×{n}" for g, n in imb["hot_gpus"].items())
-    words = format_hot_set(imb["hot_set"], imb["hot_share"], imb["cold_share"])
-    if groups and len(groups["groups"]) > 1 and " — " in words:
-        words += " of each group's work"
-    return (f"hot set: {words} "
-            f"in {imb['hot_set_windows']} of {imb['imbalanced_windows']} imbalanced windows "
-            f"({pattern}); per GPU: {per_gpu}")
+        return f"hot set: {imb['hot_text']}"
+    words = imb["hot_text"]
+    if groups and len(groups["groups"]) > 1:  # shares within a group: of the group's work
+        words = words.replace("the rest's work (", "the rest's work within each group (")
+    return f"hot set: {words}"
 
 
 def imbalance_line(imb: dict, groups: dict | None = None) -> str:
     """One line on a range's decode imbalance from ``classifier.summary.imbalance_summary``:
-    ``"imbalance: 42 of 70 decode windows imbalanced; mean ratio 1.22 (max/mean work),
-    straggler tax 15.7 %"``, or why there is none; with ``groups`` of several groups the
-    ratio is the worst group's and the tax within each group (``imbalance_terms``)."""
+    ``"imbalance: 42 of 70 decode windows imbalanced; over 60 of 121 windows (decode with
+    load): mean ratio 1.22 (max/mean work), straggler tax 15.7 %"``, or why there is none
+    (``"idle: no imbalance figures ..."``); with ``groups`` of several groups the ratio is
+    the worst group's and the tax within each group (``imbalance_terms``)."""
     n = imb["decode_windows"]
     if not n:
         return "imbalance: n/a (no decode window: imbalance is measured on decode)"
     if _alone(groups):
         return ("imbalance: n/a (every serving group has one GPU"
                 + (": roles, not imbalance)" if groups["source"] == "roles" else ")"))
+    head = (f"imbalance: {imb['imbalanced_windows']} of {plural(n, 'decode window')} "
+            f"imbalanced; ")
+    if not imb["figure_windows"]:
+        return head + imb["figures_text"]
     ratio, tax = imb["imbalance_ratio"], imb["straggler_tax"]
     within = groups and len(groups["groups"]) > 1
-    return (f"imbalance: {imb['imbalanced_windows']} of {plural(n, 'decode window')} "
-            f"imbalanced; mean ratio {na(ratio, 0, 2)} "
+    return (head + f"{imb['figures_text']}: mean ratio {na(ratio, 0, 2)} "
             + ("(max/mean work, the worst group's)" if within else "(max/mean work)")
             + ", straggler tax "
             + (f"{tax:.1%}" if isinstance(tax, float) and math.isfinite(tax) else "n/a")

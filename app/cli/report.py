@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
-from .common import add_utc_flag, fail, json_float, time_text
+from .common import add_utc_flag, fail, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -123,17 +123,16 @@ def summary_line(data: dict, utc: bool = False) -> str:
     times, local with the offset or UTC, and its length in readable units), the windows, the
     hot set and how it behaves, the mean imbalance ratio and the straggler tax, or why one is
     n/a, and the serving groups where a grouping was given or roles detected (``"; groups
-    0-3, 4-7 (from --groups)"``): ``"2026-11-30 17:07:19.500+01:00 to 2026-11-30 17:08:20.000+01:00 (1.0 min), 121
-    windows, hot GPU 1 — 69 % vs 31 % (rotates), imbalance ratio 1.22, straggler tax 15.7%"``."""
-    from ...classifier.imbalance import format_hot_set
+    0-3, 4-7 (from --groups)"``): ``"2026-11-30 17:07:19.500+01:00 to 2026-11-30
+    17:08:20.000+01:00 (1.0 min), 121 windows, hot set: rotates between GPU 0 (34 windows,
+    2.3x the rest) and GPU 1 (34 windows, 2.3x the rest), imbalance ratio 1.22, straggler
+    tax 15.7% over 106 of 121 windows (the decode windows with load)"``; the hot set in
+    ``classifier.hot_set``'s words (the report's ``hot_text``)."""
     from ..figures import fmt_span
 
     s, r = data["summary"], data["range"]
     tax, ratio = s["straggler_tax"], s["imbalance_ratio"]
-    hot = (format_hot_set(s["hot_set"], json_float(s["hot_share"]) * 100,  # shares: 0-1
-                          json_float(s["cold_share"]) * 100) if s["hot_set"] else "none")
-    pattern = {"stays": "stays", "rotates": "rotates"}.get(s["hot_pattern"],
-                                                           "no imbalanced decode window")
+    hot = s["hot_text"]
     n = s["windows"]
     grp = data.get("groups")  # only where a grouping was given or roles detected
     alone = grp is not None and all(len(g) < 2 for g in grp["groups"])
@@ -142,16 +141,16 @@ def summary_line(data: dict, utc: bool = False) -> str:
     elif alone:
         imb = ("imbalance ratio and straggler tax n/a (every serving group has one GPU"
                + (": roles, not imbalance)" if grp["source"] == "roles" else ")"))
-    elif ratio is None and tax is None:  # one GPU, or no per-GPU work counters
-        imb = ("imbalance ratio and straggler tax n/a (no decode window holds the work of two "
-               "or more GPUs)")
+    elif ratio is None and tax is None:  # idle, one GPU, or no per-GPU work counters
+        imb = s.get("figures_text") or ("imbalance ratio and straggler tax n/a (no decode "
+                                        "window holds the work of two or more GPUs)")
     else:
         imb = (f"imbalance ratio {'n/a' if ratio is None else f'{ratio:.2f}'}, straggler tax "
-               f"{'n/a' if tax is None else f'{tax:.1%}'}")
+               f"{'n/a' if tax is None else f'{tax:.1%}'}"
+               + (f" {s['figures_text']}" if s.get("figures_text") else ""))
     return (f"{time_text(r['start'], utc)} to {time_text(r['end'], utc)} "
-            f"({fmt_span(r['span_s'])}), {n} window{'' if n == 1 else 's'}, hot "
-            f"{'GPU' if len(s['hot_set']) <= 1 else 'set'} {hot} ({pattern}), {imb}"
-            + (f"; {grp['text']}" if grp is not None else ""))
+            f"({fmt_span(r['span_s'])}), {n} window{'' if n == 1 else 's'}, hot set: {hot}, "
+            f"{imb}" + (f"; {grp['text']}" if grp is not None else ""))
 
 
 def add_parser(sub) -> None:

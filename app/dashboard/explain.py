@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...classifier.imbalance import describe_ceiling, format_hot_set, hot_set_of
+from ...classifier.imbalance import IDLE_LOAD, describe_ceiling, format_hot_set, hot_set_of
 from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from ...classifier.summary import hot_ceilings
 from ...data.schema import entity_name
@@ -158,7 +158,7 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
         pers = str(row.get("persistence") or "")
         top = entity_name(int(hot)) if math.isfinite(hot) else entity_name(hot_set[0])
         shares = format_hot_set(hot_set, _f(row, "hot_share"), _f(row, "cold_share"))
-        reasons.append(f"hot set {shares} of the work; the busiest, {top}, carries "
+        reasons.append(f"hot set {shares}; the busiest, {top}, carries "
                        f"{ratio:.2f}× the mean (threshold {thr:.2f}×): flagged imbalanced"
                        + (f", {pers}" if pers else ""))
         for g in hot_set:
@@ -170,6 +170,8 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
                else f"under the {thr:.2f}× threshold" if ratio <= thr
                else "not for enough consecutive windows")
         reasons.append(f"max/mean work {ratio:.2f}×: not flagged ({why})")
+    elif _f(row, "load_mean") < IDLE_LOAD:
+        reasons.append(f"idle (mean load under {IDLE_LOAD:g} %): no imbalance figures")
     features = [
         ("phase scores", " / ".join(f"{p[0]} {_f(row, f'p_{p}'):.2f}" for p in PHASE_ORDER)
          if all(math.isfinite(v) for v in scores.values()) else "n/a"),

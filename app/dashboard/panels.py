@@ -73,7 +73,7 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
         head.append(html.Div([*_phase_pill(win),
                               html.Span(f" · window {clock(win['start'], zone, 1)}–"
                                         f"{clock(win['end'], zone, 1)} · max/mean "
-                                        f"{_num(win.get('imbalance_ratio'), '.2f', '×')}"
+                                        f"{_ratio_text(win)}"
                                         f"{hot_s}")], className="tl-panel-phase"))
         head.append(_shares_line(win))
     else:
@@ -107,6 +107,15 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> l
         cells.append(html.Td(_num(share, ".0f"), className="tl-hot" if hot else None))
         body.append(html.Tr(cells))
     return head + [html.Table([html.Thead(header), html.Tbody(body)], className="tl-table")]
+
+
+def _ratio_text(win: dict) -> str:
+    """A window's max/mean work: ``"1.43×"``, ``"– (idle)"`` for a window under
+    ``classifier.imbalance.IDLE_LOAD`` (no imbalance figures), ``"–"`` when unknown."""
+    from ...classifier.imbalance import IDLE_LOAD
+
+    text = _num(win.get("imbalance_ratio"), ".2f", "×")
+    return "– (idle)" if text == "–" and _f(win.get("load_mean")) < IDLE_LOAD else text
 
 
 def _shares_line(win: dict) -> html.Div:
@@ -278,10 +287,14 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
             phase_sub = (f"{s.certainty or _num(s.confidence * 100, '.0f', ' %')} · window to "
                          f"{clock(s.window_end, zone, 2)}"
                          + (f" · {s.verdict}" if s.verdict.startswith("mixed") else ""))
-    ratio = f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio) else "–"
-    tax = f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax) else "–"
+    idle = _idle(s)
+    ratio = (f"{s.imbalance_ratio:.2f}×" if math.isfinite(s.imbalance_ratio)
+             else "– (idle)" if idle else "–")
+    tax = (f"{s.straggler_tax:.0%}" if math.isfinite(s.straggler_tax)
+           else "– (idle)" if idle else "–")
     hot_set = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
-    over = "mean over the range's decode windows" if in_range else None
+    over = (f"mean {s.figures}" if s.figures.startswith("over ") else s.figures
+            or "mean over the range's decode windows") if in_range else None
     return [
         _cell("Phase", phase_value, phase_sub, ids.PHASE),
         _cell("Imbalance", ratio, over or "max / mean GPU work (1.00 = balanced)",
@@ -319,33 +332,79 @@ def _inputs_cell(s: HeaderSummary) -> list:
                                html.Div(counters, className="tl-cell-sub")])]
 
 
+def _idle(s: HeaderSummary) -> bool:
+    """The summary has no imbalance figures because its windows are idle: the newest window
+    under ``classifier.imbalance.IDLE_LOAD``, or a range whose decode windows all are."""
+    if s.range is not None:
+        return s.figures.startswith("idle")
+    return s.phase is not None and not math.isfinite(s.imbalance_ratio) and \
+        _f(s.load_mean) < _idle_load()
+
+
+def _idle_load() -> float:
+    from ...classifier.imbalance import IDLE_LOAD
+
+    return IDLE_LOAD
+
+
+def _pills(gpus, one: bool) -> list:
+    """GPU-coloured pills ringed in the hot colour, sorted (``GPU 1`` alone, else ``1``)."""
+    from ...data.schema import entity_key
+
+    pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
+    return [html.Span(entity_name(g) if one else entity_short(g), className="tl-pill",
+                      title=entity_name(g), style={**pill, "background": gpu_color(g)})
+            for g in sorted(gpus, key=entity_key)]
+
+
 def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
-    """The hot set as GPU-coloured pills and its shares of the work (or "none")."""
+    """The hot set as GPU-coloured pills and its work against the rest's
+    (``classifier.hot_set.share_words``), or "none"; a range whose hot set rotates shows
+    the sets it rotates between (``ROTATION_SETS`` at most), " / " between them."""
+    from ...classifier.hot_set import ROTATION_SETS, share_words
+
+    story = s.story() if s.range is not None else None
+    if story is not None and story.pattern == "rotates":
+        value: list = [html.Span("rotates: ", className="tl-hot-share")]
+        for i, part in enumerate(story.parts[:ROTATION_SETS]):
+            if i:
+                value.append(html.Span(" / ", className="tl-muted"))
+            value += _pills(part.gpus, False)
+        if len(story.parts) > ROTATION_SETS:
+            value.append(html.Span(" / …", className="tl-muted"))
+        return value
     if not hot_set:
         return html.Span("none", className="tl-muted")
-    pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
-    value: list = [html.Span(entity_name(g) if len(hot_set) == 1 else entity_short(g),
-                             className="tl-pill", title=entity_name(g),
-                             style={**pill, "background": gpu_color(g)})
-                   for g in hot_set]
-    shares = hot_set_text(hot_set, s.hot_share, s.cold_share).partition(" — ")[2]
+    value = _pills(hot_set, len(hot_set) == 1)
+    shares = share_words(s.hot_share, s.cold_share, len(hot_set))
     if shares:
-        value.append(html.Span(f" {shares}", className="tl-hot-share"))
+        value.append(html.Span(f" at {shares}", className="tl-hot-share"))
     return value
 
 
 def _hot_sub(s: HeaderSummary) -> str:
-    """How often each GPU was hot: in the last windows (live) or in the range's flagged
-    windows."""
+    """Whether the hot set stays or rotates (``classifier.hot_set``), over the range's
+    flagged windows or the last windows (live)."""
+    story = s.story()
     if s.range is not None:
         if not s.flagged:
             return f"no imbalanced window of {s.windows}" if s.windows else ""
-        return (f"{s.flagged} of {s.windows} window{'s' if s.windows != 1 else ''} "
-                f"imbalanced; hot: "
-                f"{_recent_text(s.hot_recent)}")
+        head = f"{s.flagged} of {s.windows} window{'s' if s.windows != 1 else ''} imbalanced"
+        return f"{head}; {_story_sub(story)}" if story is not None else head
     if s.hot_recent:
-        return f"hot in the last {s.windows} windows: {_recent_text(s.hot_recent)}"
+        last = f"in the last {s.windows} windows"
+        if story is not None and story.pattern != "none":
+            return f"{last}: {_story_sub(story)}"
+        return f"hot {last}: {_recent_text(s.hot_recent)}"
     return f"none hot in the last {s.windows} windows" if s.windows else ""
+
+
+def _story_sub(story) -> str:
+    """The header's line on how the hot set behaves: ``"stays: 34 of 34 imbalanced
+    windows"`` or ``"rotates between GPUs 0, 2, 4, 6 (34 windows, 2.6x the rest) and ..."``
+    (``HotSetStory.text`` less the set and shares the cell's value shows)."""
+    text = story.text()
+    return "stays" + text.partition(", stays")[2] if story.pattern == "stays" else text
 
 
 def _described(s: HeaderSummary, zone: ZoneInfo) -> html.Div:

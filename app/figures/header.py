@@ -21,15 +21,12 @@ def fmt_value(v: float | None, spec: str, missing: str = "n/a") -> str:
 
 
 def hot_set_text(hot_set, hot_share: float = math.nan, cold_share: float = math.nan) -> str:
-    """A hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"`` or ``"GPU 1 — 71 % vs
-    29 %"`` (``imbalance.format_hot_set`` after ``GPU``/``GPUs``); ``""`` for none."""
-    from ...classifier.imbalance import format_hot_set
+    """A window's hot set in words (``classifier.hot_set.window_words``): ``"GPUs 1, 3, 5, 7
+    at 2.6x the rest's work (18 % each vs 7 %)"`` or ``"GPU 1 at 2.4x the rest's work (71 %
+    vs 29 %)"``; ``""`` for none."""
+    from ...classifier.hot_set import window_words
 
-    hs = [int(g) for g in (hot_set or ())]
-    if not hs:
-        return ""
-    share = [as_float(hot_share), as_float(cold_share)]
-    return f"GPU{'s' if len(hs) > 1 else ''} {format_hot_set(hs, *share)}"
+    return window_words(hot_set, as_float(hot_share), as_float(cold_share))
 
 
 # -- the header ------------------------------------------------------------------------------
@@ -68,6 +65,15 @@ class HeaderSummary:
             GPU"``: ``classifier.shares.inputs_of``), ``""`` when unknown.
         verdict: the newest window's verdict from its shares (``"decode"``, ``"mixed: decode
             55 % · prefill 30 %"``), ``""`` for a range or when unknown.
+        hot_story: the range's hot set told by ``classifier.hot_set.describe_hot_set``
+            (``HotSetStory.to_json``: the sets, their work against the rest, stays or
+            rotates), ``{}`` for the newest window (``hot_recent``'s sets tell it there).
+        figures: which windows the range's imbalance ratio and straggler tax are over
+            (``classifier.summary.figures_text``: ``"over 12 of 100 windows (the decode
+            windows with load)"``, ``"idle: no imbalance figures ..."``), ``""`` for the
+            newest window.
+        load_mean: the newest window's mean load over the GPUs (%, NaN unknown or for a
+            range): under ``classifier.imbalance.IDLE_LOAD`` it has no imbalance figures.
     """
 
     phase: str | None
@@ -88,6 +94,20 @@ class HeaderSummary:
     share_basis: str = ""
     inputs: str = ""
     verdict: str = ""
+    hot_story: dict = field(default_factory=dict)
+    figures: str = ""
+    load_mean: float = math.nan
+
+    def story(self):
+        """The hot set's ``classifier.hot_set.HotSetStory``: the range's (``hot_story``), or,
+        for the newest window, that of the last windows' hot sets (``hot_recent``'s
+        ``sets``, a ``HotCounts``); None when neither is known."""
+        from ...classifier.hot_set import HotSetStory, describe_hot_set
+
+        if self.hot_story:
+            return HotSetStory.from_json(self.hot_story)
+        sets = getattr(self.hot_recent, "sets", None)
+        return describe_hot_set(sets) if sets is not None else None
 
     def hot_text(self) -> str:
         """The hot set in words: ``"GPUs 1, 3, 5, 7 — 18 % each vs 7 %"``, ``"GPU 1 — 71 %
@@ -106,13 +126,25 @@ class HeaderSummary:
                 f"{fmt_value(self.straggler_tax * 100, '.0f')} %")
 
 
-def hot_counts(sets) -> dict[int, int]:
-    """``{gpu: windows}``: how many of the hot sets ``sets`` hold each GPU, by GPU."""
+class HotCounts(dict):
+    """``{gpu: windows}`` (``hot_counts``) that keeps the hot sets it counted, in time order
+    (``sets``), so the header can say whether the set stays or rotates
+    (``classifier.hot_set.describe_hot_set``), not only how often each GPU was hot."""
+
+    def __init__(self, counts: dict[int, int], sets: tuple = ()) -> None:
+        super().__init__(counts)
+        self.sets = tuple(tuple(int(g) for g in (hs or ())) for hs in sets)
+
+
+def hot_counts(sets) -> HotCounts:
+    """``{gpu: windows}``: how many of the hot sets ``sets`` hold each GPU, by GPU (a
+    ``HotCounts``, the sets kept)."""
+    sets = list(sets)
     counts: dict[int, int] = {}
     for hs in sets:
         for g in hs or ():
             counts[int(g)] = counts.get(int(g), 0) + 1
-    return dict(sorted(counts.items()))
+    return HotCounts(dict(sorted(counts.items())), sets)
 
 
 def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
@@ -147,6 +179,7 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         cold_share=as_float(last.get("cold_share")) if hot_set else math.nan,
         inputs=inputs_text(windows.iloc[-1:]),
         verdict=_words(last.get("verdict")),
+        load_mean=as_float(last.get("load_mean")),
     )
 
 
@@ -189,9 +222,10 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     The phase is the one of the largest share of the range's time, ``confidence`` that share
     and ``shares`` every phase's (``range_shares``: the windows' calibrated shares where they
     carry them, else the share of the windows each phase labelled); imbalance ratio and
-    straggler tax are means over the range's decode windows, and the hot set is the one
-    flagged most often (``classifier.summary.imbalance_summary``), ``hot_recent`` how often
-    each GPU was hot; ``inputs`` what the verdicts stood on (``inputs_text``).  With no window
+    straggler tax are means over the range's decode windows with load, and the hot set is the one
+    flagged most often (``classifier.summary.imbalance_summary``; ``hot_story`` whether it
+    stays or rotates, ``figures`` over which windows the figures are), ``hot_recent`` how
+    often each GPU was hot; ``inputs`` what the verdicts stood on (``inputs_text``).  With no window
     in the range the phase is None and the numbers NaN.
     """
     from ...classifier.summary import imbalance_summary
@@ -231,6 +265,8 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
         flagged=int(imb["imbalanced_windows"]),
         share_basis=basis,
         inputs=inputs_text(w),
+        hot_story=imb["hot_story"],
+        figures=imb["figures_text"],
     )
 
 

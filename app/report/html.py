@@ -14,6 +14,8 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
+from ...classifier.hot_set import STAYS_SHARE, HotSetStory, describe_hot_set
+from ...classifier.imbalance import IDLE_LOAD
 from ...classifier.server_balance import heat_size, heat_verdict, server_balancedness
 from ...data.schema import entity_name
 from ..figures import (
@@ -182,8 +184,10 @@ GPUs, EP {{ d.experts.ep_size }}{{ ' (pure TP)' if d.experts.pure_tp else '' }}.
 <div class="muted">Definitions: balancedness = mean/max of the GPUs' work (tensor + DRAM
 activity where every GPU reads both), imbalance ratio = max/mean, straggler tax = 1 − mean/max
 of the GPUs' busy time (the share of GPU-time spent waiting for the slowest rank); means over the
-decode windows. The hot set: every GPU whose work exceeds the fair share in an imbalanced
-window; its shares are of the summed work. Schema version
+same decode windows, those with load (an idle window, under {{ idle_load }} % mean load, has none).
+The hot set: every GPU whose work exceeds the fair share in an imbalanced window; its shares are of
+the summed work; it stays when one set holds {{ stays }} of the imbalanced windows, else it
+rotates. Schema version
 {{ d.schema_version }} (docs/report-schema.md).</div>
 </body></html>
 """
@@ -340,17 +344,13 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
         ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
                                                 ("idle", "prefill", "decode")),
          " / ".join(fmt_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
-        ("decode balancedness", _f(s["decode_balancedness"]), "mean/max GPU work, 1 = even"),
-        ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"), "max/mean GPU work"),
-        ("straggler tax", _f(s["straggler_tax"], ".1%"), "decode GPU-time lost waiting"),
-        ("hot set" if len(hot_set) > 1 else "hot GPU",
-         "none" if not hot_set else ", ".join(entity_name(int(g)) for g in s["hot_gpus"])
-         if s["hot_pattern"] == "rotates" else set_words.partition(" — ")[0],
-         (f"{set_words.partition(' — ')[2]} of the work · "
-          if " — " in set_words and s["hot_pattern"] == "stays" else "")
-         + {"stays": "stays", "rotates": f"rotates ({_changes(s['hot_changes'])})",
-            "none": "no imbalanced window"}[s["hot_pattern"]]
-         + f" · {s['imbalanced_windows']} imbalanced windows"),
+        ("decode balancedness", _f(s["decode_balancedness"]),
+         f"mean/max GPU work, 1 = even, {_over(s)}"),
+        ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"),
+         f"max/mean GPU work, {_over(s)}"),
+        ("straggler tax", _f(s["straggler_tax"], ".1%"),
+         f"decode GPU-time lost waiting, {_over(s)}"),
+        _hot_card(s),
     ]
     shares = s.get("phase_shares")
     if shares and any(v is not None for v in shares.values()):
@@ -393,29 +393,53 @@ def _changes(n: int) -> str:
     return f"{n} change{'' if n == 1 else 's'}"
 
 
+def story_of(s: dict) -> HotSetStory:
+    """The hot set's story of a report summary (``classifier.hot_set``): its ``hot_story``
+    (shares 0-1), or, for a report written before it, one told from ``hot_sets``."""
+    if s.get("hot_story"):
+        return HotSetStory.from_json(s["hot_story"], share_scale=100.0)
+    sets = [tuple(int(g) for g in k.split(",")) for k, n in (s.get("hot_sets") or {}).items()
+            for _ in range(int(n))]
+    return describe_hot_set(sets)
+
+
+def _over(s: dict) -> str:
+    """Which windows the figures are over (``summary.figures_text``; older reports: the
+    decode windows)."""
+    return s.get("figures_text") or f"over the {s['decode_windows']} decode windows"
+
+
+def _hot_card(s: dict) -> tuple:
+    """The hot-set card: the set that stays (or the sets it rotates between) as its value,
+    its work against the rest and how it behaves as its note (``classifier.hot_set``)."""
+    story = story_of(s)
+    one = story.pattern == "stays" and len(story.gpus) == 1
+    if story.pattern == "stays":
+        share = story.share_words()
+        note = ((f"{share} · " if share else "") + f"stays: {story.top.windows} of "
+                f"{story.flagged} imbalanced windows")
+    elif story.pattern == "rotates":
+        note = f"{story.text()} · {_changes(story.changes)}"
+    else:
+        note = story.text()
+    return ("hot GPU" if one else "hot set", story.set_words(), note)
+
+
 def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
-    """The summary's verdict sentence: whether the hot GPU (or set) stays or rotates, in how
-    many imbalanced decode windows, and the decode GPU-time lost waiting."""
-    if not hot_set:
+    """The summary's verdict sentence: the hot set in ``classifier.hot_set``'s words (the
+    set, its work against the rest, stays or rotates between which sets), and the decode
+    GPU-time lost waiting, with the windows it is over."""
+    story = story_of(s)
+    tax = s["straggler_tax"]
+    lost = (f"Decode GPU-time lost waiting for the slowest rank: {_f(tax, '.1%')} "
+            f"({_over(s)})." if tax is not None else f"No straggler tax: {_over(s)}.")
+    if story.pattern == "none":
         return (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
-                f"windows.")
-    counts = ", ".join(f"{entity_name(int(g))} in {n}" for g, n in s["hot_gpus"].items())
-    lost = (f"Decode GPU-time lost waiting for the slowest rank: "
-            f"{_f(s['straggler_tax'], '.1%')}.")
-    n_set = s.get("hot_set_windows") or s["hot_gpus"].get(str(s["hot_gpu"]), 0)
-    shares = set_words.partition(" — ")[2]
-    if s["hot_pattern"] == "stays" and len(hot_set) > 1:
-        return (f"The hot set is {set_words} of the work, and it stays hot: flagged in "
-                f"{n_set} of {s['imbalanced_windows']} imbalanced decode windows "
-                f"({counts}). {lost}")
-    if s["hot_pattern"] == "stays":
-        return (f"{entity_name(int(hot_set[0]))} is the hot GPU and stays hot: it holds the "
-                f"most work "
-                f"in {n_set} of {s['imbalanced_windows']} imbalanced decode windows "
-                f"({counts}{'; ' + shares + ' of the work' if shares else ''}). {lost}")
-    return (f"The hot set rotates ({_changes(s['hot_changes'])}); most often "
-            f"{set_words} ({n_set} of {s['imbalanced_windows']} imbalanced decode "
-            f"windows); per GPU: {counts}. {lost}")
+                f"windows. {lost}")
+    counts = ", ".join(f"{entity_name(int(g))} in {n}" for g, n in
+                       sorted(s["hot_gpus"].items(), key=lambda kv: int(kv[0])))
+    text = story.text()
+    return (f"Hot set: {text[0].upper() + text[1:]}; per GPU: {counts}. {lost}")
 
 
 def _gpu_rows(d: dict, hot_set: list[int]) -> list[dict]:
@@ -552,6 +576,7 @@ def render_html(report: Report, print_layout: bool = False) -> str:
         why=[c["line"] for c in d.get("hot_ceilings") or []], gpu_rows=_gpu_rows(d, hot_set),
         top_rows=_top_rows(d), server_rows=_server_rows(srv), label_rows=_label_rows(d["labels"]),
         prov_rows=_provenance_rows(p), utc=_utc_text, **experts,
+        idle_load=f"{IDLE_LOAD:g}", stays=f"{STAYS_SHARE:.0%}".replace("%", " %"),
         fig_timeline=_figure_html(timeline_figure(report.windows, gpus, s["window_s"]),
                                   print_layout),
         fig_gpus=_figure_html(gpu_figure(d), print_layout), **_server_balance_parts(d, print_layout))

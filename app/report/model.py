@@ -536,6 +536,13 @@ def _share(v) -> float | None:
     return None if f is None else f / 100.0
 
 
+def _story(story: dict) -> dict:
+    """``classifier.hot_set.HotSetStory.to_json`` with its shares as JSON shares (0-1)."""
+    return {**story, "sets": [{**p, "hot_share": _share(p["hot_share"]),
+                               "cold_share": _share(p["cold_share"])}
+                              for p in story["sets"]]}
+
+
 def _shares_part(sh: dict) -> dict:
     """The summary's phase shares and what the verdicts stood on, from
     ``classifier.summary.share_summary``: ``phase_shares`` (``{phase: mean share of the
@@ -606,6 +613,8 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "hot_gpu": imb["hot_gpu"],
         "hot_gpus": {str(k): v for k, v in imb["hot_gpus"].items()},
         "hot_pattern": imb["hot_pattern"], "hot_changes": imb["hot_changes"],
+        "hot_text": imb["hot_text"], "hot_story": _story(imb["hot_story"]),
+        "figure_windows": int(imb["figure_windows"]), "figures_text": imb["figures_text"],
         "labeller": str(windows.attrs.get("labeller", "unknown")),
         **_shares_part(share_summary(windows)),
     }
@@ -700,6 +709,12 @@ def csv_rows(report: Report) -> list[dict]:
         if k == "inputs":  # what the verdicts stood on: one row per field
             for f, x in (v or {}).items():
                 add("summary", f, k, x, "Hz" if f == "rate_hz" else "")
+        elif k == "hot_story":  # one row per set: its windows and its work against the rest
+            for part in v["sets"]:
+                add("summary", ",".join(str(g) for g in part["gpus"]), "hot_story_windows",
+                    part["windows"], "windows")
+                add("summary", ",".join(str(g) for g in part["gpus"]), "hot_story_times",
+                    part["times"], "x the rest's work")
         elif isinstance(v, dict):
             for p, x in v.items():
                 unit = "s" if k == "phase_time_s" else ("share" if k in (
