@@ -47,10 +47,10 @@ NOISE_LOAD = 10.0
 #: A window (of a serving group) whose mean load (``load_g<i>``, %: the load the page and
 #: the report show) is under this is idle: it carries no imbalance ratio, balancedness,
 #: straggler tax or hot set (NaN / none).  Under 0.5 % an idle H200 reads counter noise
-#: (a 0 % window read max/mean 1.35x, balancedness 0.74 and one ``gpu_util`` blip a
-#: straggler tax of 40 % on the bundled trace), while every skewed window of the low-load
-#: composite (``h200x2_composite_low_load``, real rows at 0.5-16 % load) lies above it;
-#: ``NOISE_K_LOADS`` measures low-load noise from the same load up.
+#: (the bundled trace's 0 % windows read max/mean up to 1.07x, and one ``gpu_util`` blip in
+#: a 0 % window a straggler tax of 40 %; issue 35 saw 1.35x and 17 %), while every skewed
+#: window of the low-load composite (``h200x2_composite_low_load``, real rows at 0.5-16 %
+#: load) lies above it; ``NOISE_K_LOADS`` measures low-load noise from the same load up.
 IDLE_LOAD = 0.5
 #: Quantile of the balanced windows' spread taken as the noise (robust to the few windows
 #: at a change that a stretch label calls balanced).

@@ -322,3 +322,10 @@ def test_page_header_says_the_set_rotates_and_idle_has_no_figures(browser, rot, 
         page.close()
     finally:
         shutdown()
+
+
+def test_live_header_of_an_idle_newest_window_says_idle(bundled_windows):
+    s = F.header_summary(bundled_windows)  # the trace ends idle, at 0 % load
+    assert s.load_mean < IDLE_LOAD
+    cells = {c.id: _text(c) for c in header_cells(s)}
+    assert "– (idle)" in cells[ids.IMBALANCE] and "– (idle)" in cells[ids.STRAGGLER], cells
