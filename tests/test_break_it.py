@@ -459,10 +459,11 @@ def test_numeric_options_are_bounded_at_parse_time(tmp_path, args, word):
     a, _ = _two_files(tmp_path)
     db = tmp_path / "s.db"
     args = [str(a) if x == "F" else str(bundled_trace_path()) if x == "T" else x for x in args]
-    t = time.monotonic()
+    # refused before anything starts (no store made); a command that ran on instead would
+    # hit tealeaves()'s timeout
     r = tealeaves(*args, "--store", db) if args[0] == "import" else tealeaves(*args)
     assert r.returncode == 2 and word in r.stderr, r.stderr
-    assert time.monotonic() - t < 30 and not db.exists()
+    assert not db.exists()
 
 
 def _strict(text: str):
@@ -554,9 +555,12 @@ def test_a_dripping_metrics_endpoint_times_out(endpoint):
             self.send_response(200)
             self.send_header("Content-Type", "text/plain")
             self.end_headers()
-            for _ in range(10):
-                self.wfile.write(b"#")
-                self.wfile.flush()
+            for _ in range(200):  # 60 s in all: only a deadline on the whole read ends it
+                try:
+                    self.wfile.write(b"#")
+                    self.wfile.flush()
+                except OSError:  # the scraper gave up and closed the connection
+                    return
                 time.sleep(0.3)
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drip)
@@ -564,9 +568,10 @@ def test_a_dripping_metrics_endpoint_times_out(endpoint):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
         s = MetricsScraper(f"http://127.0.0.1:{srv.server_address[1]}", timeout_s=0.5)
-        t = time.monotonic()
+        # each byte comes within the 0.5-s timeout: a per-read timeout would wait out the
+        # whole 60-s drip and read a body; the scrape's deadline ends it with a TimeoutError
         assert s.scrape_once() is None
-        assert time.monotonic() - t < 2.0 and "TimeoutError" in s.health.last_error
+        assert "TimeoutError" in s.health.last_error
     finally:
         srv.shutdown()
         srv.server_close()

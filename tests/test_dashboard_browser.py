@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -51,7 +50,7 @@ def _drawn(page, key: tuple) -> int:
     return _counts(page)[KEYS.index(key)]
 
 
-def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
+def test_live_page_renders_and_every_stored_sample_reaches_it(browser, tmp_path):
     db = tmp_path / "live.db"
     url, shutdown = start_in_thread(force_replay=True, speed=1.0, store_path=db)
     try:
@@ -79,64 +78,27 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
                                f"t.z.length === t.x.length && t.z[t.z.length - 1].length "
                                f"=== 2 }}", timeout=15_000)
 
-        # When is each stored sample first on the page?  Watch the store (read-only) and the
-        # page's newest bin side by side; both clocks are this machine's wall clock.
-        stored: list[tuple[float, float]] = []  # (wall time seen stored, newest sample stamp)
-        stop = threading.Event()
-
-        def watch() -> None:
-            ro = SampleStore(db, readonly=True)
-            cursor = ro.cursor()
-            while not stop.is_set():
-                frame, new = ro.read_since(cursor)
-                if new != cursor:
-                    stored.append((time.time(), float(frame["timestamp"].max())))
-                    cursor = new
-                stop.wait(0.01)
-            ro.close()
-
-        page.evaluate(f"""() => {{
-            window.__tl = [];
-            const gd = {GD};
-            let last = null;
-            window.__tlTimer = setInterval(() => {{
-                const x = gd.data[{LANE}].x;
-                const v = x[x.length - 1];
-                if (v !== last) {{ last = v; window.__tl.push([Date.now() / 1000, v / 1000]); }}
-            }}, 10);
-        }}""")
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
-        time.sleep(5.0)
-        stop.set()
-        watcher.join(2)
-        shown = page.evaluate("() => { clearInterval(window.__tlTimer); return window.__tl; }")
-        assert len(shown) >= 5, shown  # the page moved many times in 5 s
-        assert shown[-1][1] > shown[0][1] + 3.0  # ... and covers the new seconds
-        half_bin = F_BIN_S / 2
-        lags = []
-        for t_stored, ts in stored:
-            # the bin holding ``ts`` is on the page once the newest bin ends after ``ts``
-            seen = [t for t, centre in shown if centre + half_bin > ts]
-            if seen and t_stored < shown[-1][0] - 1.0:
-                lags.append(min(seen) - t_stored)
-        assert len(lags) >= 10, (stored, shown)
-        lags.sort()
-        print(f"stored-to-page lag over {len(lags)} batches: median {lags[len(lags) // 2]:.2f} s, "
-              f"max {lags[-1]:.2f} s")
-        # Every stored sample reaches the page, promptly. The latency itself is a benchmark
-        # figure (`tealeaves bench dashboard`, eight GPUs at 20 Hz: p50 1.45 s, p95 2.41 s on an
-        # idle machine, 2026-12-02; two GPUs here); the bounds here are loose on purpose, so a
-        # 2-core machine busy with other work does not
-        # flake this test (measured under such load: median 1.1 s, max 1.3 s).
-        assert lags[len(lags) // 2] < 2.0, lags
-        assert lags[-1] < 4.0, lags
+        # Every stored sample reaches the page: three times, note the newest sample the store
+        # holds and wait until the page's newest bin holds it (states, not a clock: how fast
+        # is `tealeaves bench dashboard`'s sample-to-screen figure, docs/benchmarks.md).
+        newest = f"() => {{ const x = {GD}._fullData[{LANE}].x; return x[x.length - 1] }}"
+        ro = SampleStore(db, readonly=True)
+        first_shown = page.evaluate(newest)
+        for _ in range(3):
+            ts = ro.time_span()[1]
+            page.wait_for_function(f"() => ({newest})() + {F_BIN_S / 2 * 1000} > {ts * 1000}",
+                                   timeout=30_000)
+        # ... and the page moved on over new seconds as it did
+        page.wait_for_function(f"() => ({newest})() > {first_shown} + 3000", timeout=30_000)
 
         # pause: the page stops moving while samples keep arriving; follow: it catches up
-        newest = f"() => {{ const x = {GD}._fullData[{LANE}].x; return x[x.length - 1] }}"
         sent: list[str] = []
+        answered: list[int] = []
         page.on("request", lambda r: sent.append(r.post_data)
                 if "_dash-update-component" in r.url else None)
+        page.on("requestfinished", lambda r: answered.append(1)
+                if "_dash-update-component" in r.url and f'"{ids.PULL}.data"'
+                in (r.post_data or "") else None)
         page.click(f"#{ids.FOLLOW}")
         try:
             page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
@@ -144,9 +106,16 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         except Exception:
             print("actions sent:", _action_kinds(sent), "errors:", errors)
             raise
-        page.wait_for_timeout(500)
         frozen = page.evaluate(newest)
-        page.wait_for_timeout(1500)
+        n_answered = len(answered)
+        # while paused: samples 1.5 s past what the page shows are stored, and the page's
+        # ticks were answered several times since; it still shows what it showed
+        deadline = time.monotonic() + 60
+        while not (ro.time_span()[1] * 1000 > frozen + 1500
+                   and len(answered) >= n_answered + 5):
+            assert time.monotonic() < deadline, "no new samples or ticks while paused"
+            page.wait_for_timeout(100)
+        ro.close()
         assert page.evaluate(newest) == frozen
         page.click(f"#{ids.FOLLOW}")
         page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
@@ -177,8 +146,10 @@ def test_live_page_renders_and_updates_within_a_second(browser, tmp_path):
         page.click(f"#{ids.ORDER} input[value='load']")
         page.wait_for_function(f"() => document.querySelector('#{ids.VIEW_NOTE}')"
                                f".innerText.startsWith('last 10 s')", timeout=15_000)
-        page.wait_for_timeout(1000)
-        assert "order" in _action_kinds(sent), _action_kinds(sent)
+        deadline = time.monotonic() + 30
+        while "order" not in _action_kinds(sent):  # the order action was sent
+            assert time.monotonic() < deadline, _action_kinds(sent)
+            page.wait_for_timeout(100)
         assert "tl-btn-on" in page.get_attribute(f"#{ids.PRESET_10S}", "class")
         assert not errors, errors
         page.close()
@@ -199,14 +170,20 @@ def _parse_ms(s) -> float:
 
 
 def test_screenshot_shows_phases_and_a_hot_gpu(browser, tmp_path):
-    """Replay at 4x for ~17 s (about 68 s of the trace): idle, prefill, decode and both hot
-    GPUs are on the page; save the screenshot the README embeds."""
+    """Replay at 4x until idle, prefill, decode and both hot GPUs are on the page (~17 s,
+    about 68 s of the trace); save the screenshot the README embeds."""
     url, shutdown = start_in_thread(force_replay=True, speed=4.0)
     try:
         page, errors = _open(browser, url)
-        deadline = time.time() + 17.0
-        while time.time() < deadline:
-            page.wait_for_timeout(1000)
+        # until the replay has shown every phase and both hot GPUs (a state; about 17 s at 4x)
+        want = {KEYS.index(("phase", p)): 4 for p in ("idle", "prefill", "decode")}
+        want |= {KEYS.index(("ribbon_hot",)): 4, KEYS.index(("hot", 0)): 1,
+                 KEYS.index(("hot", 1)): 1}
+        lanes = [i for i, k in enumerate(KEYS) if k[0] == "lane"]
+        page.wait_for_function(
+            f"() => {{ const d = {GD}.data; const n = (i) => d[i].y.filter(v => v !== null)"
+            f".length; return Object.entries({json.dumps(want)}).every(([i, m]) => n(+i) >= m)"
+            f" && {json.dumps(lanes)}.every(i => d[i].x.length > 500) }}", timeout=120_000)
         counts = _counts(page)
         for phase in ("idle", "prefill", "decode"):
             assert counts[KEYS.index(("phase", phase))] >= 4, phase

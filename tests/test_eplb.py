@@ -225,12 +225,11 @@ def test_the_report_shows_the_rank_spread_and_the_expert_heatmap(tmp_path):
                  "--out", str(tmp_path / "x.json")]) == 2
 
 
-def test_a_saved_page_with_a_slow_dp_rank_shows_its_spread_in_the_dashboard(browser, tmp_path):
-    from conftest import open_live_page
+def _store_with_a_slow_rank(tmp_path):
+    """A store of the bundled trace with a saved two-scrape /metrics page (rank 3 slow)
+    imported 5 s into it; returns its path."""
     from test_saved_metrics_page import _page
 
-    from tealeaves.app.dashboard import ids
-    from tealeaves.app.dashboard.server import start_in_thread
     from tealeaves.data import bundled_trace_path
     from tealeaves.data.store import SampleStore
     from tealeaves.data.traces import read_trace
@@ -245,18 +244,86 @@ def test_a_saved_page_with_a_slow_dp_rank_shows_its_spread_in_the_dashboard(brow
     f.write_text(_page() + _page(1.1))
     t0 = float(tr.samples["timestamp"].min()) + 5.0
     assert main(["import", str(f), "--store", str(db), "--start-time", str(t0)]) == 0
-    url, shutdown = start_in_thread(store_path=db, collect=False)
+    return db
+
+
+def _all_then_uneven(pg):
+    """Click "all" and wait, step by step, for the balance panel to flag rank 3: the preset
+    lit, the range picker showing the range (the cursor in "range" mode), then the panel.  A
+    timeout names the step it stopped at."""
+    from tealeaves.app.dashboard import ids
+
+    pg.click(f"#{ids.PRESET_ALL}")  # the whole trace: the page's two scrapes are in it
+    steps = [
+        ("the 'all' preset lit (the action answered)",
+         f"document.querySelector('#{ids.PRESET_ALL}').className.includes('tl-btn-on')"),
+        ("the range picker showing the range (cursor mode 'range')",
+         f"document.querySelector('#{ids.RANGE_FROM}').value !== ''"),
+        ("the balance panel flagging the slow rank",
+         f"document.querySelector('#{ids.SERVER_PANEL}').innerText.includes('UNEVEN')"),
+    ]
+    for what, js in steps:
+        try:
+            pg.wait_for_function(f"() => {js}", timeout=90_000)
+        except Exception as exc:  # playwright's TimeoutError
+            raise AssertionError(f"stopped before {what}") from exc
+    return pg.inner_text(f"#{ids.SERVER_PANEL}")
+
+
+def test_a_saved_page_with_a_slow_dp_rank_shows_its_spread_in_the_dashboard(browser, tmp_path):
+    from conftest import open_live_page
+
+    from tealeaves.app.dashboard import ids
+    from tealeaves.app.dashboard.server import start_in_thread
+
+    url, shutdown = start_in_thread(store_path=_store_with_a_slow_rank(tmp_path), collect=False)
     try:
         pg, _ = open_live_page(browser, url)
-        pg.click(f"#{ids.PRESET_ALL}")  # the whole trace: the page's two scrapes are in it
-        panel = f"document.querySelector('#{ids.SERVER_PANEL}')"
-        # the "all" range re-renders slowest: 30 s ran out on a loaded 2-core CI (2026-12-02)
-        pg.wait_for_function(f"() => {panel}.innerText.includes('UNEVEN')", timeout=90_000)
-        text = pg.inner_text(f"#{ids.SERVER_PANEL}")
+        text = _all_then_uneven(pg)
         assert "DP ranks · SGLang /metrics, 2 scrapes" in text, text
         assert "rank 3 at 0.50x the ranks' median" in text
         hot = pg.inner_text(f"#{ids.SERVER_PANEL} tr.tl-hot-row")
         assert hot.split()[0] == "3" and "12.0" in hot
+        pg.close()
+    finally:
+        shutdown()
+
+
+@pytest.mark.parametrize("slow", ["all", "panel", "panel-past-stuck"])
+def test_all_and_the_balance_panel_land_on_a_server_slower_than_the_page_waits(
+        browser, tmp_path, monkeypatch, slow):
+    """A loaded server (a 2-core CI, 2026-12-04): an "all" slower than the tick's stuck limit
+    was asked again and again, each retry superseding the last (dash-renderer keeps only a
+    callback's newest request), so it never landed; a balance panel slower than its 3-s tick
+    likewise.  Slowed here on purpose (a sleep in the server), both still land."""
+    import time
+
+    from conftest import open_live_page
+
+    from tealeaves.app.dashboard import factory, server_panel
+    from tealeaves.app.dashboard.server import start_in_thread
+
+    if slow != "panel":
+        monkeypatch.setattr(factory, "STUCK_MS", 1500)  # retries every 1.5 s
+    if slow == "all":
+        real_act = factory.act
+
+        def act(live, action, *a, **k):
+            if action.get("kind") == "all":
+                time.sleep(2.5)
+            return real_act(live, action, *a, **k)
+        monkeypatch.setattr(factory, "act", act)
+    else:
+        real_panel = server_panel.server_panel
+
+        def panel(*a, **k):
+            time.sleep(3.5)  # longer than the 3-s cluster tick
+            return real_panel(*a, **k)
+        monkeypatch.setattr(server_panel, "server_panel", panel)
+    url, shutdown = start_in_thread(store_path=_store_with_a_slow_rank(tmp_path), collect=False)
+    try:
+        pg, _ = open_live_page(browser, url)
+        assert "rank 3 at 0.50x the ranks' median" in _all_then_uneven(pg)
         pg.close()
     finally:
         shutdown()

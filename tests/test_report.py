@@ -10,7 +10,6 @@ import io
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import jsonschema
@@ -414,9 +413,10 @@ def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path
 
     tr = read_trace(bundled_trace_path())
     db, (first, last) = _stored(tmp_path / "s.db")
-    t = time.monotonic()
-    inp = from_store(db, first - 3600, 4.0e9)  # years past the end: read only what is stored
-    assert time.monotonic() - t < 20 and len(inp.samples) == len(tr.samples)
+    # years past the end: read only what is stored (what that costs against the span is
+    # `tealeaves bench gaps`, docs/benchmarks.md)
+    inp = from_store(db, first - 3600, 4.0e9)
+    assert len(inp.samples) == len(tr.samples)
     log = Path(bundled_trace_path()).parent / "h200x2_bursts.sglang.log"
     events = pd.DataFrame({"timestamp": [first + 1, first + 2, last + 500], "kind": "prefill",
                            "new_token": [100.0, 200.0, 5000.0]})

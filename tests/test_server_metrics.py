@@ -12,7 +12,6 @@ import ipaddress
 import math
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 import pandas as pd
@@ -398,10 +397,12 @@ def test_stream_duration_bounds_a_dead_endpoint() -> None:
         port = s.getsockname()[1]  # closed again: nothing listens there
     scraper = MetricsScraper(f"http://{LOOPBACK}:{port}", interval_s=0.05, timeout_s=0.2)
     assert scraper.url.endswith("/metrics")
-    start = time.monotonic()
-    frames = list(scraper.stream(threading.Event(), duration=0.3))
-    assert frames == []
-    assert time.monotonic() - start < 2.0
+    frames: list = []
+    t = threading.Thread(target=lambda: frames.extend(
+        scraper.stream(threading.Event(), duration=0.3)) or frames.append("done"))
+    t.start()
+    t.join(60)  # a generous wait: an unbounded stream would never end
+    assert frames == ["done"], "the stream did not end at its duration"
     assert scraper.health.failures == scraper.health.scrapes >= 2
     assert scraper.health.consecutive_failures == scraper.health.failures
 
@@ -465,9 +466,7 @@ def test_timeout_counted(server: _MetricsServer, where: str) -> None:
     else:
         server.serve(sglang_text(decode=1), drip=1.0)
     scraper = MetricsScraper(server.url, timeout_s=0.2)
-    start = time.monotonic()
-    assert scraper.scrape_once() is None
-    assert time.monotonic() - start < 0.9
+    assert scraper.scrape_once() is None  # an answer 1 s late is no answer
     assert scraper.health.failures == 1
     assert "timed out" in scraper.health.last_error.lower() \
         or "timeout" in scraper.health.last_error.lower()

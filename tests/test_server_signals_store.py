@@ -17,6 +17,15 @@ sglang:generation_tokens_total{tp_rank="0"} %d
 """
 
 
+def _wait_until(ok, timeout_s: float = 60.0) -> None:
+    """Poll ``ok()`` until it holds (a state), failing after a generous ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not ok():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"still not so after {timeout_s:.0f} s")
+        time.sleep(0.05)
+
+
 def test_log_lines_and_scrapes_are_stored(tmp_path):
     log = tmp_path / "sglang.log"
     log.write_text("[2026-11-30 14:00:00 TP0] Prefill batch. #new-seq: 2, #new-token: 258, "
@@ -34,12 +43,15 @@ def test_log_lines_and_scrapes_are_stored(tmp_path):
             store, stop, server_log=log, from_start=True,
             server_metrics=url,
             interval_s=0.2)
-        time.sleep(0.6)
+        reader = SampleStore(tmp_path / "s.db", readonly=True)
+        _wait_until(lambda: len(reader.server_events()) == 1)  # the line already there
         with log.open("a") as fh:  # a line written while collecting
             fh.write("[2026-11-30 14:00:05 TP0] Decode batch. #running-req: 2, #token: 300, "
                      "token usage: 0.01, accept len: 2.54, gen throughput (token/s): 39.33, "
                      "#queue-req: 0, \n")
-        time.sleep(1.0)
+        _wait_until(lambda: len(reader.server_events()) == 2 and len(
+            (m := reader.server_metrics())[m["name"] == "sglang:generation_tokens_total"]) >= 3)
+        reader.close()
         stop.set()
         for t in threads:
             t.join(timeout=5)

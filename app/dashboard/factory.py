@@ -48,6 +48,7 @@ that explains it.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -65,6 +66,7 @@ from . import ids
 from .actions import act, export_report
 from .config import MIN_HEIGHT_PX, PRESETS, STUCK_MS, DashboardConfig
 from .cursor import Action, Cursor, page_state
+from .inflight import SingleFlight
 from .live import LiveView, Step, axis_names, selected_trace
 from .panels import (
     cluster_panel,
@@ -143,8 +145,9 @@ def page_layout(live: LiveView, config: DashboardConfig) -> html.Div:
                                               "presets": [span for _, _, span in PRESETS]}),
         *[dcc.Store(id=sid, data=None) for sid in (
             ids.BUSY, ids.ACTION, ids.HOVER_T, ids.CLICK_T, ids.SELECTED, ids.SHOT_SELECTED,
-            ids.SHOT_BATCH, ids.PAGE_TZ, ids.SERVER_KEY)],
+            ids.SHOT_BATCH, ids.PAGE_TZ, ids.SERVER_KEY, ids.PANEL_BUSY)],
         dcc.Store(id=ids.PULL, data=0),
+        dcc.Store(id=ids.PANEL_PULL, data=0),
         dcc.Store(id=ids.PAGE, data="live"),
         dcc.Store(id=ids.SHOTS_VERSION, data=0),
         dcc.Interval(id=ids.CLUSTER_TICK, interval=3000, n_intervals=0),
@@ -217,6 +220,15 @@ def _register_clientside(app: dash.Dash) -> None:
         State(ids.RANGE_FROM, "value"), State(ids.RANGE_TO, "value"),
         State(ids.CURSOR, "data"), State(ids.CLIENT_CONFIG, "data"),
         prevent_initial_call=True)
+    # the balance panel's refresh, gated as the live tick is: a refresh slower than the
+    # cluster tick would otherwise be superseded by the next one, every time
+    app.clientside_callback(
+        js("tick"),
+        Output(ids.PANEL_PULL, "data"), Output(ids.PANEL_BUSY, "data", allow_duplicate=True),
+        Input(ids.CLUSTER_TICK, "n_intervals"),
+        State(ids.PANEL_BUSY, "data"), State(ids.PANEL_PULL, "data"),
+        State(ids.CLIENT_CONFIG, "data"),
+        prevent_initial_call=True)
     # the browser's zone: plotly shows the time axis in it, so every time on the page uses it
     app.clientside_callback(js("zone"), Output(ids.PAGE_TZ, "data"), Input(ids.PAGE_TZ, "data"))
     app.clientside_callback(js("zoneLabel"), Output(ids.TZ_LABEL, "children"),
@@ -252,6 +264,8 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
         return {"options": opts,
                 "placeholder": f"{len(opts)} sessions: pick one" if opts else "one session"}
 
+    flights = SingleFlight()  # a retry of a slow action joins it (app.dashboard.inflight)
+
     @app.callback(
         output={
             "figure": Output(ids.GRAPH, "figure"),
@@ -275,7 +289,7 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
     def _update(_pull, action, state, selected, asked, page_tz):
         tz = page_zone(page_tz).key
         try:
-            step, note, acted, applied = _answer(live, action, state, selected, tz)
+            step, note, acted, applied = _answer(live, action, state, selected, tz, flights)
         except (sqlite3.ProgrammingError, StoreError):  # the server is shutting down
             raise dash.exceptions.PreventUpdate from None
         done_n = (state or {}).get("act_n")
@@ -285,7 +299,7 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
 
 
 def _answer(live: LiveView, action: Action | None, state: Cursor | None, selected,
-            tz: str) -> tuple[Step, object, bool, bool]:
+            tz: str, flights: SingleFlight | None = None) -> tuple[Step, object, bool, bool]:
     """Carry out one request of a page: its time zone changed (redraw), a user action not
     done yet, or a tick.  Returns the step, the view note (or ``dash.no_update``), whether the
     page's view was changed on purpose (``acted``) and whether ``action`` was carried out.
@@ -294,14 +308,24 @@ def _answer(live: LiveView, action: Action | None, state: Cursor | None, selecte
     request of a callback, so a tick fired while a zoom was on its way replaces the zoom's
     request, and it must carry the zoom out (the page's cursor names the last action done,
     ``act_n``).
+
+    A redraw or an action slower than the page's ``STUCK_MS`` is asked again by the page's
+    tick, with the same cursor: through ``flights`` the retry waits for the computation
+    already running instead of starting it again (else every retry supersedes the last and
+    the action never lands).
     """
+    flights = flights or SingleFlight(keep=0)
     done_n = (state or {}).get("act_n")
     pending = bool(action) and action.get("n") is not None and action.get("n") != done_n
+    key = json.dumps([action if pending else None, state, selected, tz], sort_keys=True,
+                     default=str)
     if state and state.get("tz", "UTC") != tz:  # the page told its zone: redraw
-        step = live.redraw({**state, "tz": tz}, selected)  # (an action waits a tick)
-        return step, dash.no_update, state.get("mode") == "range", False
+        step = flights.run(("redraw", key), lambda: live.redraw({**state, "tz": tz},
+                                                                selected))
+        return step, dash.no_update, state.get("mode") == "range", False  # (an action waits)
     if pending:
-        step, note = act(live, action, {**(state or {}), "tz": tz}, selected)
+        step, note = flights.run(("act", key), lambda: act(
+            live, action, {**(state or {}), "tz": tz}, selected))
         return step, note, True, True
     return live.advance(state), dash.no_update, False, False
 
@@ -419,7 +443,12 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
     """The balance panel: every 3 s, the MIG instances' balance, the DP-rank spread and
     SGLang's expert balance of the range on screen (from its windows and its stored
     ``/metrics`` scrapes); hidden when it holds none.  Recomputed only when the range, its
-    windows or the scrapes in it change (the key of what a page shows is kept in the page)."""
+    windows or the scrapes in it change (the key of what a page shows is kept in the page).
+
+    The cluster tick asks for a refresh only while none is in flight (``PANEL_PULL`` /
+    ``PANEL_BUSY``, as the live tick): every answer clears ``PANEL_BUSY``, so none raises
+    ``PreventUpdate``, and a retry after ``STUCK_MS`` joins the computation still running
+    for the same range (``SingleFlight``) rather than superseding it."""
     from ...classifier.mig import load_balance
     from ...classifier.server_balance import BALANCE_SERIES
     from .actions import shown_range
@@ -429,25 +458,34 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
                           "body": Output(ids.SERVER_BODY, "children"),
                           "figure": Output(ids.EXPERT_GRAPH, "figure"),
                           "graph_style": Output(ids.EXPERT_GRAPH, "style"),
-                          "key": Output(ids.SERVER_KEY, "data")},
-                  inputs={"_n": Input(ids.CLUSTER_TICK, "n_intervals")},
+                          "key": Output(ids.SERVER_KEY, "data"),
+                          "busy": Output(ids.PANEL_BUSY, "data", allow_duplicate=True)},
+                  inputs={"_pull": Input(ids.PANEL_PULL, "data")},
                   state={"state": State(ids.CURSOR, "data"), "tz": State(ids.PAGE_TZ, "data"),
-                         "shown": State(ids.SERVER_KEY, "data")})
-    def _server(_n, state, tz, shown):
-        nu = dash.no_update
-        hidden = {"style": {"display": "none"}, "body": [], "figure": nu, "graph_style": nu,
-                  "key": None}
+                         "shown": State(ids.SERVER_KEY, "data")},
+                  prevent_initial_call="initial_duplicate")  # drawn on page load too
+    def _server(_pull, state, tz, shown):
         try:
             t0, t1 = shown_range(live, state or {})
         except ValueError:
-            return hidden
+            return {**hidden, "busy": None}
+        # keep=0: only a retry running alongside joins (new scrapes may arrive later)
+        return {**flights.run(repr((t0, t1, tz, shown)), lambda: _panel(t0, t1, tz, shown)),
+                "busy": None}
+
+    nu = dash.no_update
+    hidden = {"style": {"display": "none"}, "body": [], "figure": nu, "graph_style": nu,
+              "key": None}
+    flights = SingleFlight(keep=0)
+
+    def _panel(t0: float, t1: float, tz, shown) -> dict:
         frame = live.store.server_metrics(t0, t1, names=BALANCE_SERIES)
         loads = _mig_loads(live, t0, t1)
         key = (t0, t1, len(frame), float(frame["timestamp"].max()) if len(frame) else 0.0, tz,
                loads.shape)
         page_key = repr(key)
         if shown == page_key:  # this page shows it already
-            raise dash.exceptions.PreventUpdate
+            return {"style": nu, "body": nu, "figure": nu, "graph_style": nu, "key": nu}
         out = server_panel(frame, page_zone(tz), load_balance(loads), (t0, t1))
         if out is None:
             return {**hidden, "key": page_key}

@@ -136,3 +136,7 @@ SERVER_BODY = "tl-server-body"
 EXPERT_GRAPH = "tl-expert-graph"
 #: What the page's balance panel shows (its range and data), so an unchanged one is not sent.
 SERVER_KEY = "tl-server-key"
+#: ``dcc.Store``s of the balance panel's refresh: the cluster tick asks for one (``PANEL_PULL``)
+#: only while none is in flight (``PANEL_BUSY``: when it was asked, None once answered).
+PANEL_PULL = "tl-panel-pull"
+PANEL_BUSY = "tl-panel-busy"
