@@ -121,7 +121,8 @@ def test_live_page_renders_and_every_stored_sample_reaches_it(browser, tmp_path)
         page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
                                f"return x[x.length - 1] > {frozen} + 1500 }}", timeout=10_000)
         assert "following" in page.inner_text(f"#{ids.FOLLOW}")
-        # a click while following selects a window and the page goes on following
+        # a click while following selects a window and pauses the page (so the window stays
+        # on screen, tests/test_view_truth.py); following again resumes
         power_row = F.FIRST_LANE_ROW + [ln.key for ln in F.LANES].index("power")
         box = page.locator(f"#tl-graph .draglayer g.x{power_row}y{power_row} rect.nsewdrag")
         box.scroll_into_view_if_needed()
@@ -129,7 +130,10 @@ def test_live_page_renders_and_every_stored_sample_reaches_it(browser, tmp_path)
         page.mouse.click(bb["x"] + bb["width"] * 0.6, bb["y"] + bb["height"] / 2)
         page.wait_for_function(f"() => document.querySelector('#{ids.WINDOW_PANEL}')"
                                f".innerText.includes('Selected window')", timeout=10_000)
+        page.wait_for_function(f"() => document.querySelector('#{ids.FOLLOW}')"
+                               f".innerText.includes('paused')", timeout=15_000)
         clicked = page.evaluate(newest)
+        page.click(f"#{ids.FOLLOW}")
         page.wait_for_function(f"() => {{ const x = {GD}._fullData[{LANE}].x; "
                                f"return x[x.length - 1] > {clicked} + 1000 }}", timeout=10_000)
         # the page's own latency meter (assets/live.js) reads figures while it follows

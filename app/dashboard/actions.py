@@ -111,7 +111,7 @@ def act(live: LiveView, action: Action, state: Cursor, selected) -> tuple[Step, 
         # so a click answered late or twice still does what the button said
         want = action.get("want", not state.get("follow"))
         if not want:  # paused: the header describes what stays on screen
-            st = {**state, "follow": False}
+            st = {**state, "follow": False, "paused_by": action.get("why") or "button"}
             try:
                 t0, t1 = shown_range(live, st)
             except ValueError:

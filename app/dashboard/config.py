@@ -63,6 +63,11 @@ class DashboardConfig:
             (0 for a replay, whose events are stored with their samples).
         store_temporary: the store is removed when the dashboard stops (the Screenshots page
             says that its uploads will not survive a restart).
+        replay: for a replay, a callable giving what the page says about its times
+            (``timefmt.replay_text``): a dict with ``file`` (name), ``t0`` / ``t1`` (the
+            recorded first and last sample, epoch s) and ``offset`` (seconds added to the
+            recorded stamps in the current pass, NaN before the replay starts); None when
+            the samples are not a replay.
     """
 
     source: str = "sample store"
@@ -77,6 +82,7 @@ class DashboardConfig:
     server: str = ""
     server_lag_s: float = 1.5
     store_temporary: bool = False
+    replay: Callable[[], dict] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not self.view_s > 0 or not self.bin_s > 0 or not self.window_s > 0:

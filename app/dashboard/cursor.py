@@ -29,6 +29,10 @@ class Cursor(TypedDict, total=False):
         host: the node shown when the store holds several (None: the only one).
         rev: the figure's ``uirevision``.
         drawn: when the range was drawn (browser-comparable epoch ms).
+        ribbon: what the ribbon draws: ``"segments"`` (the 0.1-s phase segments),
+            ``"windows"`` (a bar per window) or ``"bars"`` (several windows per bar).
+        paused_by: why a followed view stopped following: ``"button"`` (pause) or
+            ``"select"`` (a click on a window while following: it stays on screen).
     Figure layout:
         gpus: GPU indices drawn, in lane order.
         server: the figure has the server lane.
@@ -61,6 +65,8 @@ class Cursor(TypedDict, total=False):
     host: str | None
     rev: str
     drawn: float
+    paused_by: str
+    ribbon: str
     gpus: list[int]
     server: bool
     order: list[int]
@@ -97,10 +103,11 @@ def page_state(state: Cursor, c: DashboardConfig) -> Cursor:
 #: carries it out): ``kind`` is ``"preset"`` (``span`` s), ``"all"``, ``"range"`` (``t0``,
 #: ``t1`` epoch ms), ``"session"`` (``value`` ``"t0,t1"`` epoch s, open end: the newest),
 #: ``"go"`` (typed ``from``/``to`` text), ``"follow"`` (``want``: follow or pause) or
-#: ``"order"`` (``by``: ``"index"``/``"load"``); every action carries ``px`` (plot width) and
+#: ``"order"`` (``by``: ``"index"``/``"load"``); a ``"follow"`` pause carries ``why``
+#: (``"select"``: a click on a window while following); every action carries ``px`` (plot width) and
 #: ``n`` (its browser-clock stamp, ms: an action is done once).
 Action = TypedDict("Action", {
     "kind": Literal["preset", "all", "range", "session", "go", "follow", "order"],
     "span": float, "t0": float, "t1": float, "value": str, "from": str, "to": str,
-    "want": bool, "by": str, "px": float | None, "n": float,
+    "want": bool, "why": str, "by": str, "px": float | None, "n": float,
 }, total=False)

@@ -217,6 +217,7 @@ def _register_clientside(app: dash.Dash) -> None:
         Input(ids.RANGE_TO, "n_submit"),
         Input(ids.ORDER, "value"),
         Input(ids.SESSION, "value"),
+        Input(ids.CLICK_T, "data"),
         State(ids.RANGE_FROM, "value"), State(ids.RANGE_TO, "value"),
         State(ids.CURSOR, "data"), State(ids.CLIENT_CONFIG, "data"),
         prevent_initial_call=True)
@@ -256,7 +257,8 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
         prevent_initial_call=True,
     )
     def _sessions(_n, page_tz, have):
-        opts = session_options(live.history.sessions, page_zone(page_tz).key)
+        opts = session_options(live.history.sessions, page_zone(page_tz).key,
+                               live.being_written())
         if len(opts) <= 1:
             opts = []
         if opts == (have or []):
@@ -379,7 +381,8 @@ def _register_panels(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
         if t_ms is None:
             raise dash.exceptions.PreventUpdate
         st = state or {}
-        return hover_panel(live.at(float(t_ms) / 1000.0), st.get("order"), st.get("tz"))
+        return hover_panel(live.at(float(t_ms) / 1000.0), st.get("order"), st.get("tz"),
+                           st.get("ribbon"))
 
     @app.callback(output={"panel": Output(ids.WINDOW_PANEL, "children"),
                           "selected": Output(ids.SELECTED, "data"),

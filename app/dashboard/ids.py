@@ -28,8 +28,12 @@ HEADER_RANGE = "tl-header-range"
 INPUTS = "tl-inputs"
 #: The hover panel's line of the window's phase shares and verdict.
 HOVER_SHARES = "tl-hover-shares"
+HOVER_RIBBON = "tl-hover-ribbon"
+HOVER_WHY = "tl-hover-why"
 #: The small source / sample-count / last-sample-age line.
 STATUS = "tl-status"
+#: The status line's source piece when it is a replay: when it was recorded, the shift.
+REPLAY = "tl-replay"
 #: The phase-colour legend.
 LEGEND = "tl-legend"
 #: The server-signals part of the status line (log offset found, URL scraped).

@@ -61,7 +61,7 @@ from .cursor import Cursor
 from .explain import row_hot_set, window_ceilings
 from .history import History
 from .panels import status_line
-from .timefmt import page_zone
+from .timefmt import age_s, page_zone
 from .views import (
     TraceData,
     bucket_factor,
@@ -119,6 +119,24 @@ class RangeView:
     segments: bool = False
 
 
+@dataclass(frozen=True)
+class FollowEnds:
+    """The common right edge of a followed view (``LiveView._ends``): the next bin ``k``
+    (0.1-s bins), window ``j``, segment slot ``m`` and server cell ``s`` to draw (None: that
+    row is not drawn from the history's slots / cells) and the edge ``t`` itself, epoch s."""
+
+    k: int
+    j: int
+    m: int | None
+    s: int | None
+    t: float
+
+
+#: A store counts as being written ("now" in the session picker) while its newest sample is
+#: at most this old and new rows arrived within this many seconds.
+WRITING_AGE_S = 5.0
+
+
 def live_factor(span_s: float, bin_s: float) -> int:
     """0.1-s bins per live point so that ``span_s`` holds at most ``MAX_LIVE_POINTS``."""
     return max(1, math.ceil(span_s / bin_s / MAX_LIVE_POINTS))
@@ -174,6 +192,7 @@ class LiveView:
         self._updater: threading.Thread | None = None
         self._stop_updates = threading.Event()
         self._ticked_at = -math.inf
+        self._grew: dict[int, tuple[int, float]] = {}  # history id: (cursor, when it moved)
 
     # -- keeping the history current -----------------------------------------------------
     def start_updates(self, period_s: float = UPDATE_PERIOD_S) -> None:
@@ -264,6 +283,27 @@ class LiveView:
             if len(hosts) > 1:
                 self.select_host(hosts[0])
 
+    # -- is the store being written? ----------------------------------------------------
+    def being_written(self) -> bool:
+        """Whether the store is being written now: its newest sample is at most
+        ``WRITING_AGE_S`` old (``timefmt.age_s``) and the history read new rows in the last
+        ``WRITING_AGE_S`` seconds (a store nobody writes, however fresh its last sample, is
+        not "now").  Reads new rows first (``History.update``)."""
+        h = self.history
+        try:
+            h.update(wait=False)
+        except (sqlite3.Error, StoreError):
+            return False
+        now = time.monotonic()
+        seen = self._grew.get(id(h))
+        if seen is None or h.cursor != seen[0]:
+            # the first look at a history counts as growth only when it was just read
+            self._grew[id(h)] = (h.cursor, now if seen is not None else -math.inf)
+            seen = self._grew[id(h)]
+        age = age_s(h.t_newest, h.mono_newest)
+        return (age is not None and age <= WRITING_AGE_S
+                and now - seen[1] <= WRITING_AGE_S)
+
     # -- helpers -------------------------------------------------------------------------
     def shots(self) -> pd.DataFrame:
         """The stored screenshots (``SampleStore.screenshots``), read at most once a second
@@ -334,19 +374,20 @@ class LiveView:
                      "order": gpus, "edge": None, "hot_tail": []}
             return Step(state=self._meta(state), figure=fig,
                         summary=header_summary(pd.DataFrame()))
-        k_end = (h.k_next // f) * f
+        ends = self._ends(f)
+        if ends is None:  # the history is being rebuilt: nothing labelled to draw yet
+            ends = FollowEnds(h.k_next // f * f, h.j_next or 0, None, None,
+                              h.k_next // f * f * c.bin_s)
+        k_end, j_end, m_end, s_end = ends.k, ends.j, ends.m, ends.s
         k_first = (bin_index(h.t_first, c.bin_s) // f) * f
         k_start = max(k_first, k_end - math.ceil(span / c.bin_s / f) * f)
         bins = coarse_bins(h.bins(k_start, k_end, dense=True), f)
-        j_end = h.j_next
         j_start = max(math.ceil(h.t_first / c.window_s - 1e-9),
                       j_end - math.ceil(span / c.window_s))
         windows = h.windows(j_start, j_end)
         order = load_order(windows, gpus, order_by)
-        s_end = h.s_next  # read once (the update thread moves it)
         server = h.cells(j_start, s_end) if h.has_server and s_end is not None else None
-        shots, shots_on = self._follow_shots(k_end * c.bin_s, span)
-        m_end = self._slot_cursor(f)
+        shots, shots_on = self._follow_shots(ends.t, span)
         slots = None
         if m_end is not None:
             hop = h.hop_s
@@ -363,8 +404,9 @@ class LiveView:
                 x=[float(v) * 1000.0 for v in sel.x], y=[float(v) for v in sel.y])
         tail = self._tail(windows, [])
         state = {**base, "k": k_end, "j": j_end, "m": m_end, "s": s_end,
-                 "server": h.has_server,
-                 "order": order, "edge": k_end * c.bin_s * 1000.0, "hot_tail": tail,
+                 "ribbon": "segments" if m_end is not None else "windows",
+                 "server": server is not None,
+                 "order": order, "edge": ends.t * 1000.0, "hot_tail": tail,
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
@@ -387,6 +429,37 @@ class LiveView:
         mixed = mixed_with(w)
         striped = {p: int((mixed == p).sum()) for p in MIXED_PHASES}
         return dict(zip(names.tolist(), counts.tolist())), heat, striped
+
+    def _ends(self, factor: int) -> FollowEnds | None:
+        """Where a followed view with live bins of ``factor`` 0.1-s bins ends: every row at
+        the same edge, the earliest of the history's cursors (lanes, windows, segment slots
+        when the ribbon draws them, server cells), so no row runs past the others (the
+        windows are labelled a little after their bins complete, the segments settle one
+        window later still).  Each cursor is read once (the update thread moves them
+        meanwhile).  None while the history is being rebuilt (no cursor)."""
+        c, h = self.config, self.history
+        k_next, j_next, s_next = h.k_next, h.j_next, h.s_next
+        if k_next is None or j_next is None:
+            return None
+        m_next = self._slot_cursor(factor)
+        hop = h.hop_s or 0.1
+        w, b = c.window_s, c.bin_s * factor
+        edges = [(k_next // factor) * b, j_next * w]
+        if m_next is not None:
+            edges.append(m_next * hop)
+        if s_next is not None:
+            edges.append(s_next * w)
+        t = min(edges)
+        eps = 1e-6
+
+        def upto(step: float) -> int:
+            return math.floor(t / step + eps)
+
+        k = upto(b) * factor
+        t = k * c.bin_s  # on the live bins' grid (a window and a slot hold whole bins)
+        return FollowEnds(k, min(j_next, upto(w)),
+                          None if m_next is None else min(m_next, upto(hop)),
+                          None if s_next is None else min(s_next, upto(w)), t)
 
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
@@ -448,19 +521,18 @@ class LiveView:
         if rebuild:
             return self._resnap(state)
         f, k, j = int(state["factor"]), int(state["k"]), int(state["j"])
-        # each cursor of the history read once: the update thread moves them meanwhile, and a
-        # second read could skip what the first did not send
-        k_next, j_end, s_end = h.k_next, h.j_next, h.s_next
-        if k_next is None or j_end is None:  # the history is being rebuilt: draw it anew
+        ends = self._ends(f)
+        if ends is None:  # the history is being rebuilt: draw it anew
             return self._resnap(state)
-        k_end = (k_next // f) * f
+        k_end, j_end, s_end = ends.k, ends.j, ends.s
         if (k_end - k) * c.bin_s > state["span"]:
             return self._resnap(state)
-        if self._follow_shots(max(k, k_end) * c.bin_s, state["span"])[1] != list(
+        edge_s = max(ends.t, float(state.get("edge") or 0.0) / 1000.0)
+        if self._follow_shots(edge_s, state["span"])[1] != list(
                 state.get("shots_on") or []):  # a screenshot came into view or left it
             return self._resnap(state)
         m = state.get("m")
-        m_now = self._slot_cursor(f)
+        m_now = ends.m
         if m is None and m_now is not None:  # the segments began after the page was drawn
             return self._resnap(state)
         m_end = None if m is None else max(int(m), m_now if m_now is not None else int(m))
@@ -477,7 +549,7 @@ class LiveView:
             s = max(s, s_end)
         tail = self._tail(windows, state.get("hot_tail", []))
         new_state = {**state, "k": max(k, k_end), "j": max(j, j_end), "m": m_end, "s": s,
-                     "hot_tail": tail, "edge": max(k, k_end) * c.bin_s * 1000.0}
+                     "hot_tail": tail, "edge": edge_s * 1000.0}
         phases_in_view, heat_in_view, mixed_in_view = self._in_view(float(state["span"]),
                                                                      m_end, j_end)
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
@@ -545,6 +617,8 @@ class LiveView:
                      "px": px, "order": v.order, "gpus": gpus, "server": server,
                      "gen": h.generation, "edge": None,
                      "view": view_note(v, c, state.get("tz"), self.history.sessions),
+                     "ribbon": ("segments" if v.segments else "windows" if v.factor == 1
+                                else "bars"),
                      "drawn": now_ms(),
                      "k": h.k_next, "j": h.j_next, "s": h.s_next}
         summary = None

@@ -35,7 +35,7 @@ from . import ids
 from .config import PRESETS, DashboardConfig
 from .cursor import Cursor
 from .explain import explain_window, row_hot_set
-from .timefmt import age_s, clock, fmt_age, page_zone
+from .timefmt import age_s, clock, fmt_age, page_zone, replay_text
 
 
 def _num(v, spec: str, unit: str = "") -> str:
@@ -48,41 +48,51 @@ def _num(v, spec: str, unit: str = "") -> str:
 
 def _phase_pill(row: dict) -> list:
     """The window's phase as a coloured pill, then how sure (``figures.certainty``)."""
-    phase = str(row.get("phase"))
-    return [html.Span(phase.upper(), className="tl-pill tl-pill-sm",
-                      style={"background": PHASE_COLORS.get(phase, "#999"),
-                             "color": "#1f2937" if phase == "idle" else "white"}),
-            html.Span(f" {certainty(row)}")]
+    return [_pill(str(row.get("phase"))), html.Span(f" {certainty(row)}")]
 
 
-def hover_panel(info: dict, order: list[int] | None, tz: str | None = None) -> list:
-    """The hover panel: time (in the page's zone ``tz``), the window's phase and confidence,
-    its verdict and phase shares of time (``_shares_line``), the 0.1-s phase segment under
-    the cursor, and one row per GPU (in the load bands' order) with every lane's value in the
-    0.1-s bin and the GPU's load share."""
+def hover_panel(info: dict, order: list[int] | None, tz: str | None = None,
+                ribbon: str | None = None) -> list:
+    """The hover panel: time (in the page's zone ``tz``), what the ribbon draws under the
+    cursor (``ribbon``: ``"segments"``, the 0.1-s phase segments, or ``"windows"``, one bar
+    per window or per few windows; None: unknown), the window's phase and confidence, why the
+    two differ where they do (``_why_they_differ``), the window's verdict and phase shares of
+    time (``_shares_line``), and one row per GPU (in the load bands' order) with every lane's
+    value in the 0.1-s bin and the GPU's load share."""
     t = info["t"]
     zone = page_zone(tz)
     win = info.get("window")
+    seg = info.get("segment")
     gpus = list(order or info.get("gpus") or [])
     head: list = [html.Div(f"{datetime.fromtimestamp(t, tz=zone):%Y-%m-%d} {clock(t, zone)} "
                            f"{zone.key}", className="tl-panel-time")]
+    seg_text = ("" if seg is None else
+                f"0.1-s segment {clock(seg['start'], zone, 1)}–{clock(seg['end'], zone, 1)} "
+                f"({fmt_span(seg['end'] - seg['start'])}, {float(seg['confidence']):.0%} sure)")
+    if ribbon == "segments":  # the ribbon's bar under the cursor is the segment: it comes first
+        head.append(html.Div(
+            [html.Span("ribbon here: "), _pill(str(seg["phase"])), html.Span(f" {seg_text}")]
+            if seg is not None else
+            [html.Span("ribbon here: no 0.1-s segment settled yet", className="tl-muted")],
+            className="tl-panel-phase", id=ids.HOVER_RIBBON))
     hot_set = row_hot_set(win)
     if win is not None:
         hot_s = (" · hot " + hot_set_text(hot_set, win.get("hot_share"), win.get("cold_share"))
                  if hot_set else "")
-        head.append(html.Div([*_phase_pill(win),
-                              html.Span(f" · window {clock(win['start'], zone, 1)}–"
-                                        f"{clock(win['end'], zone, 1)} · max/mean "
-                                        f"{_ratio_text(win)}"
-                                        f"{hot_s}")], className="tl-panel-phase"))
+        line = [html.Span(f"{_window_s(win)} window: "), *_phase_pill(win),
+                html.Span(f" · {clock(win['start'], zone, 1)}–{clock(win['end'], zone, 1)} · "
+                          f"max/mean {_ratio_text(win)}{hot_s}")]
+        head.append(html.Div(line, className="tl-panel-phase", id=ids.HOVER_RIBBON)
+                    if ribbon == "windows" else html.Div(line, className="tl-panel-phase"))
+        why = _why_they_differ(win, seg, ribbon)
+        if why:
+            head.append(html.Div(why, className="tl-panel-why", id=ids.HOVER_WHY))
         head.append(_shares_line(win))
     else:
         head.append(html.Div("no labelled window here", className="tl-muted"))
-    seg = info.get("segment")
-    if seg is not None:
-        head.append(html.Div(f"0.1-s segment: {seg['phase']} {clock(seg['start'], zone, 1)}–"
-                             f"{clock(seg['end'], zone, 1)} ({fmt_span(seg['end'] - seg['start'])}"
-                             f", {float(seg['confidence']):.0%} sure)", className="tl-muted"))
+    if seg is not None and ribbon != "segments":
+        head.append(html.Div(seg_text.replace("0.1-s segment ", f"0.1-s segment: {seg['phase']} ",
+                                              1), className="tl-muted"))
     b = info.get("bin") or {}
     loads = {g: float(win.get(f"load_g{g}", math.nan)) if win else math.nan for g in gpus}
     # shares of near-zero load are noise (figures.MIN_SHARE_LOAD, as in the share strip)
@@ -116,6 +126,42 @@ def _ratio_text(win: dict) -> str:
 
     text = _num(win.get("imbalance_ratio"), ".2f", "×")
     return "– (idle)" if text == "–" and _f(win.get("load_mean")) < IDLE_LOAD else text
+
+
+def _pill(phase: str, small: bool = True) -> html.Span:
+    """A phase as a coloured pill (upper case)."""
+    return html.Span(phase.upper(), className="tl-pill tl-pill-sm" if small else "tl-pill",
+                     style={"background": PHASE_COLORS.get(phase, "#999"),
+                            "color": "#1f2937" if phase == "idle" else "white"})
+
+
+def _window_s(win: dict) -> str:
+    """A window's length in words (``"0.5-s"``)."""
+    d = _f(win.get("end")) - _f(win.get("start"))
+    return f"{d:g}-s" if math.isfinite(d) and d > 0 else "labelled"
+
+
+def _why_they_differ(win: dict, seg: dict | None, ribbon: str | None) -> str:
+    """Why the window's phase and the 0.1-s segment under the cursor differ, in words (``""``
+    when they agree or either is unknown): the window is labelled from its whole length and,
+    "by context", from the windows around it (a Viterbi pass over windows); the segment from
+    the windows covering this 0.1-s slot (a Viterbi pass over slots: ``classifier.segments``).
+    Says which of the two the ribbon draws here."""
+    if seg is None or win is None:
+        return ""
+    wp, sp = str(win.get("phase")), str(seg.get("phase"))
+    if wp == sp:
+        return ""
+    how = certainty(win)
+    ctx = (f", and by context: the sequence smoothing kept the phase of the windows around "
+           f"it ({how.partition('(')[2].rstrip(')')})" if how.startswith("by context") else "")
+    window = (f"The {_window_s(win)} window is labelled {wp} from its whole length{ctx}; the "
+              f"0.1-s segment, scored from the windows covering just this slot, says {sp}.")
+    if ribbon == "segments":
+        return window + f" The ribbon draws the segments: {sp} here."
+    if ribbon == "windows":
+        return window + f" The ribbon draws whole windows at this span: {wp} here."
+    return window
 
 
 def _shares_line(win: dict) -> html.Div:
@@ -474,7 +520,9 @@ def follow_note(state: Cursor, c: DashboardConfig) -> str:
     f = int(state.get("factor", 1))
     ribbon = ("0.1-s phase segments" if state.get("m") is not None
               else f"one bar per {c.window_s:g}-s window")
-    held = "following" if state.get("follow", True) else "paused"
+    held = "following" if state.get("follow", True) else (
+        "paused by your click on a window, so it stays on screen and selected (follow live "
+        "resumes)" if state.get("paused_by") == "select" else "paused")
     return (f"last {fmt_span(float(state.get('span') or c.view_s))}, {held} · lanes: "
             f"{c.bin_s * f:g}-s bins (mean) · ribbon: {ribbon}")
 
@@ -560,7 +608,10 @@ def status_line(c: DashboardConfig, h, state: Cursor | None, health: dict | None
     """The status line: source, GPUs, node (of ``n_hosts``), samples stored, history held
     (``h``: the ``History``), phase model, server signals, age of the newest sample and the
     collector's ``health`` (``DashboardConfig.health``'s answer)."""
-    parts: list = [html.Span(c.source, className="tl-source")]
+    replay = c.replay() if c.replay is not None else None
+    parts: list = [html.Span(replay_text(replay, (state or {}).get("tz")), id=ids.REPLAY,
+                             className="tl-source") if replay
+                   else html.Span(c.source, className="tl-source")]
     gpus = (state or {}).get("gpus") or []
     parts.append(f" · {entity_count_text(gpus)}")
     if host is not None:

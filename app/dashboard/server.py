@@ -21,6 +21,7 @@ holds server events or metrics.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import shutil
 import signal
@@ -273,6 +274,23 @@ def _server_notes(source: Source, server_log, server_metrics, tz: str) -> list[s
     return notes
 
 
+def replay_info(source: Source):
+    """For a replay source: a callable giving ``DashboardConfig.replay``'s dict (the file
+    named in its label, the recorded first and last sample, and the replay's current shift
+    ``ReplayCollector.offset``: NaN until it starts, larger by the trace's span each pass)."""
+    rc = source.collector
+    ts = rc.trace.samples["timestamp"]
+    t0, t1 = float(ts.min()), float(ts.max())
+    file = source.label.removeprefix("replay of ").split(" at ")[0]
+
+    def info() -> dict:
+        off = float(rc.offset)
+        if off == 0.0 and rc.rebase:  # not started: a rebased replay's shift is never 0
+            off = math.nan
+        return {"file": file, "t0": t0, "t1": t1, "offset": off}
+    return info
+
+
 def _open_session(source: Source, store_path: str | Path | None) -> tuple[Session, str | None]:
     """Open the store (a temporary one, in a new folder, when ``store_path`` is None) and the
     session around it: ``(session, tmpdir or None)``.  On failure the source is closed and
@@ -323,6 +341,8 @@ def _app_and_server(session: Session, source: Source, collect: bool, host: str, 
         return {**health, "collector": health_summary(source.collector.health,
                                                       time.monotonic() - t_start)}
 
+    if source.kind == "replay" and collect:
+        config.setdefault("replay", replay_info(source))
     cfg = DashboardConfig(source=source.label, health=health_now if collect else None, **config)
     app = create_app(session.store, cfg)
     threading.Thread(target=default_labeller, name="tealeaves-model-load", daemon=True).start()

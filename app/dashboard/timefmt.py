@@ -83,15 +83,19 @@ def parse_time(text: str | None, tz: str | None = None) -> float:
     return t
 
 
-def session_options(sessions: list, tz: str | None = None) -> list[dict]:
+def session_options(sessions: list, tz: str | None = None, writing: bool = False) -> list[dict]:
     """The session picker's options: one per ``History.sessions`` run, oldest first, labelled
-    with its start, end and length in the page's zone; the value is ``"t0,t1"`` (epoch s),
-    the newest session's ``"t0,"`` (open: it may still grow, and follows)."""
+    with its start, end and length in the page's zone; the value is ``"t0,t1"`` (epoch s).
+    Only while the store is being written (``writing``: ``LiveView.being_written``) does the
+    newest session end "now", its value ``"t0,"`` (open: it still grows, and follows);
+    otherwise it ends at its last sample like the others (a date too when it ends on
+    another day than it starts)."""
     out = []
     for i, (t0, t1) in enumerate(sessions):
-        last = i == len(sessions) - 1
+        last = i == len(sessions) - 1 and writing
         start = picker_value(t0, tz)[:19]
-        end = "now" if last else picker_value(t1, tz)[11:19]
+        full = picker_value(t1, tz)
+        end = "now" if last else full[11:19] if full[:10] == start[:10] else full[:19]
         out.append({"label": f"{start} – {end} ({fmt_span(max(t1 - t0, 0.0))})",
                     "value": f"{t0:.3f}," if last else f"{t0:.3f},{t1:.3f}"})
     return out
@@ -99,3 +103,43 @@ def session_options(sessions: list, tz: str | None = None) -> list[dict]:
 
 def picker_value(t: float, tz: str | None = None) -> str:
     return datetime.fromtimestamp(t, tz=page_zone(tz)).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+
+
+def fmt_shift(s: float) -> str:
+    """A clock shift in words, sign first: ``"+4 d 09:02:11.2"``, ``"+00:00:03.0"``,
+    ``"-01:30:00.0"``; ``"n/a"`` for NaN."""
+    if s is None or not math.isfinite(s):
+        return "n/a"
+    sign = "-" if s < 0 else "+"
+    tenths = round(abs(s) * 10)
+    d, rest = divmod(tenths, 864_000)
+    h, rest = divmod(rest, 36_000)
+    m, rest = divmod(rest, 600)
+    sec = rest / 10
+    return f"{sign}{f'{d} d ' if d else ''}{h:02d}:{m:02d}:{sec:04.1f}"
+
+
+def replay_text(info: dict | None, tz: str | None = None) -> str:
+    """What a replay's times are, for the status line: ``"replay of h200x2.parquet, recorded
+    2026-11-30 14:09:03–14:10:42 UTC, shown shifted to now by +4 d 09:02:11.2 (recorded =
+    shown - that; classify and report print recorded times)"``, dates in the page's zone
+    ``tz``.  ``info`` is ``DashboardConfig.replay``'s answer (``file``, ``t0``, ``t1``,
+    ``offset``); ``""`` for None."""
+    if not info:
+        return ""
+    zone = page_zone(tz)
+    t0, t1 = float(info.get("t0", math.nan)), float(info.get("t1", math.nan))
+    what = f"replay of {info.get('file') or 'a trace'}"
+    if math.isfinite(t0):
+        d0 = datetime.fromtimestamp(t0, tz=zone)
+        end = ""
+        if math.isfinite(t1):
+            d1 = datetime.fromtimestamp(t1, tz=zone)
+            end = "–" + (d1.strftime("%H:%M:%S") if d1.date() == d0.date()
+                         else d1.strftime("%Y-%m-%d %H:%M:%S"))
+        what += f", recorded {d0:%Y-%m-%d %H:%M:%S}{end} {zone.key}"
+    off = float(info.get("offset", math.nan))
+    if not math.isfinite(off):
+        return what + ", shown shifted to now (the shift is set when the replay starts)"
+    return (f"{what}, shown shifted to now by {fmt_shift(off)} (recorded = shown − that; "
+            f"classify and report print recorded times)")

@@ -109,7 +109,9 @@ window.dash_clientside = window.dash_clientside || {};
         // Every user action becomes one ACTION, stamped, and marks a request in flight.
         // Inputs, in order: the graph's relayoutData, the preset buttons (config.presets:
         // their spans, null for "all"), follow, "show range", the two time fields (Enter),
-        // band order, session; then the two typed times and the cursor as State.
+        // band order, session, the clicked time; then the two typed times and the cursor as
+        // State.  A click on the figure while it follows the live edge pauses it, so the
+        // window it selects stays on screen (the page says why it paused).
         action: function () {
             const nu = window.dash_clientside.no_update;
             const args = Array.prototype.slice.call(arguments);
@@ -129,6 +131,10 @@ window.dash_clientside = window.dash_clientside || {};
             else if (i >= nPre + 2 && i <= nPre + 4) a = {kind: "go", from: tfrom, to: tto};
             else if (i === nPre + 5) a = {kind: "order", by: args[i]};
             else if (i === nPre + 6 && args[i]) a = {kind: "session", value: args[i]};
+            else if (i === nPre + 7 && Number.isFinite(args[i]) && state && state.follow &&
+                     state.mode === "follow") {
+                a = {kind: "follow", want: false, why: "select", t: args[i]};
+            }
             if (a === null) return [nu, nu];
             const gd = plotDiv(graphId);
             a.px = gd && gd._fullLayout && gd._fullLayout._size ? gd._fullLayout._size.w : null;
