@@ -11,6 +11,7 @@ a picture on one core).
 from __future__ import annotations
 
 import json
+import statistics
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -24,13 +25,17 @@ HERE = Path(__file__).resolve().parent
 
 
 def _read(name: str):
-    return read_picture((HERE / name).read_bytes(), name, graphs=read_back)
+    """The reading of picture ``name`` and the seconds it took (wall clock)."""
+    t = time.perf_counter()
+    r = read_picture((HERE / name).read_bytes(), name, graphs=read_back)
+    return r, time.perf_counter() - t
 
 
 def evaluate(files: list[str] | None = None, log=print, jobs: int = 1) -> dict:
     """``{tool: {"values", "within_1", "pictures", "verdicts_match"}, "all": {...},
-    "seconds"}`` over ``truth.json`` (only ``files`` when given), ``jobs`` pictures read at
-    once."""
+    "seconds", "per_picture_s": {file: seconds}}`` over ``truth.json`` (only ``files`` when
+    given), ``jobs`` pictures read at once; ``per_picture_s`` is each reading's wall-clock
+    time (with ``jobs`` pictures read at once, as a busy machine reads them)."""
     truth = [p for p in json.loads((HERE / "truth.json").read_text())
              if not files or p["file"] in files]
     stats: dict[str, dict] = {}
@@ -38,9 +43,11 @@ def evaluate(files: list[str] | None = None, log=print, jobs: int = 1) -> dict:
     names = [p["file"] for p in truth]
     if jobs > 1:
         with ProcessPoolExecutor(jobs) as pool:
-            readings = list(pool.map(_read, names))
+            timed = list(pool.map(_read, names))
     else:
-        readings = [_read(n) for n in names]
+        timed = [_read(n) for n in names]
+    readings = [r for r, _ in timed]
+    per_picture = {n: sec for n, (_, sec) in zip(names, timed, strict=True)}
     for p, r in zip(truth, readings, strict=True):
         got = {g.gpu: g.values for g in r.gpus}
         for key in (p["tool"], "all"):
@@ -58,8 +65,9 @@ def evaluate(files: list[str] | None = None, log=print, jobs: int = 1) -> dict:
             mine = summary(r)["regions"][0]["verdict"] or verdict({})
             s["verdicts_match"] += (mine["pattern"], mine["hot_set"]) == (
                 tele["pattern"], tele["hot_set"])
-        log(f"{p['file']}: {r.tool}, {len(r.gpus)} of {len(p['gpus'])} GPUs read")
-    return {**stats, "seconds": time.time() - t0}
+        log(f"{p['file']}: {r.tool}, {len(r.gpus)} of {len(p['gpus'])} GPUs read, "
+            f"{per_picture[p['file']]:.1f} s")
+    return {**stats, "seconds": time.time() - t0, "per_picture_s": per_picture}
 
 
 def main(argv: list[str]) -> int:
@@ -70,12 +78,14 @@ def main(argv: list[str]) -> int:
         return 0
     print(f"{'tool':20s} {'pictures':>8s} {'values ±1':>10s} {'verdicts':>9s}")
     for tool, s in res.items():
-        if tool == "seconds":
+        if tool in ("seconds", "per_picture_s"):
             continue
         share = f"{s['within_1'] / s['values']:10.1%}" if s["values"] else f"{'-':>10s}"
         print(f"{tool:20s} {s['pictures']:8d} {share} "
               f"{s['verdicts_match'] / s['pictures']:9.1%}")
-    print(f"{res['seconds']:.0f} s")
+    secs = sorted(res["per_picture_s"].values())
+    print(f"{res['seconds']:.0f} s in all; a picture: median {statistics.median(secs):.1f} s, "
+          f"max {secs[-1]:.1f} s ({jobs} at a time)")
     return 0
 
 
