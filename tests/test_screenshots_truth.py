@@ -127,3 +127,20 @@ def test_a_report_does_not_compare_an_8_gpu_picture_with_2_gpu_telemetry(tmp_pat
     assert len(shot["gpus"]) == 8 and shot["telemetry"]["windows"] > 0
     assert shot["telemetry"]["disagreement"] == (
         "not compared with the telemetry: the picture shows 8 GPUs, the telemetry 2"), shot
+
+
+@needs_tesseract
+def test_the_reader_reads_every_gpu_band_of_its_own_8_gpu_dashboard():
+    """tealeaves' 8-GPU dashboard picture (tests/pictures, three GPUs busy): every band is
+    read, the idle GPU 1 too (its thin line drawn between two pixel rows, in neither row
+    the GPU's own colour), each near the telemetry's load."""
+    from tealeaves.app.figures.read_back import read_back
+    from tealeaves.data.screen_read import read_picture
+
+    name = "51_tealeaves-dashboard_8gpu.png"
+    truth = next(p for p in json.loads((PICTURES / "truth.json").read_text())
+                 if p["file"] == name)
+    r = read_picture((PICTURES / name).read_bytes(), name, graphs=read_back)
+    assert [g.gpu for g in r.gpus] == list(range(8)), r.gpus
+    for g, t in zip(r.gpus, truth["gpus"], strict=True):
+        assert abs(g.values["util_pct"] - t["telemetry_util_pct"]) <= 8, (g, t)
