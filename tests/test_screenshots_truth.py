@@ -154,6 +154,7 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
     dashboard of an 8-GPU store where GPUs 2 and 5 run at 70 % SM active and the others at
     30 %: every band is read, and the verdict is uneven with GPUs 2 and 5 hot."""
     import numpy as np
+    from conftest import open_live_page
 
     from tealeaves.app.dashboard import ids
     from tealeaves.app.dashboard.server import start_in_thread
@@ -162,8 +163,6 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
     from tealeaves.data.screen_read import read_picture
     from tealeaves.data.store import SampleStore
     from tealeaves.data.traces import read_trace
-
-    from conftest import open_live_page
 
     tr = read_trace(bundled_trace_path())
     one = tr.samples[tr.samples["gpu"] == 0]
