@@ -21,6 +21,12 @@ FLOOR = 10.0
 IDLE_PCT = 10.0
 #: Power at or above this share of its limit counts as near the limit.
 NEAR_LIMIT = 0.85
+#: The pattern of a region holding one GPU's load: neither uniform nor uneven.
+ONE_GPU = "one GPU"
+#: Points a GPU's load in the picture and in the telemetry may differ by and still agree
+#: (the picture prints GPU-Util, the telemetry's load is SM active where it was measured:
+#: the two part by a few points on a busy GPU, by tens in small-batch decode).
+LOAD_TOLERANCE = 25.0
 
 #: What utilization cannot tell, said with every verdict.
 LIMITS_NOTE = ("Utilization alone does not separate prefill from decode: both keep kernels "
@@ -56,7 +62,8 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
         gpus: the values read (for the power reading), optional.
 
     Returns:
-        ``{"pattern": "uniform"|"uneven"|"idle"|"n/a", "hot_set": [gpus], "mean_load",
+        ``{"pattern": "uniform"|"uneven"|"idle"|"one GPU"|"n/a", "hot_set": [gpus],
+        "mean_load",
         "text", "limits"}``: ``text`` says what the counters suggest, ``limits`` what a
         picture cannot tell (``LIMITS_NOTE``).
     """
@@ -72,9 +79,13 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
     for v in (gpus or {}).values():
         if v.get("power_w") and v.get("power_limit_w"):
             near.append(v["power_w"] / v["power_limit_w"] >= NEAR_LIMIT)
+    if len(loads) == 1:  # one GPU is neither uniform nor uneven
+        return {"pattern": ONE_GPU, "hot_set": [], "mean_load": mean,
+                "text": f"one GPU read (GPU {next(iter(loads))}), at {mean:.0f} %: no "
+                        f"uniform/uneven verdict (nothing to compare it with)",
+                "limits": LIMITS_NOTE}
     if not hot:
-        text = (f"uniform: every GPU near the mean load of {mean:.0f} %" if len(loads) > 1
-                else f"one GPU read, at {mean:.0f} %: nothing to compare it with")
+        text = f"uniform: every GPU near the mean load of {mean:.0f} %"
         if near and all(near):
             text += ", all near their power limit: compute-bound on every GPU"
         return {"pattern": "uniform", "hot_set": [], "mean_load": mean, "text": text,
@@ -123,7 +134,8 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
 
     Returns:
         ``{"tool", "gpus": [{"gpu", "values", "confidence", "box"}], "regions": [{"name",
-        "box", "gpus": [read GPUs in it], "verdict": verdict()}], "notes"}``; no verdict
+        "box", "gpus": [read GPUs in it], "verdict": verdict(), "loads": {gpu: load %}}],
+        "notes"}``; no verdict
         (None) when no monitor was recognised.
     """
     out_regions = []
@@ -142,7 +154,8 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
             v = {**verdict({}), "text": f"GPU {', '.join(map(str, twice))} read more than once "
                                         f"here (two screens?): no verdict for this region"}
         out_regions.append({"name": reg["name"], "box": list(reg["box"]),
-                            "gpus": [g.gpu for g in inside], "verdict": v})
+                            "gpus": [g.gpu for g in inside], "verdict": v,
+                            "loads": loads_of(vals)})
     return {"tool": reading.tool,
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},
@@ -150,17 +163,77 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
             "regions": out_regions, "notes": notes}
 
 
-def agreement(picture: dict, telemetry_loads: dict[int, float]) -> str | None:
-    """Whether a picture's verdict (``verdict()``) and the telemetry of that moment
-    (``{gpu: load %}``, judged by the same rule) agree: None when they do (same pattern and
-    hot set) or when either has no verdict, else one line saying how they differ."""
-    if not telemetry_loads or picture is None or picture["pattern"] == "n/a":
+def compare(picture: dict | None, picture_loads: dict[int, float],
+            telemetry_loads: dict[int, float] | None,
+            picture_gpus: list[int] | None = None) -> dict:
+    """Whether a region of a picture and the telemetry of its moment agree.
+
+    They are compared only when the GPUs match: the picture shows as many GPUs as the
+    telemetry holds (``picture_gpus``: every GPU read in the whole picture; default the
+    region's) and every GPU of the region is one of the telemetry's.  The telemetry is then
+    judged on the region's GPUs alone (the same rule, ``verdict``), and they agree only when
+    the pattern, the hot set *and* each GPU's load (within ``LOAD_TOLERANCE`` points) agree:
+    a picture at 90 % never agrees with idle telemetry.
+
+    Args:
+        picture: the region's ``verdict()`` (None or "n/a": nothing read).
+        picture_loads: ``{gpu: load %}`` of the region's GPUs, as read (``loads_of``).
+        telemetry_loads: ``{gpu: load %}`` of the telemetry of that moment (NaN: no load);
+            None or empty when there is none.
+        picture_gpus: the indices of every GPU read in the whole picture.
+
+    Returns:
+        ``{"status": "agree"|"disagree"|"not compared", "text"}``: one line saying how they
+        compare or why they were not compared.
+    """
+    def no(why):
+        return {"status": "not compared", "text": f"not compared with the telemetry: {why}"}
+
+    if not telemetry_loads:
+        return no("no telemetry of that moment")
+    if picture is None or picture["pattern"] == "n/a" or not picture_loads:
+        return no("no GPU load read from the picture")
+    shown = sorted(set(picture_gpus if picture_gpus is not None else picture_loads))
+    held = sorted(telemetry_loads)
+    if len(shown) != len(held):
+        return no(f"the picture shows {len(shown)} GPU{'s' if len(shown) != 1 else ''}, the "
+                  f"telemetry {len(held)}")
+    missing = sorted(set(picture_loads) - set(held))
+    if missing:
+        return no(f"GPU {', '.join(map(str, missing))} of the picture "
+                  f"{'is' if len(missing) == 1 else 'are'} not in the telemetry (GPUs "
+                  f"{', '.join(map(str, held))})")
+    tele = {g: float(telemetry_loads[g]) for g in picture_loads
+            if telemetry_loads[g] is not None and math.isfinite(telemetry_loads[g])}
+    if len(tele) < len(picture_loads):
+        gone = sorted(set(picture_loads) - set(tele))
+        return no(f"the telemetry holds no load for GPU {', '.join(map(str, gone))}")
+    tv = verdict(tele)
+
+    def say(v, loads):
+        hot = f", hot set GPU {', '.join(map(str, v['hot_set']))}" if v["hot_set"] else ""
+        return f"{v['pattern']} ({_span(list(loads.values()))}{hot})"
+
+    far = sorted(g for g in picture_loads if abs(picture_loads[g] - tele[g]) > LOAD_TOLERANCE)
+    both = f"picture {say(picture, picture_loads)}, telemetry {say(tv, tele)}"
+    if (tv["pattern"], tv["hot_set"]) != (picture["pattern"], picture["hot_set"]):
+        return {"status": "disagree",
+                "text": f"the picture and the telemetry disagree: {both}"}
+    if far:
+        loads = "; ".join(f"GPU {g} {picture_loads[g]:.0f} % in the picture, {tele[g]:.0f} % "
+                          f"in the telemetry" for g in far)
+        return {"status": "disagree",
+                "text": f"the picture and the telemetry disagree on the load: {loads}"}
+    return {"status": "agree", "text": f"the telemetry of that moment agrees: {both}"}
+
+
+def agreement(picture: dict | None, telemetry_loads: dict[int, float] | None,
+              picture_loads: dict[int, float], picture_gpus: list[int] | None = None
+              ) -> str | None:
+    """``compare``'s line when a picture's region and the telemetry do not agree (they
+    differ, or the GPUs do not match and they were not compared); None when they agree or
+    there is no telemetry at all."""
+    if not telemetry_loads:
         return None
-    tele = verdict(telemetry_loads)
-    if (tele["pattern"], tele["hot_set"]) == (picture["pattern"], picture["hot_set"]):
-        return None
-    def say(v):
-        return v["pattern"] + (f" (hot set GPU {', '.join(map(str, v['hot_set']))})"
-                               if v["hot_set"] else "")
-    return (f"the picture and the telemetry disagree: picture {say(picture)}, telemetry "
-            f"{say(tele)}")
+    c = compare(picture, picture_loads, telemetry_loads, picture_gpus)
+    return None if c["status"] == "agree" else c["text"]

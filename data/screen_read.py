@@ -45,8 +45,14 @@ OCR_MAX_PIXELS = 4 * 3840 * 2160
 #: The most pixels a picture is read at (a 5K screen); a larger one is read shrunk to it.
 MAX_READ_PIXELS = 5120 * 2880
 #: Seconds Tesseract may take on one picture before it is given up (a terminal screenshot
-#: takes 5-30 s on one core; a photo of noise would take minutes).
+#: takes 1-4 s on one core; a photo of noise would take minutes).
 OCR_TIMEOUT_S = 90.0
+#: OpenMP threads Tesseract may use (``OMP_THREAD_LIMIT``), unless the environment already
+#: says.  Its threads wait for each other in many small parallel loops: on a busy two-core
+#: machine one picture took 15 s with the default threads and 3 s with one (Tesseract's
+#: issues #898 and #3109 describe the same), and pictures read side by side (the scorer's
+#: ``--jobs``) each want a core of their own.
+OCR_THREADS = 1
 
 
 class ScreenReadError(ValueError):
@@ -368,7 +374,11 @@ def _prepare(img) -> tuple[object, float]:
     out = Image.fromarray(g.astype(np.uint8))
     scale = max(1.0, min(OCR_SCALE, (OCR_MAX_PIXELS / (out.width * out.height)) ** 0.5))
     size = (round(out.width * scale), round(out.height * scale))
-    return out.resize(size, Image.LANCZOS), size[0] / out.width
+    big = out.resize(size, Image.LANCZOS)
+    # handed to Tesseract as an uncompressed PGM (pytesseract writes the image's format):
+    # compressing 20-30 M pixels as PNG took a second and a half
+    big.format = "PPM"
+    return big, size[0] / out.width
 
 
 def _undot_zeros(g: np.ndarray) -> np.ndarray:
@@ -395,13 +405,18 @@ def _undot_zeros(g: np.ndarray) -> np.ndarray:
 
 def ocr_words(img, scale: float = 1.0) -> list[Word]:
     """Tesseract's words of a prepared picture (``_prepare``), their boxes divided by
-    ``scale`` (the picture's own pixels).
+    ``scale`` (the picture's own pixels).  Tesseract runs once, on ``OCR_THREADS`` threads
+    (``OMP_THREAD_LIMIT`` is set in this process's environment when it is not set).
 
     Raises:
         ScreenReadError: Tesseract is not installed.
     """
+    import os
+
     import pytesseract
 
+    # pytesseract starts Tesseract with this process's environment
+    os.environ.setdefault("OMP_THREAD_LIMIT", str(OCR_THREADS))
     try:
         d = pytesseract.image_to_data(img, config=OCR_CONFIG, timeout=OCR_TIMEOUT_S,
                                       output_type=pytesseract.Output.DICT)

@@ -23,6 +23,28 @@ LABEL_ZONE = 0.12
 MIN_COLUMNS = 20
 
 
+#: Share of a GPU's colour (blended over its band's ground) that makes a pixel its line's.
+MIN_BLEND = 0.4
+
+
+def _line_weight(band: np.ndarray, color: np.ndarray) -> np.ndarray:
+    """How much of ``color`` each pixel of ``band`` (h, w, 3 RGB) holds, 0-1: the browser
+    draws a 1-px line between two pixel rows as two rows of the colour blended over the
+    band's ground (its most common colour), neither within ``COLOR_TOLERANCE`` of the colour
+    itself.  A pixel is ``alpha * color + (1 - alpha) * ground``; one off that blend by more
+    than ``COLOR_TOLERANCE`` (another GPU's colour, the shade of a busy band) weighs 0."""
+    flat = band.reshape(-1, 3)
+    vals, counts = np.unique(flat.astype(np.int32), axis=0, return_counts=True)
+    ground = vals[int(np.argmax(counts))].astype(np.float32)
+    u = color - ground
+    if float(u @ u) < 1.0:
+        return np.zeros(band.shape[:2], np.float32)
+    d = band - ground
+    alpha = (d @ u) / float(u @ u)
+    off = np.linalg.norm(d - alpha[..., None] * u, axis=2)
+    return np.where(off <= COLOR_TOLERANCE, np.clip(alpha, 0.0, 1.0), 0.0).astype(np.float32)
+
+
 def _hex(c: str) -> np.ndarray:
     return np.array([int(c[i:i + 2], 16) for i in (1, 3, 5)], dtype=np.float32)
 
@@ -104,10 +126,20 @@ def read_back(img, words=None) -> list[GpuReading]:
         top = int(max(0, yc - (1 - BAND_TICK) * pitch - 3))
         bottom = int(min(h, yc + BAND_TICK * pitch + 4))
         band = near[top:bottom, x_right + 8:]
+        weight = band.astype(np.float32)
         cols = np.flatnonzero(band.any(axis=0) & (band.sum(axis=0) <= max(3, 0.3 * pitch)))
+        if len(cols) < MIN_COLUMNS:  # a thin line drawn between two pixel rows: blended
+            weight = _line_weight(a[top:bottom, x_right + 8:], _hex(GPU_COLORS[g]))
+            band = band | (weight >= MIN_BLEND)
+            cols = np.flatnonzero(band.any(axis=0) &
+                                  (band.sum(axis=0) <= max(3, 0.3 * pitch)))
         if len(cols) < MIN_COLUMNS:
             continue
-        y = np.array([np.flatnonzero(band[:, c]).mean() for c in cols]) + top
+        # the line's centre in each column, weighted by how much of the GPU's colour each
+        # pixel holds (a 1-px line drawn between two pixel rows is in both, half each)
+        wb = np.where(band, np.maximum(weight, 1e-3), 0.0)
+        rows = np.arange(band.shape[0], dtype=np.float64)
+        y = np.array([(rows * wb[:, c]).sum() / wb[:, c].sum() for c in cols]) + top
         load = (BAND_TICK + (yc - y) / pitch) / BAND_SCALE * 100.0
         v = float(np.clip(np.mean(np.clip(load, 0.0, 100.0)), 0.0, 100.0))
         seen = len(cols) / max(1, int(cols[-1] - cols[0]) + 1)

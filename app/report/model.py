@@ -421,7 +421,7 @@ def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict
     when its capture time falls in the range, the telemetry's verdict of the windows within
     ``SCREENSHOT_SPAN_S`` of it (the same rule, ``classifier.picture.verdict``) and whether
     they agree."""
-    from ...classifier.picture import agreement, verdict
+    from ...classifier.picture import compare, verdict
 
     ts = shot.get("capture_ts")
     out = {"file": shot["file"], "tool": shot["tool"], "capture_ts": _num(ts),
@@ -449,10 +449,13 @@ def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict
              if c.startswith("load_g") and c[6:].isdigit() and near[c].notna().any()}
     if loads:
         tele = verdict(loads)
-        whole = shot["regions"][0]["verdict"]
+        whole = shot["regions"][0]
+        # compared only where the GPUs match (count and indices) and the loads agree too
+        c = compare(whole["verdict"], whole.get("loads") or {}, loads,
+                    [g["gpu"] for g in shot["gpus"]])
         out["telemetry"] = {"pattern": tele["pattern"], "hot_set": tele["hot_set"],
                             "windows": len(near), "text": tele["text"],
-                            "disagreement": agreement(whole, loads) if whole else None}
+                            "disagreement": None if c["status"] == "agree" else c["text"]}
     return out
 
 

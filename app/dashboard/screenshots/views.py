@@ -255,12 +255,13 @@ def picture_reading(s: dict, telemetry: list[dict | None]) -> list:
         telemetry: per region of ``s``, the telemetry's loads of that moment (``{gpu: %}``)
             or None where there is none.
     """
-    from ....classifier.picture import agreement
+    from ....classifier.picture import compare
 
     if not s["tool"]:
         return [html.Div([html.B("read from the picture: "),
                           "; ".join(s["notes"]) or "nothing read"], className="tl-stale")]
     n = len(s["gpus"])
+    shown = [g["gpu"] for g in s["gpus"]]
     out: list = [html.Div([html.B("read from the picture: "),
                            f"{s['tool']}, {n} GPU{'s' if n != 1 else ''} (OCR)"])]
     head = html.Tr([html.Th("GPU"), *(html.Th(f"{t} ({u})") for t, _, u in _READ_COLUMNS)])
@@ -274,12 +275,11 @@ def picture_reading(s: dict, telemetry: list[dict | None]) -> list:
         v = reg["verdict"]
         out.append(html.Div([html.B(f"picture, {label} · GPUs {gpus}: "), v["text"]],
                             className="tl-read-verdict"))
-        differ = agreement(v, tele) if tele else None
-        if differ:
-            out.append(html.Div(f"{label}: {differ}", className="tl-stale tl-disagree"))
-        elif tele:
-            out.append(html.Div(f"{label}: the telemetry of that moment agrees",
-                                className="tl-muted"))
+        if tele:  # compared only where the GPUs match, agreeing only where the loads do
+            c = compare(v, reg.get("loads") or {}, tele, shown)
+            out.append(html.Div(f"{label}: {c['text']}", className={
+                "agree": "tl-muted tl-agree", "disagree": "tl-stale tl-disagree",
+                "not compared": "tl-stale tl-not-compared"}[c["status"]]))
     out.append(html.Div(s["regions"][0]["verdict"]["limits"], className="tl-muted"))
     out.extend(html.Div(note, className="tl-muted") for note in s["notes"])
     return out
