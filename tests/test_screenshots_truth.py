@@ -147,8 +147,6 @@ def test_the_reader_reads_every_gpu_band_of_its_own_8_gpu_dashboard():
 
 
 @needs_tesseract
-@pytest.mark.xfail(strict=True, reason="issue 35, open: the reader still misses a band of "
-                   "this 1366 x 768 picture (7 of 8 read); not fixed in time")
 def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path):
     """A real screenshot (headless Chromium, 1366 x 768, the "all" view) of tealeaves'
     dashboard of an 8-GPU store where GPUs 2 and 5 run at 70 % SM active and the others at
@@ -207,3 +205,42 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
     assert [g.gpu for g in r.gpus] == list(range(8)), r.gpus
     v = summary(r)["regions"][0]["verdict"]
     assert (v["pattern"], v["hot_set"]) == ("uneven", [2, 5]), (v, r.gpus)
+
+
+def test_screenshot_read_shows_a_progress_bar_on_a_terminal_and_none_when_piped():
+    """``screenshot read`` takes seconds a picture: on a terminal a bar on stderr says which
+    picture it reads; piped, stdout holds the reading alone (no bar)."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    if shutil.which("tesseract") is None:
+        pytest.skip("tesseract is missing (apt-get install tesseract-ocr)")
+    pic = Path(__file__).parent / "pictures" / "02_nvidia-smi_2gpu.png"
+    cmd = [sys.executable, "-m", "tealeaves.app.cli", "screenshot", "read", str(pic)]
+    piped = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=300)
+    assert piped.returncode == 0, piped.stderr
+    assert "reading" not in piped.stderr and "picture/s" not in piped.stderr
+    assert piped.stdout.startswith(f"{pic}: nvidia-smi, 2 GPUs read")
+    main_fd, tty_fd = pty.openpty()
+    # a terminal of 24 x 120 (a pty starts at 0 x 0, where tqdm draws nothing)
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    p = subprocess.Popen(cmd, stdin=tty_fd, stdout=subprocess.DEVNULL, stderr=tty_fd)
+    os.close(tty_fd)
+    seen = b""
+    while True:
+        try:
+            chunk = os.read(main_fd, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    assert p.wait(timeout=300) == 0
+    os.close(main_fd)
+    text = seen.decode(errors="replace")
+    assert "reading" in text and "02_nvidia-smi_2gpu.png: OCR" in text, text

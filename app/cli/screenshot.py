@@ -51,14 +51,26 @@ LABELS = {"util_pct": "utilization", "power_w": "power", "power_limit_w": "power
 def cmd_screenshot(args: argparse.Namespace) -> int:
     """``tealeaves screenshot read FILE... [--json]``.  Returns the exit status (0; 2 when a
     file cannot be read as a picture: said in one line, the others are still read)."""
+    import sys
+
+    from tqdm import tqdm
+
     out, bad = [], 0
-    for p in args.files:  # one unreadable file is said and skipped, the others are read
+    # Tesseract takes 1-7 s a picture on a busy two-core machine (docs/screen-reading.md):
+    # a bar on stderr says which picture is being read (shown on a terminal only, so the
+    # printed reading or JSON on stdout stays clean)
+    bar = tqdm(args.files, desc="reading", unit="picture", file=sys.stderr, leave=False,
+               disable=None)
+    for p in bar:  # one unreadable file is said and skipped, the others are read
+        bar.set_postfix_str(f"{p.name}: OCR (Tesseract) and the bands", refresh=True)
         try:
             out.append(read_one(p, args.halves))
         except ValueError as exc:
+            bar.clear()
             fail(str(exc))
             out.append({"file": str(p), "error": str(exc)})
             bad += 1
+    bar.close()
     if args.json:
         print(json.dumps(out, indent=1))
         return 2 if bad else 0

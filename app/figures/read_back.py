@@ -111,9 +111,14 @@ def read_back(img, words=None) -> list[GpuReading]:
     # the bands' labels are right-aligned on the axis: the right edge most labels share
     rights = np.array([f[2] for f in found])
     edge = max(rights, key=lambda r: int((np.abs(rights - r) <= 3).sum()))
+    on_edge = [(g, yc) for g, yc, right in found if abs(right - edge) <= 3]
     labels = {}
-    for g, yc, right in found:
-        if abs(right - edge) <= 3 and g not in labels:
+    for g, yc in on_edge:
+        # a row where three or more GPUs' colours sit side by side is a legend (the header's
+        # GPU dots, "GPU (click to hide)"), not bands: each band's label has a row of its own
+        if sum(1 for _, y, _r in found if abs(y - yc) <= 2) >= 3:
+            continue
+        if g not in labels:
             labels[g] = (yc, int(edge), masks[g])
     labels = _on_one_pitch(labels, n)
     if len(labels) < 2:
