@@ -361,8 +361,8 @@ class NoTelemetry:
 
 def no_telemetry(t: float, tz: str, sessions: list, span: float) -> NoTelemetry:
     """Say that ``t ± span`` (epoch s, shown in zone ``tz``) holds no sample, what the store
-    holds instead (``History.sessions``: ``[(t0, t1), ...]`` epoch s), and the smallest whole
-    or half-hour shift (``ZONE_SHIFTS_H``) that would put ``t`` inside a session: a picture
+    holds instead (``History.sessions``: ``[(t0, t1), ...]`` epoch s), and the smallest shift of
+    whole, half or quarter hours (``ZONE_SHIFTS_H``: zones sit at :30 and :45 too) that would put ``t`` inside a session: a picture
     whose time was read in the wrong zone."""
     try:
         zone = ZoneInfo(zone_name(tz or "UTC"))
