@@ -290,7 +290,6 @@ class PhaseModel:
             OSError: a file cannot be written (nothing of this save is left).
         """
         import sklearn
-        from skops.io import dump
 
         directory = Path(directory)
         made = not directory.exists()
@@ -320,9 +319,9 @@ class PhaseModel:
         if self.kind == "tcn":
             files["npz"] = lambda f: np.savez(f, **self.estimator.arrays())
         else:
-            files["skops"] = lambda f: dump(self.estimator, f)
+            files["skops"] = _archive(self.estimator)
         if self.shares is not None:
-            files["shares.skops"] = lambda f: dump(self.shares.estimator_, f)
+            files["shares.skops"] = _archive(self.shares.estimator_)
         partial = {ext: directory / f".{stem}.{ext}.partial" for ext in files}
         try:
             for ext, what in files.items():
@@ -337,11 +336,19 @@ class PhaseModel:
             if made:
                 directory.rmdir()
             raise
+        from .trees import beside
+
         for ext in ("npz", "skops", "shares.skops"):
             if ext not in files:
                 (directory / f"{stem}.{ext}").unlink(missing_ok=True)
+            if ext != "npz":  # the numpy trees of an archive: stale ones are never read
+                beside(directory / f"{stem}.{ext}").unlink(missing_ok=True)
         for ext in sorted(files, key=lambda e: e == "json"):  # the JSON, naming them, last
             partial[ext].replace(directory / f"{stem}.{ext}")
+        if "skops" in files:
+            _keep_trees(self.estimator, directory / f"{stem}.skops")
+        if "shares.skops" in files:
+            _keep_trees(self.shares.estimator_, directory / f"{stem}.shares.skops")
         return directory / f"{stem}.json"
 
     @classmethod
@@ -367,7 +374,7 @@ class PhaseModel:
                 with np.load(directory / f"{stem}.npz", allow_pickle=False) as arrays:
                     est = ConvPhaseNet.from_arrays(arrays)
             else:
-                est = _load_skops(spath)
+                est = _load_trees(spath)
         except ModelError:
             raise
         except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:
@@ -463,12 +470,19 @@ def _check_doc(doc: dict, jpath: Path) -> None:
 
 
 def _check_estimator(est, n_columns: int, path: Path) -> None:
-    """Raise ``ModelError`` unless ``est`` is a fitted gradient-boosting classifier over
-    ``n_columns`` features of phases only (a skops file of another trusted object)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
+    """Raise ``ModelError`` unless ``est`` is a fitted gradient-boosting classifier (or its
+    ``trees.TreeEnsemble``) over ``n_columns`` features of phases only (a skops file of
+    another trusted object)."""
+    from .trees import TreeEnsemble
 
     classes = getattr(est, "classes_", None)
-    if not isinstance(est, HistGradientBoostingClassifier) or classes is None \
+    if isinstance(est, TreeEnsemble):
+        kind_ok = True
+    else:
+        from sklearn.ensemble import HistGradientBoostingClassifier
+
+        kind_ok = isinstance(est, HistGradientBoostingClassifier)
+    if not kind_ok or classes is None \
             or getattr(est, "n_features_in_", None) != n_columns \
             or not set(map(str, classes)) <= set(PHASE_ORDER):
         raise ModelError(f"{path}: not a fitted phase classifier over {n_columns} features")
@@ -490,12 +504,79 @@ def _load_skops(path: Path):
     return load(path, trusted=untrusted)
 
 
+def _load_trees(path: Path):
+    """The gradient-boosting classifier in the skops archive ``path`` as a
+    ``trees.TreeEnsemble`` (no scikit-learn or skops import): the arrays kept beside it or in
+    the user's cache for these very bytes (SHA-256), else the archive loaded through
+    ``_load_skops``, checked, converted and cached.  An estimator the numpy walk cannot run
+    (categorical splits) is returned as loaded.
+
+    Raises:
+        as ``_load_skops``.
+    """
+    import hashlib
+
+    from . import trees
+
+    sha = hashlib.sha256(path.read_bytes()).hexdigest()
+    got = trees.cached(path, sha)
+    if got is not None:
+        return got
+    est = _load_skops(path)
+    try:
+        got = trees.TreeEnsemble.from_estimator(est, source=path, source_sha256=sha)
+    except (AttributeError, ValueError):  # not a gradient-boosting classifier: checked later
+        return est
+    trees.store(got, path, sha)
+    return got
+
+
+def _archive(est):
+    """What ``save`` writes as the skops archive of ``est``: a ``TreeEnsemble``'s own
+    archive's bytes (checked to be the ones it was converted from), else a function writing
+    ``skops.io.dump(est)`` to an open file.
+
+    Raises:
+        ModelError: the trees' archive is gone or has changed since they were read.
+    """
+    import hashlib
+
+    from .trees import TreeEnsemble
+
+    if isinstance(est, TreeEnsemble):
+        raw = est.source.read_bytes() if est.source is not None else b""
+        if not raw or hashlib.sha256(raw).hexdigest() != est.source_sha256:
+            raise ModelError(f"{est.source}: changed since the model was loaded; load it "
+                             f"again before saving")
+        return raw
+    from skops.io import dump
+
+    return lambda f: dump(est, f)
+
+
+def _keep_trees(est, archive: Path) -> None:
+    """Write the numpy trees of ``est`` (saved as ``archive``) beside it
+    (``trees.beside``), so the next load needs no skops; skipped for an estimator the numpy
+    walk cannot run."""
+    import hashlib
+
+    from . import trees
+
+    try:
+        t = est if isinstance(est, trees.TreeEnsemble) else trees.TreeEnsemble.from_estimator(est)
+    except (AttributeError, ValueError):
+        return
+    trees.store(t, archive, hashlib.sha256(archive.read_bytes()).hexdigest(),
+                where=trees.beside(archive))
+
+
 def _load_shares(path: Path, columns: list[str]):
-    """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only)."""
+    """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only; run as a
+    ``trees.TreeEnsemble``, see ``_load_trees``)."""
     from .shares import ShareModel
 
     try:
-        est = _load_skops(path)
+        est = _load_trees(path)
     except ModelError:
         raise
     except (OSError, ValueError, KeyError, ImportError, zipfile.BadZipFile) as exc:

@@ -15,8 +15,8 @@ def add_parser(sub) -> None:
     """Add ``bench`` and its subcommands to the top-level subparsers ``sub``."""
     b = sub.add_parser("bench", help="benchmarks and labelled workloads")
     bsub = b.add_subparsers(dest="bench_command", required=True, metavar="BENCH")
-    for add in (_add_workload, _add_classifier, _add_gaps, _add_dashboard, _add_collector,
-                _add_prometheus, _add_verify_attention):
+    for add in (_add_workload, _add_classifier, _add_gaps, _add_dashboard, _add_speed,
+                _add_collector, _add_prometheus, _add_verify_attention):
         add(bsub)
 
 
@@ -162,6 +162,51 @@ def _add_dashboard(bsub) -> None:
     bd.add_argument("--no-resampler", action="store_true", help="skip plotly-resampler")
     bd.add_argument("--json", action="store_true", help="also print the figures as JSON")
     bd.set_defaults(func=cmd_bench_dashboard)
+
+
+# -- speed -----------------------------------------------------------------------------------
+def cmd_bench_speed(args: argparse.Namespace) -> int:
+    """``tealeaves bench speed``: start-up and command times, each in a fresh process, beside
+    a baseline interpreter's.  Returns the exit status (0; 2 when a --python is no file)."""
+    from ..bench import speed
+
+    for opt, py in (("--python", args.python), ("--baseline", args.baseline)):
+        if py is not None and not Path(py).is_file():
+            return fail(f"{opt} {py}: no such interpreter (give a virtual environment's "
+                        f"bin/python)")
+    res = speed.run(args.seconds, args.gpus, args.pages, args.live_seconds, args.repeat,
+                    python=args.python, baseline=args.baseline, browser=not args.no_browser)
+    if args.json:
+        print(json_dumps(res))
+    return 0
+
+
+def _add_speed(bsub) -> None:
+    bs = bsub.add_parser("speed", help="start-up and command times, beside another checkout's",
+                         description="Build the one-hour eight-GPU store of `bench dashboard`, "
+                                     "then time in fresh processes: dashboard start-up until "
+                                     "the figure is drawn (headless Chromium), classify and "
+                                     "report (html, pdf) of the bundled trace and of the "
+                                     "store, screenshot read of one picture, and "
+                                     "sample-to-screen p50/p95 with several pages open "
+                                     "(docs/benchmarks.md).")
+    bs.add_argument("--seconds", type=upto(7 * DAY, "the length (s)"), default=3600.0,
+                    help="telemetry in the store (default 3600)")
+    bs.add_argument("--gpus", type=count(1024, "the GPU count"), default=8, help="GPUs (default 8)")
+    bs.add_argument("--pages", type=count(100, "--pages"), default=4,
+                    help="browser pages following the store for the latency (default 4)")
+    bs.add_argument("--live-seconds", type=upto(3600, "the live run (s)"), default=20.0,
+                    help="seconds of latency measurement (default 20)")
+    bs.add_argument("--repeat", type=count(100, "--repeat"), default=1,
+                    help="runs of each command, median kept (default 1)")
+    bs.add_argument("--python", help="interpreter whose tealeaves is timed (default: this one)")
+    bs.add_argument("--baseline", metavar="PYTHON",
+                    help="also time another checkout's tealeaves (its venv's bin/python), "
+                         "printed beside")
+    bs.add_argument("--no-browser", action="store_true",
+                    help="skip the dashboard rows (no Chromium)")
+    bs.add_argument("--json", action="store_true", help="also print the figures as JSON")
+    bs.set_defaults(func=cmd_bench_speed)
 
 
 # -- collector -------------------------------------------------------------------------------

@@ -31,8 +31,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.out.is_dir():
         return fail(f"--out {args.out}: is a folder; give a file name")
     fmt = args.format or args.out.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:
-        return fail(f"--format: give one of {', '.join(FORMATS)} (or an --out ending in one)")
+    if fmt not in FORMATS:  # --format has argparse choices: only the suffix can be wrong here
+        said = (f"its suffix {args.out.suffix!r} is not a report format" if args.out.suffix
+                else "it has no suffix")
+        return fail(f"--out {args.out}: {said}; end it in "
+                    f"{', '.join('.' + f for f in FORMATS)} (or give --format)")
     if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
         return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
     inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log,

@@ -193,12 +193,23 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
         more = (" (only the server's /metrics scrapes: a report needs GPU telemetry; import a "
                 "GPU file of the same time next to them)" if len(scrapes) else "")
         raise ReportError(f"{where}: holds no GPU samples{more}")
+    if start is None and end is None and span[1] <= span[0]:  # no range was asked for
+        raise ReportError(f"{where}: holds one instant ({_utc(span[0])} UTC): a report needs "
+                          f"a range of samples over time (record or import more than one "
+                          f"sweep)")
+    asked_from, asked_to = start, end
     start = span[0] if start is None else float(start)
     end = span[1] if end is None else float(end)
     if not (math.isfinite(start) and math.isfinite(end)) or end <= start:
-        raise ReportError(f"--from/--to: the range must end after it starts "
-                          f"({_utc(start) if math.isfinite(start) else start} .. "
-                          f"{_utc(end) if math.isfinite(end) else end} UTC)")
+        a = _utc(start) if math.isfinite(start) else start
+        b = _utc(end) if math.isfinite(end) else end
+        if asked_to is None:  # only --from was given: the end is the newest sample
+            raise ReportError(f"--from {a} UTC: at or after {where}'s newest sample ({b} UTC); "
+                              f"give an earlier --from")
+        if asked_from is None:  # only --to was given: the start is the first sample
+            raise ReportError(f"--to {b} UTC: at or before {where}'s first sample ({a} UTC); "
+                              f"give a later --to")
+        raise ReportError(f"--from/--to: the range must end after it starts ({a} .. {b} UTC)")
     if end < span[0] or start > span[1]:
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
