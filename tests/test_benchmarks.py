@@ -51,3 +51,33 @@ def test_bench_prometheus_runs_small(tmp_path):
                "--json", figures)
     assert r.returncode == 0, r.stderr[-2000:]
     assert figures.exists() and figures.stat().st_size > 20
+
+
+def test_bench_speed_runs_small_and_prints_every_row_beside_a_baseline():
+    """``bench speed`` (issue 35) small: every command row prints a positive time, and the
+    table puts a baseline's column beside it (the figures' JSON fed back as the baseline; no
+    timing bound: the figures are the benchmark's, docs/benchmarks.md)."""
+    import json
+
+    from tealeaves.app.bench.speed import table
+
+    r = _bench("speed", "--seconds", "30", "--gpus", "2", "--no-browser", "--json")
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = r.stdout
+    assert re.search(r"^store: 30 s of 2 GPUs at \d+ Hz", out, re.MULTILINE), out
+    names = ["classify bundled trace", "classify store (as a trace file)",
+             "report bundled trace .html", "report store .html"]
+    if CHROMIUM.exists():
+        names += ["report bundled trace .pdf", "report store .pdf"]
+    if shutil.which("tesseract"):
+        names.append("screenshot read, one picture")
+    for name in names:
+        row = re.search(rf"^{re.escape(name)}\s+([\d.]+)$", out, re.MULTILINE)
+        assert row and float(row.group(1)) > 0, (name, out)
+    assert "dashboard start" not in out  # --no-browser: the browser rows are left out
+    figures = json.loads(out[out.index("\n{") + 1:])
+    assert figures["baseline"] is None
+    both = table({**figures, "baseline": {k: 2 * v for k, v in figures["this"].items()}}, 1)
+    for name in names:
+        row = re.search(rf"^{re.escape(name)}\s+([\d.]+)\s+([\d.]+)$", both, re.MULTILINE)
+        assert row and float(row.group(2)) == pytest.approx(2 * float(row.group(1)), abs=0.02)
