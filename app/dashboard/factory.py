@@ -85,12 +85,15 @@ from .timefmt import page_zone, picker_value, session_options
 ASSETS = Path(__file__).resolve().parent / "assets"
 
 
-def create_app(store: SampleStore, config: DashboardConfig | None = None) -> dash.Dash:
+def create_app(store: SampleStore, config: DashboardConfig | None = None,
+               on_progress=None) -> dash.Dash:
     """Build the dashboard for ``store``.
 
     Args:
         store: the sample store the collector writes (read-only use here).
         config: settings; default ``DashboardConfig()``.
+        on_progress: ``History.on_progress`` while the history is first read (the layout's
+            first snapshot reads and labels the whole store), then unset.
 
     Returns:
         A ``dash.Dash`` app (its ``LiveView`` is ``app.tealeaves_live``); serve
@@ -103,7 +106,11 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None) -> das
     app.tealeaves_live = live
     for server in (False, True):  # off the first request's path
         axis_names(server)
-    app.layout = lambda: page_layout(live, config)
+    live.history.on_progress = on_progress
+    try:
+        app.layout = lambda: page_layout(live, config)  # (dash draws it once here)
+    finally:
+        live.history.on_progress = None
     _register_clientside(app)
     _register_update(app, live, config)
     _register_panels(app, live, config)

@@ -139,6 +139,10 @@ class History:
         self.min_update_s = min_update_s
         self._lock = threading.Lock()
         self._rebuilt_at = -math.inf
+        #: called as ``on_progress(rows_read, rows_stored)`` after each chunk of the first
+        #: catch-up (the whole store read, binned and labelled: ``app.dashboard.server.serve``
+        #: shows it as a progress bar); None: not called
+        self.on_progress = None
         self._reset()
 
     def _reset(self) -> None:
@@ -199,8 +203,12 @@ class History:
             # the first catch-up reads in time order (keyset pages): a store whose files
             # were imported newest first is read as it happened, not as it was written
             top = self.store.cursor()
+            done = 0
             for frame in self.store.iter_range(rows=READ_CHUNK, max_id=top):
                 grew |= self._ingest(frame)
+                done += len(frame)
+                if self.on_progress is not None:
+                    self.on_progress(done, top)
             self.cursor = max(self.cursor, top)
         while True:
             frame, cursor = self.store.read_since(self.cursor, limit=READ_CHUNK)

@@ -323,7 +323,7 @@ def _open_session(source: Source, store_path: str | Path | None) -> tuple[Sessio
 
 
 def _app_and_server(session: Session, source: Source, collect: bool, host: str, port: int,
-                    config: dict):
+                    config: dict, on_progress: Callable[[int, int], None] | None = None):
     """The Dash app on ``session``'s store and a werkzeug server bound to ``host:port`` (not
     serving yet): ``(app, server, cfg)``.  Starts loading the phase model off the request
     path (reading it takes a few seconds).
@@ -344,7 +344,7 @@ def _app_and_server(session: Session, source: Source, collect: bool, host: str, 
     if source.kind == "replay" and collect:
         config.setdefault("replay", replay_info(source))
     cfg = DashboardConfig(source=source.label, health=health_now if collect else None, **config)
-    app = create_app(session.store, cfg)
+    app = create_app(session.store, cfg, on_progress=on_progress)
     threading.Thread(target=default_labeller, name="tealeaves-model-load", daemon=True).start()
     app.tealeaves_live.start_updates()  # followed pages' ticks then only read
     sock = _listen(host, port)
@@ -362,11 +362,14 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
           server_metrics: str | None = None, collect: bool = True,
           prometheus: str | None = None, prometheus_step: float = 0.5,
           prometheus_lookback: float = 5.0, reading: dict | None = None,
+          on_progress: Callable[[int, int], None] | None = None,
           **config) -> RunningDashboard:
     """Pick the source, open the store, start collecting and bind the server (not serving yet).
 
     Args:
         trace, speed, hz, force_replay, reading: as for ``choose_source``.
+        on_progress: ``History.on_progress`` while the store's history is first read and
+            labelled (``serve`` gives a progress bar).
         host, port: address to bind; port 0 picks a free one.
         store_path: SQLite store to write; a temporary file (removed at shutdown) when None.
         server_log: SGLang/vLLM log.  Live: followed from its end ("-": standard input).
@@ -411,7 +414,8 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         # replayed events are stored with their samples; a followed log may lag its stamps
         config.setdefault("server_lag_s", 0.0 if source.kind == "replay" else 1.5)
         config.setdefault("store_temporary", tmpdir is not None)
-        app, server, cfg = _app_and_server(session, source, collect, host, port, config)
+        app, server, cfg = _app_and_server(session, source, collect, host, port, config,
+                                           on_progress)
     except BaseException:
         session.stop()
         if tmpdir:
@@ -446,6 +450,40 @@ def start_in_thread(**kwargs) -> tuple[str, Callable[[], None]]:
     return running.url, running.shutdown
 
 
+#: Stored samples from which ``serve`` shows the first reading and labelling of a store as a
+#: progress bar (fewer take a second or two on two cores; an hour of eight GPUs at 20 Hz,
+#: 575,000 samples, 5-30 s: docs/benchmarks.md, "Start-up and command speed").
+PROGRESS_FROM_ROWS = 50_000
+
+
+class _HistoryBar:
+    """``History.on_progress`` for ``serve``: a bar on stderr while a large store's history is
+    first read, binned and labelled (before the page can be served), then one line."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.t0 = time.monotonic()
+        self.rows = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < PROGRESS_FROM_ROWS:
+            return
+        if self.bar is None:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, desc="tealeaves: reading and labelling the store",
+                            unit=" samples", unit_scale=True, file=sys.stderr, leave=False)
+        self.rows = total
+        self.bar.update(max(0, done - self.bar.n))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            print(f"tealeaves: {self.rows:,} stored samples read and labelled in "
+                  f"{time.monotonic() - self.t0:.1f} s", flush=True)
+            self.bar = None
+
+
 def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 8050,
           speed: float = 1.0, store_path: str | Path | None = None, hz: float = 10.0,
           force_replay: bool = False, server_log: str | Path | None = None, tz: str = "UTC",
@@ -464,11 +502,15 @@ def serve(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
         ValueError: missing or corrupt ``trace`` (one-line message), bad ``speed`` / ``hz``.
         RuntimeError: the store cannot be opened or the address not bound.
     """
-    running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
-                    hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
-                    server_metrics=server_metrics, collect=collect, prometheus=prometheus,
-                    prometheus_step=prometheus_step, prometheus_lookback=prometheus_lookback,
-                    reading=reading)
+    bar = _HistoryBar()
+    try:
+        running = start(trace=trace, host=host, port=port, speed=speed, store_path=store_path,
+                        hz=hz, force_replay=force_replay, server_log=server_log, tz=tz,
+                        server_metrics=server_metrics, collect=collect, prometheus=prometheus,
+                        prometheus_step=prometheus_step, prometheus_lookback=prometheus_lookback,
+                        reading=reading, on_progress=bar)
+    finally:
+        bar.close()
     print(f"tealeaves dashboard on {running.url} ({running.source.label}); Ctrl-C stops",
           flush=True)
     if running.server_note:
