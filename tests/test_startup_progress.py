@@ -42,3 +42,32 @@ def test_the_first_catch_up_reports_its_progress_and_a_large_store_gets_a_bar(tm
     out = capsys.readouterr()
     assert f"tealeaves: {total:,} stored samples read and labelled in" in out.out
     assert "reading and labelling the store" in out.err
+
+
+def test_classify_says_it_is_labelling_a_long_trace_on_a_terminal_only():
+    import fcntl
+    import io
+    import os
+    import pty
+    import struct
+    import sys
+    import termios
+
+    from tealeaves.app.cli import classify
+
+    assert classify._Working(classify.WORKING_FROM_ROWS - 1, "labelling").bar is None
+    # on a terminal: the bar names the step
+    main_fd, tty_fd = pty.openpty()
+    fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
+    old = sys.stderr
+    sys.stderr = io.TextIOWrapper(os.fdopen(tty_fd, "wb", buffering=0), write_through=True)
+    try:
+        w = classify._Working(classify.WORKING_FROM_ROWS, "labelling 9 samples")
+        assert w.bar is not None and not w.bar.disable
+        w.close()
+    finally:
+        sys.stderr.close()
+        sys.stderr = old
+    text = os.read(main_fd, 65536).decode(errors="replace")
+    os.close(main_fd)
+    assert "labelling 9 samples" in text, text
