@@ -131,9 +131,16 @@ def test_two_collectors_scraped_by_a_real_prometheus(cluster):
     watts = [float(r["value"][1]) for r in _query(base, "tealeaves_power_watts")]
     assert all(50 < w < 800 for w in watts), watts
     # counters: time in phases grows, and a join on the DCGM keys works
-    time.sleep(4)
-    grew = _query(base, "sum by (Hostname) (increase(tealeaves_phase_seconds_total[10s]))")
-    assert {r["metric"]["Hostname"] for r in grew if float(r["value"][1]) > 0} == set(hosts)
+    # (a wait for the state, not a sleep: Prometheus needs two scrapes of each host for an
+    # increase, however long those take on a busy machine)
+    deadline = time.time() + 60
+    while True:
+        grew = _query(base, "sum by (Hostname) (increase(tealeaves_phase_seconds_total[30s]))")
+        grown = {r["metric"]["Hostname"] for r in grew if float(r["value"][1]) > 0}
+        if grown == set(hosts) or time.time() > deadline:
+            break
+        time.sleep(0.5)
+    assert grown == set(hosts), grew
     joined = _query(base, "tealeaves_sm_active_ratio * on (Hostname, gpu) "
                           "group_left tealeaves_gpu_load_ratio")
     assert len(joined) == 4
@@ -162,7 +169,15 @@ def test_the_dashboard_reads_the_cluster_back_from_prometheus(cluster):
         except OSError:
             pass
         time.sleep(1)
-    time.sleep(6)  # some history to read back
+    # some history to read back: wait until Prometheus holds a few seconds of each host
+    while time.time() < deadline:
+        try:
+            held = _query(base, "count_over_time(tealeaves_phase_seconds_total[1m])")
+        except OSError:
+            held = []
+        if len(held) >= len(hosts) and all(float(r["value"][1]) >= 4 for r in held):
+            break
+        time.sleep(0.5)
     want = set(hosts) | ({"node01"} if DCGM_CASE.exists() else set())
     url, stop = start_in_thread(prometheus=base)
     try:
