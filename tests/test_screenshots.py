@@ -214,7 +214,9 @@ def test_verdict_names_the_phase_and_the_hot_gpu(windows):
     v = verdict(windows, [0, 1], t - 1, t + 1)
     g = int(windows["hot_gpu"].iloc[i])
     assert v.phase == "decode" and v.hot_gpu == g
-    assert f"GPU {g} hot, ratio {v.imbalance_ratio:.2f}" in v.text()
+    # the hot set in the words every surface uses (classifier.hot_set), then the ratio
+    assert f"hot: GPU {g} at " in v.text() and "stays" in v.text()
+    assert v.text().endswith(f", ratio {v.imbalance_ratio:.2f}")
     assert v.imbalance_ratio > 1.04 and v.loads[g] > v.loads[1 - g]
     empty = verdict(windows, [0, 1], 0.0, 10.0)
     assert empty.phase is None and empty.text() == "no labelled windows here"

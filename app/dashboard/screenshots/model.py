@@ -65,6 +65,10 @@ class Verdict:
         loads: ``{gpu: mean load %}`` over the span.
         hot_set: the hot set flagged in most flagged windows (every hot GPU of it; empty
             when none).
+        hot_text: the hot set in words (``classifier.hot_set``: the set, its share against
+            the rest, whether it stays or rotates); empty when none.
+        imbalance_ratio and straggler_tax are over the decode windows with load
+        (``classifier.summary.imbalance_summary``): NaN when the span has none.
     """
 
     t0: float
@@ -79,6 +83,7 @@ class Verdict:
     hot_share: float = 0.0
     loads: dict = field(default_factory=dict)
     hot_set: tuple[int, ...] = ()
+    hot_text: str = ""
 
     def text(self) -> str:
         """One line: ``"prefill (0.97)"``, ``"decode (0.99), GPU 3 hot, ratio 1.80"`` or
@@ -87,7 +92,9 @@ class Verdict:
             return "no labelled windows here"
         out = f"{self.phase} ({self.confidence:.2f})"
         if self.phase in ("decode", "mixed"):  # hot GPUs are flagged in decode windows
-            if len(self.hot_set) > 1:
+            if self.hot_text:  # the hot set in the words of every surface (classifier.hot_set)
+                out += f", hot: {self.hot_text}"
+            elif len(self.hot_set) > 1:
                 out += f", GPUs {', '.join(map(str, self.hot_set))} hot"
             elif self.hot_gpu is not None:
                 out += f", GPU {self.hot_gpu} hot"
@@ -117,19 +124,18 @@ def verdict(windows: pd.DataFrame, gpus: list[int], t0: float, t1: float) -> Ver
     shares = {p: float(counts.get(p, 0)) / len(w) for p in PHASE_ORDER if counts.get(p, 0)}
     phase = max(shares, key=lambda p: (shares[p], -PHASE_ORDER.index(p)))
     conf = float(w.loc[w["phase"] == phase, "confidence"].mean())
-    dec = w[w["phase"] == "decode"]
-    ratio = float(dec["imbalance_ratio"].mean()) if len(dec) else math.nan
-    tax = float(dec["straggler_tax"].mean()) if len(dec) else math.nan
+    summ = imbalance_summary(w)  # ratio and tax over the decode windows with load only
+    ratio, tax = float(summ["imbalance_ratio"]), float(summ["straggler_tax"])
     flagged = w["hot_gpu"].dropna()
     hot, hot_share = None, 0.0
     if len(flagged):
         top = flagged.astype(int).value_counts()
         hot = int(top.index[0])
         hot_share = float(top.iloc[0]) / len(w)
-    hot_set = tuple(imbalance_summary(w)["hot_set"])
+    hot_set = tuple(summ["hot_set"])
     loads = {g: float(w[f"load_g{g}"].mean()) for g in gpus if f"load_g{g}" in w}
     return Verdict(t0, t1, len(w), phase, shares, conf, ratio, tax, hot, hot_share, loads,
-                   hot_set)
+                   hot_set, summ["hot_text"] if summ["hot_pattern"] != "none" else "")
 
 
 def moment_verdict(history, t: float | None, span: float) -> Verdict:
