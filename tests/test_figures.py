@@ -378,8 +378,8 @@ def test_background_updates_keep_the_history_and_the_tick_only_reads(tmp_path, t
     try:
         live.advance(st)  # a page is watching
         deadline = _time.monotonic() + 10
-        # every row of a followed view ends at one edge (``LiveView._ends``): the earliest
-        # of the bins', windows' and segments' cursors
+        # a followed view ends at the lanes' edge (``LiveView._ends``: the newest bin); the
+        # labelled rows stop at their own cursors, a "labelling…" mark to that edge
         k_drawn = int(st["k"])
         while live._ends(1).k < k_drawn + 45 and _time.monotonic() < deadline:
             _time.sleep(0.05)

@@ -281,13 +281,15 @@ def test_followed_ribbon_draws_a_bar_per_slot_and_extends_by_slots(bursts, tmp_p
                                     for p in F.RIBBON_PHASES]))
     assert len(new_x) == new  # one bar per new slot, in the trace of its phase
     assert new_x[0] == pytest.approx((st["m"] + 0.5) * HOP * 1000.0, abs=0.1)
-    # each phase trace keeps exactly its bars among the view's last 20 s of slots
-    _, in_view = live.history.slots(step.state["m"] - round(20.0 / HOP), step.state["m"])
+    # each phase trace keeps exactly its bars among the view's slots: from its left edge (a
+    # window boundary within a window of the lanes' edge - 20 s) to the slot cursor
+    t_left = math.ceil((step.state["k"] * 0.1 - 20.0) / W - 1e-6) * W
+    _, in_view = live.history.slots(math.ceil(t_left / HOP - 1e-6), step.state["m"])
     for p in F.RIBBON_PHASES:
         i = keys.index(("phase", p))
         assert limits["x"][i] == int((np.asarray(in_view) == p).sum()), p  # 0: none left
-    assert sum(limits["x"][keys.index(("phase", p))] for p in F.RIBBON_PHASES) >= round(
-        20.0 / HOP) - 5
+    assert sum(limits["x"][keys.index(("phase", p))] for p in F.RIBBON_PHASES) == len(in_view)
+    assert len(in_view) >= round(19.5 / HOP) - 15  # the segments lag the lanes' edge ~1 s
     # a 10-min view draws 0.5-s live bins: one ribbon bar per window, as before
     wide = live.snapshot(600.0)
     assert wide.state["m"] is None

@@ -59,6 +59,7 @@ from dash import ClientsideFunction, Input, Output, State, dcc, html
 
 from ...data.store import SampleStore, StoreError
 from ..figures import (
+    LABELLING_TEXT,
     extendable,
     trace_keys,
 )
@@ -67,7 +68,7 @@ from .actions import act, export_report
 from .config import MIN_HEIGHT_PX, PRESETS, STUCK_MS, DashboardConfig
 from .cursor import Action, Cursor, page_state
 from .inflight import SingleFlight
-from .live import LiveView, Step, axis_names, selected_trace
+from .live import LiveView, Step, axis_names, not_labelled_yet, selected_trace
 from .panels import (
     cluster_panel,
     follow_button,
@@ -388,8 +389,13 @@ def _register_panels(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
         if t_ms is None:
             raise dash.exceptions.PreventUpdate
         st = state or {}
-        return hover_panel(live.at(float(t_ms) / 1000.0), st.get("order"), st.get("tz"),
-                           st.get("ribbon"))
+        panel = hover_panel(live.at(float(t_ms) / 1000.0), st.get("order"), st.get("tz"),
+                            st.get("ribbon"))
+        if not_labelled_yet(st, float(t_ms) / 1000.0, live.config.window_s,
+                            live.history.hop_s or 0.1):
+            panel = [html.Div(f"labelling… {LABELLING_TEXT}", className="tl-muted",
+                              id=ids.HOVER_LABELLING), *panel]
+        return panel
 
     @app.callback(output={"panel": Output(ids.WINDOW_PANEL, "children"),
                           "selected": Output(ids.SELECTED, "data"),

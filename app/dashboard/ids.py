@@ -29,6 +29,7 @@ INPUTS = "tl-inputs"
 #: The hover panel's line of the window's phase shares and verdict.
 HOVER_SHARES = "tl-hover-shares"
 HOVER_RIBBON = "tl-hover-ribbon"
+HOVER_LABELLING = "tl-hover-labelling"
 HOVER_WHY = "tl-hover-why"
 #: The small source / sample-count / last-sample-age line.
 STATUS = "tl-status"

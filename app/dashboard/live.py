@@ -28,6 +28,7 @@ from ...classifier.summary import window_hot_sets
 from ...data.schema import EARLIEST_TS
 from ...data.store import HostView, SampleStore, StoreError
 from ..figures import (
+    LABELLING_ROWS,
     MIXED_PHASES,
     HeaderSummary,
     band_axis,
@@ -121,9 +122,15 @@ class RangeView:
 
 @dataclass(frozen=True)
 class FollowEnds:
-    """The common right edge of a followed view (``LiveView._ends``): the next bin ``k``
-    (0.1-s bins), window ``j``, segment slot ``m`` and server cell ``s`` to draw (None: that
-    row is not drawn from the history's slots / cells) and the edge ``t`` itself, epoch s."""
+    """The right edges of a followed view (``LiveView._ends``).
+
+    ``t`` (epoch s) is the view's edge: the end of the newest complete live bin, where the
+    lanes end (so a sample is on screen as soon as its bin is complete).  ``k`` is the next bin
+    (0.1-s bins, ``k * bin_s == t``); ``j`` the next window, ``m`` the next segment slot and
+    ``s`` the next server cell to draw, each at its own cursor, never past ``t`` (None: that
+    row is not drawn from the history's slots / cells).  The rows labelled after the samples
+    stop at their cursor and a "labelling…" mark covers from there to ``t`` (``labelling``).
+    """
 
     k: int
     j: int
@@ -131,10 +138,38 @@ class FollowEnds:
     s: int | None
     t: float
 
+    def labelling(self, window_s: float, hop_s: float, left: float = -math.inf
+                  ) -> dict[str, tuple[float, float]]:
+        """``{row: (t_from, t_to)}`` epoch s of each ``LABELLING_ROWS`` row's "labelling…"
+        mark: from where its labels stop (the ribbon: the segment slot cursor ``m`` of
+        ``hop_s`` slots, else the window cursor; the load heatmap and bands and the imbalance
+        strip: the window cursor ``j`` of ``window_s`` windows), at the earliest the view's
+        left edge ``left``, to the edge ``t``."""
+        w_end = min(max(self.j * window_s, left), self.t)
+        r_end = w_end if self.m is None else min(max(self.m * hop_s, left), self.t)
+        return {"ribbon": (r_end, self.t), "bands": (w_end, self.t), "strip": (w_end, self.t)}
+
+    def left(self, span_s: float, window_s: float) -> float:
+        """The view's left edge, epoch s, shared by every row: the first window boundary at or
+        after ``t - span_s`` (so the lanes, windows and segments all start there)."""
+        return math.ceil((self.t - span_s) / window_s - 1e-6) * window_s
+
 
 #: A store counts as being written ("now" in the session picker) while its newest sample is
 #: at most this old and new rows arrived within this many seconds.
 WRITING_AGE_S = 5.0
+
+
+def not_labelled_yet(state: Cursor, t: float, window_s: float, hop_s: float) -> bool:
+    """Whether time ``t`` (epoch s) lies under a "labelling…" mark of the followed page whose
+    cursor is ``state``: past where its ribbon's labels stop (segment slot ``m`` of ``hop_s``
+    slots, else window ``j`` of ``window_s`` windows) and not past its edge (``edge``, ms)."""
+    if state.get("mode") != "follow" or state.get("j") is None or not state.get("edge"):
+        return False
+    j_t = int(state["j"]) * window_s
+    m = state.get("m")
+    start = min(j_t, int(m) * hop_s) if m is not None else j_t
+    return start <= t <= float(state["edge"]) / 1000.0
 
 
 def live_factor(span_s: float, bin_s: float) -> int:
@@ -379,11 +414,13 @@ class LiveView:
             ends = FollowEnds(h.k_next // f * f, h.j_next or 0, None, None,
                               h.k_next // f * f * c.bin_s)
         k_end, j_end, m_end, s_end = ends.k, ends.j, ends.m, ends.s
+        # every row starts at one left edge, a window boundary (``FollowEnds.left``)
+        t_left = ends.left(span, c.window_s)
         k_first = (bin_index(h.t_first, c.bin_s) // f) * f
-        k_start = max(k_first, k_end - math.ceil(span / c.bin_s / f) * f)
+        k_start = max(k_first, math.ceil(t_left / c.bin_s / f - 1e-6) * f)
         bins = coarse_bins(h.bins(k_start, k_end, dense=True), f)
         j_start = max(math.ceil(h.t_first / c.window_s - 1e-9),
-                      j_end - math.ceil(span / c.window_s))
+                      round(t_left / c.window_s))
         windows = h.windows(j_start, j_end)
         order = load_order(windows, gpus, order_by)
         server = h.cells(j_start, s_end) if h.has_server and s_end is not None else None
@@ -392,10 +429,11 @@ class LiveView:
         if m_end is not None:
             hop = h.hop_s
             per = round(c.window_s / hop)
-            slots = h.slots(max(j_start * per, m_end - math.ceil(span / hop - 1e-9)), m_end)
+            slots = h.slots(j_start * per, m_end)
         fig = build_figure(bins, windows, gpus, bin_s=c.bin_s * f, window_s=c.window_s,
                            height=c.height, uirevision=rev, server=server, order=order,
-                           shots=shots, time_zone=tz, slots=slots, hop_s=h.hop_s or 0.1)
+                           shots=shots, time_zone=tz, slots=slots, hop_s=h.hop_s or 0.1,
+                           labelling=ends.labelling(c.window_s, h.hop_s or 0.1, t_left))
         if selected is not None:
             sel = selected_trace(selected, c.window_s)
             # plain lists: plotly sends numpy arrays as typed-array specs, which extendData
@@ -410,17 +448,18 @@ class LiveView:
                  "shots_on": shots_on}
         return Step(state=self._meta(state), figure=fig, summary=self._summary(windows, tail))
 
-    def _in_view(self, span: float, m_end: int | None, j_end: int
-                 ) -> tuple[dict[str, int], int, dict[str, int]]:
-        """What a followed view of ``span`` seconds ending at the page's new edge holds of the
-        traces trimmed by count: ``({phase: ribbon bars}, load heatmap columns, {phase:
-        mixed windows striped with it})``.  The bars are its segment slots (``m_end``: slot
-        cursor) or else its windows (``j_end``: window cursor); the columns are its windows
-        and the blank columns between them."""
+    def _in_view(self, t_left: float, m_end: int | None, j_end: int
+                 ) -> tuple[dict[str, int], int, dict[str, int], int]:
+        """What a followed view whose left edge is ``t_left`` (epoch s, a window boundary,
+        ``FollowEnds.left``) holds of the traces trimmed by count once extended: ``({phase:
+        ribbon bars}, load heatmap columns, {phase: mixed windows striped with it},
+        windows)``.  The bars are its segment slots (``m_end``: slot cursor) or else its
+        windows (``j_end``: window cursor); the columns are its windows and the blank columns
+        between them."""
         h = self.history
-        w = h.windows(j_end - math.ceil(span / self.config.window_s), j_end)
+        w = h.windows(round(t_left / self.config.window_s), j_end)
         if m_end is not None and h.hop_s:
-            _, phases = h.slots(m_end - math.ceil(span / h.hop_s - 1e-9), m_end)
+            _, phases = h.slots(math.ceil(t_left / h.hop_s - 1e-6), m_end)
         else:
             phases = w["phase"].to_numpy() if len(w) else np.zeros(0, dtype=object)
         names, counts = np.unique(np.asarray(phases, dtype=object).astype(str),
@@ -428,38 +467,32 @@ class LiveView:
         heat = len(w) + heat_blanks(w.index.to_numpy()) if len(w) else 0
         mixed = mixed_with(w)
         striped = {p: int((mixed == p).sum()) for p in MIXED_PHASES}
-        return dict(zip(names.tolist(), counts.tolist())), heat, striped
+        return dict(zip(names.tolist(), counts.tolist())), heat, striped, len(w)
 
     def _ends(self, factor: int) -> FollowEnds | None:
-        """Where a followed view with live bins of ``factor`` 0.1-s bins ends: every row at
-        the same edge, the earliest of the history's cursors (lanes, windows, segment slots
-        when the ribbon draws them, server cells), so no row runs past the others (the
-        windows are labelled a little after their bins complete, the segments settle one
-        window later still).  Each cursor is read once (the update thread moves them
-        meanwhile).  None while the history is being rebuilt (no cursor)."""
+        """Where a followed view with live bins of ``factor`` 0.1-s bins ends: its edge is the
+        lanes' (the newest complete live bin: the samples are on screen as soon as binned);
+        the windows, segment slots (when the ribbon draws them) and server cells each end at
+        their own cursor, at most that edge (the windows are labelled a little after their
+        bins complete, the segments settle about a window later still; the gap is drawn as a
+        "labelling…" mark, ``FollowEnds.labelling``).  Each cursor is read once (the update
+        thread moves them meanwhile).  None while the history is being rebuilt (no cursor)."""
         c, h = self.config, self.history
         k_next, j_next, s_next = h.k_next, h.j_next, h.s_next
         if k_next is None or j_next is None:
             return None
         m_next = self._slot_cursor(factor)
         hop = h.hop_s or 0.1
-        w, b = c.window_s, c.bin_s * factor
-        edges = [(k_next // factor) * b, j_next * w]
-        if m_next is not None:
-            edges.append(m_next * hop)
-        if s_next is not None:
-            edges.append(s_next * w)
-        t = min(edges)
+        k = (k_next // factor) * factor
+        t = k * c.bin_s
         eps = 1e-6
 
         def upto(step: float) -> int:
             return math.floor(t / step + eps)
 
-        k = upto(b) * factor
-        t = k * c.bin_s  # on the live bins' grid (a window and a slot hold whole bins)
-        return FollowEnds(k, min(j_next, upto(w)),
+        return FollowEnds(k, min(j_next, upto(c.window_s)),
                           None if m_next is None else min(m_next, upto(hop)),
-                          None if s_next is None else min(s_next, upto(w)), t)
+                          None if s_next is None else min(s_next, upto(c.window_s)), t)
 
     def _slot_cursor(self, factor: int) -> int | None:
         """The history's next segment slot when a followed view with live bins of ``factor``
@@ -550,13 +583,20 @@ class LiveView:
         tail = self._tail(windows, state.get("hot_tail", []))
         new_state = {**state, "k": max(k, k_end), "j": max(j, j_end), "m": m_end, "s": s,
                      "hot_tail": tail, "edge": edge_s * 1000.0}
-        phases_in_view, heat_in_view, mixed_in_view = self._in_view(float(state["span"]),
-                                                                     m_end, j_end)
+        new_k = max(k, k_end)
+        t_left = FollowEnds(new_k, j_end, m_end, s_end, new_k * c.bin_s).left(
+            float(state["span"]), c.window_s)
+        phases_in_view, heat_in_view, mixed_in_view, n_windows = self._in_view(t_left, m_end,
+                                                                                j_end)
+        now_ends = FollowEnds(new_k, max(j, j_end), m_end, s, new_k * c.bin_s)
+        k_left = math.ceil(t_left / c.bin_s / f - 1e-6) * f
         payload = extend_data(bins, windows, state["gpus"], bin_s=c.bin_s * f,
                               window_s=c.window_s, view_s=state["span"], server=cells,
                               order=state.get("order"), slots=slots, hop_s=h.hop_s or 0.1,
                               phases_in_view=phases_in_view, after_j=j,
-                              heat_in_view=heat_in_view, mixed_in_view=mixed_in_view)
+                              heat_in_view=heat_in_view, mixed_in_view=mixed_in_view,
+                              windows_in_view=n_windows, lanes_in_view=(new_k - k_left) // f,
+                              labelling=now_ends.labelling(c.window_s, h.hop_s or 0.1, t_left))
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
@@ -597,6 +637,8 @@ class LiveView:
             cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
             traces.update(server_traces(cells, w, n_out))
         traces[("selected",)] = selected_trace(selected, w)
+        for r in LABELLING_ROWS:  # a range view is drawn from what is labelled: no marks
+            traces[("labelling", r)] = TraceData(np.zeros(0), np.zeros(0), text=[])
         empty = windows.empty and not any(
             np.isfinite(td.y).any() for k, td in traces.items() if k[0] == "lane")
         return RangeView(t0, t1, traces, order, raw, n_out, factor, empty, fine)

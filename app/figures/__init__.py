@@ -34,6 +34,8 @@ from .geometry import (  # noqa: F401
     GPU_COLORS,
     HEAT_COLORSCALE,
     HOT_COLOR,
+    LABELLING_ROWS,
+    LABELLING_TEXT,
     LANE_COLUMNS,
     LANES,
     MARKER_Y,

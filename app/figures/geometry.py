@@ -207,6 +207,15 @@ def gpu_color(gpu: int) -> str:
     return GPU_COLORS[int(gpu) % len(GPU_COLORS)]
 
 
+#: Rows of the figure drawn from labels made after the samples (windows, 0.1-s segments):
+#: in a followed view each stops at its own cursor and a "labelling…" mark runs from there to
+#: the view's edge (``trace_keys``' ``("labelling", row)``).
+LABELLING_ROWS = ("ribbon", "bands", "strip")
+
+#: The hover text of a "labelling…" mark.
+LABELLING_TEXT = "not labelled yet: the 0.1-s segments settle ~1 s after the samples"
+
+
 def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     """The figure's traces, in order, as keys.
 
@@ -221,7 +230,10 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     (three points per window: a segment and a break).  With ``server``, the server lane's
     traces follow at the end (so the others keep their positions): ``("server", key)`` per
     ``SERVER_LINES`` and ``("prefill", i)`` prefill markers of size class ``i``
-    (``PREFILL_SIZES``).  ``build_figure`` creates traces in this order and ``extend_data``
+    (``PREFILL_SIZES``).  Last come the "labelling…" marks, ``("labelling", row)`` per
+    ``LABELLING_ROWS``: a hatched grey shape from where a row that is labelled after the samples
+    (ribbon, load heatmap and bands, imbalance strip) stops to the followed view's edge (the
+    newest sample's bin).  ``build_figure`` creates traces in this order and ``extend_data``
     addresses them by their position.
     """
     keys: list[tuple] = [("phase", p) for p in RIBBON_PHASES]
@@ -240,6 +252,7 @@ def trace_keys(gpus: list[int], server: bool = False) -> list[tuple]:
     if server:
         keys += [("server", line.key) for line in SERVER_LINES]
         keys += [("prefill", i) for i in range(len(PREFILL_SIZES))]
+    keys += [("labelling", r) for r in LABELLING_ROWS]
     return keys
 
 

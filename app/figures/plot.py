@@ -55,6 +55,8 @@ from .geometry import (
     COLUMN_SHORT,
     HEAT_COLORSCALE,
     HOT_COLOR,
+    LABELLING_ROWS,
+    LABELLING_TEXT,
     LANES,
     MARKER_Y,
     MIXED_PATTERN,
@@ -179,14 +181,17 @@ def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list
 def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
             window_s: float, server: pd.DataFrame | None = None,
             order: list[int] | None = None, slots: tuple | None = None,
-            hop_s: float = 0.1, after_j: int | None = None
+            hop_s: float = 0.1, after_j: int | None = None,
+            labelling: dict[str, tuple[float, float]] | None = None
             ) -> dict[tuple, tuple[list, list, list]]:
     """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
     one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
     load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
     phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
     point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
-    (``heat_columns``; ``after_j`` as there).
+    (``heat_columns``; ``after_j`` as there).  ``labelling`` maps a ``LABELLING_ROWS`` row
+    to ``(t_from, t_to)`` (epoch s): its "labelling…" mark's stretch (``labelling_points``);
+    a row not in it gets no points.
     """
 
     band_rows = band_slots(list(gpus) if order is None else list(order))
@@ -266,7 +271,21 @@ def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: f
                                      for t, h in zip(why, is_hot)])
     if server is not None:
         out.update(_server_points(server, window_s))
+    top = {"ribbon": 1.0, "bands": max(len(gpus), 1) - 0.05, "strip": share_axis_top(len(gpus))}
+    for r in LABELLING_ROWS:
+        span = (labelling or {}).get(r)
+        out[("labelling", r)] = ([], [], []) if span is None else labelling_points(
+            span[0], span[1], top[r])
     return out
+
+
+def labelling_points(t_from: float, t_to: float, top: float) -> tuple[list, list, list]:
+    """The closed outline ``(x ms, y, text)`` of a "labelling…" mark: a box from ``t_from`` to
+    ``t_to`` (epoch s; none wide when ``t_to <= t_from``) and from 0 to ``top`` in its row's
+    y units.  Always five points, so a live ``extendData`` with ``maxPoints`` 5 replaces it."""
+    a = float(t_from) * 1000.0
+    b = max(a, float(t_to) * 1000.0)
+    return [a, b, b, a, a], [0.0, 0.0, top, top, 0.0], [LABELLING_TEXT] * 5
 
 
 # -- the figure ------------------------------------------------------------------------------
@@ -279,7 +298,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                  order: list[int] | None = None,
                  shots: pd.DataFrame | None = None,
                  time_zone: str = "UTC", slots: tuple | None = None,
-                 hop_s: float = 0.1) -> go.Figure:
+                 hop_s: float = 0.1,
+                 labelling: dict[str, tuple[float, float]] | None = None) -> go.Figure:
     """The whole live figure from binned lanes and classifier windows.
 
     Args:
@@ -298,6 +318,9 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         time_zone: IANA name of the zone the browser shows the time axis in (its title).
         slots: ``(slot indices, phases)`` of the phase segments' ``hop_s`` slots: the
             ribbon's phase bars are one per slot (``hop_s`` wide) instead of per window.
+        labelling: ``{row: (t_from, t_to)}`` epoch s, a followed view's "labelling…" marks
+            (``LABELLING_ROWS``: from where the row's labels stop to the view's edge); None:
+            none drawn (a range view).
 
     Returns:
         A figure whose traces follow ``trace_keys(gpus, server is not None)``; x values are
@@ -306,7 +329,8 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     has_server = server is not None
     fig, R = _subplots(gpus, has_server)
     order = list(gpus) if order is None else list(order)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s,
+                  labelling=labelling)
     widths = (window_s * 1000.0, (hop_s if slots is not None else window_s) * 1000.0)
     axes = _server_axes(fig, R) if has_server else {}
     for key in trace_keys(gpus, has_server):
@@ -377,6 +401,17 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
     keywords); ``widths`` = (window bar width, phase bar width) in ms."""
     kind = key[0]
     width_ms, phase_width_ms = widths
+    if kind == "labelling":  # hatched grey: labels not made yet, the samples are there
+        row = {"ribbon": R.ribbon, "bands": R.bands, "strip": R.strip}[key[1]]
+        return go.Scatter(
+            x=x, y=y, text=text, mode="lines", fill="toself", name="labelling…",
+            fillcolor="rgba(148,163,184,0.22)",
+            fillpattern={"shape": "/", "fgcolor": "#94a3b8", "bgcolor": "rgba(0,0,0,0)",
+                         "size": 7, "solidity": 0.25},
+            line={"width": 0.8, "color": "#94a3b8", "dash": "dot"}, showlegend=False,
+            # the page's hover panel says it (plotly's own label, hovermode "x" with no
+            # distance limit, would stand over the whole figure)
+            hoverinfo="skip", meta=LABELLING_TEXT), {"row": row, "col": 1}
     if kind == "phase":
         p = key[1]
         return go.Bar(
@@ -590,7 +625,10 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
                 slots: tuple | None = None, hop_s: float = 0.1,
                 phases_in_view: dict[str, int] | None = None,
                 after_j: int | None = None, heat_in_view: int | None = None,
-                mixed_in_view: dict[str, int] | None = None) -> list:
+                mixed_in_view: dict[str, int] | None = None,
+                lanes_in_view: int | None = None,
+                windows_in_view: int | None = None,
+                labelling: dict[str, tuple[float, float]] | None = None) -> list:
     """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
 
     Args:
@@ -619,6 +657,13 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         mixed_in_view: ``{phase: mixed windows striped with it in the view once
             extended}``: the ``("mixed", phase)`` traces' ``maxPoints`` (they too hold only
             their own bars).  None: ``view_s / window_s``.
+        lanes_in_view: the lanes' bins in the view once extended (from its left edge, on the
+            window grid, to the newest bin): their ``maxPoints``.  None: ``view_s / bin_s``.
+        windows_in_view: the windows in the view once extended (from that left edge): the
+            ``maxPoints`` of the imbalance bar, the bands and the strip (``hot``: three per
+            window).  None: ``view_s / window_s``.
+        labelling: the "labelling…" marks now, as for ``build_figure``: each replaces the
+            mark on the page (``maxPoints`` 5); a row not in it keeps its mark.
 
     Returns:
         ``[update, indices, max_points]``: ``update`` maps ``x``, ``y``, ``text`` and ``z`` to
@@ -629,9 +674,11 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         figure carries a ``z`` list (``extendable``).
     """
     keys = trace_keys(gpus, server is not None)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s, after_j)
-    lane_max = math.ceil(view_s / bin_s)
+    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s, after_j,
+                  labelling)
+    lane_max = math.ceil(view_s / bin_s) if lanes_in_view is None else max(1, lanes_in_view)
     win_max = math.ceil(view_s / window_s)
+    in_view = win_max if windows_in_view is None else max(0, int(windows_in_view))
     slot_max = math.ceil(view_s / hop_s - 1e-9)
     update: dict[str, list] = {"x": [], "y": [], "text": [], "z": []}
     limits: list[int] = []
@@ -648,13 +695,17 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
         if key[0] == "heat":
             limits.append(win_max if heat_in_view is None else max(0, int(heat_in_view)))
         elif key[0] == "hot":
-            limits.append(3 * win_max)
+            limits.append(3 * in_view)
+        elif key[0] in ("ribbon_hot", "band", "share"):
+            limits.append(in_view)
         elif key[0] == "phase" and phases_in_view is not None:
             limits.append(int(phases_in_view.get(key[1], 0)))  # 0: none left in view
         elif key[0] == "phase" and slots is not None:
             limits.append(slot_max)
         elif key[0] == "mixed" and mixed_in_view is not None:
             limits.append(int(mixed_in_view.get(key[1], 0)))
+        elif key[0] == "labelling":  # its five points replace the mark
+            limits.append(5)
         elif key[0] == "shots":  # never appended to: keep every marker
             limits.append(10**7)
         else:
