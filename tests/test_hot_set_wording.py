@@ -207,6 +207,22 @@ def test_live_header_says_it_rotates_over_the_last_windows(rot_windows):
     assert "in the last 20 windows: rotates between GPUs" in cell, cell
 
 
+def test_live_header_names_the_set_that_stays_when_the_newest_window_has_none(rot_windows):
+    """Following live, the newest window not flagged but the last ones flagged with one set:
+    the value says the newest window has none, and the line under it names the set that
+    stays (was "none" over "stays: 13 of 13 imbalanced windows", naming no GPU)."""
+    w = rot_windows.copy()
+    # one GPU hot in every flagged window (a set of one: no ``hot_set`` column), and the
+    # newest window not flagged
+    w = w.drop(columns=[c for c in ("hot_set",) if c in w])
+    w.loc[w["imbalanced"].eq(True), "hot_gpu"] = 3.0
+    w.loc[w.index[-1], ["hot_gpu", "imbalanced"]] = [np.nan, False]
+    s = F.header_summary(w)
+    cell = _text(next(c for c in header_cells(s) if c.id == ids.HOT_GPU))
+    assert "none in the newest window" in cell, cell
+    assert re.search(r"in the last \d+ windows: GPUs? [\d, ]+ at .*stays", cell), cell
+
+
 # -- idle windows carry no figures -----------------------------------------------------------
 
 

@@ -419,8 +419,9 @@ def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
         if len(story.parts) > ROTATION_SETS:
             value.append(html.Span(" / …", className="tl-muted"))
         return value
-    if not hot_set:
-        return html.Span("none", className="tl-muted")
+    if not hot_set:  # (following live: the newest window's; the last windows' are below)
+        return html.Span("none" if s.range is not None else "none in the newest window",
+                         className="tl-muted")
     value = _pills(hot_set, len(hot_set) == 1)
     shares = share_words(s.hot_share, s.cold_share, len(hot_set))
     if shares:
@@ -440,7 +441,10 @@ def _hot_sub(s: HeaderSummary) -> str:
     if s.hot_recent:
         last = f"in the last {s.windows} windows"
         if story is not None and story.pattern != "none":
-            return f"{last}: {_story_sub(story)}"
+            # the value names the newest window's set; when it has none, this line names
+            # the last windows' own (never "stays" without saying which GPUs stay hot)
+            shown = s.hot_set or ((s.hot_gpu,) if s.hot_gpu is not None else ())
+            return f"{last}: {_story_sub(story) if shown else story.text()}"
         return f"hot {last}: {_recent_text(s.hot_recent)}"
     return f"none hot in the last {s.windows} windows" if s.windows else ""
 
