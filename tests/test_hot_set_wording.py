@@ -220,7 +220,7 @@ def test_live_header_names_the_set_that_stays_when_the_newest_window_has_none(ro
     s = F.header_summary(w)
     cell = _text(next(c for c in header_cells(s) if c.id == ids.HOT_GPU))
     assert "none in the newest window" in cell, cell
-    assert re.search(r"in the last \d+ windows: GPUs? [\d, ]+ at .*stays", cell), cell
+    assert re.search(r"in the last \d+ windows: GPU 3, stays: \d+ of \d+ imbalanced", cell), cell
 
 
 # -- idle windows carry no figures -----------------------------------------------------------
