@@ -322,6 +322,16 @@ def header_cells(s: HeaderSummary, tz: str | None = None) -> list:
         phase_value = html.Span("none" if in_range else "waiting", className="tl-pill",
                                 style={"background": "#eef0f3", "color": "#6b7280"})
         phase_sub = "no labelled window in this range" if in_range else "no complete window yet"
+    elif not in_range and s.verdict.startswith(("mixed", "cannot tell")):
+        # the newest window split with no phase at 70 % of it: say so, as the ribbon's
+        # stripes do, not a phase pill the window's shares do not carry ("DECODE, 0 % sure"
+        # beside "idle 65 %"); the label the trees gave is in the line under it
+        phase_value = html.Span("MIXED" if s.verdict.startswith("mixed") else "CANNOT TELL",
+                                className="tl-pill",
+                                style={"background": "#eef0f3", "color": "#1f2937"})
+        phase_sub = (f"{s.verdict} · labelled {s.phase} "
+                     f"({s.certainty or _num(s.confidence * 100, '.0f', ' %')}) · window to "
+                     f"{clock(s.window_end, zone, 2)}")
     else:
         phase_value = html.Span(s.phase.upper(), className="tl-pill",
                                 style={"background": PHASE_COLORS.get(s.phase, "#999"),
