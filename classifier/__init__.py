@@ -176,6 +176,12 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_gpu", "hot_set",
                 "hot_share", "cold_share", "imbalanced", "persistence"):
         out[col] = imb[col].to_numpy()
+    # a window labelled idle carries no imbalance figures, whatever its load (issue 35: an
+    # idle window's max/mean of near-nothing read 2.0): they speak of work, and it has none
+    idle_w = out["phase"].to_numpy() == "idle"
+    if idle_w.any():
+        for col in ("imbalance_ratio", "balancedness", "straggler_tax"):
+            out[col] = out[col].astype(float).mask(idle_w)
     for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
                 "power_frac_mean", "n_gpus"):
         out[col] = feats[col].to_numpy()

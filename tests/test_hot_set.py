@@ -206,7 +206,7 @@ def test_ribbon_marks_hover_and_window_panel_name_each_hot_gpu(eight, windows, t
             assert f"why GPU {g}: DRAM bandwidth" in panel
     # a screenshot's verdict over the stretch
     v = verdict(windows, gpus, float(windows["start"].min()), float(windows["end"].max()))
-    assert v.hot_set == tuple(HOT) and "GPUs 1, 3, 5, 7 hot" in v.text()
+    assert v.hot_set == tuple(HOT) and "hot: GPUs 1, 3, 5, 7 at " in v.text()
 
 
 # -- the report ----------------------------------------------------------------------------

@@ -233,7 +233,12 @@ def test_an_idle_window_has_no_imbalance_figures(bundled_windows):
     for col in ("imbalance_ratio", "balancedness", "straggler_tax", "hot_share"):
         assert w.loc[idle, col].isna().all(), col
     assert (w.loc[idle, "hot_set"] == "").all() and not w.loc[idle, "imbalanced"].any()
-    busy = (w["load_mean"] >= 10) & (w["n_gpus"] >= 2)
+    # a window labelled idle carries none either, whatever its load
+    labelled_idle = w["phase"] == "idle"
+    for col in ("imbalance_ratio", "balancedness", "straggler_tax"):
+        assert w.loc[labelled_idle, col].isna().all(), col
+    busy = (w["load_mean"] >= 10) & (w["n_gpus"] >= 2) & ~labelled_idle
+    assert busy.sum() >= 50
     assert np.isfinite(w.loc[busy, "imbalance_ratio"]).all()  # loaded windows keep theirs
 
 
