@@ -98,11 +98,24 @@ window.dash_clientside = window.dash_clientside || {};
 
     window.dash_clientside.live = Object.assign({}, window.dash_clientside.live, {
         // The interval asks for an update only when none is in flight (or one is stuck).
+        // A request stuck past stuck_ms is asked again; each retry in a row waits twice as
+        // long (up to 16x), so an answer slower than the wait (a loaded server building a
+        // long range) still lands instead of being superseded by the next retry forever.
+        // The count is kept per output (the live pull, the balance panel's pull).
         tick: function (n, busy, pull, config) {
+            const nu = window.dash_clientside.no_update;
             const now = Date.now();
-            if (busy !== null && busy !== undefined && now - busy < config.stuck_ms) {
-                return [window.dash_clientside.no_update, window.dash_clientside.no_update];
+            const ctx = window.dash_clientside.callback_context;
+            const out = ctx && ctx.outputs_list && ctx.outputs_list[0];
+            const key = out && out.id ? String(out.id) : "tick";
+            const stuck = window.__tlStuck = window.__tlStuck || {};
+            if (busy === null || busy === undefined) {
+                stuck[key] = 0;
+                return [(pull || 0) + 1, now];
             }
+            const wait = config.stuck_ms * Math.pow(2, Math.min(stuck[key] || 0, 4));
+            if (now - busy < wait) return [nu, nu];
+            stuck[key] = (stuck[key] || 0) + 1;
             return [(pull || 0) + 1, now];
         },
 
