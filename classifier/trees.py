@@ -15,7 +15,10 @@ never answered with stale trees, and the ``.npz`` is read with ``allow_pickle=Fa
 
 from __future__ import annotations
 
+import contextlib
 import os
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -192,8 +195,8 @@ def cached(archive: Path, sha256: str) -> TreeEnsemble | None:
                 if str(a["sha256"]) != sha256:
                     continue
                 return TreeEnsemble.from_arrays(a, source=archive, source_sha256=sha256)
-        except (OSError, ValueError, KeyError):
-            continue
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile, zlib.error):
+            continue  # a damaged or foreign file: the next place, else the archive itself
     return None
 
 
@@ -209,4 +212,5 @@ def store(trees: TreeEnsemble, archive: Path, sha256: str, where: Path | None = 
             np.savez(f, sha256=np.asarray(sha256), **trees.arrays())
         tmp.replace(path)
     except OSError:
-        tmp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # (its folder may be what could not be made)
+            tmp.unlink(missing_ok=True)

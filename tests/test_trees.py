@@ -81,3 +81,22 @@ def test_a_loaded_model_saves_the_archives_it_was_read_from(tmp_path, features):
     again = PhaseModel.load(tmp_path)
     np.testing.assert_allclose(again.predict_proba(features).to_numpy(),
                                m.predict_proba(features).to_numpy(), atol=1e-12)
+
+
+def test_a_damaged_npz_or_an_unmakeable_cache_falls_back_to_the_archive(tmp_path, monkeypatch):
+    """A truncated ``.trees.npz`` beside the archive, or a cache folder that cannot be made
+    (``XDG_CACHE_HOME`` a file), is skipped: the trees come from the skops archive itself
+    (they had dropped the phase model to the rules)."""
+    from tealeaves.classifier import model as m
+    from tealeaves.classifier import trees
+
+    src = MODEL_DIR
+    arch = tmp_path / "phase_model.skops"
+    shutil.copy(src / "phase_model.skops", arch)
+    good = trees.TreeEnsemble.from_arrays(np.load(src / "phase_model.trees.npz"))
+    trees.beside(arch).write_bytes((src / "phase_model.trees.npz").read_bytes()[:5000])
+    (tmp_path / "afile").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
+    got = m._load_trees(arch)
+    X = np.random.default_rng(1).normal(size=(200, good.n_features_in_))
+    np.testing.assert_allclose(got.predict_proba(X), good.predict_proba(X), atol=1e-12)
