@@ -52,6 +52,7 @@ import json
 import math
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 import dash
@@ -65,7 +66,7 @@ from ..figures import (
 )
 from . import ids
 from .actions import act, export_report
-from .config import MIN_HEIGHT_PX, PRESETS, STUCK_MS, DashboardConfig
+from .config import IDLE_TICK_MS, MIN_HEIGHT_PX, PACE, PRESETS, STUCK_MS, DashboardConfig
 from .cursor import Action, Cursor, page_state
 from .inflight import SingleFlight
 from .live import LiveView, Step, axis_names, not_labelled_yet, selected_trace
@@ -149,7 +150,9 @@ def page_layout(live: LiveView, config: DashboardConfig) -> html.Div:
         shots_page(config.store_temporary),
         dcc.Interval(id=ids.TICK, interval=int(config.interval_ms), n_intervals=0),
         dcc.Store(id=ids.CURSOR, data=state),
-        dcc.Store(id=ids.CLIENT_CONFIG, data={"stuck_ms": STUCK_MS,
+        dcc.Store(id=ids.CLIENT_CONFIG, data={"stuck_ms": STUCK_MS, "pace": PACE,
+                                              "idle_ms": IDLE_TICK_MS,
+                                              "pace_id": ids.PULL, "graph_id": ids.GRAPH,
                                               "presets": [span for _, _, span in PRESETS]}),
         *[dcc.Store(id=sid, data=None) for sid in (
             ids.BUSY, ids.ACTION, ids.HOVER_T, ids.CLICK_T, ids.SELECTED, ids.SHOT_SELECTED,
@@ -305,7 +308,7 @@ def _register_update(app: dash.Dash, live: LiveView, config: DashboardConfig) ->
         done_n = (state or {}).get("act_n")
         st: Cursor = {**page_state(step.state, config), "asked": asked,
                       "act_n": action.get("n") if applied else done_n}
-        return page_update(live, step, st, note, acted, tz)
+        return page_update(live, step, st, note, acted, tz, state)
 
 
 def _answer(live: LiveView, action: Action | None, state: Cursor | None, selected,
@@ -340,12 +343,42 @@ def _answer(live: LiveView, action: Action | None, state: Cursor | None, selecte
     return live.advance(state), dash.no_update, False, False
 
 
-def page_update(live: LiveView, step: Step, st: Cursor, note, acted: bool, tz: str) -> dict:
+#: Cursor keys that change on every answer without changing what the page shows.
+VOLATILE = frozenset({"sent", "asked", "ts_last", "mono_last", "cursor", "status_at"})
+
+#: The status line (samples stored, age of the newest sample) is sent at most this often (s)
+#: to a page whose view did not change: each answer the page applies costs it a render.
+STATUS_EVERY_S = 1.0
+
+
+def page_update(live: LiveView, step: Step, st: Cursor, note, acted: bool, tz: str,
+                before: Cursor | None = None) -> dict:
     """The update callback's answer, by output name (``_register_update``): the figure (whole,
     a ``Patch`` or unchanged), its ``extendData``, the new cursor, header, status line, view
-    note, follow button, the range picker's text and the presets' classes."""
+    note, follow button, the range picker's text and the presets' classes.
+
+    ``before`` is the cursor the page sent.  A tick that changes nothing on the page (no new
+    bins, windows or figure, no action) answers only ``busy`` (and the status line once per
+    ``STATUS_EVERY_S``): a page applying an answer re-renders every output it names, which on
+    a two-core machine with four pages open cost a third of a core per idle page.
+    """
     nu = dash.no_update
     c = live.config
+    now = time.time()
+    last_status = float((before or {}).get("status_at") or 0.0)
+    status_due = acted or now - last_status >= STATUS_EVERY_S
+    idle = (not acted and note is nu and step.figure is None and step.patch is None
+            and step.extend is None and step.summary is None and before is not None
+            and {k: v for k, v in st.items() if k not in VOLATILE}
+            == {k: v for k, v in before.items() if k not in VOLATILE})
+    if idle:
+        if not status_due:
+            return {**{k: nu for k in _OUTPUT_NAMES}, "presets": [nu] * len(PRESETS),
+                    "busy": None}
+        st = {**before, **{k: st[k] for k in VOLATILE if k in st}, "status_at": now}
+        return {**{k: nu for k in _OUTPUT_NAMES}, "presets": [nu] * len(PRESETS),
+                "busy": None, "cursor": st, "status": live.status(st)}
+    st = {**st, "status_at": now if status_due else last_status}
     # a whole figure goes out with a z list on every trace: the live extendData extends z
     fig = extendable(step.figure) if step.figure is not None else (
         step.patch if step.patch is not None else nu)
@@ -366,7 +399,7 @@ def page_update(live: LiveView, step: Step, st: Cursor, note, acted: bool, tz: s
         "extend": step.extend if step.extend is not None else nu,
         "cursor": st,
         "header": header_cells(step.summary, tz) if step.summary is not None else nu,
-        "status": live.status(st),
+        "status": live.status(st) if status_due else nu,
         "busy": None,
         "note": note,
         "follow_label": follow_label,
@@ -377,6 +410,11 @@ def page_update(live: LiveView, step: Step, st: Cursor, note, acted: bool, tz: s
                      or (span is not None and preset == span) else "tl-btn")
                     for _, _, span in PRESETS],
     }
+
+
+#: The update callback's outputs other than ``presets`` (``_register_update``).
+_OUTPUT_NAMES = ("figure", "extend", "cursor", "header", "status", "busy", "note",
+                 "follow_label", "follow_class", "range_from", "range_to")
 
 
 def _register_panels(app: dash.Dash, live: LiveView, config: DashboardConfig) -> None:

@@ -96,6 +96,25 @@ window.dash_clientside = window.dash_clientside || {};
                Math.round(q(0.95)) + " ms (last " + s.length + " bins)";
     }
 
+    // The live graph's update pacing (``tick``): when it was last drawn (browser ms) and what
+    // an update cost from asking to drawn (ms, a moving average).
+    function paceOf(graphId) {
+        const P = window.__tlPace = window.__tlPace || {done: -Infinity, cost: 0, asked: null};
+        const gd = plotDiv(graphId);
+        if (gd && gd.on && !gd.__tlPace) {
+            gd.__tlPace = true;
+            gd.on("plotly_afterplot", () => {
+                const t = Date.now();
+                if (P.asked !== null && t - P.asked < 10000) {
+                    P.cost = P.cost ? 0.7 * P.cost + 0.3 * (t - P.asked) : t - P.asked;
+                }
+                P.asked = null;
+                P.done = t;
+            });
+        }
+        return P;
+    }
+
     window.dash_clientside.live = Object.assign({}, window.dash_clientside.live, {
         // The interval asks for an update only when none is in flight (or one is stuck).
         // A request stuck past stuck_ms is asked again; each retry in a row waits twice as
@@ -111,6 +130,20 @@ window.dash_clientside = window.dash_clientside || {};
             const stuck = window.__tlStuck = window.__tlStuck || {};
             if (busy === null || busy === undefined) {
                 stuck[key] = 0;
+                if (key === config.pace_id) {
+                    // paced: the next update waits after the last redraw for `pace` times
+                    // what an update took from asking to drawn (so pages on a loaded machine
+                    // ask less often rather than queue behind each other)
+                    const P = paceOf(config.graph_id);
+                    const L = window.__tlLat;
+                    // a page not following the live edge has nothing new to draw: it asks
+                    // once per idle_ms (for the status line), not on every interval
+                    const gap = L && L.follow === false ? config.idle_ms
+                                                        : config.pace * P.cost;
+                    if (now - Math.max(P.done, P.askedAt || -Infinity) < gap) return [nu, nu];
+                    P.askedAt = now;
+                    P.asked = now;
+                }
                 return [(pull || 0) + 1, now];
             }
             const wait = config.stuck_ms * Math.pow(2, Math.min(stuck[key] || 0, 4));
