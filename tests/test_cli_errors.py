@@ -62,3 +62,15 @@ def test_a_range_reversed_by_one_flag_names_that_flag(tmp_path):
         from_store(db, None, t0 - 1.0)
     with pytest.raises(ReportError, match=r"^--from/--to: the range must end after it starts"):
         from_store(db, t1, t0)
+
+
+def test_report_takes_the_trace_as_its_first_argument_as_classify_does(tmp_path):
+    out = tmp_path / "r.json"
+    r = tealeaves("report", bundled_trace_path(), "--out", out)
+    assert r.returncode == 0, r.stderr
+    import json
+
+    assert json.loads(out.read_text())["range"]["span_s"] > 0
+    r = tealeaves("report", bundled_trace_path(), "--trace", tmp_path / "other.csv",
+                  "--out", tmp_path / "r2.json")
+    assert r.returncode == 2 and "not both" in r.stderr, r.stderr

@@ -53,16 +53,16 @@ def test_classify_says_it_is_labelling_a_long_trace_on_a_terminal_only():
     import sys
     import termios
 
-    from tealeaves.app.cli import classify
+    from tealeaves.app.cli import common
 
-    assert classify._Working(classify.WORKING_FROM_ROWS - 1, "labelling").bar is None
+    assert common.Working(common.WORKING_FROM_ROWS - 1, "labelling").bar is None
     # on a terminal: the bar names the step
     main_fd, tty_fd = pty.openpty()
     fcntl.ioctl(tty_fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))
     old = sys.stderr
     sys.stderr = io.TextIOWrapper(os.fdopen(tty_fd, "wb", buffering=0), write_through=True)
     try:
-        w = classify._Working(classify.WORKING_FROM_ROWS, "labelling 9 samples")
+        w = common.Working(common.WORKING_FROM_ROWS, "labelling 9 samples")
         assert w.bar is not None and not w.bar.disable
         w.close()
     finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entity_name, entity_short
 from .args import add_file_reading, add_groups, add_model, classifier_window, file_reading, upto
-from .common import add_utc_flag, fail, na, plural, time_text
+from .common import Working, add_utc_flag, fail, na, plural, time_text
 
 
 def _alone(groups: dict | None) -> bool:
@@ -128,28 +128,6 @@ def shares_last(windows):
     return windows[[c for c in windows.columns if c not in new] + new]
 
 
-#: Samples from which ``classify`` says on a terminal that it is labelling (fewer take a
-#: second or two on two cores).
-WORKING_FROM_ROWS = 100_000
-
-
-class _Working:
-    """A one-step bar on stderr (a terminal only) saying what a long step does, with the
-    seconds it has taken so far; nothing for fewer than ``WORKING_FROM_ROWS`` samples."""
-
-    def __init__(self, rows: int, what: str) -> None:
-        self.bar = None
-        if rows >= WORKING_FROM_ROWS:
-            from tqdm import tqdm
-
-            self.bar = tqdm(total=1, desc=what, file=sys.stderr, leave=False, disable=None,
-                            bar_format="{desc}: {elapsed}")
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-
-
 def cmd_classify(args: argparse.Namespace) -> int:
     """``tealeaves classify``: print the windows (table, ``--csv`` or ``--json``), the phase
     counts, the hot set and, with labels or a confident server log, the accuracy.  Returns the
@@ -189,7 +167,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     # the windows, and the 0.1-s segments (labels that change where the counters change);
     # a long trace says so on a terminal while it is labelled (an hour of eight GPUs at 20 Hz
     # takes 5-30 s on two cores: docs/benchmarks.md)
-    wait = _Working(len(trace.samples), f"labelling {len(trace.samples):,} samples "
+    wait = Working(len(trace.samples), f"labelling {len(trace.samples):,} samples "
                                         f"(windows and 0.1-s segments)")
     try:
         windows, segments = classify_with_segments(trace.samples, trace.devices, args.window,

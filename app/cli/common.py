@@ -72,3 +72,25 @@ def na(x, w: int = 0, nd: int = 3) -> str:
     field width, ``nd`` the decimals."""
     ok = isinstance(x, float | int) and math.isfinite(x)
     return f"{x:{w}.{nd}f}" if ok else f"{'n/a':>{w}s}"
+
+
+#: Samples from which ``classify`` and ``report`` say on a terminal that they are labelling (fewer take a
+#: second or two on two cores).
+WORKING_FROM_ROWS = 100_000
+
+
+class Working:
+    """A one-step bar on stderr (a terminal only) saying what a long step does, with the
+    seconds it has taken so far; nothing for fewer than ``WORKING_FROM_ROWS`` samples."""
+
+    def __init__(self, rows: int, what: str) -> None:
+        self.bar = None
+        if rows >= WORKING_FROM_ROWS:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=1, desc=what, file=sys.stderr, leave=False, disable=None,
+                            bar_format="{desc}: {elapsed}")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
-from .common import add_utc_flag, fail, time_text
+from .common import Working, add_utc_flag, fail, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -36,6 +36,11 @@ def cmd_report(args: argparse.Namespace) -> int:
                 else "it has no suffix")
         return fail(f"--out {args.out}: {said}; end it in "
                     f"{', '.join('.' + f for f in FORMATS)} (or give --format)")
+    if args.trace_file is not None:  # `tealeaves report TRACE`, as `classify TRACE`
+        if args.trace is not None and args.trace != args.trace_file:
+            return fail(f"report: give the trace once, as {args.trace_file} or as --trace "
+                        f"{args.trace}, not both")
+        args.trace = args.trace_file
     if args.trace is not None and (args.store is not None or args.t_from or args.t_to):
         return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
     inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log,
@@ -77,9 +82,16 @@ def cmd_report(args: argparse.Namespace) -> int:
         for pic in args.screenshot or ():
             inp.screenshots.append(screenshot_input(pic, args.tz))
             inp.sources.append(Source("screenshot", pic))
-        report = build_report(inp, window_s=args.window, labels=args.labels,
-                              experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
-                              top_n=args.top, groups=groups)
+        # a long range says so on a terminal while it is labelled (an hour of eight GPUs at
+        # 20 Hz: ~5 s of the 7 s a PDF takes on two cores, docs/benchmarks.md)
+        wait = Working(len(inp.samples), f"labelling {len(inp.samples):,} samples for the "
+                                         f"report")
+        try:
+            report = build_report(inp, window_s=args.window, labels=args.labels,
+                                  experts=args.experts, n_gpus=args.tp, ep_size=args.ep,
+                                  top_n=args.top, groups=groups)
+        finally:
+            wait.close()
         if args.server_log is not None and report.data["server"] is None:
             r = report.data["range"]
             print(f"server log {args.server_log}: none of its events falls in "
@@ -164,6 +176,8 @@ def add_parser(sub) -> None:
                                    "read on its own: summary, per-GPU table, timeline, the most "
                                    "imbalanced windows, experts (with --experts) and "
                                    "provenance. JSON/CSV layout: docs/report-schema.md.")
+    r.add_argument("trace_file", type=Path, nargs="?", metavar="TRACE",
+                   help="a trace file, the same as --trace TRACE")
     r.add_argument("--trace", type=Path, help="a trace (any format `tealeaves import` reads)")
     r.add_argument("--trace-format", help="force the trace's format (default: detected)")
     add_file_reading(r, "the --trace file")
