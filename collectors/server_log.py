@@ -72,6 +72,40 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
 
+from ..data.server_lines import (
+    ANSI_RE as _ANSI_RE,
+)
+from ..data.server_lines import (
+    PID_RE as _PID_RE,
+)
+from ..data.server_lines import (
+    SGLANG_FIELDS as _SGLANG_FIELDS,
+)
+from ..data.server_lines import (
+    SGLANG_MSG_RE as _SGLANG_MSG_RE,
+)
+from ..data.server_lines import (
+    SGLANG_PREFIX_RE as _SGLANG_PREFIX_RE,
+)
+from ..data.server_lines import (
+    TAG_RE as _TAG_RE,
+)
+from ..data.server_lines import (
+    VLLM_MSG_RE as _VLLM_MSG_RE,
+)
+from ..data.server_lines import (
+    VLLM_SPEC as _VLLM_SPEC,
+)
+from ..data.server_lines import (
+    VLLM_SPEC_V0 as _VLLM_SPEC_V0,
+)
+from ..data.server_lines import (
+    VLLM_STATS as _VLLM_STATS,
+)
+from ..data.server_lines import (
+    fields as _fields,
+)
+
 __all__ = [
     "FORMATS",
     "LogTailer",
@@ -137,11 +171,29 @@ class ParseResult:
         skipped: ``(line number, line)`` of every line that is not an event (1-based).
         format: ``'sglang'`` or ``'vllm'``; None when no line of either was found and no
             format was given.
+        zone: the zone times without one were read in (``tz``'s name); None when every
+            event's time carried its zone (or none was read).
+        year_assumed: the year given to year-less ``MM-DD`` dates (vLLM's default) when none
+            was passed; None when no such date was read.
     """
 
     events: list[ServerEvent]
     skipped: list[tuple[int, str]]
     format: str | None
+    zone: str | None = None
+    year_assumed: int | None = None
+
+    def time_note(self) -> str:
+        """How the log's times were read, for a summary line: the zone given to times that
+        carry none, and the year given to vLLM's year-less ``MM-DD`` dates (``""`` when
+        every time read carried its zone and year)."""
+        parts = []
+        if self.zone:
+            parts.append(f"times read as {self.zone} (the log prints no zone; --tz to change)")
+        if self.year_assumed is not None:
+            parts.append(f"year-less dates (MM-DD) dated {self.year_assumed}, the year of the "
+                         f"import")
+        return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -216,127 +268,6 @@ def _zone_of(z: str | None, default: dt.tzinfo) -> dt.tzinfo:
     return dt.timezone(-delta if sign == "-" else delta)
 
 
-# --------------------------------------------------------------------------------------------
-# fields
-
-_NUM_RE = re.compile(
-    r"(?P<n>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*(?P<u>%|tokens/s|token/s|tok/s|reqs|req|"
-    r"tokens|token)?", re.ASCII)
-
-# canonical key, expected type ("num" or "bool")
-_SGLANG_FIELDS: dict[str, tuple[str, str]] = {
-    "#new-seq": ("new_seq", "num"),
-    "#new-token": ("new_token", "num"),
-    "#cached-token": ("cached_token", "num"),
-    "token usage": ("token_usage", "num"),
-    "#running-req": ("running_req", "num"),
-    "#queue-req": ("queue_req", "num"),
-    "#token": ("token", "num"),
-    "accept len": ("accept_len", "num"),
-    "gen throughput (token/s)": ("gen_throughput_tok_s", "num"),
-    "input throughput (token/s)": ("input_throughput_tok_s", "num"),
-    "cuda graph": ("cuda_graph", "bool"),
-    "#pending-token": ("pending_token", "num"),
-}
-_VLLM_STATS: dict[str, tuple[str, str]] = {
-    "avg prompt throughput": ("prompt_throughput_tok_s", "num"),
-    "avg generation throughput": ("gen_throughput_tok_s", "num"),
-    "running": ("running_req", "num"),
-    "waiting": ("queue_req", "num"),
-    "pending": ("queue_req", "num"),
-    "swapped": ("swapped_req", "num"),
-    "gpu kv cache usage": ("kv_cache_usage_pct", "num"),
-    "cpu kv cache usage": ("cpu_kv_cache_usage_pct", "num"),
-    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
-    "gpu prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
-    "cpu prefix cache hit rate": ("cpu_prefix_cache_hit_rate_pct", "num"),
-}
-_VLLM_SPEC: dict[str, tuple[str, str]] = {
-    "mean acceptance length": ("accept_len", "num"),
-    "accepted throughput": ("spec_accepted_tok_s", "num"),
-    "drafted throughput": ("spec_drafted_tok_s", "num"),
-    "accepted": ("spec_accepted_tokens", "num"),
-    "drafted": ("spec_drafted_tokens", "num"),
-    "draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
-    "avg draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
-}
-_VLLM_SPEC_V0: dict[str, tuple[str, str]] = {
-    "draft acceptance rate": ("spec_draft_acceptance_rate", "num"),  # fraction 0-1 on V0
-    "system efficiency": ("spec_system_efficiency", "num"),
-    "number of speculative tokens": ("spec_num_tokens", "num"),
-    "number of accepted tokens": ("spec_accepted_tokens", "num"),
-    "number of draft tokens": ("spec_drafted_tokens", "num"),
-    "number of emitted tokens": ("spec_emitted_tokens", "num"),
-}
-
-
-def _value(raw: str) -> float | int | bool | str:
-    """A field value: int, float (unit suffix such as ``%`` or ``tokens/s`` dropped), bool, or
-    the stripped string.  Only ASCII decimal numbers count; ``nan``/``inf`` stay strings."""
-    s = raw.strip()
-    m = _NUM_RE.fullmatch(s)
-    if m:
-        n = m.group("n")
-        if re.fullmatch(r"[+-]?[0-9]+", n, re.ASCII):
-            return int(n)
-        return float(n)
-    low = s.lower()
-    if low == "true":
-        return True
-    if low == "false":
-        return False
-    return s
-
-
-def _split_fields(body: str) -> list[tuple[str, str]]:
-    """``name: value`` pairs of a comma-separated message; a piece without a colon continues
-    the previous value (lists such as vLLM's per-position acceptance rates)."""
-    items: list[list[str]] = []
-    for piece in body.split(","):
-        name, colon, val = piece.partition(":")
-        if colon and name.strip():
-            items.append([name.strip(), val.strip()])
-        elif piece.strip() and items:
-            items[-1][1] = f"{items[-1][1]}, {piece.strip()}" if items[-1][1] else piece.strip()
-    return [(n, v) for n, v in items]
-
-
-def _fields(body: str, table: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
-    known: dict[str, float | bool | str] = {}
-    extra: dict[str, float | bool | str] = {}
-    for name, raw in _split_fields(body):
-        val = _value(raw)
-        spec = table.get(" ".join(name.lower().split()))
-        if spec is not None:
-            key, kind = spec
-            ok = isinstance(val, bool) if kind == "bool" else (
-                isinstance(val, int | float) and not isinstance(val, bool))
-            if ok:
-                known[key] = val
-                continue
-            extra[name] = raw.strip()
-            continue
-        extra[name] = val
-    return known, extra
-
-
-# --------------------------------------------------------------------------------------------
-# line recognisers
-
-_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-_SGLANG_MSG_RE = re.compile(r"(?P<kind>Prefill|Decode) batch(?![A-Za-z0-9_])\s*[.,:]?")
-_SGLANG_PREFIX_RE = re.compile(
-    r"^\s*\[(?P<Y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<H>[0-9]{2}):(?P<M>[0-9]{2}):"
-    r"(?P<S>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?(?P<tags>(?: +[A-Za-z_]+[0-9]+)*) *\]\s*$",
-    re.ASCII)
-_TAG_RE = re.compile(r"(?<![A-Za-z0-9_])(DP|PP|TP|EP)([0-9]{1,6})(?![A-Za-z0-9])", re.ASCII)
-_VLLM_MSG_RE = re.compile(
-    r"(?:Engine\s+(?P<eng>[0-9]{1,6})\s*:\s*)?"
-    r"(?P<msg>Avg prompt throughput(?=\s*:)|SpecDecoding metrics\s*:|Speculative metrics\s*:)",
-    re.ASCII)
-_PID_RE = re.compile(r"\((?P<proc>[A-Za-z_][A-Za-z0-9_]*)\s+pid=(?P<pid>[0-9]{1,10})\)", re.ASCII)
-
-
 def _ranks(text: str) -> dict[str, int]:
     rank: dict[str, int] = {}
     for tag, num in _TAG_RE.findall(text):
@@ -375,6 +306,9 @@ class ServerLogParser:
         self._prev: dict[tuple, float] = {}
         self.lines_seen = 0
         self.skipped_count = 0
+        #: a time was read without a zone (in ``tz``); the year given to MM-DD dates
+        self.zoneless = False
+        self.year_assumed: int | None = None
 
     # -- public --------------------------------------------------------------------------
     def feed(self, lines: Iterable[str]) -> tuple[list[ServerEvent], list[tuple[int, str]]]:
@@ -423,6 +357,8 @@ class ServerLogParser:
     def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
         if naive is None:
             return None
+        if zone is self.tz:
+            self.zoneless = True
         try:
             return naive.replace(tzinfo=zone).timestamp() + self.clock_offset_s
         except (OverflowError, ValueError, OSError):
@@ -478,6 +414,8 @@ class ServerLogParser:
             if naive is None:
                 return None
         self._last_md = naive
+        if self._year_arg is None:
+            self.year_assumed = self._year
         return self._stamp(naive, self.tz)
 
     def _vllm(self, line: str, lineno: int):
@@ -535,7 +473,14 @@ def parse_lines(lines: Iterable[str], fmt: str | None = None,
     """
     parser = ServerLogParser(fmt=fmt, tz=tz, clock_offset_s=clock_offset_s, year=year)
     events, skipped = parser.feed(lines)
-    return ParseResult(events=events, skipped=skipped, format=parser.format)
+    return ParseResult(events=events, skipped=skipped, format=parser.format,
+                       zone=_zone_label(parser.tz) if parser.zoneless else None,
+                       year_assumed=parser.year_assumed)
+
+
+def _zone_label(zone: dt.tzinfo) -> str:
+    key = getattr(zone, "key", None)
+    return key if key else str(zone)
 
 
 def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | None = "UTC",
@@ -560,7 +505,9 @@ def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | N
             events, skipped = parser.feed(fh)
     except (OSError, EOFError) as exc:
         raise ServerLogError(f"{path}: cannot read ({exc})") from exc
-    return ParseResult(events=events, skipped=skipped, format=parser.format)
+    return ParseResult(events=events, skipped=skipped, format=parser.format,
+                       zone=_zone_label(parser.tz) if parser.zoneless else None,
+                       year_assumed=parser.year_assumed)
 
 
 def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResult:

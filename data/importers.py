@@ -12,6 +12,9 @@ Formats (the names :func:`detect_format` returns and ``format=`` accepts):
     ``nvidia-smi dmon`` text, any ``-s`` set, with or without ``-o D``/``-o T``/``-o TD``.
 ``nvidia_smi_query``
     ``nvidia-smi --query-gpu=... --format=csv[,noheader][,nounits]``.
+``nvidia_smi_table``
+    the plain ``nvidia-smi`` table (``data.smi_table``): one instant per table, dated by the
+    line printed above it; the GPUs' names, power caps and memory sizes go to ``devices``.
 ``dcgm_exporter``
     dcgm-exporter's Prometheus text exposition (one scrape or several concatenated).
 ``dcgmi_dmon``
@@ -70,7 +73,7 @@ from zoneinfo import ZoneInfo
 import numpy as np
 import pandas as pd
 
-from . import pasted
+from . import pasted, server_lines, smi_table
 from .metrics import (
     MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
     dcgm_fields,
@@ -80,6 +83,7 @@ from .metrics import (
 )
 from .schema import (
     COLUMNS,
+    DEVICE_COLUMNS,
     EARLIEST_TS,
     FIELD_LIMITS,
     FUTURE_SLACK_S,
@@ -114,6 +118,7 @@ __all__ = [
 FORMATS: tuple[str, ...] = (
     "nvidia_smi_dmon",
     "nvidia_smi_query",
+    "nvidia_smi_table",
     "dcgm_exporter",
     "dcgmi_dmon",
     "tealeaves_parquet",
@@ -129,6 +134,9 @@ _ALIASES = {
     "dmon": "nvidia_smi_dmon",
     "nvidia-smi-dmon": "nvidia_smi_dmon",
     "query": "nvidia_smi_query",
+    "table": "nvidia_smi_table",
+    "nvidia-smi": "nvidia_smi_table",
+    "smi": "nvidia_smi_table",
     "query_gpu": "nvidia_smi_query",
     "query-gpu": "nvidia_smi_query",
     "nvidia-smi-query": "nvidia_smi_query",
@@ -140,11 +148,12 @@ _ALIASES = {
     "csv": "tealeaves_csv",
 }
 
-_EXPECTED = ("nvidia-smi dmon output, nvidia-smi --query-gpu CSV, dcgm-exporter Prometheus text, "
-             "dcgmi dmon output, or a tealeaves Parquet/CSV trace")
+_EXPECTED = ("the nvidia-smi table, nvidia-smi dmon output, nvidia-smi --query-gpu CSV, "
+             "dcgm-exporter Prometheus text, dcgmi dmon output, or a tealeaves Parquet/CSV "
+             "trace")
 
 _DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
-                     "dcgm_exporter": 30.0}
+                     "dcgm_exporter": 30.0, "nvidia_smi_table": 1.0}
 _SCAN_LINES = 4000
 
 
@@ -182,6 +191,19 @@ class ImportResult:
         normalised: what was undone of a paste before reading (``data.pasted``: "read as
             UTF-16 LE (byte-order mark)", "CR line ends read as line breaks", "quote prefix
             ('> ') removed from 7 lines", ...); empty for a plain file.
+        devices: what the file states about each GPU (``data.schema.DEVICE_COLUMNS``: name,
+            power limit, max SM clock, memory size; NaN where it states nothing), one row per
+            GPU, plus ``pci_bus_id`` where printed; empty when it states nothing.
+        zone: the zone wall-clock times without one were read in (``"UTC"`` by default, the
+            ``tz`` given otherwise); None when no time of the file lacked a zone.
+        gpu_key: how rows were told apart as GPUs: ``"index"``, ``"uuid"``,
+            ``"pci.bus_id"``, ``"name and place"`` (a row's place among the rows printed
+            with one timestamp), ``"name"`` (no id and no timestamp, but every GPU a
+            different name), ``"single"`` (no id and no two rows share a timestamp:
+            one GPU) or ``"none"`` (nothing tells GPUs apart: every row read as GPU 0);
+            None where the format always names its GPU.
+        not_read: the file's fields tealeaves does not read (outside the schema), by name.
+        notes: other facts the summary must say (sections counted and not read, ...).
     """
 
     samples: pd.DataFrame
@@ -197,6 +219,11 @@ class ImportResult:
     dated: str | None = None
     placed_at: float = math.nan
     normalised: list[str] = field(default_factory=list)
+    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
+    zone: str | None = None
+    gpu_key: str | None = None
+    not_read: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def duration_s(self) -> float:
@@ -208,10 +235,9 @@ class ImportResult:
 
 _RE_DCGMI_HEADER = re.compile(r"^#\s*Entity\b", re.IGNORECASE)
 _RE_DMON_HEADER = re.compile(r"^#\s*(?:date[\s,]+)?(?:time[\s,]+)?gpu\b", re.IGNORECASE)
+#: ``nvidia-smi pmon``'s header (per process: its sm/mem are a process's share, not a GPU's).
+_RE_PMON_HEADER = re.compile(r"^#\s*gpu\s+pid\b", re.IGNORECASE)
 _RE_PROM_DCGM = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?DCGM_\w+")
-_RE_SGLANG = re.compile(r"(?:Prefill|Decode) batch[.,]")
-_RE_SGLANG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
-_RE_VLLM = re.compile(r"Avg prompt throughput:|Avg generation throughput:")
 _RE_SERVER_METRICS = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?(?:sglang|vllm):[A-Za-z_]")
 #: A --query-gpu field name as nvidia-smi documents it (``--help-query-gpu``), any case: most
 #: are lower-case, some camelCase (``pci.baseClass``, ``...heterogenous_multivGPU``).
@@ -306,18 +332,19 @@ def detect_text(text: str) -> str | None:
             continue
         if first_fields is None and not line.startswith(("$", "#")):
             first_fields = _csv_fields(line)
-        if _RE_DCGMI_HEADER.match(line):
+        if smi_table.is_table(line):
+            flags.add("nvidia_smi_table")
+        elif _RE_DCGMI_HEADER.match(line):
             flags.add("dcgmi_dmon")
-        elif _RE_DMON_HEADER.match(line):
+        elif _RE_DMON_HEADER.match(line) and not _RE_PMON_HEADER.match(line):
             flags.add("nvidia_smi_dmon")
         elif _RE_PROM_DCGM.match(line):
             flags.add("dcgm_exporter")
         elif _RE_SERVER_METRICS.match(line):
             flags.add(SERVER_METRICS_FORMAT)
-        elif _RE_SGLANG.search(line) and _RE_SGLANG_PREFIX.match(line):
-            flags.add("sglang_log")
-        elif _RE_VLLM.search(line):
-            flags.add("vllm_log")
+        elif ("batch" in line or "metrics" in line or "throughput" in line) and (
+                log := server_lines.line_format(line)):
+            flags.add(f"{log}_log")  # the parser's own recogniser (``data.server_lines``)
         elif "," in line:
             fields = _csv_fields(line)
             if _is_tealeaves_header(fields):
@@ -332,11 +359,46 @@ def detect_text(text: str) -> str | None:
             return fmt
     if "query_header" in flags:
         return "nvidia_smi_query"
+    if "nvidia_smi_table" in flags:
+        return "nvidia_smi_table"
     for fmt in (*LOG_FORMATS, SERVER_METRICS_FORMAT):
         if fmt in flags:
             return fmt
     if "query_values" in flags:
         return "nvidia_smi_query"
+    return None
+
+
+#: Outputs of other tools and other nvidia-smi modes, named in a refusal: (pattern, name).
+#: Looked for only when no importable format was found.
+_OTHER_TOOLS: tuple[tuple[re.Pattern, str], ...] = (
+    (re.compile(r"ROCm System Management Interface|^\s*=+\s*ROCm SMI|rocm-smi", re.MULTILINE | re.IGNORECASE),
+     "AMD rocm-smi output"),
+    (re.compile(r"\bamd-smi\b|AMDSMI|^\s*GPU\s+POWER\s+GPU_T|\bGFX_(?:UTIL|ACTIVITY)\b"
+                r"|^\s*ASIC:\s*$", re.MULTILINE),
+     "AMD amd-smi output"),
+    (re.compile(r"xpu-smi|intel-gpu-top|intel_gpu_top", re.IGNORECASE), "Intel GPU tool output"),
+    (re.compile(r"=+\s*NVSMI LOG\s*=+"), "nvidia-smi -q (the long query report)"),
+    (re.compile(r"^\s*GPU0(?:\t|\s+)(?:X|GPU1|NV\d+|PIX|PXB|SYS|NODE)\b.*$|CPU Affinity"
+                r"|^\s*X\s+=\s+Self", re.MULTILINE),
+     "nvidia-smi topo -m (the topology matrix)"),
+    (re.compile(r"^\s*#\s*gpu\s+pid\s+type\b", re.MULTILINE | re.IGNORECASE),
+     "nvidia-smi pmon (per-process use, not per-GPU counters)"),
+    (re.compile(r"^GPU \d+: .+\(UUID: GPU-", re.MULTILINE), "nvidia-smi -L (the GPU list, no readings)"),
+    (re.compile(r"^\[\d+\] .+\|\s*\d+\s*°?'?C,\s*\d+\s*%", re.MULTILINE), "gpustat output"),
+    (re.compile(r"^# (?:HELP|TYPE) [a-zA-Z_:][\w:]* ", re.MULTILINE),
+     "Prometheus text without dcgm-exporter's DCGM_ series or SGLang/vLLM's"),
+)
+
+
+def other_tool(text: str) -> str | None:
+    """The tool whose output ``text`` is when it is not an importable format (``_OTHER_TOOLS``:
+    AMD's rocm-smi and amd-smi, nvidia-smi -q / topo -m / pmon / -L, gpustat, ...), else
+    None."""
+    head = text[:200_000]
+    for pat, what in _OTHER_TOOLS:
+        if pat.search(head):
+            return what
     return None
 
 
@@ -379,6 +441,10 @@ def _detect_bytes(data: bytes, name: str) -> str:
     text = pasted.normalise(_decode(data, name)[0]).text
     fmt = detect_text(text)
     if fmt is None:
+        tool = other_tool(text)
+        if tool is not None:
+            raise ImportFormatError(f"{name}: is {tool}: not supported; tealeaves imports "
+                                    f"{_EXPECTED}")
         what = "text in no known format"
         stripped = text.lstrip()
         if stripped[:1] in ("{", "["):
@@ -401,6 +467,7 @@ class _Cycles:
         self.index = 0
         self.seen: set = set()
         self.used = False
+        self.last = 0
 
     def new_block(self) -> None:
         if self.seen:
@@ -413,11 +480,13 @@ class _Cycles:
             self.seen = set()
         self.seen.add(key)
         self.used = True
+        self.last = self.index
         return self.index
 
     @property
     def count(self) -> int:
-        return self.index + 1 if self.used else 0
+        """Instants that hold a row (a header after the last row opens none)."""
+        return self.last + 1 if self.used else 0
 
 
 def _tz(tz: str | tzinfo | None) -> tzinfo:
@@ -437,6 +506,12 @@ def _epoch(t: float | datetime | None, zone: tzinfo) -> float | None:
     if isinstance(t, datetime):
         return (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp()
     return float(t)
+
+
+def zone_name(zone: tzinfo) -> str:
+    """A zone as the summary names it (``"UTC"``, ``"Europe/Berlin"``, ``"UTC+02:00"``)."""
+    key = getattr(zone, "key", None)
+    return key if key else str(zone)
 
 
 def _anchor(start: float | None, end: float, n_instants: int, interval: float) -> float:
@@ -610,6 +685,19 @@ def _short(line: str, width: int = 60) -> str:
 #: ``smi_dmon``).  See the module docstring for the units.
 DMON_COLUMNS: dict[str, tuple[str, float]] = smi_dmon_columns()
 
+def _is_dmon_header(toks: Sequence[str]) -> bool:
+    """Whether the lower-cased words of a ``#`` line are dmon's header: ``gpu`` first (after
+    ``date`` and ``time`` with ``-o DT``), no word twice, and at least one other word a dmon
+    column tealeaves knows (``#Setting the GPU core Clock ...`` is not)."""
+    rest = list(toks)
+    for lead in ("date", "time"):
+        if rest and rest[0] == lead:
+            rest = rest[1:]
+    return (len(rest) >= 2 and rest[0] == "gpu" and "pid" not in rest
+            and len(set(toks)) == len(toks)
+            and any(t in DMON_COLUMNS or t in ("gi", "ci") for t in rest[1:]))
+
+
 def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
     names: list[str] | None = None
@@ -626,13 +714,13 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             body = s.lstrip("#").strip()
             comma = "," in body
             toks = [t.strip().lower() for t in (body.split(",") if comma else body.split())]
-            if "gpu" in toks and len(set(toks)) == len(toks):
+            if _is_dmon_header(toks):
                 names = toks
                 cycles.new_block()
             elif "idx" in toks:
                 pass  # the units line
-            else:
-                skipped.append((n, f"comment line: {_short(s)}"))
+            else:  # another command's message (``#Setting the GPU core Clock ...``)
+                skipped.append((n, f"comment line, not a dmon header: {_short(s)}"))
             continue
         if names is None:
             skipped.append((n, f"not data (no dmon header yet): {_short(s)}"))
@@ -669,6 +757,7 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
                 if not (0 <= hh < 24 and 0 <= mm < 60 and 0 <= ss < 61):
                     raise ValueError(f"bad time {row['time']!r}")
                 rec["_tod"] = hh * 3600 + mm * 60 + min(ss, 59)
+                rec["_wall"] = True
                 if "date" in row:
                     d = row["date"]
                     if not re.fullmatch(r"\d{8}", d, re.ASCII):
@@ -724,6 +813,18 @@ _QUERY_PREFIXES = {"utilization", "memory", "power", "clocks", "temperature", "f
                    "clocks_throttle_reasons", "clocks_event_reasons", "ecc", "enforced",
                    "pci", "mig", "compute_mode", "persistence_mode", "display_mode", "gom",
                    "inforom", "retired_pages", "encoder", "accounting", "driver_model"}
+#: --query-gpu fields that state a device fact: (query name, ``DEVICE_COLUMNS`` column,
+#: factor from the printed unit).  ``memory.total`` is MiB like ``memory.used``.
+_QUERY_FACTS: tuple[tuple[str, str, float], ...] = (
+    ("name", "name", 1.0), ("gpu_name", "name", 1.0),
+    ("power.limit", "power_limit_w", 1.0), ("enforced.power.limit", "power_limit_w", 1.0),
+    ("power.max_limit", "_max_power_w", 1.0),
+    ("clocks.max.sm", "max_sm_clock_mhz", 1.0), ("clocks.max.graphics", "_max_gr_mhz", 1.0),
+    ("memory.total", "mem_total_bytes", float(2**20)),
+)
+_QUERY_FACT_UNITS = {"power.limit": "W", "enforced.power.limit": "W", "power.max_limit": "W",
+                     "clocks.max.sm": "MHz", "clocks.max.graphics": "MHz",
+                     "memory.total": "MiB"}
 _QUERY_TS_FORMATS = ("%Y/%m/%d %H:%M:%S.%f", "%Y/%m/%d %H:%M:%S")
 _RE_VALUE_UNIT = re.compile(r"^([0-9.eE+-]+)\s*([A-Za-z%/]+)?$")
 
@@ -754,7 +855,12 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
     cycles = _Cycles()
-    uuid_order: dict[str, int] = {}
+    uuid_order: dict[tuple, int] = {}
+    names_seen: dict[str, int] = {}
+    instant: list | None = None
+    keys: set[str] = set()
+    devices: dict[int, dict] = {}
+    fact_rows: list[dict] = []
     for n, line in _lines(text):
         s = line.strip()
         if not s:
@@ -779,13 +885,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                 if name in row and prio < best.get(target, 99):
                     rec[target] = _scaled(target, _query_value(row[name], unit), factor)
                     best[target] = prio
-            if "index" in row:
-                gpu = _gpu_index(row["index"])
-            elif rec["uuid"]:
-                gpu = uuid_order.setdefault(rec["uuid"], len(uuid_order))
-            else:
-                gpu = 0
-            rec["gpu"] = gpu
+            ts = None
             if "timestamp" in row:
                 if not _RE_QUERY_TS.match(row["timestamp"]):
                     raise ValueError(f"bad timestamp {row['timestamp']!r}")
@@ -797,9 +897,57 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                         continue
                 else:
                     raise ValueError(f"bad timestamp {row['timestamp']!r}")
-                rec["timestamp"] = dt.replace(tzinfo=zone).timestamp()
+                ts = dt.replace(tzinfo=zone).timestamp()
+            bus = row.get("pci.bus_id", "")
+            if "index" in row:
+                gpu = _gpu_index(row["index"])
+                keys.add("index")
+            elif rec["uuid"] and not _blank_text(rec["uuid"]):
+                gpu = uuid_order.setdefault(("uuid", rec["uuid"]), len(uuid_order))
+                keys.add("uuid")
+            elif bus and not _blank_text(bus):
+                gpu = uuid_order.setdefault(("bus", bus), len(uuid_order))
+                keys.add("pci.bus_id")
+            elif ts is not None:
+                # one query instant: a run of rows printed with the same timestamp (one
+                # sweep over the GPUs); a GPU is its place in the run
+                if instant is None or row["timestamp"] != instant[0]:
+                    instant = [row["timestamp"], 0]
+                gpu = instant[1]
+                instant[1] += 1
+                keys.add("name and place" if gpu else "single")
+            else:
+                name = row.get("name", row.get("gpu_name", ""))
+                if name and name not in names_seen:
+                    names_seen[name] = len(names_seen)
+                gpu = names_seen.get(name, 0) if len(names_seen) > 1 else 0
+                keys.add("name" if len(names_seen) > 1 else "none")
+            if gpu >= MAX_GPUS:
+                raise ValueError(f"GPU {gpu} of one instant is past the {MAX_GPUS} read")
+            rec["gpu"] = gpu
+            if ts is not None:
+                rec["timestamp"] = ts
+                rec["_wall"] = True
             else:
                 rec["_instant"] = cycles.place(gpu)
+            facts = {}
+            for qname, col, factor in _QUERY_FACTS:
+                if qname in row and not _blank_text(row[qname]):
+                    if col == "name":
+                        facts[col] = row[qname].strip()
+                    else:
+                        unit = _QUERY_FACT_UNITS.get(qname, "")
+                        try:
+                            v = _query_value(row[qname], unit) if unit else _number(row[qname])
+                        except ValueError:
+                            continue
+                        if v is not BLANK and math.isfinite(v):
+                            facts[col] = v * factor
+            if bus and not _blank_text(bus):
+                facts["pci_bus_id"] = bus
+            if facts:
+                devices.setdefault(gpu, {}).update(facts)
+            fact_rows.append(facts)
         except (ValueError, OverflowError) as exc:
             skipped.append((n, f"bad value ({exc}): {_short(s)}"))
             continue
@@ -809,7 +957,64 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
         if "_instant" in r:
             r["timestamp"] = t0 + r.pop("_instant") * interval
             r["_placed"] = True
-    return records, len(records), skipped
+    key = next((k for k in ("index", "uuid", "pci.bus_id", "name and place", "name",
+                            "single", "none") if k in keys), None)
+    read = set(header or []) if records else set()
+    known = set(QUERY_COLUMNS) | _QUERY_ID | {f[0] for f in _QUERY_FACTS}
+    not_read = sorted(f for f in read if f not in known and f.split(".")[0] != "timestamp")
+    metrics = any(k in METRIC_BY_NAME for r in records for k in r)
+    if key == "none" and not metrics and len(fact_rows) > 1 and all(fact_rows):
+        # an inventory (name, memory.total, ... and no reading): one sweep, a row per GPU
+        devices = dict(enumerate(fact_rows))
+        key = "inventory"
+    devs = [{"host": host, "gpu": g, "uuid": "", **d} for g, d in sorted(devices.items())]
+    return records, len(records), skipped, {"gpu_key": key, "not_read": not_read,
+                                            "devices": devs, "fields": sorted(read)}
+
+
+def _blank_text(tok: str) -> bool:
+    t = tok.strip()
+    return t in _BLANK_TEXT or (t.startswith("[") and t.endswith("]"))
+
+
+# --------------------------------------------------------------------------- nvidia-smi table
+
+def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
+                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
+    """The plain ``nvidia-smi`` table(s) in ``text`` (``data.smi_table``): records, rows read,
+    skipped lines and ``{"devices": [...], "notes": [...]}``.  An undated table is one
+    instant placed like the other untimed formats (``_anchor``)."""
+    read = smi_table.parse_tables(text, zone)
+    undated = sorted({r["_table"] for r in read.records if "timestamp" not in r})
+    t0 = _anchor(start, end, len(undated), interval)
+    slot = {t: i for i, t in enumerate(undated)}
+    records = []
+    for r in read.records:
+        rec = {"host": host, "gpu": r["gpu"], "uuid": "", "_line": r["_line"]}
+        for col in ("gpu_util", "mem_used_bytes", "power_w"):
+            rec[col] = BLANK if col in r["blank"] else r[col]
+        if "timestamp" in r:
+            rec["timestamp"] = r["timestamp"]
+        else:
+            rec["timestamp"] = t0 + slot[r["_table"]] * interval
+            rec["_placed"] = True
+        records.append(rec)
+    devices = [{"host": host, "uuid": "", "max_sm_clock_mhz": math.nan, **d}
+               for d in read.devices.values()]
+    notes = []
+    if read.tables > 1:
+        notes.append(f"{read.tables} tables read, one instant each")
+    if read.mig_rows:
+        notes.append(f"MIG devices section: {read.mig_rows} instance row"
+                     f"{'s' if read.mig_rows != 1 else ''} counted, not read (a row carries "
+                     f"only the instance's memory)")
+    if read.process_rows:
+        notes.append(f"Processes section: {read.process_rows} process"
+                     f"{'es' if read.process_rows != 1 else ''} not read")
+    if records:
+        notes.append("temperature and fan are printed but not stored (not sample columns)")
+    return records, len(records), read.skipped, {"devices": devices, "notes": notes,
+                                                 "dated": read.dated}
 
 
 # --------------------------------------------------------------------------- dcgm-exporter
@@ -1107,12 +1312,16 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     if not math.isfinite(step) or step <= 0:
         raise ValueError(f"interval must be positive, got {interval!r}")
     h = host or "localhost"
+    extra: dict = {}
     if fmt == "nvidia_smi_dmon":
         records, nread, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
                                               interval=step)
     elif fmt == "nvidia_smi_query":
-        records, nread, skipped = _parse_query(text, host=h, zone=zone, start=start, end=end,
+        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start, end=end,
                                                interval=step, columns=columns)
+    elif fmt == "nvidia_smi_table":
+        records, nread, skipped, extra = _parse_table(text, host=h, zone=zone, start=start,
+                                                      end=end, interval=step)
     elif fmt == "dcgm_exporter":
         records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
                                                   interval=step)
@@ -1124,6 +1333,22 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     if not records and detect_text(text) != fmt:
         raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                 f"expected {_EXPECTED}")
+    facts_only = False
+    if records and not any(k in METRIC_BY_NAME for r in records for k in r):
+        fields = extra.get("fields") or []
+        listed = f" (its fields: {', '.join(fields)})" if fields else ""
+        if extra.get("devices"):  # an inventory (name, memory.total, power.limit ...)
+            facts_only = True
+            records = []
+        else:
+            raise ImportFormatError(
+                f"{name}: holds no reading tealeaves stores{listed}; it reads utilization, "
+                f"memory used, power, SM clock, PCIe/NVLink throughput and DCGM's profiling "
+                f"ratios; nothing was stored")
+    if fmt == "nvidia_smi_table" and not records:
+        raise ImportFormatError(f"{name}: an nvidia-smi table without a GPU row read "
+                                f"({len(skipped)} row{'s' if len(skipped) != 1 else ''} not "
+                                f"understood); nothing was stored")
     how = "start_time" if start is not None else ("mtime" if end_time is not None else "now")
     placed = how if any(r.get("_placed") for r in records) else None
     dated = how if any(r.get("_dated") for r in records) else None
@@ -1132,8 +1357,22 @@ def import_text(text: str, format: str, *, name: str = "<text>",
                    name, blanks)
     res.placed, res.dated = placed, dated
     res.normalised = plain.notes
+    if extra.get("devices"):
+        res.devices = pd.DataFrame([{k: v for k, v in d.items() if not k.startswith("_")}
+                                    for d in extra["devices"]])
+    res.notes = list(extra.get("notes", []))
+    if facts_only:
+        res.notes.append("no readings in the file (device facts only): no samples stored")
+    res.gpu_key = extra.get("gpu_key")
+    res.not_read = list(extra.get("not_read", []))
+    if extra.get("dated") or any(r.get("_wall") for r in records):
+        res.zone = zone_name(zone)
     if placed or dated:
-        res.placed_at = start if start is not None else end
+        # the time a row was actually stored at: the first placed row from a start time,
+        # else the last (the file's modification time unless rows were refused)
+        at = [r["timestamp"] for r in records if r.get("_placed") or r.get("_dated")]
+        res.placed_at = (min(at) if start is not None else max(at)) if at else (
+            start if start is not None else end)
     return res
 
 
@@ -1224,7 +1463,9 @@ def import_file(path: str | Path, format: str | None = None,
 
 def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
     """Any importable file as a ``Trace``: a tealeaves Parquet trace keeps its device rows and
-    facts; every other format gives its samples with no device rows.
+    facts; every other format gives its samples and the device facts it states
+    (``ImportResult.devices``: an nvidia-smi table's power caps, a query CSV's
+    ``power.limit`` ...), so power is normalised by the limit the file states.
 
     Args:
         path, format, **kwargs: as for :func:`import_file`.
@@ -1241,7 +1482,9 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
         n = len(res.skipped)
         raise ImportFormatError(f"{path}: {res.format} file holds no samples "
                                 f"({n} line{'' if n == 1 else 's'} skipped)")
-    return Trace(samples=res.samples, devices=pd.DataFrame(),
+    devices = (res.devices[[c for c in DEVICE_COLUMNS if c in res.devices.columns]]
+               if len(res.devices) else pd.DataFrame())
+    return Trace(samples=res.samples, devices=devices,
                  meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
                        "skipped": len(res.skipped), "placed": res.placed,
                        "dated": res.dated, "placed_at": res.placed_at})

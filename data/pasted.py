@@ -33,6 +33,10 @@ _RE_PROMPT = re.compile(
     r"|[\w.-]+@[\w.-]+ [^\s]+ %|\$|%|PS [^>]*>)\s*"
     r"(?:sudo\s+)?(?:nvidia-smi|dcgmi|watch|gpustat|nvitop|curl|cat|tee|head|tail|less|more|"
     r"python3?|tealeaves|docker|kubectl|ssh|\S+\.sh)\b.*$")
+#: The prefix Ray puts on a worker's output lines: ``(task, pid=7059) ``, ``(SGLangEngine
+#: pid=4242) ``, ``(raylet, ip=10.0.0.2) ``, ``(pid=123, ip=...)``.
+_RE_RAY = re.compile(r"^\([A-Za-z_][\w.-]*(?:,? [\w.-]+)*?,? ?(?:pid=\d+|ip=[\d.]+)"
+                     r"(?:, ?ip=[\d.]+)?\) ?|^\(pid=\d+(?:, ?ip=[\d.]+)?\) ?", re.ASCII)
 #: Share of non-blank lines that must carry a quote prefix before prefixes are removed.
 QUOTED_SHARE = 0.6
 
@@ -126,6 +130,28 @@ def normalise(text: str) -> Normalised:
         lines = [_RE_QUOTE.sub("", ln) for ln in lines]
         notes.append(f"quote prefix ('> ') removed from {quoted} "
                      f"line{'s' if quoted != 1 else ''}")
+    elif quoted and _RE_QUOTE.match(filled[0]):
+        # a quote begun on the first lines only (the header quoted, the rows pasted under
+        # it): the leading run of quoted lines loses its prefix, else the header is lost
+        lead = 0
+        for i, ln in enumerate(lines):
+            if not ln.strip():
+                continue
+            if not _RE_QUOTE.match(ln):
+                break
+            lines[i] = _RE_QUOTE.sub("", ln)
+            lead += 1
+        notes.append(f"quote prefix ('> ') removed from the first {lead} "
+                     f"line{'s' if lead != 1 else ''} (the rest were not quoted)")
+    ray = 0
+    for i, ln in enumerate(lines):
+        m = _RE_RAY.match(ln)
+        if m:
+            lines[i] = ln[m.end():]
+            ray += 1
+    if ray:
+        notes.append(f"Ray's '(task pid=...)' prefix removed from {ray} "
+                     f"line{'s' if ray != 1 else ''}")
     escaped = 0
     for i, ln in enumerate(lines):
         if ln.lstrip().startswith("\\#"):

@@ -37,6 +37,24 @@ _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
 _DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT"}
 
 
+def _merge_devices(conn, frame: pd.DataFrame) -> None:
+    """Upsert device rows: a stated fact (not NULL, not "") replaces the stored one, an
+    unstated one keeps it (``append_import``)."""
+    if frame is None or frame.empty:
+        return
+    frame = frame.copy()
+    for col in DEVICE_COLUMNS:
+        if col not in frame.columns:
+            frame[col] = None
+    rows = [tuple(None if v == "" else _nullable(v) for v in r)
+            for r in frame[list(DEVICE_COLUMNS)].itertuples(index=False, name=None)]
+    facts = [c for c in DEVICE_COLUMNS if c not in ("host", "gpu")]
+    conn.executemany(
+        f"INSERT INTO devices ({', '.join(DEVICE_COLUMNS)}) "
+        f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)}) ON CONFLICT (host, gpu) DO UPDATE "
+        f"SET {', '.join(f'{c} = COALESCE(excluded.{c}, {c})' for c in facts)}", rows)
+
+
 def _nullable(v):
     """NaN and None become SQL NULL; numpy scalars become Python numbers."""
     if v is None:
@@ -431,10 +449,14 @@ class SampleStore:
 
     @_guarded
     def append_import(self, frames: Iterable[pd.DataFrame],
-                      metrics: Iterable[pd.DataFrame]) -> dict[str, int]:
+                      metrics: Iterable[pd.DataFrame],
+                      devices: Iterable[pd.DataFrame] = ()) -> dict[str, int]:
         """``append_all`` of sample frames and of server-metrics frames (saved ``/metrics``
         pages: ``collectors.server_metrics`` frames) in one transaction; a metrics row
         already stored (same timestamp, name and labels) or coming twice is stored once.
+        ``devices``: what the files state about their GPUs (``DEVICE_COLUMNS``), merged into
+        the devices table in the same transaction: a fact the file states replaces the
+        stored one, a fact it leaves out (NaN, empty) keeps what is stored.
 
         Returns:
             ``{"stored", "repeats", "metrics_stored", "metrics_repeats"}`` (rows).
@@ -450,6 +472,8 @@ class SampleStore:
         with conn:
             stored, repeats = _insert_samples(conn, conformed)
             m_stored, m_repeats = _insert_metrics(conn, metric_frames)
+            for d in devices:
+                _merge_devices(conn, d)
         return {"stored": stored, "repeats": repeats, "metrics_stored": m_stored,
                 "metrics_repeats": m_repeats}
 

@@ -1,5 +1,5 @@
-"""``tealeaves import``: read nvidia-smi / DCGM / tealeaves files into the store, all or
-nothing."""
+"""``tealeaves import``: read nvidia-smi / DCGM / tealeaves files into the store (samples and
+the device facts the files state), all or nothing."""
 
 from __future__ import annotations
 
@@ -42,7 +42,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     with store:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
             counts = store.append_import((r.samples for r in results),
-                                         (p["read"].frame for p in pages))
+                                         (p["read"].frame for p in pages),
+                                         (r.devices for r in results if len(r.devices)))
             stored, repeats = counts["stored"], counts["repeats"]
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
@@ -55,7 +56,9 @@ def cmd_import(args: argparse.Namespace) -> int:
                "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
                "placed": r.placed, "dated": r.dated,
                "placed_at": r.placed_at if r.placed or r.dated else None,
-               "normalised": r.normalised}
+               "normalised": r.normalised, "zone": r.zone, "gpu_key": r.gpu_key,
+               "not_read": r.not_read, "notes": r.notes,
+               "devices": device_facts(r.devices)}
               for path, r in zip(gpu_files, results, strict=True)]
     page_report = [page_summary(p) for p in pages]
     if args.json:
@@ -83,6 +86,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         note = placement_note(f, args.utc)
         if note:
             print(f"  {note}")
+        for line in file_notes(f, args.tz):
+            print(f"  {line}")
         if f["normalised"]:
             print(f"  pasted text: {'; '.join(f['normalised'])}")
         for col, n in f["blanks"].items():
@@ -102,6 +107,68 @@ def cmd_import(args: argparse.Namespace) -> int:
             if counts["metrics_repeats"] else "")
     print(f"stored {what} in {args.store}")
     return 0
+
+
+def device_facts(devices) -> list[dict]:
+    """The device facts an import read (``ImportResult.devices``) as JSON-able rows: only
+    the facts the file stated."""
+    out = []
+    if devices is None or not len(devices):
+        return out
+    for rec in devices.to_dict("records"):
+        row = {k: v for k, v in rec.items()
+               if k in ("gpu", "name", "power_limit_w", "max_sm_clock_mhz", "mem_total_bytes",
+                        "pci_bus_id", "uuid")
+               and v is not None and v != "" and not (isinstance(v, float) and math.isnan(v))}
+        out.append(row)
+    return out
+
+
+def file_notes(f: dict, tz: str | None) -> list[str]:
+    """The summary lines of one ``files`` entry beyond its counts: the zone its times were
+    read in, how its GPUs were told apart, its device facts, fields not read and the
+    format's own notes."""
+    lines = []
+    if f.get("zone"):
+        lines.append(f"times read as {f['zone']}: the file prints them without a zone"
+                     + ("" if tz else "; give --tz ZONE if they were another zone's"))
+    key = f.get("gpu_key")
+    if key == "none":
+        lines.append("NOTE: nothing in the file tells GPUs apart (no index, uuid or "
+                     "pci.bus_id field, no timestamp to group rows): every row read as GPU "
+                     "0; add index to --query-gpu")
+    elif key in ("uuid", "pci.bus_id"):
+        lines.append(f"GPUs told apart by {key} (no index field): numbered 0, 1, ... in "
+                     f"the order they first appear")
+    elif key == "name":
+        lines.append("GPUs told apart by name (no index, uuid, pci.bus_id or timestamp "
+                     "field; each GPU a different name): numbered 0, 1, ... in the order "
+                     "they first appear")
+    elif key == "inventory":
+        lines.append("an inventory without index field (device facts, no readings): one row "
+                     "per GPU, numbered 0, 1, ... in row order")
+    elif key == "single":
+        lines.append("no index, uuid or pci.bus_id field and no two rows share a timestamp: "
+                     "read as one GPU (GPU 0)")
+    elif key == "name and place":
+        lines.append("GPUs told apart by their place among the rows of one timestamp (no "
+                     "index, uuid or pci.bus_id field): numbered 0, 1, ... in that order")
+    for d in f.get("devices") or []:
+        facts = [d["name"]] if d.get("name") else []
+        if d.get("pci_bus_id"):
+            facts.append(f"bus {d['pci_bus_id']}")
+        if d.get("power_limit_w"):
+            facts.append(f"power limit {d['power_limit_w']:g} W")
+        if d.get("max_sm_clock_mhz"):
+            facts.append(f"max SM clock {d['max_sm_clock_mhz']:g} MHz")
+        if d.get("mem_total_bytes"):
+            facts.append(f"{d['mem_total_bytes'] / 2**30:.1f} GiB")
+        if facts:
+            lines.append(f"GPU {d['gpu']}: {', '.join(facts)} (stored as its device facts)")
+    if f.get("not_read"):
+        lines.append(f"fields not read (outside tealeaves' schema): {', '.join(f['not_read'])}")
+    lines.extend(f.get("notes") or [])
+    return lines
 
 
 def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
@@ -255,7 +322,8 @@ def placement_note(f: dict, utc: bool = False, fix: str = "give --start-time") -
 def add_parser(sub) -> None:
     """Add ``import`` to the top-level subparsers ``sub``."""
     im = sub.add_parser("import", help="import nvidia-smi / DCGM / tealeaves files into the store",
-                        description="Import telemetry files into the store: nvidia-smi dmon, "
+                        description="Import telemetry files into the store: the nvidia-smi "
+                                    "table, nvidia-smi dmon, "
                                     "nvidia-smi --query-gpu CSV, dcgm-exporter text, dcgmi "
                                     "dmon, tealeaves CSV/Parquet (detected from content). "
                                     "Every file is read before anything is stored: one "
@@ -263,8 +331,8 @@ def add_parser(sub) -> None:
     im.add_argument("files", type=Path, nargs="+", help="files to import")
     im.add_argument("--store", type=Path, default=Path("tealeaves.db"),
                     help="SQLite store (default tealeaves.db)")
-    im.add_argument("--format", help="force a format (dmon, query, prometheus, dcgmi, csv, "
-                                     "parquet or a full name)")
+    im.add_argument("--format", help="force a format (table, dmon, query, prometheus, dcgmi, "
+                                     "csv, parquet or a full name)")
     im.add_argument("--start-time", type=epoch_time,
                     help="UTC epoch s of the first instant for files without timestamps "
                          "(dcgm-exporter text, dcgmi dmon, a dmon without a time column), and "

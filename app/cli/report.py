@@ -70,7 +70,8 @@ def cmd_report(args: argparse.Namespace) -> int:
             sfmt = log.format
             print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
                   + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
-                     else "no confident clock offset: taken as written"), file=sys.stderr)
+                     else "no confident clock offset: taken as written")
+                  + (f"; {log.time_note()}" if log.time_note() else ""), file=sys.stderr)
             inp.server_events = events_frame(events)
             inp.sources.append(Source("server_log", args.server_log))
         if args.server_metrics is not None:

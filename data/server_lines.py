@@ -1,0 +1,160 @@
+"""What a line of an inference server's log is: the one recogniser of SGLang scheduler lines
+and vLLM stats lines, shared by the importers' format detection (``data.importers``) and the
+server-log parser (``collectors.server_log``), so every line the parser reads is also
+recognised as a server log by ``import``, ``report``, ``classify``, ``dashboard`` and
+``collect``.
+
+A line is an SGLang line when it holds ``Prefill batch`` / ``Decode batch`` followed by at
+least one ``name: value`` field, whatever comes before the message: the default
+``[YYYY-mm-dd HH:MM:SS DPn TPn EPn]`` prefix, one with a ``file:line`` part or a space after
+``[``, a bare pid, Ray's ``(SGLangEngine pid=...)``.  It is a vLLM line when it holds ``Avg
+prompt throughput:``, ``SpecDecoding metrics:`` (V1) or ``Speculative metrics:`` (V0) with at
+least one field of that message's table.  The field tables name each field's canonical key
+(``collectors.server_log``'s docstring lists them with units).
+
+Nothing here imports other tealeaves rooms.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["fields", "line_format", "split_fields", "value"]
+
+NUM_RE = re.compile(
+    r"(?P<n>[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))\s*(?P<u>%|tokens/s|token/s|tok/s|reqs|req|"
+    r"tokens|token)?", re.ASCII)
+
+# canonical key, expected type ("num" or "bool")
+SGLANG_FIELDS: dict[str, tuple[str, str]] = {
+    "#new-seq": ("new_seq", "num"),
+    "#new-token": ("new_token", "num"),
+    "#cached-token": ("cached_token", "num"),
+    "token usage": ("token_usage", "num"),
+    "#running-req": ("running_req", "num"),
+    "#queue-req": ("queue_req", "num"),
+    "#token": ("token", "num"),
+    "accept len": ("accept_len", "num"),
+    "gen throughput (token/s)": ("gen_throughput_tok_s", "num"),
+    "input throughput (token/s)": ("input_throughput_tok_s", "num"),
+    "cuda graph": ("cuda_graph", "bool"),
+    "#pending-token": ("pending_token", "num"),
+}
+VLLM_STATS: dict[str, tuple[str, str]] = {
+    "avg prompt throughput": ("prompt_throughput_tok_s", "num"),
+    "avg generation throughput": ("gen_throughput_tok_s", "num"),
+    "running": ("running_req", "num"),
+    "waiting": ("queue_req", "num"),
+    "pending": ("queue_req", "num"),
+    "swapped": ("swapped_req", "num"),
+    "gpu kv cache usage": ("kv_cache_usage_pct", "num"),
+    "cpu kv cache usage": ("cpu_kv_cache_usage_pct", "num"),
+    "prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
+    "gpu prefix cache hit rate": ("prefix_cache_hit_rate_pct", "num"),
+    "cpu prefix cache hit rate": ("cpu_prefix_cache_hit_rate_pct", "num"),
+}
+VLLM_SPEC: dict[str, tuple[str, str]] = {
+    "mean acceptance length": ("accept_len", "num"),
+    "accepted throughput": ("spec_accepted_tok_s", "num"),
+    "drafted throughput": ("spec_drafted_tok_s", "num"),
+    "accepted": ("spec_accepted_tokens", "num"),
+    "drafted": ("spec_drafted_tokens", "num"),
+    "draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
+    "avg draft acceptance rate": ("spec_draft_acceptance_rate_pct", "num"),
+}
+VLLM_SPEC_V0: dict[str, tuple[str, str]] = {
+    "draft acceptance rate": ("spec_draft_acceptance_rate", "num"),  # fraction 0-1 on V0
+    "system efficiency": ("spec_system_efficiency", "num"),
+    "number of speculative tokens": ("spec_num_tokens", "num"),
+    "number of accepted tokens": ("spec_accepted_tokens", "num"),
+    "number of draft tokens": ("spec_drafted_tokens", "num"),
+    "number of emitted tokens": ("spec_emitted_tokens", "num"),
+}
+
+
+def value(raw: str) -> float | int | bool | str:
+    """A field value: int, float (unit suffix such as ``%`` or ``tokens/s`` dropped), bool, or
+    the stripped string.  Only ASCII decimal numbers count; ``nan``/``inf`` stay strings."""
+    s = raw.strip()
+    m = NUM_RE.fullmatch(s)
+    if m:
+        n = m.group("n")
+        if re.fullmatch(r"[+-]?[0-9]+", n, re.ASCII):
+            return int(n)
+        return float(n)
+    low = s.lower()
+    if low == "true":
+        return True
+    if low == "false":
+        return False
+    return s
+
+
+def split_fields(body: str) -> list[tuple[str, str]]:
+    """``name: value`` pairs of a comma-separated message; a piece without a colon continues
+    the previous value (lists such as vLLM's per-position acceptance rates)."""
+    items: list[list[str]] = []
+    for piece in body.split(","):
+        name, colon, val = piece.partition(":")
+        if colon and name.strip():
+            items.append([name.strip(), val.strip()])
+        elif piece.strip() and items:
+            items[-1][1] = f"{items[-1][1]}, {piece.strip()}" if items[-1][1] else piece.strip()
+    return [(n, v) for n, v in items]
+
+
+def fields(body: str, table: dict[str, tuple[str, str]]) -> tuple[dict, dict]:
+    known: dict[str, float | bool | str] = {}
+    extra: dict[str, float | bool | str] = {}
+    for name, raw in split_fields(body):
+        val = value(raw)
+        spec = table.get(" ".join(name.lower().split()))
+        if spec is not None:
+            key, kind = spec
+            ok = isinstance(val, bool) if kind == "bool" else (
+                isinstance(val, int | float) and not isinstance(val, bool))
+            if ok:
+                known[key] = val
+                continue
+            extra[name] = raw.strip()
+            continue
+        extra[name] = val
+    return known, extra
+
+
+
+ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+SGLANG_MSG_RE = re.compile(r"(?P<kind>Prefill|Decode) batch(?![A-Za-z0-9_])\s*[.,:]?")
+SGLANG_PREFIX_RE = re.compile(
+    r"^\s*\[(?P<Y>[0-9]{4})-(?P<m>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<H>[0-9]{2}):(?P<M>[0-9]{2}):"
+    r"(?P<S>[0-9]{2})(?:[.,](?P<f>[0-9]{1,9}))?(?P<tags>(?: +[A-Za-z_]+[0-9]+)*) *\]\s*$",
+    re.ASCII)
+TAG_RE = re.compile(r"(?<![A-Za-z0-9_])(DP|PP|TP|EP)([0-9]{1,6})(?![A-Za-z0-9])", re.ASCII)
+VLLM_MSG_RE = re.compile(
+    r"(?:Engine\s+(?P<eng>[0-9]{1,6})\s*:\s*)?"
+    r"(?P<msg>Avg prompt throughput(?=\s*:)|SpecDecoding metrics\s*:|Speculative metrics\s*:)",
+    re.ASCII)
+PID_RE = re.compile(r"\((?P<proc>[A-Za-z_][A-Za-z0-9_]*)\s+pid=(?P<pid>[0-9]{1,10})\)", re.ASCII)
+
+
+def line_format(line: str) -> str | None:
+    """``"sglang"`` or ``"vllm"`` when ``line`` is a line the server-log parser reads (see
+    the module docstring), else None.  ANSI colour codes are ignored."""
+    clean = ANSI_RE.sub("", line)
+    m = SGLANG_MSG_RE.search(clean)
+    if m is not None:
+        known, extra = fields(clean[m.end():].rstrip(" ,."), SGLANG_FIELDS)
+        if known or extra:
+            return "sglang"
+    m = VLLM_MSG_RE.search(clean)
+    if m is not None:
+        msg = m.group("msg")
+        if msg.startswith("Avg"):
+            body, table = clean[m.start("msg"):], VLLM_STATS
+        elif msg.startswith("SpecDecoding"):
+            body, table = clean[m.end():], VLLM_SPEC
+        else:
+            body, table = clean[m.end():], VLLM_SPEC_V0
+        if fields(body.rstrip(" ,."), table)[0]:
+            return "vllm"
+    return None
