@@ -50,7 +50,8 @@ def pub(name: str) -> Path:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *args], check=False,
+                          cwd=cwd,
                           capture_output=True, text=True, timeout=120,
                           env={**os.environ, "PYTHONUTF8": "1"})
 
@@ -293,22 +294,28 @@ def test_a_stated_fact_keeps_the_facts_it_does_not_state(tmp_path):
 # -- other tools -----------------------------------------------------------------------------
 
 OTHER = {  # written in each tool's exact published form where no file was found
-    "rocm-smi": ("========================ROCm System Management Interface"
-                 "========================\n"
-                 "GPU  Temp   AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%\n"
-                 "0    35.0c  40.0W   800Mhz  1600Mhz  0%   auto  300.0W    0%   0%\n",
-                 "AMD rocm-smi output"),
-    "amd-smi": ("GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  GFX_CLOCK  MEM_UTIL  MEM_CLOCK\n"
-                "  0  124 W     38 °C     31 °C      0 %    132 MHz     0 %    900 MHz\n",
-                "AMD amd-smi output"),
-    "smi-q": ("\n==============NVSMI LOG==============\n\nTimestamp : Mon Oct  6 03:29:21 2025\n"
-              "Driver Version : 535.129.03\n", "nvidia-smi -q"),
-    "topo": ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV18\t0-55\t0\n"
-             "GPU1\tNV18\t X \t0-55\t0\n\nLegend:\n\n  X    = Self\n", "nvidia-smi topo -m"),
-    "pmon": ("# gpu         pid   type     sm    mem    enc    dec    command\n"
-             "# Idx           #    C/G      %      %      %      %    name\n"
-             "    0      12345     C     95     40      -      -    python\n",
-             "nvidia-smi pmon"),
+    "rocm-smi": (
+        ("========================ROCm System Management Interface========================\n"
+        "GPU  Temp   AvgPwr  SCLK    MCLK     Fan  Perf  PwrCap  VRAM%  GPU%\n"
+        "0    35.0c  40.0W   800Mhz  1600Mhz  0%   auto  300.0W    0%   0%\n"),
+        "AMD rocm-smi output"),
+    "amd-smi": (
+        ("GPU  POWER  GPU_TEMP  MEM_TEMP  GFX_UTIL  GFX_CLOCK  MEM_UTIL  MEM_CLOCK\n"
+        "  0  124 W     38 °C     31 °C      0 %    132 MHz     0 %    900 MHz\n"),
+        "AMD amd-smi output"),
+    "smi-q": (
+        ("\n==============NVSMI LOG==============\n\nTimestamp : Mon Oct  6 03:29:21 2025\n"
+        "Driver Version : 535.129.03\n"),
+        "nvidia-smi -q"),
+    "topo": (
+        ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\nGPU0\t X \tNV18\t0-55\t0\n"
+        "GPU1\tNV18\t X \t0-55\t0\n\nLegend:\n\n  X    = Self\n"),
+        "nvidia-smi topo -m"),
+    "pmon": (
+        ("# gpu         pid   type     sm    mem    enc    dec    command\n"
+        "# Idx           #    C/G      %      %      %      %    name\n"
+        "    0      12345     C     95     40      -      -    python\n"),
+        "nvidia-smi pmon"),
 }
 
 
