@@ -16,8 +16,9 @@ print ``MIG M.``)::
     |                                         |                        |             Disabled |
     +-----------------------------------------+------------------------+----------------------+
 
-Drivers before ~510 print the same cells narrower (``Tesla V100-SXM2...  On   |``), Windows
-prints ``WDDM``/``TCC`` for the persistence mode.  A ``MIG devices`` section and a
+Drivers before ~510 print the same cells narrower (``Tesla V100-SXM2...  On   |``), R610 and
+later name ``KMD Version`` / ``CUDA UMD Version`` in the banner, Windows prints ``WDDM``/``TCC``
+for the persistence mode; a box redrawn with Unicode lines (``│ ─ ╪``) is read as ASCII.  A ``MIG devices`` section and a
 ``Processes`` section may follow; their rows are counted, not read as GPUs (a MIG instance's
 row carries only its memory).  ``N/A`` (and ``ERR!``, ``[N/A]``) is a blank, never 0.
 
@@ -42,7 +43,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
 #: The banner line of a table: what :func:`is_table` looks for.
-RE_BANNER = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*Driver Version", re.ASCII)
+RE_BANNER = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*(?:Driver|KMD) Version", re.ASCII)
+#: Box drawing some terminals and pastes put in place of nvidia-smi's ASCII box.
+_BOX = str.maketrans({"│": "|", "┃": "|", "║": "|", "─": "-", "━": "-", "═": "=",
+                      "┼": "+", "╪": "+", "┿": "+", "╋": "+", "├": "|", "┤": "|", "┌": "+",
+                      "┐": "+", "└": "+", "┘": "+", "┬": "+", "┴": "+", "╞": "|", "╡": "|"})
 #: The ``ctime`` date nvidia-smi prints above the table (``Tue Mar 12 10:11:12 2024``).
 _RE_DATE = re.compile(r"^\s*(?:[A-Z][a-z]{2})\s+([A-Z][a-z]{2})\s+(\d{1,2})\s+"
                       r"(\d\d):(\d\d):(\d\d)\s+(\d{4})\s*$", re.ASCII)
@@ -150,8 +155,11 @@ def parse_tables(text: str, zone: tzinfo) -> TableRead:
     row = 0
     stamp_of_table: float | None = None
     last = -1
+    boxed = any(c in text for c in "│┃║")
     for n, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
+        if boxed:
+            line = line.translate(_BOX)
         stamp = _date(line, zone)
         if stamp is not None:
             pending_date = stamp

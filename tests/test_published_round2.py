@@ -360,3 +360,24 @@ def test_published_outputs_of_other_tools_are_refused_by_name(name):
     want = next(v for k, v in _TOOL_NAMES.items() if name.startswith(k))
     with pytest.raises(ImportFormatError, match=f"is {want}.*: not supported"):
         import_file(pub(name))
+
+
+def test_the_r610_banner_and_the_2014_layout_are_tables():
+    b200 = import_file(pub("smi_table_b200x2_610_kmd_partial_12.txt"))
+    assert b200.format == "nvidia_smi_table" and b200.gpus == [0, 1]
+    assert list(b200.samples["power_w"]) == [139.0, 142.0]
+    assert (b200.devices["power_limit_w"] == 1000).all()
+    old = import_file(pub("smi_table_gtx680x3_331_2014_partial_13.txt"))
+    assert old.gpus == [0, 1, 2]
+    # "N/A /  N/A" and GPU-Util "N/A": blank, never 0; the cap unknown
+    assert old.samples["power_w"].isna().all() and old.samples["gpu_util"].isna().all()
+    assert old.blanks == {"gpu_util": 3, "power_w": 3}
+    assert old.devices["power_limit_w"].isna().all()
+    assert (old.samples["mem_used_bytes"] == 9 * MIB).all()
+
+
+def test_a_table_redrawn_with_unicode_box_lines_reads_the_same(tmp_path):
+    src = pub("smi_table_h100x8_535_dated_procs_09.txt").read_text()
+    (tmp_path / "u.txt").write_text(src.replace("|", "│").replace("=", "═"), encoding="utf-8")
+    a, b = import_file(tmp_path / "u.txt"), import_file(pub("smi_table_h100x8_535_dated_procs_09.txt"))
+    assert a.samples.equals(b.samples)
