@@ -1,6 +1,6 @@
 """NVML collector: sweeps every GPU at a fixed rate with non-blocking calls only.
 
-Per sweep and GPU it reads utilization, memory used, power, SM clock (1-7 us each on H200),
+Per sweep and GPU it reads utilization, memory used, power, SM clock, temperature (1-7 us each on H200),
 the cumulative PCIe byte counters through field values 197/198 (0.33 ms), differenced here
 into bytes/s, and, where the GPU supports GPM, ``sm_active``, ``sm_occupancy``,
 ``tensor_active``, ``dram_active`` and NVLink bytes/s between two GPM samples at least
@@ -63,7 +63,7 @@ _PCIE_IDS: tuple[int, ...] = tuple(nvml_field_ids().values())
 #: fast counters, the PCIe field-value call and its columns, the GPM metrics, the driver's
 #: sample buffers and the process list.
 _READ_NAMES: tuple[str, ...] = (("gpu_util", "mem_used_bytes", "power_w", "sm_clock_mhz",
-                                 "pcie") + _PCIE_COLS + tuple(GPM_METRICS)
+                                 "gpu_temp_c", "pcie") + _PCIE_COLS + tuple(GPM_METRICS)
                                 + ("power_samples", "gpu_util_samples", "processes"))
 
 
@@ -241,6 +241,7 @@ class NvmlCollector:
                 "max_sm_clock_mhz": self._try(lambda h=h: n.max_sm_clock_mhz(h), math.nan),
                 "mem_total_bytes": self._try(lambda h=h: n.mem_total_bytes(h), math.nan),
                 "gpm_supported": float(st.gpm),
+                "pci_bus_id": self._try(lambda h=h: n.pci_bus_id(h), None),
             })
             if not st.gpm:  # never read: unsupported with no attempt counted
                 for m in GPM_METRICS:
@@ -342,6 +343,7 @@ class NvmlCollector:
         row["mem_used_bytes"] = self._read(st, "mem_used_bytes", lambda: n.mem_used_bytes(h))
         row["power_w"] = self._read(st, "power_w", lambda: n.power_w(h))
         row["sm_clock_mhz"] = self._read(st, "sm_clock_mhz", lambda: n.sm_clock_mhz(h))
+        row["gpu_temp_c"] = self._read(st, "gpu_temp_c", lambda: n.gpu_temp_c(h))
         self._timed("fast", t0)
         if mono - st.last_pcie >= self.pcie_interval_s:
             st.last_pcie = mono

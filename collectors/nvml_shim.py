@@ -126,6 +126,12 @@ class Nvml:
     def mem_total_bytes(self, h) -> float:
         return float(self._call(self._n.nvmlDeviceGetMemoryInfo, h).total)
 
+    def pci_bus_id(self, h) -> str:
+        """The PCI bus id as nvidia-smi prints it (``00000000:17:00.0``;
+        nvmlDeviceGetPciInfo's ``busId``)."""
+        bus = self._call(self._n.nvmlDeviceGetPciInfo, h).busId
+        return bus.decode() if isinstance(bus, bytes) else str(bus)
+
     # -- fast counters (each 1-7 us on H200) -------------------------------------------
     def utilization(self, h) -> tuple[float, float]:
         """(gpu %, memory %) from nvmlDeviceGetUtilizationRates."""
@@ -137,6 +143,11 @@ class Nvml:
 
     def power_w(self, h) -> float:
         return self._call(self._n.nvmlDeviceGetPowerUsage, h) / 1000.0
+
+    def gpu_temp_c(self, h) -> float:
+        """The GPU core temperature, °C (nvmlDeviceGetTemperature, NVML_TEMPERATURE_GPU)."""
+        return float(self._call(self._n.nvmlDeviceGetTemperature, h,
+                                self._n.NVML_TEMPERATURE_GPU))
 
     def sm_clock_mhz(self, h) -> float:
         return float(self._call(self._n.nvmlDeviceGetClockInfo, h, self._n.NVML_CLOCK_SM))

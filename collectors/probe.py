@@ -222,12 +222,13 @@ def _rates(n, handles, support, poll_s: float) -> list[GroupRate]:
             n.mem_used_bytes(h)
             n.power_w(h)
             n.sm_clock_mhz(h)
+            n.gpu_temp_c(h)
 
         call = _median_us(fast, 200)
         refresh = _change_rate(lambda: n.power_w(h), poll_s)
-        add("fast", "gpu_util mem_copy_util power_w sm_clock_mhz mem_used_bytes", call, refresh)
+        add("fast", "gpu_util mem_copy_util power_w sm_clock_mhz mem_used_bytes gpu_temp_c", call, refresh)
     else:
-        add("fast", "gpu_util mem_copy_util power_w sm_clock_mhz mem_used_bytes", nan, nan)
+        add("fast", "gpu_util mem_copy_util power_w sm_clock_mhz mem_used_bytes gpu_temp_c", nan, nan)
     if support["pcie"]:
         h = handles[support["pcie"][0]]
 

@@ -192,8 +192,8 @@ class ImportResult:
             UTF-16 LE (byte-order mark)", "CR line ends read as line breaks", "quote prefix
             ('> ') removed from 7 lines", ...); empty for a plain file.
         devices: what the file states about each GPU (``data.schema.DEVICE_COLUMNS``: name,
-            power limit, max SM clock, memory size; NaN where it states nothing), one row per
-            GPU, plus ``pci_bus_id`` where printed; empty when it states nothing.
+            power limit, max SM clock, memory size, PCI bus id; NaN where it states nothing),
+            one row per GPU; empty when it states nothing.
         zone: the zone wall-clock times without one were read in (``"UTC"`` by default, the
             ``tz`` given otherwise); None when no time of the file lacked a zone.
         gpu_key: how rows were told apart as GPUs: ``"index"``, ``"uuid"``,
@@ -991,7 +991,7 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
     records = []
     for r in read.records:
         rec = {"host": host, "gpu": r["gpu"], "uuid": "", "_line": r["_line"]}
-        for col in ("gpu_util", "mem_used_bytes", "power_w"):
+        for col in smi_table.READINGS:
             rec[col] = BLANK if col in r["blank"] else r[col]
         if "timestamp" in r:
             rec["timestamp"] = r["timestamp"]
@@ -1012,7 +1012,8 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
         notes.append(f"Processes section: {read.process_rows} process"
                      f"{'es' if read.process_rows != 1 else ''} not read")
     if records:
-        notes.append("temperature and fan are printed but not stored (not sample columns)")
+        notes.append("fan and performance state are printed but not stored (not sample "
+                     "columns)")
     return records, len(records), read.skipped, {"devices": devices, "notes": notes,
                                                  "dated": read.dated}
 

@@ -82,7 +82,8 @@ class Metric:
 
     Attributes:
         name: column name in the sample frame and the store (DCGM-style snake_case).
-        unit: unit of the stored values, as shown on axes ("%", "B/s", "W", "MHz", "B").
+        unit: unit of the stored values, as shown on axes ("%", "B/s", "W", "MHz", "B",
+            "°C").
         source: where tealeaves' collector reads it (NVML call, GPM metric, DCGM field), in
             words.
         description: one line for legends and docs.
@@ -114,7 +115,7 @@ class Metric:
     smi_query: tuple[SourceName, ...] = ()
 
 
-#: The table, in the sample frame's column order (14 rows).
+#: The table, in the sample frame's column order (15 rows).
 METRICS: tuple[Metric, ...] = (
     Metric(
         "gpu_util", "%", "nvmlDeviceGetUtilizationRates.gpu / DCGM_FI_DEV_GPU_UTIL",
@@ -231,6 +232,15 @@ METRICS: tuple[Metric, ...] = (
                  "Share of time the graphics/compute engine was busy "
                  "(DCGM_FI_PROF_GR_ENGINE_ACTIVE), newest window"),
         dcgm=SourceName("DCGM_FI_PROF_GR_ENGINE_ACTIVE", 100.0, 1001), dcgmi="GRACT"),
+    Metric(
+        "gpu_temp_c", "°C",
+        "nvmlDeviceGetTemperature(NVML_TEMPERATURE_GPU) / DCGM_FI_DEV_GPU_TEMP",
+        "GPU core temperature",
+        Exported("tealeaves_gpu_temperature_celsius", 1.0,
+                 "GPU core temperature (NVML / DCGM_FI_DEV_GPU_TEMP), newest window"),
+        dcgm=SourceName("DCGM_FI_DEV_GPU_TEMP", 1.0, 150), dcgmi="TMPTR",
+        smi_dmon=(SourceName("gtemp"),),
+        smi_query=(SourceName("temperature.gpu", unit=""),)),
 )
 
 #: Column name -> its row.

@@ -26,9 +26,9 @@ ID_COLUMNS: tuple[str, ...] = ("timestamp", "monotonic", "host", "gpu", "uuid")
 
 #: The largest physical reading per unit: 100 %; 5 kW of board power (GB200's superchip draws
 #: about 2.7 kW); 10 GHz; 2 TB/s (NVLink 5 is 1.8 TB/s a GPU, PCIe 6 x16 0.13 TB/s); 10 TB of
-#: device memory.
+#: device memory; 150 °C (a GPU slows down and shuts itself off near 90-100 °C).
 UNIT_HIGH: dict[str, float] = {"%": 100.0, "W": 5000.0, "MHz": 10000.0, "B/s": 2e12,
-                               "B": 1e13}
+                               "B": 1e13, "°C": 150.0}
 
 #: The one table of field limits: every metric column's valid range ``(low, high)`` in its
 #: unit, both ends included.  A value outside it is no reading: importers refuse its row (with
@@ -243,10 +243,12 @@ _DTYPES: dict[str, str] = {
     **{name: "float64" for name in METRIC_NAMES},
 }
 
-#: Per-GPU device limits, used to normalise metrics across GPU models.
+#: Per-GPU device facts: the limits used to normalise metrics across GPU models, the name,
+#: whether GPM answers, and the PCI bus id (``0000:17:00.0``, as NVML and nvidia-smi print
+#: it; text).
 DEVICE_COLUMNS: tuple[str, ...] = (
     "host", "gpu", "uuid", "name", "power_limit_w", "max_sm_clock_mhz", "mem_total_bytes",
-    "gpm_supported",
+    "gpm_supported", "pci_bus_id",
 )
 
 

@@ -23,9 +23,9 @@ for the persistence mode; a box redrawn with Unicode lines (``│ ─ ╪``) is 
 row carries only its memory).  ``N/A`` (and ``ERR!``, ``[N/A]``) is a blank, never 0.
 
 Read per GPU: ``gpu_util`` (GPU-Util %), ``mem_used_bytes`` (Memory-Usage used, MiB x 2**20),
-``power_w`` (Pwr:Usage); device facts: the name as printed (cut with ``...`` where the
+``power_w`` (Pwr:Usage), ``gpu_temp_c`` (Temp); device facts: the name as printed (cut with ``...`` where the
 table is too narrow), the power cap (``power_limit_w``), the memory size (``mem_total_bytes``)
-and the bus id.  The temperature and fan are printed too but are not sample columns.
+and the bus id.  The fan and performance state are printed too but are not sample columns.
 
 Time: the line above the table (``ctime`` form, the host's local time, no zone) dates the
 instant, read in the caller's zone; a table without it is placed like the other untimed
@@ -72,6 +72,8 @@ _RE_MIG_ROW = re.compile(r"^\s*\d+\s+\d+\s+\d+\s+\d+\s*$", re.ASCII)
 _RE_PROCESS_ROW = re.compile(r"^\s*\d+\s+(?:(?:N/A|\d+)\s+(?:N/A|\d+)\s+)?\d+\s+"
                              r"(?:C|G|C\+G|M|M\+C)\s+\S", re.ASCII)
 MIB = 2**20
+#: The sample columns a GPU row of the table gives (NaN where it prints N/A).
+READINGS = ("gpu_util", "mem_used_bytes", "power_w", "gpu_temp_c")
 
 
 @dataclass
@@ -237,14 +239,13 @@ def parse_tables(text: str, zone: tzinfo) -> TableRead:
         gpu["gpu_util"] = float(u[:-1]) if u.endswith("%") else math.nan
         gpu["mem_used_bytes"] = float(used) * MIB if used.isdigit() else math.nan
         gpu["power_w"] = _watts(second.group("pw"))
-        gpu["blank"] = [c for c in ("gpu_util", "mem_used_bytes", "power_w")
-                        if math.isnan(gpu[c])]
+        temp = second.group("temp")
+        gpu["gpu_temp_c"] = float(temp[:-1]) if temp.endswith("C") else math.nan
+        gpu["blank"] = [c for c in READINGS if math.isnan(gpu[c])]
         dev = out.devices[gpu["gpu"]]
         dev["power_limit_w"] = _watts(second.group("cap"))
         total = mem.group("total") if mem.group("total") else "N/A"
         dev["mem_total_bytes"] = float(total) * MIB if total.isdigit() else math.nan
-        temp = second.group("temp")
-        gpu["_temp_c"] = float(temp[:-1]) if temp.endswith("C") else math.nan
         out.records.append(gpu)
         last = gpu["gpu"]
         gpu = None

@@ -34,7 +34,7 @@ import pandas as pd
 from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
 
 _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
-_DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT"}
+_DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT", "pci_bus_id": "TEXT"}
 
 
 def _merge_devices(conn, frame: pd.DataFrame) -> None:
@@ -98,12 +98,15 @@ class StoreError(RuntimeError):
 #: ``PRAGMA application_id`` of a tealeaves store ("teal" in ASCII): what marks a file as ours.
 APPLICATION_ID = 0x7465616C
 #: ``PRAGMA user_version``: the store's layout version (1: samples, devices, meta, processes,
-#: server events and metrics, screenshots; 2: the ``gr_engine_active`` sample column).  A
-#: store of an older layout gains the newer columns (``ADDED_COLUMNS``, NULL in its old rows)
-#: when it is opened for writing; opened read-only, they read as NaN.
-STORE_VERSION = 2
+#: server events and metrics, screenshots; 2: the ``gr_engine_active`` sample column; 3: the
+#: ``gpu_temp_c`` sample column and the devices' ``pci_bus_id``).  A store of an older layout
+#: gains the newer columns (``ADDED_COLUMNS``, ``ADDED_DEVICE_COLUMNS``, NULL in its old rows)
+#: when it is opened for writing; opened read-only, they read as NaN (None for text).
+STORE_VERSION = 3
 #: Sample columns added after layout 1, with the layout that added them.
-ADDED_COLUMNS: dict[str, int] = {"gr_engine_active": 2}
+ADDED_COLUMNS: dict[str, int] = {"gr_engine_active": 2, "gpu_temp_c": 3}
+#: Device columns added after layout 1, with the layout that added them.
+ADDED_DEVICE_COLUMNS: dict[str, int] = {"pci_bus_id": 3}
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 #: Tables a tealeaves store may hold (a file with any other table belongs to someone else).
 STORE_TABLES = frozenset({"samples", "devices", "meta", "processes", "server_events",
@@ -373,6 +376,11 @@ class SampleStore:
                 if col not in have:
                     conn.execute(f"ALTER TABLE samples ADD COLUMN {col} "
                                  f"{_SQL_TYPES.get(col, 'REAL')}")
+            have = {r[1] for r in conn.execute("PRAGMA table_info(devices)")}
+            for col in DEVICE_COLUMNS:
+                if col not in have:
+                    conn.execute(f"ALTER TABLE devices ADD COLUMN {col} "
+                                 f"{_DEVICE_SQL_TYPES.get(col, 'REAL')}")
             conn.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             conn.execute(f"PRAGMA user_version = {STORE_VERSION}")
 
@@ -385,6 +393,8 @@ class SampleStore:
         have = {r[1] for r in self._conn().execute("PRAGMA table_info(samples)")}
         # a read-only store of an older layout: its missing columns read as NULL (NaN)
         self._select = ", ".join(c if c in have else f"NULL AS {c}" for c in COLUMNS)
+        have = {r[1] for r in self._conn().execute("PRAGMA table_info(devices)")}
+        self._dev_select = ", ".join(c if c in have else f"NULL AS {c}" for c in DEVICE_COLUMNS)
 
     # -- writing -----------------------------------------------------------------------
     @_guarded
@@ -760,10 +770,10 @@ class SampleStore:
         """The per-GPU device rows (one per host and GPU index; of ``host`` when given)."""
         if host is not None:
             return pd.read_sql_query(
-                f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices WHERE host = ? "
+                f"SELECT {self._dev_select} FROM devices WHERE host = ? "
                 f"ORDER BY gpu", self._conn(), params=(host,))
         return pd.read_sql_query(
-            f"SELECT {', '.join(DEVICE_COLUMNS)} FROM devices ORDER BY host, gpu", self._conn())
+            f"SELECT {self._dev_select} FROM devices ORDER BY host, gpu", self._conn())
 
     @_guarded
     def hosts(self, since: int = 0) -> list[str]:

@@ -24,6 +24,8 @@ class FakeGpu:
     mem_used: float | None = 1e9
     power: float | None = 300.0
     clock: float | None = 1980.0
+    temp: float | None = 45.0
+    bus_id: str | None = "00000000:17:00.0"
     pcie_bits: int = 64
     pcie_tx: int | None = 0
     pcie_rx: int | None = 0
@@ -41,7 +43,7 @@ class FakeGpu:
     #: H200 gives ``dram_active`` NaN about once in a thousand reads); 1: always NaN
     gpm_nan_every: dict[int, int] = field(default_factory=dict)
     #: reading -> how many of its next reads fail: ``util``, ``mem_used``, ``power``,
-    #: ``clock`` (NotSupported), ``pcie_tx``, ``pcie_rx`` (the field value's error: None),
+    #: ``clock``, ``temp`` (NotSupported), ``pcie_tx``, ``pcie_rx`` (the field value's error: None),
     #: ``gpm`` (``gpm_sample_get`` NotSupported), ``power_buffer``, ``gpu_util_buffer``,
     #: ``processes`` (NotSupported)
     fail_next: dict[str, int] = field(default_factory=dict)
@@ -124,6 +126,13 @@ class FakeNvml:
     def sm_clock_mhz(self, h):
         g = self._g(h)
         return self._val(g.clock, g, "clock")
+
+    def gpu_temp_c(self, h):
+        g = self._g(h)
+        return self._val(g.temp, g, "temp")
+
+    def pci_bus_id(self, h):
+        return self._val(self._g(h).bus_id)
 
     def field_values(self, h, ids):
         g = self._g(h)

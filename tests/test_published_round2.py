@@ -4,7 +4,7 @@ Each behaviour is tried on a real published output (``tests/published``: where e
 from is in its ``MANIFEST.json``) or, where none was found, on one written in the tool's exact
 published format (said at the test):
 
-- the plain ``nvidia-smi`` table: one instant per GPU (utilization, memory, power), its cap,
+- the plain ``nvidia-smi`` table: one instant per GPU (utilization, memory, power, temperature), its cap,
   name and bus id as device facts, dated by the line above it in ``--tz`` (UTC by default,
   said), MIG and process sections counted, ``N/A`` blank; Ray's line prefix undone;
 - one recogniser of server-log lines shared by ``import``'s detection and the parser: every
@@ -28,6 +28,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from tealeaves.collectors.server_log import ServerLogParser, parse_file
@@ -43,6 +44,8 @@ from tealeaves.data.store import SampleStore
 
 PUB = Path(__file__).parent / "published"
 MIB = 2**20
+#: smi_table_a10_550_dated_01.txt's GPU 0: "|  0%   32C    P8    21W /  150W |"
+TABLE_01_TEMP_C = 32.0
 
 
 def pub(name: str) -> Path:
@@ -67,6 +70,7 @@ def test_an_8_gpu_table_is_one_dated_instant_with_its_caps_names_and_bus_ids():
     assert res.zone == "UTC" and res.placed is None
     g0 = df[df["gpu"] == 0].iloc[0]  # "259W / 700W |  18449MiB / 81559MiB |     25%"
     assert (g0["gpu_util"], g0["power_w"], g0["mem_used_bytes"]) == (25.0, 259.0, 18449 * MIB)
+    assert g0["gpu_temp_c"] == 36.0  # "| N/A   36C    P0   259W / 700W |"
     dev = res.devices.set_index("gpu")
     assert (dev["name"] == "NVIDIA H100 80GB HBM3").all() and (dev["power_limit_w"] == 700).all()
     assert dev.loc[0, "pci_bus_id"] == "00000000:1B:00.0"
@@ -273,10 +277,78 @@ def test_device_facts_of_a_table_reach_the_store_and_the_trace(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "GPU 0: NVIDIA A10, bus 00000000:06:00.0, power limit 150 W" in out.stdout
     assert "times read as UTC" in out.stdout
-    dev = SampleStore(tmp_path / "s.db").devices().set_index("gpu")
+    with SampleStore(tmp_path / "s.db", readonly=True) as ro:
+        dev = ro.devices().set_index("gpu")
+        temp = ro.read_range()["gpu_temp_c"]
     assert dev.loc[0, "power_limit_w"] == 150 and dev.loc[0, "name"] == "NVIDIA A10"
+    assert dev.loc[0, "pci_bus_id"] == "00000000:06:00.0"
+    assert list(temp) == [TABLE_01_TEMP_C]
     trace = load_trace(path)
     assert trace.devices.set_index("gpu").loc[0, "power_limit_w"] == 150
+
+
+def test_temperature_is_stored_from_the_query_csv_and_dmon_and_n_a_is_blank():
+    """``temperature.gpu`` (printed without a unit) and dmon's ``gtemp`` are ``gpu_temp_c``."""
+    q = import_file(pub("query_csv_2gpu_noindex_bpytop_02.txt"))
+    assert list(q.samples.sort_values("gpu")["gpu_temp_c"]) == [60.0, 49.0]
+    d = import_text("# gpu   pwr  gtemp    sm   mem\n# Idx     W      C     %     %\n"
+                    "    0    61     44    12     3\n    1    58      -     9     2\n",
+                    "nvidia_smi_dmon", start_time=1.7e9)
+    assert d.samples["gpu_temp_c"].iloc[0] == 44.0
+    assert math.isnan(d.samples["gpu_temp_c"].iloc[1]) and d.blanks.get("gpu_temp_c") == 1
+    hot = import_text("# gpu   pwr  gtemp\n# Idx     W      C\n    0    61    900\n"
+                      "    0    61     40\n", "nvidia_smi_dmon", start_time=1.7e9)
+    assert len(hot.samples) == 1 and hot.skipped[0][0] == 3  # 900 C is no reading
+    assert "gpu_temp_c 900 °C is outside its valid range" in hot.skipped[0][1]
+
+
+def test_a_layout_2_store_gains_the_temperature_and_bus_id_columns(tmp_path):
+    """A store written before ``gpu_temp_c`` and ``pci_bus_id``: read-only they are NaN /
+    None, opened for writing it gains them and keeps its rows."""
+    import sqlite3
+
+    from tealeaves.data.store import STORE_VERSION
+
+    db = tmp_path / "v2.db"
+    res = import_file(pub("smi_table_a10_550_dated_01.txt"))
+    with SampleStore(db) as st:
+        st.append_import([res.samples], [], [res.devices])
+    conn = sqlite3.connect(db)
+    conn.execute("ALTER TABLE samples DROP COLUMN gpu_temp_c")
+    conn.execute("ALTER TABLE devices DROP COLUMN pci_bus_id")
+    conn.execute("PRAGMA user_version = 2")
+    conn.commit()
+    conn.close()
+    with SampleStore(db, readonly=True) as ro:
+        assert ro.read_range()["gpu_temp_c"].isna().all()
+        assert ro.devices()["pci_bus_id"].isna().all()
+        assert ro.devices().loc[0, "power_limit_w"] == 150
+    with SampleStore(db) as rw:
+        rw.append_import([res.samples.assign(timestamp=res.samples["timestamp"] + 1)], [],
+                         [res.devices])
+        both = rw.read_range()
+        assert len(both) == 2 and list(both["gpu_temp_c"].isna()) == [True, False]
+        assert rw.devices().loc[0, "pci_bus_id"] == "00000000:06:00.0"
+    conn = sqlite3.connect(db)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == STORE_VERSION == 3
+    conn.close()
+
+
+def test_the_collector_reads_temperature_and_the_bus_id():
+    sys.path.insert(0, str(Path(__file__).parent))
+    from fake_nvml import FakeGpu, FakeNvml
+
+    from tealeaves.collectors.nvml import NvmlCollector
+
+    gpus = [FakeGpu(uuid="GPU-a", temp=51.0), FakeGpu(uuid="GPU-b", temp=None, bus_id=None)]
+    col = NvmlCollector(hz=10, nvml=FakeNvml(gpus), threads=False)
+    devs = col.open().set_index("gpu")
+    try:
+        rows = {r["gpu"]: r for r in col.sweep() if "sm_clock_mhz" in r}
+    finally:
+        col.close()
+    assert devs.loc[0, "pci_bus_id"] == "00000000:17:00.0" and pd.isna(devs.loc[1, "pci_bus_id"])
+    assert rows[0]["gpu_temp_c"] == 51.0 and math.isnan(rows[1]["gpu_temp_c"])
 
 
 def test_a_stated_fact_keeps_the_facts_it_does_not_state(tmp_path):
