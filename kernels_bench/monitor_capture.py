@@ -44,12 +44,10 @@ TOOLS: dict[str, list[str]] = {
 SIZES: tuple[tuple[int, int], ...] = ((120, 40), (80, 30), (160, 48))
 
 
-def run_in_pty(argv: list[str], cols: int, rows: int, timeout_s: float = 20.0
-               ) -> tuple[int, bytes]:
-    """Run ``argv`` with a pseudo-terminal of ``cols`` x ``rows`` as its stdout; return its
-    exit status and everything it wrote (127 when the program is missing)."""
-    if shutil.which(argv[0]) is None:
-        return 127, b""
+def spawn_in_pty(argv: list[str], cols: int, rows: int) -> tuple[int, int]:
+    """Start ``argv`` with a pseudo-terminal of ``cols`` x ``rows`` as its terminal; return
+    the child's pid and the terminal's file descriptor (the child exits 127 when the program
+    cannot be started)."""
     pid, fd = pty.fork()
     if pid == 0:  # the child: a terminal of that size, then the tool
         os.environ.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
@@ -58,6 +56,16 @@ def run_in_pty(argv: list[str], cols: int, rows: int, timeout_s: float = 20.0
         finally:
             os._exit(127)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    return pid, fd
+
+
+def run_in_pty(argv: list[str], cols: int, rows: int, timeout_s: float = 20.0
+               ) -> tuple[int, bytes]:
+    """Run ``argv`` with a pseudo-terminal of ``cols`` x ``rows`` as its stdout; return its
+    exit status and everything it wrote (127 when the program is missing)."""
+    if shutil.which(argv[0]) is None:
+        return 127, b""
+    pid, fd = spawn_in_pty(argv, cols, rows)
     out = bytearray()
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:

@@ -20,31 +20,22 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import json
 import os
-import pty
 import select
 import signal
-import struct
 import sys
-import termios
 import time
 from pathlib import Path
+
+from .monitor_capture import spawn_in_pty
 
 
 def record(argv: list[str], cols: int, rows: int, seconds: float, out: Path) -> int:
     """Run ``argv`` in a pseudo-terminal of ``cols`` x ``rows`` for ``seconds``, writing
     its stamped output to ``out``; returns the number of chunks written.  The program is asked
     to quit with ``q`` at the end (then killed if it does not)."""
-    pid, fd = pty.fork()
-    if pid == 0:  # the child: a terminal of that size, then the tool
-        os.environ.update(TERM="xterm-256color", COLUMNS=str(cols), LINES=str(rows))
-        try:
-            os.execvp(argv[0], argv)
-        finally:
-            os._exit(127)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    pid, fd = spawn_in_pty(argv, cols, rows)
     n = 0
     end = time.monotonic() + seconds
     with open(out, "w") as f:
