@@ -102,11 +102,56 @@ def viterbi(proba: np.ndarray, priors: np.ndarray, transition: np.ndarray,
 def viterbi_log(emit: np.ndarray, logt: np.ndarray,
                 breaks: np.ndarray | None = None) -> np.ndarray:
     """Most likely state path from log-emissions ((n, k)) and log-transitions ((k, k));
-    ``breaks`` ((n,) bool) start a new sequence.  Returns (n,) state indices."""
+    ``breaks`` ((n,) bool) start a new sequence.  Returns (n,) state indices.
+
+    The forward pass runs on Python floats (a few states: one numpy call per step cost more
+    than the arithmetic); ties go to the lowest state, as ``np.argmax`` breaks them.  Input
+    holding NaN takes the numpy pass, whose NaN handling is ``np.argmax``'s.
+    """
     n, k = emit.shape
     if n == 0:
         return np.zeros(0, dtype=int)
-    breaks = np.zeros(n, bool) if breaks is None else breaks
+    breaks = np.zeros(n, bool) if breaks is None else np.asarray(breaks, bool)
+    if np.isnan(emit).any() or np.isnan(logt).any():
+        return _viterbi_log_numpy(emit, logt, breaks)
+    rows = emit.tolist()
+    trans = np.asarray(logt, float).T.tolist()  # trans[j][i]: log p(i -> j)
+    cut = breaks.tolist()
+    states = range(k)
+    back: list[list[int]] = [[0] * k]
+    score = rows[0]
+    for t in range(1, n):
+        e = rows[t]
+        if cut[t]:
+            best = max(states, key=score.__getitem__)
+            back.append([best] * k)
+            top = score[best]
+            score = [v + top for v in e]
+            continue
+        ptr, nxt = [], []
+        for j in states:
+            tj = trans[j]
+            bi, bv = 0, score[0] + tj[0]
+            for i in range(1, k):
+                v = score[i] + tj[i]
+                if v > bv:
+                    bi, bv = i, v
+            ptr.append(bi)
+            nxt.append(bv + e[j])
+        back.append(ptr)
+        score = nxt
+    path = np.zeros(n, dtype=int)
+    state = max(states, key=score.__getitem__)
+    path[-1] = state
+    for t in range(n - 1, 0, -1):
+        state = back[t][state]
+        path[t - 1] = state
+    return path
+
+
+def _viterbi_log_numpy(emit: np.ndarray, logt: np.ndarray, breaks: np.ndarray) -> np.ndarray:
+    """``viterbi_log`` in numpy steps (the path for input holding NaN)."""
+    n, k = emit.shape
     back = np.zeros((n, k), dtype=int)
     score = emit[0].copy()
     for t in range(1, n):

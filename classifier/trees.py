@@ -26,7 +26,7 @@ import numpy as np
 #: Layout version of the arrays file (bumped when the arrays change meaning).
 VERSION = 1
 #: Rows walked at once: (trees x rows) node indices per step stay a few MB.
-_CHUNK_CELLS = 500_000
+_CHUNK_CELLS = 250_000
 
 
 class TreeEnsemble:
@@ -131,9 +131,69 @@ class TreeEnsemble:
         return cls(arrays["classes"], int(arrays["n_features"]), source=source,
                    source_sha256=source_sha256, **kw)
 
+    def _walk_layout(self) -> tuple[np.ndarray, ...]:
+        """The trees re-laid for ``raw`` (built once, kept): every split node's two children
+        are adjacent (``first``, ``first + 1``) and its test is one comparison that is False
+        for NaN, ``x' <= t`` on ``x' = x`` (NaN goes right: ``first`` is the left child) or
+        on ``x' = -x`` with ``t = -nextafter(threshold, +inf)`` (``-x <= t`` is ``x >
+        threshold``; NaN goes left: ``first`` is the right child).  A leaf tests against NaN
+        (always False) and has ``first`` one before itself, so it stays put.
+
+        Returns:
+            (col, thr, first, leaf_value, roots) over the new node order: ``col`` indexes the
+            columns of ``[X, -X]``; ``roots`` in the original tree order.
+        """
+        got = getattr(self, "_layout", None)
+        if got is not None:
+            return got
+        n_old = len(self.feature)
+        leaf = (self.left == np.arange(n_old)) & (self.right == np.arange(n_old))
+        new_id = np.full(n_old, -1, dtype=np.int64)
+        order: list[int] = []
+        roots = np.empty(len(self.roots), dtype=np.int64)
+        # a root takes one slot, each split node's children the next two slots
+        for t, r in enumerate(self.roots):
+            roots[t] = len(order)
+            new_id[r] = len(order)
+            order.append(int(r))
+            queue = [int(r)]
+            while queue:
+                nxt = []
+                for o in queue:
+                    if leaf[o]:
+                        continue
+                    a, b = ((self.right[o], self.left[o]) if self.missing_left[o]
+                            else (self.left[o], self.right[o]))
+                    for c in (int(a), int(b)):
+                        new_id[c] = len(order)
+                        order.append(c)
+                        nxt.append(c)
+                queue = nxt
+        old = np.asarray(order, dtype=np.int64)
+        if len(old) != n_old or (new_id < 0).any():
+            raise ValueError("tree nodes not reachable from exactly one root")
+        is_leaf, flip = leaf[old], self.missing_left[old] & ~leaf[old]
+        col = np.where(flip, self.feature[old] + self.n_features_in_, self.feature[old])
+        col = np.where(is_leaf, 0, col)
+        with np.errstate(invalid="ignore"):
+            thr = np.where(flip, -np.nextafter(self.threshold[old], np.inf),
+                           self.threshold[old])
+        # x > +inf never holds: NaN makes the test always False (left, as NaN goes)
+        thr = np.where(is_leaf | (flip & (self.threshold[old] == np.inf)), np.nan, thr)
+        first_old = np.where(self.missing_left[old], self.right[old], self.left[old])
+        first = np.where(is_leaf, np.arange(len(old)) - 1, new_id[first_old])
+        self._layout = (col.astype(np.int64), thr.astype(float), first.astype(np.int64),
+                        self.value[old].astype(float), roots)
+        return self._layout
+
     def raw(self, X: np.ndarray) -> np.ndarray:
         """The ensemble's raw scores ((n, k) float; k = 1 for two classes) of ``X`` ((n,
-        n_features_in_) float, NaN for a missing reading)."""
+        n_features_in_) float, NaN for a missing reading).
+
+        The walk is level by level over all trees and rows at once (numpy gathers), on the
+        layout of ``_walk_layout``: per level one gather of the column offset, threshold and
+        first child, one of the value and one comparison.
+        """
         X = np.asarray(X, dtype=float)
         if X.ndim != 2 or X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has shape {X.shape}, expected (n, {self.n_features_in_})")
@@ -141,6 +201,7 @@ class TreeEnsemble:
         out = np.tile(self.baseline, (len(X), 1))
         if not len(self.roots) or not len(X):
             return out
+        col, thr, first, value, roots = self._walk_layout()
         step = max(1, _CHUNK_CELLS // len(self.roots))
         order = np.argsort(-self.tree_depth, kind="stable")  # deepest first
         depth = self.tree_depth[order]
@@ -148,18 +209,20 @@ class TreeEnsemble:
         active = [int(np.searchsorted(-depth, -d, side="right")) for d in range(1, depth[0] + 1)]
         onehot = np.zeros((len(order), k))
         onehot[np.arange(len(order)), self.tree_class[order]] = 1.0
+        start = roots[order]
         for lo in range(0, len(X), step):
             part = X[lo:lo + step]
-            flat = part.T.ravel()  # feature f of row r at f * rows + r
-            rows = np.arange(len(part))[None, :]
-            node = np.repeat(self.roots[order][:, None], len(part), axis=1)
+            m = len(part)
+            # column c of [part, -part] of row r at c * m + r
+            flat = np.concatenate([part.T.ravel(), -part.T.ravel()])
+            offset = col * m  # per node: where its column starts in ``flat``
+            rows = np.arange(m)[None, :]
+            node = np.repeat(start[:, None], m, axis=1)
             for n in active:
                 cur = node[:n]
-                x = flat[self.feature[cur] * len(part) + rows]
-                go_left = np.where(np.isnan(x), self.missing_left[cur],
-                                   x <= self.threshold[cur])
-                node[:n] = np.where(go_left, self.left[cur], self.right[cur])
-            out[lo:lo + step] += self.value[node].T @ onehot
+                x = flat[offset[cur] + rows]
+                node[:n] = first[cur] + ~(x <= thr[cur])
+            out[lo:lo + step] += value[node].T @ onehot
         return out
 
     def predict_proba(self, X: np.ndarray) -> np.ndarray:

@@ -14,7 +14,14 @@ import pytest
 from tealeaves.classifier import classify_trace, default_labeller, labeller_name
 from tealeaves.classifier.features import FEATURE_COLUMNS, MODEL_COLUMNS, WindowFeatures
 from tealeaves.classifier.imbalance import ImbalanceDetector
-from tealeaves.classifier.model import ModelError, PhaseModel, transition_matrix, viterbi
+from tealeaves.classifier.model import (
+    ModelError,
+    PhaseModel,
+    _viterbi_log_numpy,
+    transition_matrix,
+    viterbi,
+    viterbi_log,
+)
 from tealeaves.data import TRACES_DIR
 from tealeaves.data.traces import read_trace
 
@@ -100,6 +107,23 @@ def test_a_model_trained_on_other_features_is_refused(tmp_path):
     (tmp_path / "phase_model.json").write_text(json.dumps(doc))
     with pytest.raises(ModelError, match="other features"):
         PhaseModel.load(tmp_path)
+
+
+def test_viterbi_on_floats_gives_the_numpy_steps_path_ties_and_zero_transitions_included():
+    rng = np.random.default_rng(3)
+    for trial in range(150):
+        n, k = int(rng.integers(1, 300)), int(rng.integers(1, 5))
+        emit = np.log(rng.dirichlet(np.ones(k), size=n))
+        trans = rng.dirichlet(np.ones(k), size=k)
+        if trial % 3 == 0:
+            emit = np.round(emit, 1)  # ties between states
+        if trial % 4 == 0:
+            trans[0, -1] = 0.0  # a transition never taken: -inf
+        with np.errstate(divide="ignore"):
+            logt = np.log(trans)
+        breaks = rng.random(n) < 0.05
+        assert viterbi_log(emit, logt, breaks).tolist() == \
+            _viterbi_log_numpy(emit, logt, breaks).tolist(), trial
 
 
 def test_viterbi_removes_a_one_window_flicker_and_restarts_after_a_gap():

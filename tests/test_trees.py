@@ -33,8 +33,14 @@ def test_numpy_trees_give_scikit_learns_probabilities(features, name):
     X = features.reindex(columns=list(cols)).to_numpy(dtype=float)
     rng = np.random.default_rng(0)
     holed = np.where(rng.random(X.shape) < 0.3, np.nan, X)  # missing readings route too
-    X = np.vstack([X, holed, np.full((1, X.shape[1]), np.nan)])
     t = TreeEnsemble.from_estimator(est)
+    # readings exactly on a split's threshold (ties go left), one ulp above it, and +-inf
+    # (the walk folds NaN routing into one comparison: each edge is where it could slip)
+    thr = t.threshold[np.isfinite(t.threshold)]
+    on = np.where(rng.random(X.shape) < 0.5, rng.choice(thr, X.shape), X)
+    above = np.nextafter(on, np.inf)
+    inf = np.where(rng.random(X.shape) < 0.2, rng.choice([np.inf, -np.inf], X.shape), holed)
+    X = np.vstack([X, holed, on, above, inf, np.full((1, X.shape[1]), np.nan)])
     assert list(t.classes_) == list(est.classes_)
     np.testing.assert_allclose(t.predict_proba(X), est.predict_proba(X), rtol=0, atol=1e-12)
     with np.load(beside(MODEL_DIR / name), allow_pickle=False) as a:  # the shipped arrays
