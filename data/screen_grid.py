@@ -95,6 +95,28 @@ class Grid:
         return int(np.floor((y - self.y0) / self.py)), int(np.floor((x - self.x0) / self.px))
 
 
+def _undot_zeros(g: np.ndarray) -> np.ndarray:
+    """``g`` (dark text on light, 0-255) without the dot or slash inside a zero: terminal
+    fonts (DejaVu Sans Mono, Liberation Mono) dot their zeros, and Tesseract reads a dotted
+    zero as ``4)``, ``@`` or ``®``.  A small stroke wholly inside the hole of another glyph is
+    such a dot; a decimal point or a colon is inside no hole and stays."""
+    from scipy import ndimage
+
+    mask = g < 128
+    labels, n = ndimage.label(mask)
+    if n < 3:
+        return g
+    sizes = np.bincount(labels.ravel())[1:]
+    small_ids = np.flatnonzero(sizes < 0.3 * np.median(sizes)) + 1
+    if not len(small_ids):
+        return g
+    small = np.isin(labels, small_ids)
+    holes = ndimage.binary_fill_holes(mask & ~small) & ~(mask & ~small)
+    inside = ndimage.sum(holes, labels, small_ids) == sizes[small_ids - 1]
+    drop = np.isin(labels, small_ids[inside])
+    return np.where(drop, 255.0, g)
+
+
 def ink(img) -> np.ndarray | None:
     """Each pixel's ink, 0-1: its largest channel distance from the background colour (the
     most common colour), scaled so the strongest text is 1.  None when no colour covers

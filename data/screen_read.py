@@ -25,13 +25,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .screen_grid import Word, read_grid
+from .screen_grid import Word, _undot_zeros, read_grid
+from .screen_nvtop import Chart, is_nvtop, parse_nvtop, read_charts
+from .screen_values import (
+    _NUM,
+    FIELDS,  # noqa: F401  (re-exported: the readers' units)
+    GpuReading,
+    _fields_conf,
+    _n,
+)
 
-#: The values read per GPU, with their units.
-FIELDS: dict[str, str] = {"util_pct": "%", "power_w": "W", "power_limit_w": "W",
-                          "mem_used_mib": "MiB", "mem_total_mib": "MiB", "temp_c": "°C"}
 #: The tools recognised, by the marks they print.
-TOOLS: tuple[str, ...] = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat",
+TOOLS: tuple[str, ...] = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "nvtop", "gpustat",
                           "tealeaves report", "tealeaves dashboard")
 #: Scale factor applied before OCR (terminal glyphs of 10-14 px become 30-42 px).
 OCR_SCALE = 4
@@ -60,19 +65,6 @@ class ScreenReadError(ValueError):
 
 
 @dataclass
-class GpuReading:
-    """One GPU's values as printed (``FIELDS``), their confidences (0-1) and where in the
-    picture they were read."""
-
-    gpu: int
-    values: dict[str, float] = field(default_factory=dict)
-    confidence: dict[str, float] = field(default_factory=dict)
-    #: Where its values line is: (x0, y0, x1, y1), fractions of the picture (y down); None
-    #: for text not read from a picture.
-    box: tuple[float, float, float, float] | None = None
-
-
-@dataclass
 class PictureReading:
     """What a picture shows: ``tool`` (one of ``TOOLS``, or None), ``gpus`` (in the order
     printed), the text read and ``notes`` (what was not read, and why)."""
@@ -81,22 +73,13 @@ class PictureReading:
     gpus: list[GpuReading]
     text: str = ""
     notes: list[str] = field(default_factory=list)
+    #: nvtop's charts, digitised (``screen_nvtop.read_charts``); empty for other tools.
+    charts: list[Chart] = field(default_factory=list)
 
 
 # -- text ----------------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b(?:\[[0-9;?>=]*[A-Za-z]|P[^\x1b]*\x1b\\|\][^\x07]*\x07|[()][A-Z0-9])")
-_DIGIT_FIX = str.maketrans({"O": "0", "o": "0", "@": "0", "©": "0", "D": "0", "Q": "0",
-                            "l": "1", "I": "1", "|": "1", "i": "1", "S": "5", "s": "5",
-                            "B": "8", "Z": "2", "z": "2", "g": "9", "G": "6"})
-_NUM = r"[0-9OoQD@©lI|iSsBZzgG]"
-
-
-def _n(tok: str) -> float:
-    """A number OCR may have garbled in known ways (``_DIGIT_FIX``)."""
-    return float(tok.translate(_DIGIT_FIX).replace(",", ""))
-
-
 def strip_ansi(text: str) -> str:
     """``text`` without terminal escape sequences (colours, cursor queries, DCS strings)."""
     return _ANSI.sub("", text).replace("\r", "")
@@ -111,6 +94,8 @@ def which_tool(text: str) -> str | None:
         return "tealeaves dashboard"
     if "NVITOP" in t:
         return "nvitop"
+    if is_nvtop(text):  # before dmon: nvtop's chart ticks and process table read like it
+        return "nvtop"
     if "NVIDIA-SMI" in t or ("PWR:USAGE/CAP" in t.replace(" ", "") and "MEMORY-USAGE" in t):
         return "nvidia-smi"
     if re.search(r"#\s*(?:TIME\s+|DATE\s+)?GPU\s+(?:PWR|SM)\b", t) or any(
@@ -311,7 +296,8 @@ def _report(lines: list[tuple]) -> list[GpuReading]:
 
 
 _PARSERS = {"tealeaves report": _report, "tealeaves dashboard": lambda lines: [],
-            "nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon}
+            "nvidia-smi": _smi, "nvitop": _smi, "gpustat": _gpustat, "nvidia-smi dmon": _dmon,
+            "nvtop": parse_nvtop}
 
 
 def _boxed(lines) -> list[tuple]:
@@ -319,24 +305,6 @@ def _boxed(lines) -> list[tuple]:
     ``scores`` is each character's confidence (the grid reader's), else None."""
     return [(ln[0], ln[1], ln[2] if len(ln) > 2 else None, ln[3] if len(ln) > 3 else None)
             for ln in lines]
-
-
-def _fields_conf(m: re.Match, keys: dict[str, int], scores, conf: float,
-                 offset: int = 0) -> dict[str, float]:
-    """Each value's confidence: the lowest of its characters' (``scores``, the grid
-    reader's; group ``keys[k]`` of ``m``, searched ``offset`` characters into the line),
-    else the line's ``conf``."""
-    out = {}
-    for k, grp in keys.items():
-        if m.group(grp) is None:
-            continue
-        if scores is None:
-            out[k] = conf
-            continue
-        a, b = m.span(grp)
-        cell = [scores[i] for i in range(a + offset, min(b + offset, len(scores)))]
-        out[k] = min(cell) if cell else conf
-    return out
 
 
 def parse_lines(lines) -> tuple[str | None, list[GpuReading]]:
@@ -379,28 +347,6 @@ def _prepare(img) -> tuple[object, float]:
     # compressing 20-30 M pixels as PNG took a second and a half
     big.format = "PPM"
     return big, size[0] / out.width
-
-
-def _undot_zeros(g: np.ndarray) -> np.ndarray:
-    """``g`` (dark text on light, 0-255) without the dot or slash inside a zero: terminal
-    fonts (DejaVu Sans Mono, Liberation Mono) dot their zeros, and Tesseract reads a dotted
-    zero as ``4)``, ``@`` or ``®``.  A small stroke wholly inside the hole of another glyph is
-    such a dot; a decimal point or a colon is inside no hole and stays."""
-    from scipy import ndimage
-
-    mask = g < 128
-    labels, n = ndimage.label(mask)
-    if n < 3:
-        return g
-    sizes = np.bincount(labels.ravel())[1:]
-    small_ids = np.flatnonzero(sizes < 0.3 * np.median(sizes)) + 1
-    if not len(small_ids):
-        return g
-    small = np.isin(labels, small_ids)
-    holes = ndimage.binary_fill_holes(mask & ~small) & ~(mask & ~small)
-    inside = ndimage.sum(holes, labels, small_ids) == sizes[small_ids - 1]
-    drop = np.isin(labels, small_ids[inside])
-    return np.where(drop, 255.0, g)
 
 
 def ocr_words(img, scale: float = 1.0) -> list[Word]:
@@ -499,17 +445,19 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
             lines = grid
     if tool == "tealeaves dashboard" and graphs is not None:
         gpus = graphs(img, words) or []
+    charts = read_charts(img, words) if tool == "nvtop" else []
+    notes += [n for c in charts for n in c.notes]
     dropped = _plausible(gpus)
     if dropped:
         notes.append(f"left out as impossible readings: {', '.join(dropped)}")
     notes += _agree(gpus)
     if tool is None:
         notes.append("no GPU monitor recognised (nvidia-smi, nvidia-smi dmon, nvitop, "
-                     "gpustat): nothing read")
+                     "nvtop, gpustat): nothing read")
     elif not gpus:
         notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
                      f"or too small?)")
-    return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes)
+    return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes, charts)
 
 
 #: The tools printed in a terminal (read again on the character grid).
@@ -596,7 +544,12 @@ def _same_row(g: GpuReading, others: list[GpuReading]) -> bool:
 #: The largest reading of each value a GPU prints (the schema's unit limits: 100 %, 5 kW,
 #: 10 TB of memory; 150 °C is past any GPU's shutdown temperature).
 _HIGH = {"util_pct": 100.0, "power_w": 5000.0, "power_limit_w": 5000.0,
-         "mem_used_mib": 1e13 / 2**20, "mem_total_mib": 1e13 / 2**20, "temp_c": 150.0}
+         "mem_used_mib": 1e13 / 2**20, "mem_total_mib": 1e13 / 2**20, "temp_c": 150.0,
+         # nvtop's header: clocks (MHz), fan and codec %, PCIe generation 1-7 (0 is no
+         # reading: nvtop prints no link it cannot read), width to x32, 1 TB/s per direction
+         "sm_clock_mhz": 5000.0, "mem_clock_mhz": 20000.0, "fan_pct": 100.0, "pcie_gen": 7.0,
+         "pcie_width": 32.0, "pcie_rx_bytes_per_s": 1e12, "pcie_tx_bytes_per_s": 1e12,
+         "enc_pct": 100.0, "dec_pct": 100.0}
 
 
 def _plausible(gpus: list[GpuReading]) -> list[str]:

@@ -45,7 +45,10 @@ def read_one(path: Path, halves: bool = False) -> dict:
 #: How the values are named in the text output, utilization first (the verdict's load).
 LABELS = {"util_pct": "utilization", "power_w": "power", "power_limit_w": "power limit",
           "mem_used_mib": "memory used", "mem_total_mib": "memory total",
-          "temp_c": "temperature"}
+          "temp_c": "temperature", "sm_clock_mhz": "GPU clock", "mem_clock_mhz": "memory clock",
+          "fan_pct": "fan", "pcie_gen": "PCIe generation", "pcie_width": "PCIe width",
+          "pcie_rx_bytes_per_s": "PCIe RX", "pcie_tx_bytes_per_s": "PCIe TX",
+          "enc_pct": "encoder", "dec_pct": "decoder"}
 
 
 def cmd_screenshot(args: argparse.Namespace) -> int:

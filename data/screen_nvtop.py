@@ -1,0 +1,449 @@
+"""nvtop's screen: its per-GPU header and its charts over time.
+
+nvtop 3.0.1 (Debian bookworm's ``contrib``; ``src/interface.c``) prints, per GPU, three header
+lines, side by side when the terminal is wide enough for several devices::
+
+    Device 0 [NVIDIA H200] PCIe GEN 5@16x RX: 104.4 MiB/s TX: 22.79 MiB/s
+    GPU 1980MHz MEM 3201MHz TEMP  48°C FAN N/A% POW 504 / 700 W
+    GPU[||||||||||||||||||||||95%] MEM[|||        13.221Gi/140.401Gi]
+
+(``ENC[...%]``/``DEC[...%]`` bars are added while a codec works), then a chart box per group of
+GPUs: y ticks ``100 75 50 25 0`` on the left (``-r`` draws time the other way), each series a
+step line in its legend's colour (``GPU0 %`` is NVML's utilization.gpu, ``GPU0 mem%`` its
+utilization.memory), and time ticks ``77s 57s 38s 19s 0s`` under the box: seconds before the
+newest sample, which is how the picture gives the seconds per column.
+
+``parse_nvtop`` reads the header lines (text as printed, or OCR lines with confidences);
+``read_charts`` digitises the charts from the picture's pixels, given Tesseract's words (for the
+tick labels and legends).  A value not printed or not read is absent, never 0: ``FAN N/A%`` is
+no fan reading.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .screen_values import _NUM, GpuReading, _fields_conf, _n
+
+#: Bytes per unit of nvtop's PCIe rates (it prints binary units: ``KiB/s``, ``MiB/s``).
+_RATE_UNIT = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
+#: MiB per unit of nvtop's memory figures (``13.221Gi/140.401Gi``).
+_MEM_UNIT = {"K": 2.0**-10, "M": 1.0, "G": 2.0**10, "T": 2.0**20}
+_F = _NUM + r"+(?:[.,]" + _NUM + r"+)?"  # a number, decimals allowed
+
+_RATE = r"(" + _F + r")\s*([KMGT]?)[i1l]?B\s*/\s*s"
+_DEVICE = re.compile(
+    r"Dev[il1]ce\s*(" + _NUM + r"{1,2})?\s*\[([^\]\[]{1,48})\]?"
+    r"(?:\s*PC[Il1|]e\s*[G6]EN\s*(" + _NUM + r")\s*[@Q0OoD:#%]{0,2}\s*(" + _NUM +
+    r"{1,2})\s*[xX])?"
+    r"(?:\s*RX:?\s*" + _RATE + r")?(?:\s*[TI]X:?\s*" + _RATE + r")?")
+_MHZ = r"\s*MH[zZ2]{1,2}"
+_CLOCKS = re.compile(
+    r"GPU\s*(" + _NUM + r"+)" + _MHZ + r"\s*MEM\s*(" + _NUM + r"+)" + _MHZ +
+    r"(?:\s*TEMP\s*(" + _NUM + r"+)\s*[°º*o0f]?\s*[C©])?"
+    r"(?:\s*FAN\s*(N/?A|" + _NUM + r"+)\s*%?)?"
+    r"(?:\s*P[O0]W\s*(N/?A|" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?")
+# the bars: the number printed at a bar's right end, before "%]" (plain digits: the bar's
+# own "|" marks read as 1s stand right before it)
+_GPU_BAR = re.compile(r"GPU\s*\S.{0,90}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
+# nvtop prints memory with three decimals (13.221Gi); Tesseract may read "Gi" as "61"
+_GI = r"(?:([KMGT])[i1l]|G?(6)1)"
+_MEM_BAR = re.compile(r"(" + _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
+                      _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI)
+_CODEC_BAR = re.compile(r"(ENC|DEC)\s*\S.{0,40}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
+
+
+def is_nvtop(text: str) -> bool:
+    """Whether ``text`` carries nvtop's header marks: a ``Device N [name]`` line with its
+    ``PCIe GEN`` or a clocks line ``GPU ...MHz MEM ...MHz``."""
+    return bool(re.search(r"Dev[il1]ce\s*" + _NUM + r"{0,2}\s*\[", text)) and bool(
+        re.search(r"PC[Il1|]e\s*[G6]EN|" + _NUM + r"+" + _MHZ + r"\s*MEM\s*" + _NUM + r"+" + _MHZ,
+                  text))
+
+
+def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
+    """Each GPU's header values from nvtop's lines, ``(text, confidence, box, scores)``
+    tuples (as ``screen_read._boxed`` gives).
+
+    A device line opens one GPU per ``Device N [...]`` on it (left to right); the next clock
+    line and bar line give their values to those GPUs in the same order.  Values (units in
+    ``screen_values.FIELDS``): ``pcie_gen``, ``pcie_width``, ``pcie_rx_bytes_per_s``,
+    ``pcie_tx_bytes_per_s``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``temp_c``, ``fan_pct``,
+    ``power_w``, ``power_limit_w``, ``util_pct`` (the GPU bar), ``mem_used_mib`` and
+    ``mem_total_mib`` (the MEM bar), ``enc_pct``/``dec_pct``; each value's confidence is its
+    characters' lowest (``_fields_conf``).  Returns the GPUs in the order printed.
+    """
+    out: list[GpuReading] = []
+    row: list[GpuReading] = []  # the GPUs of the last device line
+    for text, conf, box, scores in lines:
+        devs = list(_DEVICE.finditer(text))
+        if devs:
+            row = []
+            for m in devs:
+                # an index the OCR lost: the next one (nvtop lists devices in index order)
+                index = int(_n(m.group(1))) if m.group(1) else (out[-1].gpu + 1 if out else 0)
+                g = GpuReading(index, box=box, name=m.group(2).strip())
+                _put(g, m, conf, scores, {
+                    "pcie_gen": (3, 1.0), "pcie_width": (4, 1.0),
+                    "pcie_rx_bytes_per_s": (5, _RATE_UNIT[m.group(6) or ""]),
+                    "pcie_tx_bytes_per_s": (7, _RATE_UNIT[m.group(8) or ""])})
+                row.append(g)
+                out.append(g)
+            continue
+        if not row:
+            continue
+        clocks = list(_CLOCKS.finditer(text))
+        if clocks:
+            for g, m in zip(row, clocks, strict=False):
+                _put(g, m, conf, scores, {"sm_clock_mhz": (1, 1.0), "mem_clock_mhz": (2, 1.0),
+                                          "temp_c": (3, 1.0), "fan_pct": (4, 1.0),
+                                          "power_w": (5, 1.0), "power_limit_w": (6, 1.0)})
+            continue
+        bars = list(_GPU_BAR.finditer(text))
+        mems = list(_MEM_BAR.finditer(text))
+        if bars or mems:
+            for g, m in zip(row, bars, strict=False):
+                _put(g, m, conf, scores, {"util_pct": (1, 1.0)})
+            for g, m in zip(row, mems, strict=False):
+                _put(g, m, conf, scores, {
+                    "mem_used_mib": (1, _MEM_UNIT[m.group(2) or "G"]),
+                    "mem_total_mib": (4, _MEM_UNIT[m.group(5) or "G"])})
+        for m in _CODEC_BAR.finditer(text):
+            # a codec bar belongs to the device whose header column it sits under
+            g = row[min(len(row) - 1, _column_of(m.start(), text, len(row)))]
+            _put(g, m, conf, scores, {f"{m.group(1).lower()}_pct": (2, 1.0)})
+    return out
+
+
+def _column_of(pos: int, text: str, n: int) -> int:
+    """Which of ``n`` side-by-side device columns character ``pos`` of ``text`` falls in."""
+    return int(n * pos / max(1, len(text)))
+
+
+def _put(g: GpuReading, m: re.Match, conf: float, scores, spec: dict) -> None:
+    """Store, in place, ``spec``'s values of match ``m`` (``{key: (group, factor)}``) on
+    ``g`` with their confidences; a group not matched or printed ``N/A`` is no value."""
+    keys = {}
+    for key, (grp, factor) in spec.items():
+        tok = m.group(grp)
+        if tok is None or tok.upper().replace("/", "") == "NA":
+            continue
+        try:
+            g.values[key] = _n(re.sub(r"\s+", "", tok).replace(",", ".")) * factor
+        except ValueError:
+            continue
+        keys[key] = grp
+    g.confidence.update(_fields_conf(m, keys, scores, conf))
+
+
+# -- the charts ----------------------------------------------------------------------------
+
+#: nvtop's default seconds between samples (``-d 10``: tenths of a second), used when the
+#: picture's time ticks cannot be read.
+DEFAULT_INTERVAL_S = 1.0
+#: Tesseract's settings for the strip of time ticks: one line, only digits and ``s``.
+TICK_OCR_CONFIG = "--psm 7 -c tessedit_char_whitelist=0123456789s"
+
+
+@dataclass
+class ChartSeries:
+    """One plotted line of an nvtop chart, digitised.
+
+    Attributes:
+        legend: its legend as read (``GPU0 %``, ``GPU3 mem%``), or ``line N`` unread.
+        gpu: the GPU index the legend names (None when unread).
+        metric: ``gpu_util`` (``GPU%``) or ``mem_util`` (``mem%``), None when unread.
+        colour: its RGB colour in the picture.
+        seconds_ago: (n,) seconds before the newest sample, one per picture column read.
+        values: (n,) the plotted percentage at each, NaN where the line is not seen.
+        hidden: how many of those columns were read off the line drawn over it.
+    """
+
+    legend: str
+    gpu: int | None
+    metric: str | None
+    colour: tuple[int, int, int]
+    seconds_ago: np.ndarray
+    values: np.ndarray
+    #: columns whose value is the line drawn over this one (``_hidden_under``).
+    hidden: int = 0
+
+
+@dataclass
+class Chart:
+    """One chart box: where it is (pixels ``x0, y0, x1, y1`` of the plot area), its time
+    step, the direction of time and its series; ``notes`` say what could not be told."""
+
+    box: tuple[int, int, int, int]
+    seconds_per_px: float
+    interval_source: str
+    newest_right: bool
+    series: list[ChartSeries] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _word_num(text: str, suffix: str = "") -> float | None:
+    m = re.fullmatch(r"\W*(" + _NUM + r"{1,4})" + suffix + r"\W*", text)
+    if not m:
+        return None
+    try:
+        return _n(m.group(1))
+    except ValueError:
+        return None
+
+
+def read_charts(img, words) -> list[Chart]:
+    """Digitise nvtop's charts in ``img`` (a PIL image) given Tesseract's ``words``
+    (``screen_grid.Word``, boxes in the picture's pixels).
+
+    A chart is found by its y ticks: words reading ``100``, ``75``, ``50``, ``25`` (and ``0``)
+    stacked in one column, the plot area right of them.  The value scale is the line through
+    the ticks' centres (least squares); the time scale comes from the ``Ns`` tick words under
+    the plot (seconds per pixel, and which side is newest); without two of them, nvtop's
+    default interval with one column per sample is assumed and said.  Each legend word
+    (``GPU<n>`` then ``%`` or ``mem%``) gives a series its colour (the most saturated pixels
+    of the word); in every pixel column of the plot the rows of that colour that continue a
+    horizontal run are the line's level there.  A picture whose series share one colour
+    (``-C``, monochrome) has one undistinguished line, said in the notes.
+
+    Returns:
+        The charts found, top to bottom (empty when none).
+    """
+    a = np.asarray(img.convert("RGB"), dtype=np.int16)
+    ticks = _y_ticks(words)
+    charts = []
+    for col in ticks:
+        chart = _one_chart(a, words, col)
+        if chart is not None:
+            charts.append(chart)
+    return charts
+
+
+def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
+    """Groups of y-tick words ``(value, centre y, right x)``: 100, 75, 50, 25 (0) whose
+    right edges line up and that fall in order down the picture."""
+    cands = []
+    for w in words:
+        head = re.split(r"[|x\]\[]", w.text)[0]  # a tick read together with the frame
+        v = _word_num(head)
+        if v in (100.0, 75.0, 50.0, 25.0, 0.0):
+            right = w.left + w.width * len(head) / max(1, len(w.text))
+            cands.append((v, w.top + w.height / 2, right, w.height))
+    groups: list[list[tuple]] = []
+    for c in sorted(cands, key=lambda c: c[1]):
+        for g in groups:
+            if abs(g[-1][2] - c[2]) <= 2 * c[3] and c[0] < g[-1][0]:
+                g.append(c)
+                break
+        else:
+            if c[0] == 100.0:
+                groups.append([c])
+    return [[(v, y, x) for v, y, x, _h in g] for g in groups if len(g) >= 3]
+
+
+def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
+    vals = np.array([t[0] for t in ticks])
+    ys = np.array([t[1] for t in ticks])
+    slope, icpt = np.polyfit(vals, ys, 1)  # y pixel of a value
+    if slope >= 0:
+        return None
+    y100, y0 = icpt + 100 * slope, icpt
+    x_left = int(max(t[2] for t in ticks)) + 2
+    h, w = a.shape[:2]
+    lo_y, hi_y = int(max(0, y100 - 2)), int(min(h - 1, y0 + 2))
+    # the plot area's right edge: the box's frame, the last column with a long vertical run
+    grey = (np.abs(a[lo_y:hi_y, :, :] - a[lo_y:hi_y, :, :].mean(axis=2, keepdims=True))
+            .max(axis=2) < 30) & (a[lo_y:hi_y, :, :].mean(axis=2) > 100)
+    frame_cols = np.flatnonzero(grey.mean(axis=0) > 0.8)
+    right = [c for c in frame_cols if c > x_left + 20]
+    x_right = int(right[-1]) - 2 if right else w - 1
+    x_left = int(frame_cols[(frame_cols >= x_left - 4) & (frame_cols < x_left + 20)].max()
+                 + 2) if ((frame_cols >= x_left - 4) & (frame_cols < x_left + 20)).any() \
+        else x_left
+    sec_px, source, newest_right = _time_scale(_tick_words(a, x_left, x_right, y0, words),
+                                               x_left, x_right, y0)
+    chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right)
+    if source == "default":
+        chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
+                           f"per sample assumed, one text column each")
+    legends = _legends(a, words, x_left, x_right, y100, y0)
+    if not legends:
+        chart.notes.append("no legend read: the series are not named")
+        return chart
+    colours = [c for _l, c, _b in legends]
+    if len({tuple(c) for c in colours}) < len(colours) or any(
+            _saturation(c) < 40 for c in colours):
+        chart.notes.append("the series share one colour (a monochrome screen): which line is "
+                           "which cannot be told; the lines are read together")
+    xs = np.arange(x_left, x_right + 1)
+    ago = (x_right - xs) * sec_px if newest_right else (xs - x_left) * sec_px
+    # the legend words are drawn in their series' colours: no level is read off them
+    masked = a.copy()
+    for x0, y0_, x1, y1 in (b for _l, _c, b in legends):
+        masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = 0
+    seen: dict[int, int] = {}
+    for legend, colour, _box in legends:
+        level = _levels(masked, colour, x_left, x_right, int(y100) - 1, int(y0) + 1)
+        values = np.clip((level - icpt) / slope, 0, 100)
+        m = re.match(r"GPU(\d+)", legend)
+        gpu = int(m.group(1)) if m else None
+        # nvtop lists a GPU's "GPU%" legend, then its "mem%": the order tells a legend
+        # whose "%"/"mem%" was not read
+        nth = seen.get(gpu, 0)
+        seen[gpu] = nth + 1
+        metric = "mem_util" if re.search(r"mem|MEM", legend) else (
+            "gpu_util" if "%" in legend else ("gpu_util", "mem_util", None)[min(nth, 2)])
+        chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
+                                        ago, values))
+    _hidden_under(chart.series)
+    return chart
+
+
+def _hidden_under(series: list[ChartSeries]) -> None:
+    """Fill, in place, the columns where a line is not seen but every other line drawn
+    there is at one level: nvtop draws the series one over another, so an unseen line lies
+    under the one drawn (the mem% line hides a GPU% line at the same level).  Columns where
+    no line is drawn, or several at different levels, stay NaN; ``hidden`` counts filled
+    columns per series."""
+    if len(series) < 2:
+        return
+    grid = np.vstack([s.values for s in series])
+    for k, s in enumerate(series):
+        others = np.delete(grid, k, axis=0)
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            lo, hi = np.nanmin(others, axis=0), np.nanmax(others, axis=0)
+        one = np.isnan(s.values) & np.isfinite(lo) & (hi - lo < 1.0)
+        s.hidden = int(one.sum())
+        s.values = np.where(one, lo, s.values)
+
+
+def _saturation(c) -> float:
+    c = np.asarray(c, dtype=float)
+    return float(c.max() - c.min())
+
+
+def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words) -> list:
+    """The words of the strip under the plot (the time ticks, ``77s``), read again on their
+    own: the frame line they sit on erased (runs of ink longer than three glyphs), the strip
+    enlarged and read by Tesseract as one line.  Falls back to ``words`` when Tesseract
+    cannot be run."""
+    from PIL import Image
+
+    from .screen_grid import Word, _undot_zeros
+
+    # the frame's bottom line runs through the tick labels: the first row under the plot
+    # that is mostly ink, then the glyph rows around it once the long runs are erased
+    x_off = max(0, x_left - 1)
+    below = a[int(y0) + 3:min(a.shape[0], int(y0) + 80), x_off:min(a.shape[1], x_right + 2)]
+    if below.size == 0:
+        return words
+    lum = below.max(axis=2)
+    ink = np.abs(lum - np.median(a[int(y0) - 40:int(y0), x_off:x_right].max(axis=2))) > 60
+    full = np.flatnonzero(ink.mean(axis=1) > 0.5)
+    if not len(full):
+        return words
+    frame_row = int(full[0])
+    for r in range(ink.shape[0]):  # erase each row's long runs (the frame's line)
+        row = ink[r]
+        edges = np.flatnonzero(np.diff(np.r_[0, row.astype(int), 0]))
+        for s0, s1 in zip(edges[::2], edges[1::2], strict=True):
+            if s1 - s0 > 40:
+                row[s0:s1] = False
+    inked = ink.any(axis=1)
+    b0 = b1 = frame_row
+    while b0 > 0 and inked[b0 - 1]:
+        b0 -= 1
+    while b1 + 1 < len(inked) and inked[b1 + 1]:
+        b1 += 1
+    if b1 - b0 < 4:
+        return words
+    b0, b1 = max(0, b0 - 2), b1 + 3
+    top = int(y0) + 3 + b0
+    g = _undot_zeros(np.where(ink[b0:b1], 0, 255).astype(float)).astype(np.uint8)
+    g = np.pad(g, 6, constant_values=255)
+    top -= 6
+    x_off -= 6
+    scale = 3
+    img = Image.fromarray(g).resize((g.shape[1] * scale, g.shape[0] * scale), Image.LANCZOS)
+    try:
+        import pytesseract
+
+        d = pytesseract.image_to_data(img, config=TICK_OCR_CONFIG, timeout=30,
+                                      output_type=pytesseract.Output.DICT)
+    except (pytesseract.TesseractError, RuntimeError, OSError):  # no engine, its timeout
+        return words
+    return [Word(t, float(d["conf"][i]), x_off + d["left"][i] / scale,
+                 top + d["top"][i] / scale, d["width"][i] / scale, d["height"][i] / scale,
+                 (0, 0, 0))
+            for i, t in enumerate(d["text"]) if t.strip()]
+
+
+def _time_scale(words, x_left: int, x_right: int, y0: float) -> tuple[float, str, bool]:
+    """(seconds per pixel, ``"ticks"``/``"default"``, newest on the right) from the ``Ns``
+    words just under the plot."""
+    ticks = []
+    for w in words:
+        if w.top < y0 or w.top > y0 + 4 * w.height:
+            continue
+        # a tick is always "<n>s"; Tesseract reads its "s" as "5" as often as not
+        m = re.fullmatch(r"\W*(\d{1,4})\s*[s5]\W*", w.text)
+        if m:
+            ticks.append((float(m.group(1)), w.left + w.width / 2))
+    if len(ticks) >= 2:
+        # the median of the pairwise slopes (seconds per pixel): one misread tick of five
+        # does not move it
+        slopes = [(s1 - s0) / (x1 - x0) for k, (s0, x0) in enumerate(ticks)
+                  for s1, x1 in ticks[k + 1:] if abs(x1 - x0) > 1 and s1 != s0]
+        if slopes:
+            k = float(np.median(slopes))
+            agree = sum(abs(v - k) <= 0.15 * abs(k) for v in slopes)  # ticks are whole s
+            if k != 0 and (len(ticks) == 2 or agree * 2 > len(slopes)):
+                return abs(k), "ticks", k < 0
+    return DEFAULT_INTERVAL_S / 8.0, "default", True
+
+
+def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray, tuple]]:
+    """``(legend, colour, box)`` of each legend word inside the plot (``GPU<n> %``, ``GPU<n>
+    mem%``), its colour the median of its most saturated (else brightest) pixels."""
+    out = []
+    ws = sorted((w for w in words if w.left + w.width > x_left and w.left <= x_right
+                 and y100 - w.height <= w.top <= y0), key=lambda w: (w.top, w.left))
+    for w in ws:
+        m = re.search(r"GP[UVO0]\s*(" + _NUM + r"{1,2})", w.text)
+        if not m:
+            continue
+        # its "%"/"mem%": the next word to the right on its line, within two glyphs
+        cw = w.width / max(1, len(w.text))
+        after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
+                 and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
+        tail = min(after, key=lambda o: o.left).text if after else ""
+        legend = f"GPU{int(_n(m.group(1)))} {w.text[m.end():]}{tail}".strip().strip("|")
+        # the legend's own glyphs (a y tick or the frame read into the word is left out)
+        left = w.left + cw * m.start()
+        box = a[int(w.top):int(w.top + w.height), int(left):int(w.left + w.width)]
+        px = box.reshape(-1, 3).astype(float)
+        sat = px.max(axis=1) - px.min(axis=1)
+        bright = px.max(axis=1)
+        pick = px[sat >= np.percentile(sat, 90)] if sat.max() > 40 else \
+            px[bright >= np.percentile(bright, 90)]
+        out.append((legend, np.median(pick, axis=0),
+                    (left, w.top, (after[0].left + after[0].width) if after else w.left + w.width,
+                     w.top + w.height)))
+    return out
+
+
+def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:
+    """Per pixel column of ``x0..x1`` the mean row of the pixels near ``colour`` that lie on
+    a horizontal run (their left or right neighbour is of the colour too), NaN where none."""
+    part = a[y0:y1 + 1, x0 - 1:x1 + 2].astype(float)
+    near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
+    horiz = near[:, 1:-1] & (near[:, :-2] | near[:, 2:])
+    rows = np.arange(y0, y1 + 1, dtype=float)[:, None]
+    n = horiz.sum(axis=0)
+    with np.errstate(invalid="ignore"):
+        return np.where(n > 0, (horiz * rows).sum(axis=0) / np.maximum(n, 1), np.nan)

@@ -1,0 +1,107 @@
+"""Reading nvtop's screen (issue 37): its header per GPU and its charts, on real nvtop 3.0.1
+pictures recorded on an H200 (``tests/pictures/nvtop``: the stream replayed in xterm, shot by
+scrot, the printed values from the same bytes and the collector's telemetry of those
+seconds)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from tealeaves.data.screen_nvtop import parse_nvtop
+from tealeaves.data.screen_read import parse_text, which_tool
+
+HERE = Path(__file__).resolve().parent / "pictures" / "nvtop"
+TRUTH = json.loads((HERE / "truth.json").read_text())
+
+# nvtop's three header lines as printed (one H200 under load, from the recording)
+PRINTED = """\
+ Device 0 [NVIDIA H200] PCIe GEN 5@16x RX: 104.4 MiB/s TX: 22.79 MiB/s
+ GPU 1980MHz MEM 3201MHz TEMP  48°C FAN N/A% POW 504 / 700 W
+ GPU[||||||||||||||||||||||||||95%] MEM[|||        13.221Gi/140.401Gi]
+   lqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqqk
+100xGPU0 %                     lqqqqqk          x
+  0xqqqqqqqqqqqqqqqqqqqqqqqqqqqqj     mqqqqqqqqqx
+   m77sqqqqqqqqqqqq38sqqqqqqqqqqqqqqqqqqqqqqq0sj
+    PID USER DEV     TYPE  GPU        GPU MEM    CPU  HOST MEM Command
+    677 root   0  Compute  94%  12914MiB   9%   100%   1005MiB python3
+"""
+
+
+def test_nvtop_is_told_from_dmon_and_its_header_read_with_units():
+    assert which_tool(PRINTED) == "nvtop"
+    tool, gpus = parse_text(PRINTED)
+    assert tool == "nvtop" and len(gpus) == 1
+    g = gpus[0]
+    assert g.gpu == 0 and g.name == "NVIDIA H200"
+    assert g.values == pytest.approx({
+        "pcie_gen": 5, "pcie_width": 16, "pcie_rx_bytes_per_s": 104.4 * 2**20,
+        "pcie_tx_bytes_per_s": 22.79 * 2**20, "sm_clock_mhz": 1980, "mem_clock_mhz": 3201,
+        "temp_c": 48, "power_w": 504, "power_limit_w": 700, "util_pct": 95,
+        "mem_used_mib": 13.221 * 1024, "mem_total_mib": 140.401 * 1024})
+    assert "fan_pct" not in g.values  # FAN N/A%: no reading, never 0
+
+
+def test_ocr_garbles_seen_on_the_pictures_still_read():
+    # lines as Tesseract read them off the recorded pictures: '@' lost or read ':#', 'MiB'
+    # as 'M1B', 'MHz' as 'MHZ'/'MHzZ', 'TX' as 'IX', 'Gi' as '61', the index lost
+    lines = ["Device [NVIDIA H200] PCIe GEN 516x RX: 103.3 M1B/s IX: 22.62 MiB/s",
+             "GPU 198QMHzZ MEM 3201MHZ TEMP 48 C FAN N/A% POW 504 / 700 W",
+             "GPULTTITIITITTITETEETETTET ETT 195%] MEME] | | 13.221G61/140.401Gi]"]
+    (g,) = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
+    assert g.gpu == 0
+    assert g.values["pcie_gen"] == 5 and g.values["pcie_width"] == 16
+    assert g.values["pcie_rx_bytes_per_s"] == pytest.approx(103.3 * 2**20)
+    assert g.values["sm_clock_mhz"] == 1980 and g.values["power_w"] == 504
+    assert g.values["util_pct"] == 95  # not 195: the bar's own '|' read as a 1
+    assert g.values["mem_used_mib"] == pytest.approx(13.221 * 1024)
+    assert set(g.confidence) == set(g.values)
+
+
+def test_devices_side_by_side_each_get_their_own_values():
+    a = "Device 0 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 GiB/s TX: 2.0 MiB/s"
+    b = "Device 1 [NVIDIA H200] PCIe GEN 4@8x RX: 3.0 KiB/s TX: 4.0 KiB/s"
+    c1 = "GPU 1980MHz MEM 3201MHz TEMP  61°C FAN N/A% POW 690 / 700 W"
+    c2 = "GPU 345MHz MEM 3201MHz TEMP  35°C FAN  30% POW  79 / 700 W"
+    m1 = "GPU[|||||||||99%] MEM[||  70.000Gi/140.401Gi]"
+    m2 = "GPU[          0%] MEM[     0.601Gi/140.401Gi]"
+    _, gpus = parse_text("\n".join([f"{a}   {b}", f"{c1}   {c2}", f"{m1}   {m2}"]))
+    assert [g.gpu for g in gpus] == [0, 1]
+    assert [g.values["util_pct"] for g in gpus] == [99, 0]
+    assert [g.values["temp_c"] for g in gpus] == [61, 35]
+    assert gpus[1].values["fan_pct"] == 30 and "fan_pct" not in gpus[0].values
+    assert gpus[0].values["pcie_rx_bytes_per_s"] == 2**30
+    assert gpus[1].values["pcie_gen"] == 4 and gpus[1].values["pcie_width"] == 8
+    assert gpus[1].values["mem_used_mib"] == pytest.approx(0.601 * 1024)
+
+
+def test_the_truth_holds_what_the_pictures_print():
+    assert len(TRUTH) >= 20
+    for t in TRUTH:
+        assert (HERE / t["file"]).exists()
+        (g,) = t["gpus"]
+        assert {"sm_clock_mhz", "temp_c", "power_w", "power_limit_w", "util_pct",
+                "mem_used_mib"} <= set(g["printed"])
+        assert len(t["telemetry_gpu_util"]) > 100
+
+
+SMALL = ["00_d10_160x48_25s.png", "15_d5_rev_120x40_25s.png", "19_d5_rev_120x40_130s.png"]
+
+
+def test_the_scorer_run_small_reads_header_and_chart_of_real_pictures():
+    """The scorer (``tests/pictures/nvtop/evaluate_nvtop.py``) on three pictures: both plot
+    directions (``-r``), 0.5-s and 1-s intervals, the interval read from the time ticks.
+    Floors under what was measured (35/36 values, chart columns 93.6/90.8/99.5 %)."""
+    sys.path.insert(0, str(HERE))
+    from evaluate_nvtop import evaluate
+
+    res = evaluate(SMALL, log=lambda *_: None)
+    assert res["pictures"] == 3
+    assert res["values_ok"] >= res["values"] - 3
+    for r in res["rows"]:
+        assert r["tool"] == "nvtop"
+        assert r["interval_source"] == ["ticks"], r
+        assert r["chart_share"] >= 0.85, r
