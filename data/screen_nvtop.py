@@ -35,24 +35,25 @@ _RATE_UNIT = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
 _MEM_UNIT = {"K": 2.0**-10, "M": 1.0, "G": 2.0**10, "T": 2.0**20}
 _F = _NUM + r"+(?:[.,]" + _NUM + r"+)?"  # a number, decimals allowed
 
-_RATE = r"(" + _F + r")\s*([KMGT]?)[i1l]?B\s*/\s*s"
+# a rate as OCR reads it: "102-5 M1iB/sS" is 102.5 MiB/s
+_RATE = r"(" + _NUM + r"+(?:[.,-]" + _NUM + r"+)?)\s*([KMGT]?)[i1l]{0,2}B\s*/\s*[sS]{1,2}"
 _DEVICE = re.compile(
     r"Dev[il1]ce\s*(" + _NUM + r"{1,2})?\s*\[([^\]\[]{1,48})\]?"
-    r"(?:\s*PC[Il1|]e\s*[G6]EN\s*(" + _NUM + r")\s*[@Q0OoD:#%]{0,2}\s*(" + _NUM +
-    r"{1,2})\s*[xX])?"
-    r"(?:\s*RX:?\s*" + _RATE + r")?(?:\s*[TI]X:?\s*" + _RATE + r")?")
-_MHZ = r"\s*MH[zZ2]{1,2}"
+    r"(?:\s*PC[Il1|]e\s*[G6]EN\s*(" + _NUM + r")\s*[@Q0OoD:#%t]{0,2}\s*(" + _NUM +
+    r"{1,2})\s*[xX%])?"
+    r"(?:\s*RX:?\s*" + _RATE + r")?(?:\s*[TI][X%]:?\s*" + _RATE + r")?")
+_MHZ = r"\s*MH[zZ2]{1,3}"
 _CLOCKS = re.compile(
     r"GPU\s*(" + _NUM + r"+)" + _MHZ + r"\s*MEM\s*(" + _NUM + r"+)" + _MHZ +
     r"(?:\s*TEMP\s*(" + _NUM + r"+)\s*[°º*o0f]?\s*[C©])?"
-    r"(?:\s*FAN\s*(N/?A|" + _NUM + r"+)\s*%?)?"
+    r"(?:\s*FAN\s*(N/?A|" + _NUM + r"+)\s*[*.]?%?)?"
     r"(?:\s*P[O0]W\s*(N/?A|" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?")
 # the bars: the number printed at a bar's right end, before "%]" (plain digits: the bar's
 # own "|" marks read as 1s stand right before it)
-_GPU_BAR = re.compile(r"GPU\s*\S.{0,90}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
+_GPU_BAR = re.compile(r"GPU\s*\S.{0,90}?(100|\d{1,2})\s*%\s*(?:[\]|)}J1l]|(?=\S?\s*M[E£]M))")
 # nvtop prints memory with three decimals (13.221Gi); Tesseract may read "Gi" as "61"
 _GI = r"(?:([KMGT])[i1l]|G?(6)1)"
-_MEM_BAR = re.compile(r"(" + _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
+_MEM_BAR = re.compile(r"(" + _NUM + r"*\s*\.\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
                       _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI)
 _CODEC_BAR = re.compile(r"(ENC|DEC)\s*\S.{0,40}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
 
@@ -133,7 +134,10 @@ def _put(g: GpuReading, m: re.Match, conf: float, scores, spec: dict) -> None:
         if tok is None or tok.upper().replace("/", "") == "NA":
             continue
         try:
-            g.values[key] = _n(re.sub(r"\s+", "", tok).replace(",", ".")) * factor
+            tok = re.sub(r"\s+", "", tok)
+            # a decimal point read as "," or "-" (rates and memory print decimals)
+            tok = re.sub(r"(?<=\d)[,-](?=\d)", ".", tok)
+            g.values[key] = _n(tok) * factor
         except ValueError:
             continue
         keys[key] = grp
@@ -224,25 +228,39 @@ def read_charts(img, words) -> list[Chart]:
 
 
 def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
-    """Groups of y-tick words ``(value, centre y, right x)``: 100, 75, 50, 25 (0) whose
-    right edges line up and that fall in order down the picture."""
+    """Groups of y-tick words ``(value, centre y, right x)``, one per chart: the largest set
+    of words reading 100, 75, 50, 25 or 0 whose right edges line up and whose rows fall on
+    one straight value-to-row line (a misread tick, a stray ``0`` elsewhere, falls off it),
+    at least three distinct values each."""
     cands = []
+    sizes = [w.width / len(w.text) for w in words if len(w.text) >= 3]
+    cw = float(np.median(sizes)) if sizes else 8.0  # the page's glyph width
     for w in words:
         head = re.split(r"[|x\]\[]", w.text)[0]  # a tick read together with the frame
-        v = _word_num(head)
+        if not re.fullmatch(r"\d{1,3}", head):
+            continue
+        v = float(head)
         if v in (100.0, 75.0, 50.0, 25.0, 0.0):
-            right = w.left + w.width * len(head) / max(1, len(w.text))
-            cands.append((v, w.top + w.height / 2, right, w.height))
-    groups: list[list[tuple]] = []
-    for c in sorted(cands, key=lambda c: c[1]):
-        for g in groups:
-            if abs(g[-1][2] - c[2]) <= 2 * c[3] and c[0] < g[-1][0]:
-                g.append(c)
-                break
-        else:
-            if c[0] == 100.0:
-                groups.append([c])
-    return [[(v, y, x) for v, y, x, _h in g] for g in groups if len(g) >= 3]
+            cands.append((v, w.top + w.height / 2, w.left + cw * len(head), w.height))
+    groups = []
+    while len(cands) >= 3:
+        best: list[tuple] = []
+        for i, p in enumerate(cands):
+            for q in cands[i + 1:]:
+                if q[0] == p[0] or abs(q[2] - p[2]) > 3 * cw:
+                    continue
+                slope = (q[1] - p[1]) / (q[0] - p[0])
+                if slope >= 0:  # 100 is above 0
+                    continue
+                fit = [c for c in cands if abs(c[2] - p[2]) <= 3 * cw
+                       and abs(p[1] + slope * (c[0] - p[0]) - c[1]) <= 0.6 * c[3]]
+                if len({c[0] for c in fit}) > len({c[0] for c in best}):
+                    best = fit
+        if len({c[0] for c in best}) < 3:
+            break
+        groups.append(sorted(best, key=lambda c: c[1]))
+        cands = [c for c in cands if c not in best]
+    return [[(v, y, x) for v, y, x, _h in g] for g in sorted(groups, key=lambda g: g[0][1])]
 
 
 def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
@@ -283,32 +301,39 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     ago = (x_right - xs) * sec_px if newest_right else (xs - x_left) * sec_px
     # the legend words are drawn in their series' colours: no level is read off them
     masked = a.copy()
+    covered = np.zeros(len(xs), dtype=bool)  # columns a legend hides part of
     for x0, y0_, x1, y1 in (b for _l, _c, b in legends):
         masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = 0
+        covered[max(0, int(x0) - 1 - x_left):max(0, int(x1) + 2 - x_left)] = True
     seen: dict[int, int] = {}
+    known = sorted({int(g) for g in re.findall(r"^GPU(\d+)", "\n".join(
+        lg for lg, _c, _b in legends), re.MULTILINE)})
     for legend, colour, _box in legends:
         level = _levels(masked, colour, x_left, x_right, int(y100) - 1, int(y0) + 1)
         values = np.clip((level - icpt) / slope, 0, 100)
         m = re.match(r"GPU(\d+)", legend)
         gpu = int(m.group(1)) if m else None
+        if gpu is None and len(known) == 1:  # an index lost beside one GPU's legends
+            gpu = known[0]
         # nvtop lists a GPU's "GPU%" legend, then its "mem%": the order tells a legend
         # whose "%"/"mem%" was not read
         nth = seen.get(gpu, 0)
         seen[gpu] = nth + 1
-        metric = "mem_util" if re.search(r"mem|MEM", legend) else (
+        metric = "mem_util" if re.search(r"m[eo][mn]", legend, re.IGNORECASE) else (
             "gpu_util" if "%" in legend else ("gpu_util", "mem_util", None)[min(nth, 2)])
         chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
                                         ago, values))
-    _hidden_under(chart.series)
+    _hidden_under(chart.series, covered)
     return chart
 
 
-def _hidden_under(series: list[ChartSeries]) -> None:
+def _hidden_under(series: list[ChartSeries], covered: np.ndarray) -> None:
     """Fill, in place, the columns where a line is not seen but every other line drawn
     there is at one level: nvtop draws the series one over another, so an unseen line lies
     under the one drawn (the mem% line hides a GPU% line at the same level).  Columns where
-    no line is drawn, or several at different levels, stay NaN; ``hidden`` counts filled
-    columns per series."""
+    no line is drawn, or several at different levels, or that a legend covers (``covered``:
+    the line may be under the legend) stay NaN; ``hidden`` counts filled columns per
+    series."""
     if len(series) < 2:
         return
     grid = np.vstack([s.values for s in series])
@@ -317,7 +342,7 @@ def _hidden_under(series: list[ChartSeries]) -> None:
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             lo, hi = np.nanmin(others, axis=0), np.nanmax(others, axis=0)
-        one = np.isnan(s.values) & np.isfinite(lo) & (hi - lo < 1.0)
+        one = np.isnan(s.values) & np.isfinite(lo) & (hi - lo < 1.0) & ~covered
         s.hidden = int(one.sum())
         s.values = np.where(one, lo, s.values)
 
@@ -395,14 +420,16 @@ def _time_scale(words, x_left: int, x_right: int, y0: float) -> tuple[float, str
         if m:
             ticks.append((float(m.group(1)), w.left + w.width / 2))
     if len(ticks) >= 2:
-        # the median of the pairwise slopes (seconds per pixel): one misread tick of five
-        # does not move it
+        # the slope (seconds per pixel) most pairs of ticks agree on: a misread tick (the
+        # corner glued to "77s" read "7s") agrees with none
         slopes = [(s1 - s0) / (x1 - x0) for k, (s0, x0) in enumerate(ticks)
                   for s1, x1 in ticks[k + 1:] if abs(x1 - x0) > 1 and s1 != s0]
         if slopes:
-            k = float(np.median(slopes))
-            agree = sum(abs(v - k) <= 0.15 * abs(k) for v in slopes)  # ticks are whole s
-            if k != 0 and (len(ticks) == 2 or agree * 2 > len(slopes)):
+            support = [sum(abs(v - u) <= 0.15 * abs(u) for v in slopes) for u in slopes]
+            best = int(np.argmax(support))
+            if len(ticks) == 2 or support[best] >= 3:  # three ticks in one line
+                agree = [v for v in slopes if abs(v - slopes[best]) <= 0.15 * abs(slopes[best])]
+                k = float(np.median(agree))
                 return abs(k), "ticks", k < 0
     return DEFAULT_INTERVAL_S / 8.0, "default", True
 
@@ -414,15 +441,18 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
     ws = sorted((w for w in words if w.left + w.width > x_left and w.left <= x_right
                  and y100 - w.height <= w.top <= y0), key=lambda w: (w.top, w.left))
     for w in ws:
-        m = re.search(r"GP[UVO0]\s*(" + _NUM + r"{1,2})", w.text)
-        if not m:
+        # "GPU0" as OCR reads it: "GPUO", "GpyQ", "PUO" (the G lost), "GPU" (the index lost)
+        m = re.search(r"G?[Pp][UuVvYy][Oo0-9DQ]{0,2}", w.text)
+        if not m or (m.group().lower().startswith("pu") and len(m.group()) < 3):
             continue
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
         cw = w.width / max(1, len(w.text))
         after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
                  and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
         tail = min(after, key=lambda o: o.left).text if after else ""
-        legend = f"GPU{int(_n(m.group(1)))} {w.text[m.end():]}{tail}".strip().strip("|")
+        digits = re.sub(r"^G?[Pp][UuVvYy]", "", m.group())
+        index = str(int(_n(digits))) if digits else "?"
+        legend = f"GPU{index} {w.text[m.end():]}{tail}".strip().strip("|")
         # the legend's own glyphs (a y tick or the frame read into the word is left out)
         left = w.left + cw * m.start()
         box = a[int(w.top):int(w.top + w.height), int(left):int(w.left + w.width)]
@@ -439,10 +469,16 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
 
 def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:
     """Per pixel column of ``x0..x1`` the mean row of the pixels near ``colour`` that lie on
-    a horizontal run (their left or right neighbour is of the colour too), NaN where none."""
-    part = a[y0:y1 + 1, x0 - 1:x1 + 2].astype(float)
+    a horizontal run (a pixel of the colour within 3 px left or right), NaN where none."""
+    part = a[y0:y1 + 1, x0 - 3:x1 + 4].astype(float)
     near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
-    horiz = near[:, 1:-1] & (near[:, :-2] | near[:, 2:])
+    # a neighbour of the colour within 3 px: where two lines share a level nvtop's cells
+    # alternate them, and the line is drawn dashed in either colour
+    w = near.shape[1] - 6
+    side = np.zeros((near.shape[0], w), dtype=bool)
+    for d in (1, 2, 3):
+        side |= near[:, 3 - d:3 - d + w] | near[:, 3 + d:3 + d + w]
+    horiz = near[:, 3:3 + w] & side
     rows = np.arange(y0, y1 + 1, dtype=float)[:, None]
     n = horiz.sum(axis=0)
     with np.errstate(invalid="ignore"):

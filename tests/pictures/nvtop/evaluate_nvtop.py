@@ -6,10 +6,13 @@ rate in the unit nvtop printed it in: KiB/s, MiB/s, GiB/s; memory in GiB).  A va
 counts as a miss.
 
 Chart: the ``GPU<n> %`` series digitised, column by column, against the collector's
-``gpu_util`` (NVML utilization.gpu, the counter nvtop plots) at that column's time: the median
-of the readings in the nvtop update interval ending there.  Columns older than nvtop's first
-frame (nothing drawn yet) are left out; a column whose series was not seen counts as a miss.
-A picture passes when at least 90 % of its columns are within 5 points.
+``gpu_util`` (NVML utilization.gpu, the counter nvtop plots, read at 10 Hz) in the nvtop update
+interval that column shows.  nvtop plots one NVML reading per interval, taken at a moment we do
+not know, so a column is right (``chart_ok``) when it is within 5 points of one of the
+collector's readings of its interval; the stricter figure (``chart_ok_median``: within 5
+points of their median) is given beside it.  Columns older than nvtop's first frame (nothing
+drawn yet) are left out; a column whose series was not seen counts as a miss.  A picture
+passes when at least 90 % of its columns are right.
 
 Run: ``python tests/pictures/nvtop/evaluate_nvtop.py [FILE ...]`` (default: every picture).
 """
@@ -62,7 +65,7 @@ def score_picture(entry: dict, reading) -> dict:
     tele = np.array(entry["telemetry_gpu_util"], dtype=float).reshape(-1, 2)
     step = _interval_s(entry["argv"])
     shown_s = entry.get("shown_s", np.inf)
-    cols = ok_cols = 0
+    cols = ok_cols = ok_median = 0
     chart_note = ""
     series = [s for c in reading.charts for s in c.series if s.metric == "gpu_util"]
     if not series:
@@ -75,9 +78,11 @@ def score_picture(entry: dict, reading) -> dict:
             if not len(win):
                 continue
             cols += 1
-            ok_cols += bool(np.isfinite(v) and abs(v - np.median(win)) <= CHART_TOL)
+            if np.isfinite(v):
+                ok_cols += bool(np.min(np.abs(win - v)) <= CHART_TOL)
+                ok_median += bool(abs(v - np.median(win)) <= CHART_TOL)
     return {"file": entry["file"], "values": n_val, "values_ok": ok_val, "misses": misses,
-            "chart_columns": cols, "chart_ok": ok_cols,
+            "chart_columns": cols, "chart_ok": ok_cols, "chart_ok_median": ok_median,
             "chart_share": ok_cols / cols if cols else 0.0, "chart_note": chart_note,
             "interval_source": [c.interval_source for c in reading.charts]}
 
@@ -110,8 +115,11 @@ def evaluate(files: list[str] | None = None, log=print) -> dict:
         f"charts with >= 90 % of columns within {CHART_TOL:g} points: {passed}/{len(rows)}")
     for look, rs in sorted(by_look.items()):
         v = sum(r["values_ok"] for r in rs) / max(1, sum(r["values"] for r in rs))
-        c = sum(r["chart_ok"] for r in rs) / max(1, sum(r["chart_columns"] for r in rs))
-        log(f"  {look:18s} header {100 * v:5.1f} %  chart columns {100 * c:5.1f} %")
+        n = max(1, sum(r["chart_columns"] for r in rs))
+        c = sum(r["chart_ok"] for r in rs) / n
+        cm = sum(r["chart_ok_median"] for r in rs) / n
+        log(f"  {look:18s} header {100 * v:5.1f} %  chart columns {100 * c:5.1f} % "
+            f"(median of the interval: {100 * cm:5.1f} %)")
     return {"values": n_val, "values_ok": ok_val, "charts_passed": passed,
             "pictures": len(rows), "rows": rows}
 

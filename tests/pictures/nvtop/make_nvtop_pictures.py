@@ -13,7 +13,7 @@ moment (epoch s of the last byte shown), the nvtop arguments (update interval ``
 collector's ``gpu_util`` (NVML utilization.gpu, the series nvtop plots as ``GPU0 %``) as
 (seconds before the moment, %) pairs over the last 120 s.
 
-Run (needs Xvfb, xterm, scrot and ``pip install pyte``; ``DISPLAY`` an Xvfb screen of at least
+``--truth-only`` as the first argument writes ``truth.json`` again without shooting.  Run (needs Xvfb, xterm, scrot and ``pip install pyte``; ``DISPLAY`` an Xvfb screen of at least
 2400x1400): ``python tests/pictures/nvtop/make_nvtop_pictures.py
 tests/pictures/nvtop/captures/h200_run1``.
 """
@@ -53,6 +53,10 @@ def screen_text(rows: list[dict], upto: float, cols: int, lines: int) -> str:
 
 
 def main(runs: list[str]) -> int:
+    """Shoot the pictures and write ``truth.json``; with ``--truth-only`` first, only the
+    truth is written again (the pictures already made are kept: the same bytes)."""
+    truth_only = bool(runs) and runs[0] == "--truth-only"
+    runs = runs[1:] if truth_only else runs
     out_dir = HERE / "pictures"
     out_dir.mkdir(exist_ok=True)
     truth, n = [], 0
@@ -71,8 +75,9 @@ def main(runs: list[str]) -> int:
                 data = mp._QUERIES.sub(b"", b"".join(
                     r["data"].encode("utf-8", "surrogateescape") for r in shown))
                 name = f"{n:02d}_{look}_{int(at)}s.png"
-                mp.shoot(data, mp.LOOKS[n % len(mp.LOOKS)], out_dir / name, head["cols"],
-                         head["rows"])
+                if not truth_only:
+                    mp.shoot(data, mp.LOOKS[n % len(mp.LOOKS)], out_dir / name, head["cols"],
+                             head["rows"])
                 text = screen_text(shown, upto, head["cols"], head["rows"])
                 gpus = parse_nvtop([(ln, 1.0, None, None) for ln in text.splitlines()])
                 t_last = shown[-1]["t"]
