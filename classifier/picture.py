@@ -10,7 +10,11 @@ power over its limit stands in.
 
 from __future__ import annotations
 
+import itertools
 import math
+import warnings
+
+import numpy as np
 
 #: A GPU this many times the mean load of the GPUs shown is hot (``ImbalanceDetector``'s
 #: default threshold).
@@ -124,19 +128,21 @@ def in_region(box, region_box) -> bool:
     return region_box[0] <= cx <= region_box[2] and region_box[1] <= cy <= region_box[3]
 
 
-def summary(reading, regions: list[dict] | None = None) -> dict:
+def summary(reading, regions: list[dict] | None = None,
+            cuts: list[float] | None = None) -> dict:
     """What a picture shows and its verdict per region, as JSON-ready data.
 
     Args:
         reading: a ``data.screen_read.PictureReading``.
         regions: ``[{"name", "box": [x0, y0, x1, y1]}]`` (fractions of the picture, y down:
             the Screenshots page's halves and boxes); the whole picture is always first.
+        cuts: where to cut nvtop's time axis (``stretches``); default where it changes.
 
     Returns:
         ``{"tool", "gpus": [{"gpu", "values", "confidence", "box"}], "regions": [{"name",
         "box", "gpus": [read GPUs in it], "verdict": verdict(), "loads": {gpu: load %}}],
-        "notes"}``; no verdict
-        (None) when no monitor was recognised.
+        "notes", "charts"}``; no verdict (None) when no monitor was recognised; ``charts``
+        is ``stretches()`` of nvtop's charts (None for other pictures).
     """
     out_regions = []
     notes = list(reading.notes)
@@ -160,7 +166,11 @@ def summary(reading, regions: list[dict] | None = None) -> dict:
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},
                       "box": list(g.box) if g.box else None} for g in reading.gpus],
-            "regions": out_regions, "notes": notes}
+            "regions": out_regions, "notes": notes,
+            "charts": stretches(reading.charts, cuts,
+                                {g.gpu: sure_values(g) for g in reading.gpus},
+                                getattr(reading, "size", None)) if getattr(
+                reading, "charts", None) else None}
 
 
 def compare(picture: dict | None, picture_loads: dict[int, float],
@@ -237,3 +247,183 @@ def agreement(picture: dict | None, telemetry_loads: dict[int, float] | None,
         return None
     c = compare(picture, picture_loads, telemetry_loads, picture_gpus)
     return None if c["status"] == "agree" else c["text"]
+
+
+#: A run of one verdict shorter than this share of the chart's span (or than
+#: ``STRETCH_MIN_S``) is folded into its neighbour: a prefill's dips between chunks, one
+#: column misread, the moment a line crosses another are not stretches of their own.
+STRETCH_MIN_SHARE = 0.08
+#: ... nor shorter than this many seconds.
+STRETCH_MIN_S = 2.0
+#: PCIe (RX + TX, bytes/s) a hot GPU's header must exceed, and by this factor the others', for
+#: a stretch to say "compute and PCIe high" (an idle H200 moves ~1 MB/s; a prefill ~120 MB/s).
+PCIE_BUSY_BPS = 10 * 2**20
+PCIE_FACTOR = 4.0
+#: What a chart of GPU % cannot tell, said with every stretch.
+CHART_LIMITS = ("nvtop's GPU % is NVML utilization.gpu, the share of time any kernel ran: "
+                "a chart cannot tell tensor-pipe from memory-bound work, so prefill and "
+                "decode look alike; its MEM % is memory used, not bandwidth.")
+
+
+def _gpu_series(charts) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float]:
+    """Each GPU's ``GPU %`` series ``(seconds_ago, values)`` from nvtop's charts (the first
+    series naming it; monochrome charts are left out, said), the notes, and the coarsest
+    seconds per pixel."""
+    out, notes, step = {}, [], 0.0
+    for c in charts:
+        if any("share one colour" in n for n in c.notes):
+            notes.append("a monochrome chart is left out of the stretches: its lines cannot "
+                         "be told apart")
+            continue
+        for s in c.series:
+            if s.metric != "gpu_util" or s.gpu is None or s.gpu in out:
+                continue
+            ok = np.isfinite(s.values)
+            if ok.sum() < 2:
+                continue
+            order = np.argsort(s.seconds_ago[ok])
+            out[s.gpu] = (s.seconds_ago[ok][order], s.values[ok][order])
+            step = max(step, c.seconds_per_px)
+    return out, notes, step
+
+
+def _key(v: dict) -> tuple:
+    return (v["pattern"], tuple(v["hot_set"]))
+
+
+def _pcie_text(hot: list[int], gpus: dict[int, dict]) -> str:
+    """``"compute and PCIe high on GPUs 1, 3"`` when the header's PCIe of the hot set is well
+    above the others' (``PCIE_BUSY_BPS``, ``PCIE_FACTOR``); else ``""``."""
+    pcie = {g: v.get("pcie_rx_bytes_per_s", math.nan) + v.get("pcie_tx_bytes_per_s", math.nan)
+            for g, v in gpus.items()}
+    pcie = {g: p for g, p in pcie.items() if math.isfinite(p)}
+    cold = [p for g, p in pcie.items() if g not in hot]
+    hotp = [pcie[g] for g in hot if g in pcie]
+    if len(hotp) < len(hot) or not cold or min(hotp) < PCIE_BUSY_BPS or \
+            min(hotp) < PCIE_FACTOR * max(cold):
+        return ""
+    return (f"compute and PCIe high on GPU{'s' if len(hot) > 1 else ''} "
+            f"{', '.join(map(str, hot))} while the others idle (PCIe RX+TX "
+            f"{min(hotp) / 2**20:.0f}-{max(hotp) / 2**20:.0f} MiB/s against at most "
+            f"{max(cold) / 2**20:.1f} MiB/s, the header at the picture's moment)")
+
+
+def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | None = None,
+              size: tuple[int, int] | None = None) -> dict:
+    """A verdict per stretch of nvtop's charts: the time axis cut where the pattern changes
+    (or at ``cuts``), each stretch judged by ``verdict`` on its GPUs' mean ``GPU %``.
+
+    On a common grid (the coarsest chart's seconds per pixel, over the span every GPU's line
+    covers) each moment gets ``verdict``'s pattern and hot set; runs of one verdict shorter
+    than ``STRETCH_MIN_SHARE`` of the span or ``STRETCH_MIN_S`` are folded into the longer
+    neighbour, and each remaining run is judged again on its mean loads (neighbours that then
+    agree are joined).
+
+    Args:
+        charts: ``data.screen_nvtop.Chart`` list (``PictureReading.charts``).
+        cuts: fractions of the time axis (0 the oldest moment shown, 1 the newest) to cut at
+            instead of the changes, e.g. ``[0.5]`` for the older and the newer half.
+        gpus: ``{gpu: header values}`` (``sure_values``), for the PCIe of the newest stretch.
+        size: the picture's ``(width, height)`` in pixels, for the boxes.
+
+    Returns:
+        ``{"stretches": [{"from_s_ago", "to_s_ago" (s before the newest sample, from > to),
+        "gpus", "loads": {gpu: mean %}, "verdict": verdict(), "text", "boxes": [[x0, y0, x1,
+        y1] fractions of the picture, one per chart]}], "source", "notes", "limits"}``, oldest
+        stretch first; no stretches (and a note) when fewer than two GPUs' lines were read.
+    """
+    series, notes, step = _gpu_series(charts)
+    base = {"stretches": [], "notes": notes, "limits": CHART_LIMITS,
+            "source": "nvtop charts, GPU % per GPU"}
+    if len(series) < 2:
+        base["notes"] = [*notes, ("fewer than two GPUs' GPU % lines read from the charts: "
+                                  "no verdict per stretch")]
+        return base
+    # the span most GPUs' lines cover (a wider chart, a line lost under its legend, is not
+    # the picture's span); a stretch's verdict names the GPUs seen in it
+    span = float(np.median([a[-1] for a, _v in series.values()]))
+    step = max(step, span / 400, 0.05)
+    grid = np.arange(0.0, span + 1e-9, step)
+    if len(grid) < 2:
+        base["notes"] = notes + ["the charts show too short a time for stretches"]
+        return base
+    order = sorted(series)
+    # each GPU's line where it was seen (NaN beyond its oldest and newest column read)
+    vals = np.array([np.where((grid >= series[g][0][0] - step) &
+                              (grid <= series[g][0][-1] + step),
+                              np.interp(grid, *series[g]), np.nan) for g in order])
+
+    def loads_at(lo: int, hi: int) -> dict[int, float]:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a GPU not seen in the stretch
+            m = np.nanmean(vals[:, lo:hi], axis=1)
+        return {g: float(m[i]) for i, g in enumerate(order) if np.isfinite(m[i])}
+
+    def judge(lo: int, hi: int) -> dict:
+        loads = loads_at(lo, hi)
+        return verdict(loads, None), loads
+
+    if cuts:
+        edges = sorted({0, len(grid), *(round((1 - f) * (len(grid) - 1)) for f in cuts
+                                        if 0 < f < 1)})
+        runs = [[a, b] for a, b in itertools.pairwise(edges) if b > a]
+    else:
+        keys = [_key(verdict(loads_at(k, k + 1))) for k in range(len(grid))]
+        runs = []
+        for k, key in enumerate(keys):
+            if runs and runs[-1][2] == key:
+                runs[-1][1] = k + 1
+            else:
+                runs.append([k, k + 1, key])
+        least = max(STRETCH_MIN_SHARE * len(grid), STRETCH_MIN_S / step)
+        while len(runs) > 1:
+            i = min(range(len(runs)), key=lambda j: runs[j][1] - runs[j][0])
+            if runs[i][1] - runs[i][0] >= least:
+                break
+            left = runs[i - 1] if i > 0 else None
+            right = runs[i + 1] if i + 1 < len(runs) else None
+            into = left if right is None or (left is not None and
+                                             left[1] - left[0] >= right[1] - right[0]) else right
+            into[0], into[1] = min(into[0], runs[i][0]), max(into[1], runs[i][1])
+            del runs[i]
+            j = 0
+            while j + 1 < len(runs):  # neighbours of one verdict join
+                if runs[j][2] == runs[j + 1][2]:
+                    runs[j][1] = runs[j + 1][1]
+                    del runs[j + 1]
+                else:
+                    j += 1
+        joined = []
+        for a, b, _k in runs:
+            if joined and _key(judge(*joined[-1])[0]) == _key(judge(a, b)[0]):
+                joined[-1][1] = b
+            else:
+                joined.append([a, b])
+        runs = joined
+    out = []
+    for a, b in sorted(runs, key=lambda r: -r[0]):  # grid index 0 is the newest: oldest first
+        v, loads = judge(a, b)
+        t_new, t_old = float(grid[a]), float(grid[b - 1] + step)
+        text = v["text"]
+        if a == 0 and v["hot_set"] and gpus:
+            extra = _pcie_text(v["hot_set"], gpus)
+            if extra:
+                text = f"{text}; {extra}"
+        boxes = []
+        for c in charts:
+            x0, y0, x1, y1 = c.box
+            def x_of(ago, c=c, x0=x0, x1=x1):
+                return x1 - ago / c.seconds_per_px if c.newest_right else \
+                    x0 + ago / c.seconds_per_px
+            xa, xb = sorted((min(max(x_of(t_new), x0), x1), min(max(x_of(t_old), x0), x1)))
+            if size and xb > xa:
+                boxes.append([round(xa / size[0], 4), round(y0 / size[1], 4),
+                              round(xb / size[0], 4), round(y1 / size[1], 4)])
+        out.append({"from_s_ago": round(t_old, 2), "to_s_ago": round(t_new, 2),
+                    "gpus": sorted(loads), "loads": {g: round(x, 1) for g, x in loads.items()},
+                    "verdict": v,
+                    "text": f"{t_old:.0f}-{t_new:.0f} s before the newest sample (GPUs "
+                            f"{', '.join(map(str, sorted(loads)))}, nvtop GPU %): {text}",
+                    "boxes": boxes})
+    base["stretches"] = out
+    return base

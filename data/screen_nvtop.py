@@ -224,14 +224,107 @@ def read_charts(img, words) -> list[Chart]:
         chart = _one_chart(a, words, col)
         if chart is not None:
             charts.append(chart)
+    _share_scales(charts)
+    _one_gpu_per_chart(a, charts)
     return charts
+
+
+def _share_scales(charts: list[Chart]) -> None:
+    """What one chart of a picture reads holds for the others: nvtop plots every chart with
+    one update interval and one column per sample, so a chart whose time ticks were not read
+    takes the seconds per pixel and direction the others' ticks agree on; charts side by side
+    share their rows, so each takes its row's median 100 % and 0 % rows (a chart whose 100
+    and 0 ticks were both missed is otherwise off by a row).  The values and ages are
+    recomputed; the chart's notes say what was borrowed."""
+    read = [c for c in charts if c.interval_source == "ticks"]
+    for c in charts:
+        if c.interval_source == "default" and read:
+            c.seconds_per_px = float(np.median([r.seconds_per_px for r in read]))
+            c.newest_right = sum(r.newest_right for r in read) * 2 >= len(read)
+            c.interval_source = "ticks (another chart)"
+            c.notes = [n for n in c.notes if not n.startswith("time ticks not read")]
+            x0, _y, x1, _y0 = c.box
+            xs = np.arange(x0, x1 + 1)
+            ago = (x1 - xs) * c.seconds_per_px if c.newest_right else \
+                (xs - x0) * c.seconds_per_px
+            for sr in c.series:
+                sr.seconds_ago = ago
+    for c in charts:
+        row = [r for r in charts if abs(r.box[1] - c.box[1]) < 0.5 * (c.box[3] - c.box[1])]
+        if len(row) < 3:
+            continue
+        y100 = int(np.median([r.box[1] for r in row]))
+        y0 = int(np.median([r.box[3] for r in row]))
+        x0, o100, x1, o0 = c.box
+        if (y100, y0) == (o100, o0) or y0 <= y100:
+            continue
+        for sr in c.series:  # the row each value stood for, read on the row's scale
+            level = o0 - sr.values / 100.0 * (o0 - o100)
+            sr.values = np.clip((y0 - level) / (y0 - y100) * 100.0, 0, 100)
+        c.box = (x0, y100, x1, y0)
+
+
+def _colour_of(series: list[ChartSeries], metric: str) -> tuple | None:
+    """The one colour the series whose legend was read as ``metric`` share (within 40 per
+    channel), or None when they differ (a chart of several GPUs) or there are none."""
+    pat = r"m[eo][mn]" if metric == "mem_util" else r"^GPU\d+\s*%$"
+    cs = [np.asarray(s.colour, dtype=float) for s in series
+          if re.search(pat, s.legend, re.IGNORECASE)]
+    if not cs or any(np.abs(c - cs[0]).max() > 40 for c in cs):
+        return None
+    return tuple(int(v) for v in np.median(cs, axis=0))
+
+
+def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
+    """nvtop's layout of one chart per GPU (in device order, left to right, top to bottom,
+    each with the same two colours) fills what a legend misread leaves out: a series' metric
+    from its colour, a lost GPU index from the chart's place, and a ``GPU %`` line whose
+    legend was not read at all, digitised in that colour.  Applied only when the read legends
+    agree with that layout (each chart names at most its own place's GPU)."""
+    if len(charts) < 2:
+        return
+    series = [s for c in charts for s in c.series]
+    util, mem = _colour_of(series, "gpu_util"), _colour_of(series, "mem_util")
+    if util is None or mem is None or np.abs(np.subtract(util, mem)).max() <= 40:
+        return
+    rows: list[list[Chart]] = []
+    for c in sorted(charts, key=lambda c: c.box[1]):
+        if rows and abs(c.box[1] - rows[-1][0].box[1]) < 0.5 * (c.box[3] - c.box[1]):
+            rows[-1].append(c)
+        else:
+            rows.append([c])
+    order = [c for r in rows for c in sorted(r, key=lambda c: c.box[0])]
+    for rank, c in enumerate(order):
+        named = {s.gpu for s in c.series if s.gpu is not None}
+        if named - {rank}:
+            return  # not nvtop's one-GPU-per-chart layout as read
+    for rank, c in enumerate(order):
+        for s in c.series:
+            near = {m: np.abs(np.subtract(s.colour, col)).max() for m, col in
+                    (("gpu_util", util), ("mem_util", mem))}
+            best = min(near, key=near.get)
+            if near[best] <= 40:
+                s.metric = best
+            if s.gpu is None:
+                s.gpu = rank
+        if not any(s.metric == "gpu_util" for s in c.series):
+            x0, y100, x1, y0 = c.box
+            level = _levels(a, util, x0, x1, y100 - 4, y0 + 4)
+            xs = np.arange(x0, x1 + 1)
+            ago = (x1 - xs) * c.seconds_per_px if c.newest_right else \
+                (xs - x0) * c.seconds_per_px
+            vals = np.clip((y0 - level) / max(1.0, y0 - y100) * 100.0, 0, 100)
+            c.series.insert(0, ChartSeries(f"GPU{rank} %", rank, "gpu_util", util, ago, vals))
+            c.notes.append(f"GPU{rank} %'s legend not read: its line is read in the colour of "
+                           f"the other charts' GPU % (nvtop's one chart per GPU, chart {rank})")
 
 
 def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
     """Groups of y-tick words ``(value, centre y, right x)``, one per chart: the largest set
     of words reading 100, 75, 50, 25 or 0 whose right edges line up and whose rows fall on
-    one straight value-to-row line (a misread tick, a stray ``0`` elsewhere, falls off it),
-    at least three distinct values each."""
+    one straight value-to-row line within about half a text row (nvtop puts 75/50/25 on
+    rounded rows; a misread tick, a stray ``0`` elsewhere, falls off it), at least three
+    distinct values each."""
     cands = []
     sizes = [w.width / len(w.text) for w in words if len(w.text) >= 3]
     cw = float(np.median(sizes)) if sizes else 8.0  # the page's glyph width
@@ -253,7 +346,7 @@ def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
                 if slope >= 0:  # 100 is above 0
                     continue
                 fit = [c for c in cands if abs(c[2] - p[2]) <= 3 * cw
-                       and abs(p[1] + slope * (c[0] - p[0]) - c[1]) <= 0.6 * c[3]]
+                       and abs(p[1] + slope * (c[0] - p[0]) - c[1]) <= 1.2 * c[3]]
                 if len({c[0] for c in fit}) > len({c[0] for c in best}):
                     best = fit
         if len({c[0] for c in best}) < 3:
@@ -274,16 +367,28 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     h, w = a.shape[:2]
     lo_y, hi_y = int(max(0, y100 - 2)), int(min(h - 1, y0 + 2))
     # the plot area's right edge: the box's frame, the last column with a long vertical run
-    grey = (np.abs(a[lo_y:hi_y, :, :] - a[lo_y:hi_y, :, :].mean(axis=2, keepdims=True))
-            .max(axis=2) < 30) & (a[lo_y:hi_y, :, :].mean(axis=2) > 100)
+    grey = _frame_ink(a[lo_y:hi_y, :, :], _background(a))
     frame_cols = np.flatnonzero(grey.mean(axis=0) > 0.8)
     right = [c for c in frame_cols if c > x_left + 20]
-    x_right = int(right[-1]) - 2 if right else w - 1
+    # charts side by side: this chart's own right frame is where its top border ends (the
+    # box line above the 100 tick, grey like the frame); without one, the last frame column
+    end = _top_border_end(a, x_left, y100, ticks)
+    if end is not None and right:
+        near = min(right, key=lambda c: abs(c - end))
+        right = [near] if abs(near - end) <= 12 else right
+    x_right = min(int(right[-1]) - 2 if right else w - 1, w - 5)  # _levels looks 4 px out
     x_left = int(frame_cols[(frame_cols >= x_left - 4) & (frame_cols < x_left + 20)].max()
                  + 2) if ((frame_cols >= x_left - 4) & (frame_cols < x_left + 20)).any() \
         else x_left
-    sec_px, source, newest_right = _time_scale(_tick_words(a, x_left, x_right, y0, words),
-                                               x_left, x_right, y0)
+    y100, y0 = _scale_rows(a, ticks, x_left, x_right, y100, y0, words)
+    slope, icpt = (y0 - y100) / -100.0, y0
+    # the strip's reading hangs on where it is cut: a few pixels lower or higher make "0s"
+    # read as "s"; where the ticks do not agree, the strip is cut again
+    for shift in (0, 3, -3, 6):
+        sec_px, source, newest_right = _time_scale(
+            _tick_words(a, x_left, x_right, y0 + shift, words), x_left, x_right, y0)
+        if source == "ticks":
+            break
     chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right)
     if source == "default":
         chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
@@ -309,7 +414,7 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     known = sorted({int(g) for g in re.findall(r"^GPU(\d+)", "\n".join(
         lg for lg, _c, _b in legends), re.MULTILINE)})
     for legend, colour, _box in legends:
-        level = _levels(masked, colour, x_left, x_right, int(y100) - 1, int(y0) + 1)
+        level = _levels(masked, colour, x_left, x_right, int(y100) - 4, int(y0) + 4)
         values = np.clip((level - icpt) / slope, 0, 100)
         m = re.match(r"GPU(\d+)", legend)
         gpu = int(m.group(1)) if m else None
@@ -325,6 +430,79 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
                                         ago, values))
     _hidden_under(chart.series, covered)
     return chart
+
+
+def _background(a: np.ndarray) -> float:
+    """The picture's background brightness (0-255): the median of a sparse pixel grid."""
+    return float(np.median(a[::8, ::8, :].mean(axis=2)))
+
+
+def _frame_ink(px: np.ndarray, bg: float) -> np.ndarray:
+    """Which pixels of ``px`` (rows, cols, RGB) look like nvtop's box lines: grey (channels
+    within 30) and set off from the background ``bg`` by more than 60 (light lines on a dark
+    screen, dark ones on a white one)."""
+    return (np.abs(px - px.mean(axis=-1, keepdims=True)).max(axis=-1) < 30) & \
+        (np.abs(px.mean(axis=-1) - bg) > 60)
+
+
+def _grey_rows(a: np.ndarray, x0: int, x1: int, r0: int, r1: int) -> np.ndarray:
+    """The rows in ``[r0, r1)`` that are mostly (over half of ``x0..x1``) grey frame ink."""
+    r0, r1 = max(0, r0), min(a.shape[0], r1)
+    if r1 <= r0 or x1 <= x0:
+        return np.array([], dtype=int)
+    grey = _frame_ink(a[r0:r1, x0:x1, :], _background(a))
+    return r0 + np.flatnonzero(grey.mean(axis=1) > 0.5)
+
+
+def _scale_rows(a, ticks, x_left, x_right, y100, y0, words=()) -> tuple[float, float]:
+    """The pixel rows of 100 % and 0 %.  nvtop draws 100 on the plot's top text row and 0 on
+    its bottom row, but puts the 75/50/25 labels on rounded rows (on a 12-row plot, rows 3,
+    6, 9 of 0-11): a line fitted through them misplaces 0 by up to a row.  So the read 100
+    and 0 ticks are taken as they are; a missing one is placed one text row inside the box's
+    frame (the top and bottom border lines, a row above 100 and below 0), the row's height
+    being the read tick's distance from its border; with neither, the first legend (written
+    on the 100 row) stands for the 100 tick; without any of these, the fit stays."""
+    vals = {t[0]: t[1] for t in ticks}
+    span = y0 - y100
+    tops = _grey_rows(a, x_left, x_right, int(y100 - 0.25 * span), int(y100) - 1)
+    bots = _grey_rows(a, x_left, x_right, int(y0 - 0.1 * span), int(y0 + 0.25 * span))
+    top = float(tops[-1]) if len(tops) else None
+    # the border nearest the fitted 0 (the next chart's top border may lie a row further)
+    bot = float(min(bots, key=lambda r: abs(r - y0))) if len(bots) else None
+    if 100.0 in vals and 0.0 in vals:
+        return vals[100.0], vals[0.0]
+    if 100.0 in vals and top is not None and bot is not None and vals[100.0] > top:
+        return vals[100.0], bot - (vals[100.0] - top)
+    if 0.0 in vals and top is not None and bot is not None and bot > vals[0.0]:
+        return top + (bot - vals[0.0]), vals[0.0]
+    if top is not None and bot is not None and words:
+        # neither read: the first legend ("GPU0 %") is written on the 100 row
+        legend = [w.top + w.height / 2 for w in words
+                  if re.search(r"G?[Pp][UuVvYy]", w.text) and x_left - 40 <= w.left <= x_right
+                  and top < w.top + w.height / 2 < top + 0.3 * (bot - top)]
+        if legend:
+            first = min(legend)
+            return first, bot - (first - top)
+    return y100, y0
+
+
+def _top_border_end(a: np.ndarray, x_left: int, y100: float, ticks) -> int | None:
+    """The x where a chart's top border ends: in the rows just above its 100 tick, the longest
+    run of grey frame pixels from ``x_left`` (gaps of up to 6 px bridged: the box line may be
+    drawn dashed); None when no such run of 40 px or more is found."""
+    th = max(6.0, (ticks[-1][1] - ticks[0][1]) / 8.0)  # about one text row
+    bg = _background(a)
+    best = None
+    for r in range(max(0, int(y100 - 2.0 * th)), max(0, int(y100 - 1))):
+        grey = _frame_ink(a[r:r + 1, max(0, x_left - 6):, :], bg)[0]
+        ink = np.flatnonzero(grey)
+        if len(ink) < 10 or ink[0] > 12:
+            continue
+        gaps = np.flatnonzero(np.diff(ink) > 6)
+        end = int(ink[gaps[0]] if len(gaps) else ink[-1]) + max(0, x_left - 6)
+        if end - x_left >= 40 and (best is None or end > best):
+            best = end
+    return best
 
 
 def _hidden_under(series: list[ChartSeries], covered: np.ndarray) -> None:
@@ -369,7 +547,9 @@ def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words) -> l
         return words
     lum = below.max(axis=2)
     ink = np.abs(lum - np.median(a[int(y0) - 40:int(y0), x_off:x_right].max(axis=2))) > 60
-    full = np.flatnonzero(ink.mean(axis=1) > 0.5)
+    # the frame is grey: a coloured series' line (a GPU at 0 %) right under the plot is not it
+    greyish = (below.max(axis=2) - below.min(axis=2)) < 40
+    full = np.flatnonzero((ink & greyish).mean(axis=1) > 0.5)
     if not len(full):
         return words
     frame_row = int(full[0])
@@ -452,17 +632,32 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
         tail = min(after, key=lambda o: o.left).text if after else ""
         digits = re.sub(r"^G?[Pp][UuVvYy]", "", m.group())
         index = str(int(_n(digits))) if digits else "?"
-        legend = f"GPU{index} {w.text[m.end():]}{tail}".strip().strip("|")
+        # a line drawn right after the legend is read into it ("GPU5 %—__—___"): the legend
+        # is its first "%"/"mem%" and its box ends there
+        rest = w.text[m.end():]
+        cut = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", rest, re.IGNORECASE)
+        keep = m.end() + (cut.end() if cut else min(len(rest), 5))
+        if keep < len(w.text):
+            rest = rest[:keep - m.end()]
+            after, tail = [], ""
+        elif after and len(tail) > 5:  # the "%" word ran on into the line
+            t = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", tail, re.IGNORECASE)
+            keep_t = t.end() if t else 5
+            o = min(after, key=lambda o: o.left)
+            right = o.left + o.width * keep_t / max(1, len(tail))
+            tail, after = tail[:keep_t], []
+        right = w.left + cw * keep
+        legend = f"GPU{index} {rest}{tail}".strip().strip("|")
         # the legend's own glyphs (a y tick or the frame read into the word is left out)
         left = w.left + cw * m.start()
-        box = a[int(w.top):int(w.top + w.height), int(left):int(w.left + w.width)]
+        box = a[int(w.top):int(w.top + w.height), int(left):int(right)]
         px = box.reshape(-1, 3).astype(float)
         sat = px.max(axis=1) - px.min(axis=1)
         bright = px.max(axis=1)
         pick = px[sat >= np.percentile(sat, 90)] if sat.max() > 40 else \
             px[bright >= np.percentile(bright, 90)]
         out.append((legend, np.median(pick, axis=0),
-                    (left, w.top, (after[0].left + after[0].width) if after else w.left + w.width,
+                    (left, w.top, (after[0].left + after[0].width) if after else right,
                      w.top + w.height)))
     return out
 

@@ -75,6 +75,8 @@ class PictureReading:
     notes: list[str] = field(default_factory=list)
     #: nvtop's charts, digitised (``screen_nvtop.read_charts``); empty for other tools.
     charts: list[Chart] = field(default_factory=list)
+    #: the picture's ``(width, height)`` in pixels (None for text).
+    size: tuple[int, int] | None = None
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -457,7 +459,8 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     elif not gpus:
         notes.append(f"{tool} recognised, but no GPU line could be read (cropped, blurred "
                      f"or too small?)")
-    return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes, charts)
+    return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes, charts,
+                          img.size)
 
 
 #: The tools printed in a terminal (read again on the character grid).

@@ -79,13 +79,25 @@ def test_devices_side_by_side_each_get_their_own_values():
 
 
 def test_the_truth_holds_what_the_pictures_print():
-    assert len(TRUTH) >= 20
+    assert len(TRUTH) >= 44
+    sizes = set()
     for t in TRUTH:
         assert (HERE / t["file"]).exists()
-        (g,) = t["gpus"]
-        assert {"sm_clock_mhz", "temp_c", "power_w", "power_limit_w", "util_pct",
-                "mem_used_mib"} <= set(g["printed"])
-        assert len(t["telemetry_gpu_util"]) > 100
+        n = t.get("n_gpus", 1)
+        sizes.add(n)
+        assert [g["gpu"] for g in t["gpus"]] == list(range(n)), t["file"]
+        for g in t["gpus"]:
+            assert {"sm_clock_mhz", "temp_c", "power_w", "power_limit_w", "util_pct",
+                    "mem_used_mib"} <= set(g["printed"])
+        if n == 1:
+            assert len(t["telemetry_gpu_util"]) > 100
+        else:  # the stand-in's replayed values and the scenario's stretches
+            assert sorted(map(int, t["telemetry_gpu_util_by_gpu"])) == list(range(n))
+            assert t["stretches"] and all(set(s["hot_set"]) <= set(range(n))
+                                          for s in t["stretches"])
+    assert sizes == {1, 2, 4, 8}
+    # the four-vs-four split of the question this product answers is among them
+    assert any(s["hot_set"] == [1, 3, 5, 7] for t in TRUTH for s in t.get("stretches", []))
 
 
 SMALL = ["00_d10_160x48_25s.png", "15_d5_rev_120x40_25s.png", "19_d5_rev_120x40_130s.png"]
@@ -105,3 +117,53 @@ def test_the_scorer_run_small_reads_header_and_chart_of_real_pictures():
         assert r["tool"] == "nvtop"
         assert r["interval_source"] == ["ticks"], r
         assert r["chart_share"] >= 0.85, r
+
+
+MANY = ["40_split8_d5_240x72_64s.png", "26_quad4_d10_rev_140x44_38s.png",
+        "21_pair2_d10_120x40_58s.png"]
+
+
+def test_pictures_of_two_to_eight_gpus_give_a_verdict_per_stretch():
+    """nvtop of 8, 4 and 2 GPUs (the stand-in NVML replaying the H200's values): each GPU's
+    chart read, and every true stretch judged with its hot set (the split of GPUs 1, 3, 5, 7
+    while the others idle, then all busy).  Floors under what was measured (stretches 2/2,
+    3/3, 4/4; chart columns 82.1/90.6/94.2 %)."""
+    sys.path.insert(0, str(HERE))
+    from evaluate_nvtop import evaluate
+
+    res = evaluate(MANY, log=lambda *_: None)
+    assert res["pictures"] == 3
+    assert res["stretches"] >= 7
+    assert res["stretches_ok"] == res["stretches"], [r["stretch_misses"] for r in res["rows"]]
+    for r in res["rows"]:
+        assert r["chart_share"] >= 0.75, r
+
+
+def test_the_cli_prints_the_stretches_with_range_gpus_and_source(capsys):
+    """``tealeaves screenshot read`` on the eight-GPU picture: the split's stretch says its
+    range, its GPUs and that it comes from nvtop's GPU % charts; ``--cuts 0.5`` cuts the time
+    axis in two instead."""
+    from tealeaves.app.cli import main
+
+    pic = str(HERE / "pictures" / "40_split8_d5_240x72_64s.png")
+    assert main(["screenshot", "read", pic]) == 0
+    out = capsys.readouterr().out
+    split = [ln for ln in out.splitlines() if ln.startswith("  stretch,") and "uneven" in ln]
+    assert len(split) == 1, out
+    assert "GPUs 1, 3, 5, 7 busy" in split[0] and "nvtop GPU %" in split[0]
+    assert "s before the newest sample (GPUs 0, 1, 2, 3, 4, 5, 6, 7" in split[0]
+    assert "what the charts cannot tell" in out
+    assert main(["screenshot", "read", "--json", "--cuts", "0.5", pic]) == 0
+    (r,) = json.loads(capsys.readouterr().out)
+    halves = r["charts"]["stretches"]
+    assert len(halves) == 2
+    assert halves[0]["from_s_ago"] > halves[0]["to_s_ago"] >= halves[1]["from_s_ago"] - 0.5
+    assert all(len(h["boxes"]) == 8 for h in halves)
+
+
+def test_cuts_must_be_fractions_of_the_axis():
+    from tealeaves.app.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["screenshot", "read", "--cuts", "1.5", str(HERE / "truth.json")])
+    assert e.value.code == 2

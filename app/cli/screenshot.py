@@ -10,10 +10,10 @@ from pathlib import Path
 from .common import fail
 
 
-def read_one(path: Path, halves: bool = False) -> dict:
-    """One picture read: ``{"file", "tool", "gpus", "regions", "units", "notes"}``
+def read_one(path: Path, halves: bool = False, cuts: list[float] | None = None) -> dict:
+    """One picture read: ``{"file", "tool", "gpus", "regions", "units", "notes", "charts"}``
     (``classifier.picture.summary``; with ``halves``, the top and bottom halves are regions
-    too).
+    too; ``cuts``, fractions of nvtop's time axis to cut its charts at, oldest 0).
 
     Raises:
         ValueError (``ScreenReadError``): not a picture, or no OCR engine (names the file).
@@ -39,7 +39,7 @@ def read_one(path: Path, halves: bool = False) -> dict:
         raise ValueError(f"{path}: {exc.strerror or exc}") from None
     regions = [{"name": "top half", "box": [0.0, 0.0, 1.0, 0.5]},
                {"name": "bottom half", "box": [0.0, 0.5, 1.0, 1.0]}] if halves else []
-    return {"file": str(path), **summary(r, regions), "units": FIELDS}
+    return {"file": str(path), **summary(r, regions, cuts), "units": FIELDS}
 
 
 #: How the values are named in the text output, utilization first (the verdict's load).
@@ -67,7 +67,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     for p in bar:  # one unreadable file is said and skipped, the others are read
         bar.set_postfix_str(f"{p.name}: OCR (Tesseract) and the bands", refresh=True)
         try:
-            out.append(read_one(p, args.halves))
+            out.append(read_one(p, args.halves, args.cuts))
         except ValueError as exc:
             bar.clear()
             fail(str(exc))
@@ -96,6 +96,13 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
                 print(f"  verdict, {reg['name']} ({gpus}): {reg['verdict']['text']}")
         if r["regions"][0]["verdict"]:
             print(f"  what it cannot tell: {r['regions'][0]['verdict']['limits']}")
+        if r.get("charts"):
+            for st in r["charts"]["stretches"]:
+                print(f"  stretch, {st['text']}")
+            for note in r["charts"]["notes"]:
+                print(f"  charts: {note}")
+            if r["charts"]["stretches"]:
+                print(f"  what the charts cannot tell: {r['charts']['limits']}")
     return 2 if bad else 0
 
 
@@ -111,4 +118,20 @@ def add_parser(sub) -> None:
     r.add_argument("--json", action="store_true", help="print one JSON list")
     r.add_argument("--halves", action="store_true",
                    help="also a verdict for the top and the bottom half of each picture")
+    r.add_argument("--cuts", type=_fractions, default=None, metavar="F[,F...]",
+                   help="cut nvtop's charts at these fractions of their time axis (0 the "
+                        "oldest moment shown, 1 the newest; 0.5: the older and newer half) "
+                        "instead of where the pattern changes")
     r.set_defaults(func=cmd_screenshot)
+
+
+def _fractions(text: str) -> list[float]:
+    """``--cuts``' value: comma-separated fractions strictly between 0 and 1."""
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--cuts {text!r}: not numbers") from None
+    if not out or any(not 0 < f < 1 for f in out):
+        raise argparse.ArgumentTypeError(f"--cuts {text!r}: each cut is a fraction between 0 "
+                                         f"and 1 of the time axis")
+    return out
