@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import struct
 import time
@@ -321,6 +322,49 @@ def test_a_monitor_screenshot_with_no_telemetry_shows_its_numbers_and_verdicts(s
             halves[half] = gpus
         top, bottom = halves["region 1 (top)"], halves["region 2 (bottom)"]
         assert sorted(top + bottom) == list(range(8)) and max(top) < min(bottom), halves
+        assert not errors, errors
+    finally:
+        page.close()
+
+
+def test_an_nvtop_picture_shows_its_stretches_over_the_charts(served, browser):
+    """A real nvtop picture of eight GPUs (the stand-in replaying the H200's values, 4-vs-4
+    split then all busy): the page lists a verdict per stretch of the charts, S1, S2 ..., the
+    split's hot set named, each compared with the telemetry of its seconds or saying why not,
+    and shades the stretches over every chart of the picture."""
+    if not shutil.which("tesseract"):
+        pytest.skip("tesseract-ocr is not installed")
+    url, _db = served
+    pic = Path(__file__).parent / "pictures" / "nvtop" / "pictures" / \
+        "40_split8_d5_240x72_64s.png"
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    try:
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(url)
+        page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
+                               timeout=30_000)
+        page.click(f"#{ids.TAB_SHOTS}")
+        _upload(page, [(SCROT, pic.read_bytes())])  # its name gives the telemetry's moment
+        page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_READ}')"
+                               f".innerText.includes('S1, nvtop charts')", timeout=180_000)
+        lines = page.inner_text(f"#{ids.SHOT_READ}").splitlines()
+        st = [ln for ln in lines if re.match(r"S\d+, nvtop charts, GPU % per GPU: ", ln)]
+        assert len(st) >= 2, lines
+        split = [ln for ln in st if "uneven" in ln]
+        assert len(split) == 1 and "GPUs 1, 3, 5, 7 busy" in split[0], st
+        assert "s before the newest sample (GPUs 0, 1, 2, 3, 4, 5, 6, 7" in split[0]
+        # each stretch against the telemetry: the bundled trace's GPUs are not these eight
+        for k in range(1, len(st) + 1):
+            assert any(ln.startswith(f"S{k}: ") and ("not compared" in ln or "agree" in ln)
+                       for ln in lines), lines
+        assert any("cannot tell tensor-pipe from memory-bound" in ln for ln in lines)
+        shapes = f"document.querySelector('#{ids.SHOT_IMAGE} .js-plotly-plot')"
+        page.wait_for_function(f"() => {shapes} && ({shapes}.layout.shapes || [])"
+                               f".some(s => s.name === 'stretch S1')", timeout=30_000)
+        names = page.evaluate(f"() => {shapes}.layout.shapes.map(s => s.name || '')")
+        per = {n: names.count(n) for n in set(names) if n.startswith("stretch ")}
+        assert len(per) == len(st) and all(c == 8 for c in per.values()), per  # 8 charts each
         assert not errors, errors
     finally:
         page.close()

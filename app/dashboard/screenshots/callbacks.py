@@ -34,7 +34,7 @@ from .model import (
 )
 from .reading import reading
 from .upload import accept_batch
-from .views import compare_view, detail, picture_reading, shot_table
+from .views import compare_view, detail, picture_figure, picture_reading, shot_table
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).
@@ -365,6 +365,7 @@ def register_reading(app: dash.Dash, live) -> None:
     @app.callback(
         Output(ids.SHOT_READ, "children"),
         Output(ids.SHOT_READ_TICK, "disabled"),
+        Output(ids.SHOT_IMAGE, "figure", allow_duplicate=True),
         Input(ids.SHOT_SELECTED, "data"),
         Input(ids.SHOTS_VERSION, "data"),
         Input(ids.SHOT_READ_TICK, "n_intervals"),
@@ -374,13 +375,14 @@ def register_reading(app: dash.Dash, live) -> None:
     def _read(sha, _version, _tick, span):
         r = _shot_row(store, sha)
         if r is None:
-            return [], True
+            return [], True, dash.no_update
         state, value = reading(sha, lambda: store.screenshot_data(sha), str(r["name"]))
         if state == "pending":
             return [html.Div("reading the picture's numbers (OCR, up to half a minute)…",
-                             className="tl-muted")], False
+                             className="tl-muted")], False, dash.no_update
         if state == "error":
-            return [html.Div(f"read from the picture: {value}", className="tl-stale")], True
+            return [html.Div(f"read from the picture: {value}", className="tl-stale")], True, \
+                dash.no_update
         regions = parse_regions(r.regions)
         s = summary(value, regions)
         ts = float(r.capture_ts) if pd.notna(r.capture_ts) else None
@@ -389,7 +391,18 @@ def register_reading(app: dash.Dash, live) -> None:
             v = moment_verdict(live.history, ts + float(reg.get("offset_s", 0.0)),
                                span_seconds(span)) if ts is not None else None
             tele.append(dict(v.loads) if v is not None and v.windows else None)
-        return picture_reading(s, tele), True
+        # each stretch of nvtop's charts against the telemetry of its seconds (the newest
+        # sample taken as the capture time)
+        stretches = (s.get("charts") or {}).get("stretches") or []
+        st_tele: list[dict | None] = []
+        for st in stretches:
+            half = (st["from_s_ago"] - st["to_s_ago"]) / 2
+            v = moment_verdict(live.history, ts - st["to_s_ago"] - half, half) \
+                if ts is not None else None
+            st_tele.append(dict(v.loads) if v is not None and v.windows else None)
+        figure = picture_figure(r.sha256, int(r.width), int(r.height), regions, stretches) \
+            if stretches else dash.no_update
+        return picture_reading(s, tele, st_tele), True, figure
 
 
 def register_compare(app: dash.Dash, live) -> None:

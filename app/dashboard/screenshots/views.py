@@ -53,9 +53,18 @@ def picture_height(width: int, height: int) -> int:
     return max(lo, min(hi, int(PICTURE_PANEL_PX * height / max(width, 1))))
 
 
-def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go.Figure:
+#: A stretch's fill on the picture, by its pattern (uneven stands out).
+STRETCH_FILL = {"uneven": "rgba(214,39,40,0.18)", "uniform": "rgba(44,160,44,0.14)",
+                "idle": "rgba(127,127,127,0.14)"}
+
+
+def picture_figure(sha: str, width: int, height: int, regions: list[dict],
+                   stretches: list[dict] | None = None) -> go.Figure:
     """The screenshot ``sha`` (``width`` x ``height`` px) as a zoomable figure (pixel axes,
-    y down) with its regions outlined; rectangles drawn on it become regions."""
+    y down) with its regions outlined; rectangles drawn on it become regions.  ``stretches``
+    (``classifier.picture.stretches``' list) are shaded over each nvtop chart they cover
+    (``STRETCH_FILL`` by pattern), numbered S1, S2, ... oldest first, as the reading lists
+    them."""
     # a layout image (go.Image takes data URIs only): served by URL, zoomable with the axes
     fig = go.Figure(go.Scatter(x=[0, width], y=[0, height], mode="markers",
                                marker={"opacity": 0}, hoverinfo="skip", showlegend=False))
@@ -70,6 +79,18 @@ def picture_figure(sha: str, width: int, height: int, regions: list[dict]) -> go
         fig.add_annotation(x=x0 * width, y=y0 * height, text=f"<b>{i + 1}</b> {r['name']}",
                            showarrow=False, xanchor="left", yanchor="top",
                            bgcolor="rgba(255,255,255,0.85)", font={"size": 12})
+    for k, st in enumerate(stretches or []):
+        pattern = st["verdict"]["pattern"]
+        for j, (x0, y0, x1, y1) in enumerate(st["boxes"]):
+            fig.add_shape(type="rect", x0=x0 * width, x1=x1 * width, y0=y0 * height,
+                          y1=y1 * height, line={"width": 1, "color": "rgba(0,0,0,0.35)",
+                                                "dash": "dot"},
+                          fillcolor=STRETCH_FILL.get(pattern, "rgba(31,119,180,0.14)"),
+                          editable=False, name=f"stretch S{k + 1}")
+            if j == 0:
+                fig.add_annotation(x=x0 * width, y=y1 * height, text=f"S{k + 1} {pattern}",
+                                   showarrow=False, xanchor="left", yanchor="bottom",
+                                   bgcolor="rgba(255,255,255,0.85)", font={"size": 11})
     fig.update_layout(margin={"l": 0, "r": 0, "t": 0, "b": 0}, dragmode="drawrect",
                       plot_bgcolor="white",
                       newshape={"line": {"color": "#d62728", "width": 3}},
@@ -247,13 +268,17 @@ def _read_cell(g: dict, keys: tuple[str, ...], unit: str) -> html.Td:
                    className="" if conf >= SURE else "tl-stale")
 
 
-def picture_reading(s: dict, telemetry: list[dict | None]) -> list:
-    """The numbers read from the opened picture and its verdict per region.
+def picture_reading(s: dict, telemetry: list[dict | None],
+                    stretch_telemetry: list[dict | None] | None = None) -> list:
+    """The numbers read from the opened picture, its verdict per region and, for nvtop, per
+    stretch of its charts (S1, S2, ... oldest first, as shaded on the picture).
 
     Args:
         s: ``classifier.picture.summary`` of the picture (whole picture, then its regions).
         telemetry: per region of ``s``, the telemetry's loads of that moment (``{gpu: %}``)
             or None where there is none.
+        stretch_telemetry: per stretch of ``s["charts"]``, the telemetry's loads over its
+            seconds, or None where there is none.
     """
     from ....classifier.picture import compare
 
@@ -281,5 +306,22 @@ def picture_reading(s: dict, telemetry: list[dict | None]) -> list:
                 "agree": "tl-muted tl-agree", "disagree": "tl-stale tl-disagree",
                 "not compared": "tl-stale tl-not-compared"}[c["status"]]))
     out.append(html.Div(s["regions"][0]["verdict"]["limits"], className="tl-muted"))
+    charts = s.get("charts") or {}
+    stretches = charts.get("stretches") or []
+    for k, st in enumerate(stretches):
+        out.append(html.Div([html.B(f"S{k + 1}, {charts['source']}: "), st["text"]],
+                            className="tl-read-verdict tl-stretch"))
+        tele = (stretch_telemetry or [None] * len(stretches))[k]
+        if tele:
+            c = compare(st["verdict"], st["loads"], tele, shown)
+            out.append(html.Div(f"S{k + 1}: {c['text']}", className={
+                "agree": "tl-muted tl-agree", "disagree": "tl-stale tl-disagree",
+                "not compared": "tl-stale tl-not-compared"}[c["status"]]))
+        else:
+            out.append(html.Div(f"S{k + 1}: not compared with the telemetry: none of those "
+                                f"seconds", className="tl-muted tl-not-compared"))
+    if stretches:
+        out.append(html.Div(charts["limits"], className="tl-muted"))
+    out.extend(html.Div(f"charts: {n}", className="tl-muted") for n in charts.get("notes", []))
     out.extend(html.Div(note, className="tl-muted") for note in s["notes"])
     return out
