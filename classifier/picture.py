@@ -142,8 +142,21 @@ def summary(reading, regions: list[dict] | None = None,
         ``{"tool", "gpus": [{"gpu", "values", "confidence", "box"}], "regions": [{"name",
         "box", "gpus": [read GPUs in it], "verdict": verdict(), "loads": {gpu: load %}}],
         "notes", "charts"}``; no verdict (None) when no monitor was recognised; ``charts``
-        is ``stretches()`` of nvtop's charts (None for other pictures).
+        is ``stretches()`` of nvtop's charts (None for other pictures).  A picture of two
+        captures (``PictureReading.captures``) has no GPUs of its own and a ``captures`` list:
+        per capture ``{"name", "box", ...}`` with this same summary of it.
     """
+    if getattr(reading, "captures", None):  # two screens pasted together: each on its own
+        caps = []
+        for cap_name, box, sub in reading.captures:
+            one = summary(sub, None, cuts)
+            caps.append({"name": cap_name, "box": list(box), **one})
+        text = ("two captures in one picture: no verdict across them (each is its own moment; "
+                "see each capture)")
+        return {"tool": reading.tool, "gpus": [],
+                "regions": [{"name": WHOLE["name"], "box": list(WHOLE["box"]), "gpus": [],
+                             "verdict": {**verdict({}), "text": text}, "loads": {}}],
+                "notes": list(reading.notes), "charts": None, "captures": caps}
     out_regions = []
     notes = list(reading.notes)
     doubtful = [f"GPU {g.gpu} {k}" for g in reading.gpus for k in ("util_pct", "power_w")

@@ -77,6 +77,9 @@ class PictureReading:
     charts: list[Chart] = field(default_factory=list)
     #: the picture's ``(width, height)`` in pixels (None for text).
     size: tuple[int, int] | None = None
+    #: two nvtop screens pasted into one picture (``_two_captures``): ``(name, box, reading)``
+    #: each, the box in fractions of this picture; empty otherwise.
+    captures: list = field(default_factory=list)
 
 
 # -- text ----------------------------------------------------------------------------------
@@ -427,6 +430,65 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     if img.width * img.height > MAX_READ_PIXELS:  # a 64-Mpx blank would take gigabytes
         k = (MAX_READ_PIXELS / (img.width * img.height)) ** 0.5
         img = img.resize((max(1, round(img.width * k)), max(1, round(img.height * k))))
+    two = _two_captures(img, name, graphs)
+    if two is not None:
+        return two
+    return _read_image(img, name, graphs)
+
+
+#: Two captures are told apart only where each band of background is at least this share of
+#: the picture (a chart's own rows, a status bar, are shorter).
+CAPTURE_MIN_SHARE = 0.25
+
+
+def _two_captures(img, name: str, graphs) -> PictureReading | None:
+    """Two screenshots pasted one above the other (as people paste "top" and "bottom"): the
+    picture's rows fall into two long bands of different background colour (each at least
+    ``CAPTURE_MIN_SHARE`` of the height; the background of a row is its median colour), and
+    each band read on its own is nvtop.  Returns the reading with ``captures`` (each its own
+    moment, its own verdict), or None when the picture is one screen.  Two captures on one
+    background, or side by side, are not told apart (said nowhere: read as one screen)."""
+    import numpy as np
+
+    a = np.asarray(img.convert("RGB"), dtype=np.int16)[:, ::4]
+    if a.shape[0] < 200:
+        return None
+    bg = np.median(a, axis=1)  # (rows, 3)
+    # runs of one background; a short run (a frame line, a highlighted row, the gap between
+    # the two) belongs to the run before it
+    runs: list[list] = []
+    for y, c in enumerate(bg):
+        if runs and np.abs(runs[-1][2] - c).max() <= 60:
+            runs[-1][1] = y + 1
+        else:
+            runs.append([y, y + 1, c])
+    short = 0.03 * len(bg)
+    merged: list[list] = []
+    for r in runs:
+        if merged and (r[1] - r[0] < short or np.abs(merged[-1][2] - r[2]).max() <= 60):
+            merged[-1][1] = r[1]
+        else:
+            merged.append(list(r))
+    merged = [r for r in merged if r[1] - r[0] >= short]  # a first row of its own
+    bands = [(r[0], r[1]) for r in merged if r[1] - r[0] >= CAPTURE_MIN_SHARE * len(bg)]
+    if len(bands) != 2 or len(merged) != 2:
+        return None
+    cut = bands[1][0]
+    parts = []
+    for label, (y0, y1) in (("top", (0, cut)), ("bottom", (cut, img.height))):
+        sub = _read_image(img.crop((0, y0, img.width, y1)), f"{name} ({label})", graphs)
+        if sub.tool != "nvtop":
+            return None
+        parts.append((f"capture {len(parts) + 1} ({label})",
+                      (0.0, y0 / img.height, 1.0, y1 / img.height), sub))
+    notes = [(f"two nvtop captures in one picture (split at row {cut} of {img.height}, "
+              f"where the background changes): each is read as its own moment")]
+    return PictureReading("nvtop", [], "\n".join(p[2].text for p in parts), notes, [],
+                          img.size, parts)
+
+
+def _read_image(img, name: str, graphs) -> PictureReading:
+    """``read_picture``'s reading of a decoded picture (one screen)."""
     try:
         words = ocr_words(*_prepare(img))
     except RuntimeError as exc:  # pytesseract's timeout

@@ -167,3 +167,56 @@ def test_cuts_must_be_fractions_of_the_axis():
     with pytest.raises(SystemExit) as e:
         main(["screenshot", "read", "--cuts", "1.5", str(HERE / "truth.json")])
     assert e.value.code == 2
+
+
+def test_two_captures_pasted_one_above_the_other_are_two_moments(tmp_path):
+    """Two real nvtop pictures of two GPUs (white and dark screens) pasted one above the other,
+    as people paste "top" and "bottom": two captures, each with its own GPUs, verdict and
+    stretches, each stretch's hot set the scenario's; no verdict across them."""
+    import io
+
+    from PIL import Image
+
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import read_picture
+
+    sys.path.insert(0, str(HERE))
+    from evaluate_nvtop import _score_stretches
+
+    names = ["21_pair2_d10_120x40_58s.png", "25_pair2_d5_rev_100x36_78s.png"]
+    pics = [Image.open(HERE / "pictures" / n).convert("RGB") for n in names]
+    both = Image.new("RGB", (max(p.width for p in pics), sum(p.height for p in pics) + 20),
+                     (255, 255, 255))
+    both.paste(pics[0], (0, 0))
+    both.paste(pics[1], (0, pics[0].height + 20))
+    buf = io.BytesIO()
+    both.save(buf, "PNG")
+    r = read_picture(buf.getvalue(), "two.png")
+    assert r.tool == "nvtop" and not r.gpus and len(r.captures) == 2, r.notes
+    assert [c[0] for c in r.captures] == ["capture 1 (top)", "capture 2 (bottom)"]
+    assert abs(r.captures[0][1][3] - (pics[0].height + 20) / both.height) < 0.02
+    for (_n, _box, sub), name in zip(r.captures, names, strict=True):
+        assert [g.gpu for g in sub.gpus] == [0, 1]
+        entry = next(t for t in TRUTH if t["file"].endswith(name))
+        n, ok, miss = _score_stretches(entry, sub)
+        assert n >= 2 and ok == n, miss
+    s = summary(r)
+    assert "no verdict across them" in s["regions"][0]["verdict"]["text"]
+    assert [c["name"] for c in s["captures"]] == ["capture 1 (top)", "capture 2 (bottom)"]
+    assert all(c["charts"]["stretches"] for c in s["captures"])
+    # the Screenshots page lists each capture, its stretches numbered on across both
+    from tealeaves.app.dashboard.screenshots.views import picture_reading
+
+    text = str(picture_reading(s, [None]))
+    n_st = sum(len(c["charts"]["stretches"]) for c in s["captures"])
+    assert "capture 2 (bottom)" in text and f"S{n_st}, nvtop charts" in text
+    assert "which moment it shows is not known" in text
+
+
+def test_one_screen_with_highlighted_rows_is_not_split():
+    """nvtop's own coloured rows (its process header, its key bar, chart frames) are short
+    runs of another background: one picture stays one capture."""
+    from tealeaves.data.screen_read import read_picture
+
+    r = read_picture((HERE / "pictures" / "40_split8_d5_240x72_64s.png").read_bytes(), "x")
+    assert not r.captures and len(r.gpus) == 8

@@ -80,30 +80,42 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
     for r in out:
         if "error" in r:
             continue
-        print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
-              f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
-        for g in r["gpus"]:
-            cells = ", ".join(f"{LABELS[k]} {g['values'][k]:g} {r['units'][k]} "
-                              f"({g['confidence'][k]:.0%} sure)"
-                              for k in LABELS if k in g["values"])
-            print(f"  GPU {g['gpu']}: {cells}")
-        for note in r["notes"]:
-            print(f"  {note}")
-        for reg in r["regions"]:
-            if reg["verdict"]:
-                gpus = f"GPUs {', '.join(map(str, reg['gpus']))}" if reg["gpus"] else \
-                    "no GPU read"
-                print(f"  verdict, {reg['name']} ({gpus}): {reg['verdict']['text']}")
-        if r["regions"][0]["verdict"]:
-            print(f"  what it cannot tell: {r['regions'][0]['verdict']['limits']}")
-        if r.get("charts"):
-            for st in r["charts"]["stretches"]:
-                print(f"  stretch, {st['text']}")
-            for note in r["charts"]["notes"]:
-                print(f"  charts: {note}")
-            if r["charts"]["stretches"]:
-                print(f"  what the charts cannot tell: {r['charts']['limits']}")
+        if r.get("captures"):
+            print(f"{r['file']}: {r['tool']}, {len(r['captures'])} captures in one picture")
+            for note in r["notes"]:
+                print(f"  {note}")
+            for c in r["captures"]:
+                _print_one({**c, "file": f"  {c['name']}", "units": r["units"]}, "    ")
+            continue
+        _print_one(r, "  ")
     return 2 if bad else 0
+
+
+def _print_one(r: dict, ind: str) -> None:
+    """One reading's lines (a picture, or one capture of it), indented by ``ind``."""
+    print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
+          f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
+    for g in r["gpus"]:
+        cells = ", ".join(f"{LABELS[k]} {g['values'][k]:g} {r['units'][k]} "
+                          f"({g['confidence'][k]:.0%} sure)"
+                          for k in LABELS if k in g["values"])
+        print(f"{ind}GPU {g['gpu']}: {cells}")
+    for note in r["notes"]:
+        print(f"{ind}{note}")
+    for reg in r["regions"]:
+        if reg["verdict"]:
+            gpus = f"GPUs {', '.join(map(str, reg['gpus']))}" if reg["gpus"] else \
+                "no GPU read"
+            print(f"{ind}verdict, {reg['name']} ({gpus}): {reg['verdict']['text']}")
+    if r["regions"][0]["verdict"]:
+        print(f"{ind}what it cannot tell: {r['regions'][0]['verdict']['limits']}")
+    if r.get("charts"):
+        for st in r["charts"]["stretches"]:
+            print(f"{ind}stretch, {st['text']}")
+        for note in r["charts"]["notes"]:
+            print(f"{ind}charts: {note}")
+        if r["charts"]["stretches"]:
+            print(f"{ind}what the charts cannot tell: {r['charts']['limits']}")
 
 
 def add_parser(sub) -> None:

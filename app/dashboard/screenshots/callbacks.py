@@ -394,8 +394,14 @@ def register_reading(app: dash.Dash, live) -> None:
         # each stretch of nvtop's charts against the telemetry of its seconds (the newest
         # sample taken as the capture time)
         stretches = (s.get("charts") or {}).get("stretches") or []
+        for c in s.get("captures") or []:  # each capture's boxes, on the whole picture
+            y0, y1 = c["box"][1], c["box"][3]
+            stretches = stretches + [
+                {**st, "boxes": [[b[0], y0 + b[1] * (y1 - y0), b[2], y0 + b[3] * (y1 - y0)]
+                                 for b in st["boxes"]]}
+                for st in (c.get("charts") or {}).get("stretches") or []]
         st_tele: list[dict | None] = []
-        for st in stretches:
+        for st in stretches if not s.get("captures") else []:
             half = (st["from_s_ago"] - st["to_s_ago"]) / 2
             v = moment_verdict(live.history, ts - st["to_s_ago"] - half, half) \
                 if ts is not None else None

@@ -269,7 +269,8 @@ def _read_cell(g: dict, keys: tuple[str, ...], unit: str) -> html.Td:
 
 
 def picture_reading(s: dict, telemetry: list[dict | None],
-                    stretch_telemetry: list[dict | None] | None = None) -> list:
+                    stretch_telemetry: list[dict | None] | None = None,
+                    no_telemetry: str = "none of those seconds") -> list:
     """The numbers read from the opened picture, its verdict per region and, for nvtop, per
     stretch of its charts (S1, S2, ... oldest first, as shaded on the picture).
 
@@ -279,7 +280,24 @@ def picture_reading(s: dict, telemetry: list[dict | None],
             or None where there is none.
         stretch_telemetry: per stretch of ``s["charts"]``, the telemetry's loads over its
             seconds, or None where there is none.
+        no_telemetry: why a stretch without telemetry was not compared.
+
+    A picture of two captures (``s["captures"]``) lists each capture's reading under its
+    name, stretches numbered on (S1, S2 ... across both), none compared with the telemetry:
+    which moment each capture shows is not known.
     """
+    if s.get("captures"):
+        out: list = [html.Div([html.B("read from the picture: "),
+                               f"{s['tool']}, {len(s['captures'])} captures"])]
+        out.extend(html.Div(note, className="tl-muted") for note in s["notes"])
+        first = 0
+        for c in s["captures"]:
+            out.append(html.H4(c["name"], className="tl-capture"))
+            out.extend(picture_reading({**c, "first_stretch": first}, [None] * len(c["regions"]),
+                                       None, "a capture of two in one picture: which moment "
+                                             "it shows is not known"))
+            first += len((c.get("charts") or {}).get("stretches") or [])
+        return out
     from ....classifier.picture import compare
 
     if not s["tool"]:
@@ -308,18 +326,20 @@ def picture_reading(s: dict, telemetry: list[dict | None],
     out.append(html.Div(s["regions"][0]["verdict"]["limits"], className="tl-muted"))
     charts = s.get("charts") or {}
     stretches = charts.get("stretches") or []
+    first = s.get("first_stretch", 0)
     for k, st in enumerate(stretches):
-        out.append(html.Div([html.B(f"S{k + 1}, {charts['source']}: "), st["text"]],
+        label = f"S{first + k + 1}"
+        out.append(html.Div([html.B(f"{label}, {charts['source']}: "), st["text"]],
                             className="tl-read-verdict tl-stretch"))
         tele = (stretch_telemetry or [None] * len(stretches))[k]
         if tele:
             c = compare(st["verdict"], st["loads"], tele, shown)
-            out.append(html.Div(f"S{k + 1}: {c['text']}", className={
+            out.append(html.Div(f"{label}: {c['text']}", className={
                 "agree": "tl-muted tl-agree", "disagree": "tl-stale tl-disagree",
                 "not compared": "tl-stale tl-not-compared"}[c["status"]]))
         else:
-            out.append(html.Div(f"S{k + 1}: not compared with the telemetry: none of those "
-                                f"seconds", className="tl-muted tl-not-compared"))
+            out.append(html.Div(f"{label}: not compared with the telemetry: {no_telemetry}",
+                                className="tl-muted tl-not-compared"))
     if stretches:
         out.append(html.Div(charts["limits"], className="tl-muted"))
     out.extend(html.Div(f"charts: {n}", className="tl-muted") for n in charts.get("notes", []))
