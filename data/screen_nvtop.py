@@ -55,6 +55,8 @@ _GPU_BAR = re.compile(r"GPU\s*\S.{0,90}?(100|\d{1,2})\s*%\s*(?:[\]|)}J1l]|(?=\S?
 _GI = r"(?:([KMGT])[i1l]|G?(6)1)"
 _MEM_BAR = re.compile(r"(" + _NUM + r"*\s*\.\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
                       _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI)
+# "GPU" of a legend as OCR reads it: "GPU", "GpY", "PU" (the G lost)
+_GPU_WORD = r"G?[Pp][UuVvYy]"
 _CODEC_BAR = re.compile(r"(ENC|DEC)\s*\S.{0,40}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
 
 
@@ -219,9 +221,10 @@ def read_charts(img, words) -> list[Chart]:
     """
     a = np.asarray(img.convert("RGB"), dtype=np.int16)
     ticks = _y_ticks(words)
+    bg = _background(a)  # the frame is told from it in every chart
     charts = []
     for col in ticks:
-        chart = _one_chart(a, words, col)
+        chart = _one_chart(a, words, col, bg)
         if chart is not None:
             charts.append(chart)
     _share_scales(charts)
@@ -243,10 +246,7 @@ def _share_scales(charts: list[Chart]) -> None:
             c.newest_right = sum(r.newest_right for r in read) * 2 >= len(read)
             c.interval_source = "ticks (another chart)"
             c.notes = [n for n in c.notes if not n.startswith("time ticks not read")]
-            x0, _y, x1, _y0 = c.box
-            xs = np.arange(x0, x1 + 1)
-            ago = (x1 - xs) * c.seconds_per_px if c.newest_right else \
-                (xs - x0) * c.seconds_per_px
+            ago = _ages(c.box[0], c.box[2], c.seconds_per_px, c.newest_right)
             for sr in c.series:
                 sr.seconds_ago = ago
     for c in charts:
@@ -310,9 +310,7 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
         if not any(s.metric == "gpu_util" for s in c.series):
             x0, y100, x1, y0 = c.box
             level = _levels(a, util, x0, x1, y100 - 4, y0 + 4)
-            xs = np.arange(x0, x1 + 1)
-            ago = (x1 - xs) * c.seconds_per_px if c.newest_right else \
-                (xs - x0) * c.seconds_per_px
+            ago = _ages(x0, x1, c.seconds_per_px, c.newest_right)
             vals = np.clip((y0 - level) / max(1.0, y0 - y100) * 100.0, 0, 100)
             c.series.insert(0, ChartSeries(f"GPU{rank} %", rank, "gpu_util", util, ago, vals))
             c.notes.append(f"GPU{rank} %'s legend not read: its line is read in the colour of "
@@ -356,7 +354,7 @@ def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
     return [[(v, y, x) for v, y, x, _h in g] for g in sorted(groups, key=lambda g: g[0][1])]
 
 
-def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
+def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
     vals = np.array([t[0] for t in ticks])
     ys = np.array([t[1] for t in ticks])
     slope, icpt = np.polyfit(vals, ys, 1)  # y pixel of a value
@@ -367,12 +365,12 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     h, w = a.shape[:2]
     lo_y, hi_y = int(max(0, y100 - 2)), int(min(h - 1, y0 + 2))
     # the plot area's right edge: the box's frame, the last column with a long vertical run
-    grey = _frame_ink(a[lo_y:hi_y, :, :], _background(a))
+    grey = _frame_ink(a[lo_y:hi_y, :, :], bg)
     frame_cols = np.flatnonzero(grey.mean(axis=0) > 0.8)
     right = [c for c in frame_cols if c > x_left + 20]
     # charts side by side: this chart's own right frame is where its top border ends (the
     # box line above the 100 tick, grey like the frame); without one, the last frame column
-    end = _top_border_end(a, x_left, y100, ticks)
+    end = _top_border_end(a, x_left, y100, ticks, bg)
     if end is not None and right:
         near = min(right, key=lambda c: abs(c - end))
         right = [near] if abs(near - end) <= 12 else right
@@ -380,7 +378,7 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     x_left = int(frame_cols[(frame_cols >= x_left - 4) & (frame_cols < x_left + 20)].max()
                  + 2) if ((frame_cols >= x_left - 4) & (frame_cols < x_left + 20)).any() \
         else x_left
-    y100, y0 = _scale_rows(a, ticks, x_left, x_right, y100, y0, words)
+    y100, y0 = _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words)
     slope, icpt = (y0 - y100) / -100.0, y0
     # the strip's reading hangs on where it is cut: a few pixels lower or higher make "0s"
     # read as "s"; where the ticks do not agree, the strip is cut again
@@ -402,11 +400,10 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
             _saturation(c) < 40 for c in colours):
         chart.notes.append("the series share one colour (a monochrome screen): which line is "
                            "which cannot be told; the lines are read together")
-    xs = np.arange(x_left, x_right + 1)
-    ago = (x_right - xs) * sec_px if newest_right else (xs - x_left) * sec_px
+    ago = _ages(x_left, x_right, sec_px, newest_right)
     # the legend words are drawn in their series' colours: no level is read off them
     masked = a.copy()
-    covered = np.zeros(len(xs), dtype=bool)  # columns a legend hides part of
+    covered = np.zeros(len(ago), dtype=bool)  # columns a legend hides part of
     for x0, y0_, x1, y1 in (b for _l, _c, b in legends):
         masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = 0
         covered[max(0, int(x0) - 1 - x_left):max(0, int(x1) + 2 - x_left)] = True
@@ -432,6 +429,12 @@ def _one_chart(a: np.ndarray, words, ticks) -> Chart | None:
     return chart
 
 
+def _ages(x0: int, x1: int, seconds_per_px: float, newest_right: bool) -> np.ndarray:
+    """Seconds before the newest sample of each pixel column ``x0..x1`` of a chart."""
+    xs = np.arange(x0, x1 + 1)
+    return (x1 - xs) * seconds_per_px if newest_right else (xs - x0) * seconds_per_px
+
+
 def _background(a: np.ndarray) -> float:
     """The picture's background brightness (0-255): the median of a sparse pixel grid."""
     return float(np.median(a[::8, ::8, :].mean(axis=2)))
@@ -445,16 +448,16 @@ def _frame_ink(px: np.ndarray, bg: float) -> np.ndarray:
         (np.abs(px.mean(axis=-1) - bg) > 60)
 
 
-def _grey_rows(a: np.ndarray, x0: int, x1: int, r0: int, r1: int) -> np.ndarray:
+def _grey_rows(a: np.ndarray, x0: int, x1: int, r0: int, r1: int, bg: float) -> np.ndarray:
     """The rows in ``[r0, r1)`` that are mostly (over half of ``x0..x1``) grey frame ink."""
     r0, r1 = max(0, r0), min(a.shape[0], r1)
     if r1 <= r0 or x1 <= x0:
         return np.array([], dtype=int)
-    grey = _frame_ink(a[r0:r1, x0:x1, :], _background(a))
+    grey = _frame_ink(a[r0:r1, x0:x1, :], bg)
     return r0 + np.flatnonzero(grey.mean(axis=1) > 0.5)
 
 
-def _scale_rows(a, ticks, x_left, x_right, y100, y0, words=()) -> tuple[float, float]:
+def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[float, float]:
     """The pixel rows of 100 % and 0 %.  nvtop draws 100 on the plot's top text row and 0 on
     its bottom row, but puts the 75/50/25 labels on rounded rows (on a 12-row plot, rows 3,
     6, 9 of 0-11): a line fitted through them misplaces 0 by up to a row.  So the read 100
@@ -464,8 +467,8 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, words=()) -> tuple[float, f
     on the 100 row) stands for the 100 tick; without any of these, the fit stays."""
     vals = {t[0]: t[1] for t in ticks}
     span = y0 - y100
-    tops = _grey_rows(a, x_left, x_right, int(y100 - 0.25 * span), int(y100) - 1)
-    bots = _grey_rows(a, x_left, x_right, int(y0 - 0.1 * span), int(y0 + 0.25 * span))
+    tops = _grey_rows(a, x_left, x_right, int(y100 - 0.25 * span), int(y100) - 1, bg)
+    bots = _grey_rows(a, x_left, x_right, int(y0 - 0.1 * span), int(y0 + 0.25 * span), bg)
     top = float(tops[-1]) if len(tops) else None
     # the border nearest the fitted 0 (the next chart's top border may lie a row further)
     bot = float(min(bots, key=lambda r: abs(r - y0))) if len(bots) else None
@@ -478,7 +481,7 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, words=()) -> tuple[float, f
     if top is not None and bot is not None and words:
         # neither read: the first legend ("GPU0 %") is written on the 100 row
         legend = [w.top + w.height / 2 for w in words
-                  if re.search(r"G?[Pp][UuVvYy]", w.text) and x_left - 40 <= w.left <= x_right
+                  if re.search(_GPU_WORD, w.text) and x_left - 40 <= w.left <= x_right
                   and top < w.top + w.height / 2 < top + 0.3 * (bot - top)]
         if legend:
             first = min(legend)
@@ -486,12 +489,11 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, words=()) -> tuple[float, f
     return y100, y0
 
 
-def _top_border_end(a: np.ndarray, x_left: int, y100: float, ticks) -> int | None:
+def _top_border_end(a: np.ndarray, x_left: int, y100: float, ticks, bg: float) -> int | None:
     """The x where a chart's top border ends: in the rows just above its 100 tick, the longest
     run of grey frame pixels from ``x_left`` (gaps of up to 6 px bridged: the box line may be
     drawn dashed); None when no such run of 40 px or more is found."""
     th = max(6.0, (ticks[-1][1] - ticks[0][1]) / 8.0)  # about one text row
-    bg = _background(a)
     best = None
     for r in range(max(0, int(y100 - 2.0 * th)), max(0, int(y100 - 1))):
         grey = _frame_ink(a[r:r + 1, max(0, x_left - 6):, :], bg)[0]
@@ -622,7 +624,7 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
                  and y100 - w.height <= w.top <= y0), key=lambda w: (w.top, w.left))
     for w in ws:
         # "GPU0" as OCR reads it: "GPUO", "GpyQ", "PUO" (the G lost), "GPU" (the index lost)
-        m = re.search(r"G?[Pp][UuVvYy][Oo0-9DQ]{0,2}", w.text)
+        m = re.search(_GPU_WORD + r"[Oo0-9DQ]{0,2}", w.text)
         if not m or (m.group().lower().startswith("pu") and len(m.group()) < 3):
             continue
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
@@ -630,7 +632,7 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
         after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
                  and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
         tail = min(after, key=lambda o: o.left).text if after else ""
-        digits = re.sub(r"^G?[Pp][UuVvYy]", "", m.group())
+        digits = re.sub("^" + _GPU_WORD, "", m.group())
         index = str(int(_n(digits))) if digits else "?"
         # a line drawn right after the legend is read into it ("GPU5 %—__—___"): the legend
         # is its first "%"/"mem%" and its box ends there

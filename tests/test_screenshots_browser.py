@@ -69,6 +69,19 @@ def served(tmp_path):
     stop()
 
 
+def _shots_page(browser, url: str):
+    """A 1600x1000 page on the dashboard, its graph drawn, the Screenshots tab open; and the
+    list its page errors are collected in."""
+    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
+                           timeout=30_000)
+    page.click(f"#{ids.TAB_SHOTS}")
+    return page, errors
+
+
 def _upload(page, files: list[tuple[str, bytes]]) -> None:
     page.set_input_files(f"#{ids.SHOT_UPLOAD} input[type=file]",
                          files=[{"name": n, "mimeType": "image/png", "buffer": b}
@@ -279,14 +292,8 @@ def test_a_monitor_screenshot_with_no_telemetry_shows_its_numbers_and_verdicts(s
     name = "08_nvidia-smi_8gpu.png"
     truth = next(p for p in json.loads((here / "truth.json").read_text()) if p["file"] == name)
     printed = {g["gpu"]: g["printed"] for g in truth["gpus"]}
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page, errors = _shots_page(browser, url)
     try:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
-                               timeout=30_000)
-        page.click(f"#{ids.TAB_SHOTS}")
         _upload(page, [(name, (here / name).read_bytes())])
         page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_READ}')"
                                f".innerText.includes('read from the picture: nvidia-smi')",
@@ -337,14 +344,8 @@ def test_an_nvtop_picture_shows_its_stretches_over_the_charts(served, browser):
     url, _db = served
     pic = Path(__file__).parent / "pictures" / "nvtop" / "pictures" / \
         "40_split8_d5_240x72_64s.png"
-    page = browser.new_page(viewport={"width": 1600, "height": 1000})
+    page, errors = _shots_page(browser, url)
     try:
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(url)
-        page.wait_for_function(f"() => {GD} && {GD}._fullData && {GD}._fullData.length > 0",
-                               timeout=30_000)
-        page.click(f"#{ids.TAB_SHOTS}")
         _upload(page, [(SCROT, pic.read_bytes())])  # its name gives the telemetry's moment
         page.wait_for_function(f"() => document.querySelector('#{ids.SHOT_READ}')"
                                f".innerText.includes('S1, nvtop charts')", timeout=180_000)
