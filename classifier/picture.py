@@ -2,7 +2,9 @@
 GPUs form the hot set, and what the counters it prints can and cannot say.
 
 The hot-set rule is the classifier's (``classifier.imbalance``): a GPU is hot when its load is
-at least ``THRESHOLD`` times the mean of the GPUs shown *and* ``FLOOR`` points above it; a
+at least ``THRESHOLD`` times the mean of the GPUs shown *and* ``FLOOR`` points above it (and,
+mirrored, where fewer than half the GPUs are that far *under* the mean, the others are the hot
+set: one straggler idle among busy GPUs); a
 picture whose busiest GPU is under ``IDLE_PCT`` shows idle GPUs (uniform).  The load is the
 utilization printed (GPU-Util, dmon's ``sm``, gpustat's %); where a GPU's is not read, its
 power over its limit stands in.
@@ -79,6 +81,12 @@ def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dic
         return {"pattern": "idle", "hot_set": [], "mean_load": mean,
                 "text": f"every GPU under {IDLE_PCT:.0f} %: idle", "limits": LIMITS_NOTE}
     hot = sorted(g for g, v in loads.items() if v >= THRESHOLD * mean and v >= mean + FLOOR)
+    if not hot and len(loads) > 2:
+        # the mirror case: one or a few GPUs well under the others (one of eight idle while
+        # seven work lifts no GPU far enough over the mean); the working ones are the hot set
+        cold = [g for g, v in loads.items() if v * THRESHOLD <= mean and v <= mean - FLOOR]
+        if cold and len(cold) < len(loads) / 2:
+            hot = sorted(g for g in loads if g not in cold)
     near = []
     for v in (gpus or {}).values():
         if v.get("power_w") and v.get("power_limit_w"):
@@ -268,6 +276,9 @@ def agreement(picture: dict | None, telemetry_loads: dict[int, float] | None,
 STRETCH_MIN_SHARE = 0.08
 #: ... nor shorter than this many seconds.
 STRETCH_MIN_S = 2.0
+#: A GPU's line is interpolated across at most this many seconds where it was not seen;
+#: farther from any column read it counts as unseen (never as a level).
+MAX_GAP_S = 1.0
 #: PCIe (RX + TX, bytes/s) a hot GPU's header must exceed, and by this factor the others', for
 #: a stretch to say "compute and PCIe high" (an idle H200 moves ~1 MB/s; a prefill ~120 MB/s).
 PCIE_BUSY_BPS = 10 * 2**20
@@ -278,25 +289,44 @@ CHART_LIMITS = ("nvtop's GPU % is NVML utilization.gpu, the share of time any ke
                 "decode look alike; its MEM % is memory used, not bandwidth.")
 
 
-def _gpu_series(charts) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float]:
-    """Each GPU's ``GPU %`` series ``(seconds_ago, values)`` from nvtop's charts (the first
-    series naming it; monochrome charts are left out, said), the notes, and the coarsest
-    seconds per pixel."""
+def _gpu_series(charts, n_header: int | None = None
+                ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float]:
+    """Each GPU's ``GPU %`` series ``(seconds_ago, values)`` from nvtop's charts (monochrome
+    charts are left out, said), the notes, and the coarsest seconds per pixel.  A GPU named
+    on more than one chart is two screens in one picture when there are more such charts
+    than the ``n_header`` GPUs the header shows (then nothing is returned), else a legend
+    misread: that GPU is left out, said."""
     out, notes, step = {}, [], 0.0
+    charted: dict[int, int] = {}  # charts naming each GPU's GPU %
     for c in charts:
         if any("share one colour" in n for n in c.notes):
             notes.append("a monochrome chart is left out of the stretches: its lines cannot "
                          "be told apart")
             continue
         for s in c.series:
-            if s.metric != "gpu_util" or s.gpu is None or s.gpu in out:
+            if s.metric != "gpu_util" or s.gpu is None:
                 continue
+            charted[s.gpu] = charted.get(s.gpu, 0) + 1
             ok = np.isfinite(s.values)
-            if ok.sum() < 2:
+            if s.gpu in out or ok.sum() < 2:
                 continue
             order = np.argsort(s.seconds_ago[ok])
             out[s.gpu] = (s.seconds_ago[ok][order], s.values[ok][order])
             step = max(step, c.seconds_per_px)
+    twice = sorted(g for g, n in charted.items() if n > 1)
+    if twice and (n_header is None or sum(charted.values()) > n_header):
+        # two screens in one picture: whose line is whose cannot be told
+        notes.append(f"GPU {', '.join(map(str, twice))} charted more than once (two screens "
+                     f"in one picture?): no verdict per stretch")
+        return {}, notes, step
+    if twice:  # more legends than GPUs read as one index: which line is that GPU's is unknown
+        notes.append(f"GPU {', '.join(map(str, twice))} left out of the stretches: "
+                     f"{'its legend' if len(twice) == 1 else 'their legends'} read on more "
+                     f"than one chart")
+        out = {g: v for g, v in out.items() if g not in twice}
+    if any(c.interval_source == "default" for c in charts):
+        notes.append("a chart's time ticks were not read: its seconds are nvtop's default "
+                     "interval, assumed (the stretches' times may be off by that factor)")
     return out, notes, step
 
 
@@ -345,13 +375,16 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
         y1] fractions of the picture, one per chart]}], "source", "notes", "limits"}``, oldest
         stretch first; no stretches (and a note) when fewer than two GPUs' lines were read.
     """
-    series, notes, step = _gpu_series(charts)
+    series, notes, step = _gpu_series(charts, len(gpus) if gpus else None)
     base = {"stretches": [], "notes": notes, "limits": CHART_LIMITS,
             "source": "nvtop charts, GPU % per GPU"}
-    if len(series) < 2:
+    if len(series) < 2 and not any("charted more than once" in n for n in notes):
         base["notes"] = [*notes, ("fewer than two GPUs' GPU % lines read from the charts: "
                                   "no verdict per stretch")]
         return base
+    if len(series) < 2:
+        return base
+    assumed = any(c.interval_source == "default" for c in charts)
     # the span most GPUs' lines cover (a wider chart, a line lost under its legend, is not
     # the picture's span); a stretch's verdict names the GPUs seen in it
     span = float(np.median([a[-1] for a, _v in series.values()]))
@@ -361,10 +394,17 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
         base["notes"] = notes + ["the charts show too short a time for stretches"]
         return base
     order = sorted(series)
-    # each GPU's line where it was seen (NaN beyond its oldest and newest column read)
-    vals = np.array([np.where((grid >= series[g][0][0] - step) &
-                              (grid <= series[g][0][-1] + step),
-                              np.interp(grid, *series[g]), np.nan) for g in order])
+    # each GPU's line where it was seen: NaN farther than MAX_GAP_S (or a few grid steps)
+    # from any column read (beyond its ends, under a legend, where the line was lost)
+    gap = max(MAX_GAP_S, 3 * step)
+
+    def seen(g: int) -> np.ndarray:
+        ago, v = series[g]
+        k = np.clip(np.searchsorted(ago, grid), 1, len(ago) - 1)
+        near = np.minimum(np.abs(grid - ago[k - 1]), np.abs(grid - ago[k]))
+        return np.where(near <= gap, np.interp(grid, ago, v), np.nan)
+
+    vals = np.array([seen(g) for g in order])
 
     def loads_at(lo: int, hi: int) -> dict[int, float]:
         with warnings.catch_warnings():
@@ -381,7 +421,18 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
                                         if 0 < f < 1)})
         runs = [[a, b] for a, b in itertools.pairwise(edges) if b > a]
     else:
-        keys = [_key(verdict(loads_at(k, k + 1))) for k in range(len(grid))]
+        # a moment where some GPU's line is unseen (under a legend, lost) takes the verdict
+        # of the moment before it: a GPU missing there is no change of pattern
+        every = np.isfinite(vals).all(axis=0)
+        keys: list = [_key(verdict(loads_at(k, k + 1))) if every[k] else None
+                      for k in range(len(grid))]
+        first = next((k for k in keys if k is not None), None)
+        if first is None:
+            keys = [_key(verdict(loads_at(k, k + 1))) for k in range(len(grid))]
+        else:
+            keys = list(itertools.accumulate([first if keys[0] is None else keys[0],
+                                              *keys[1:]],
+                                             lambda a, b: a if b is None else b))
         runs = []
         for k, key in enumerate(keys):
             if runs and runs[-1][2] == key:
@@ -435,7 +486,8 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
         out.append({"from_s_ago": round(t_old, 2), "to_s_ago": round(t_new, 2),
                     "gpus": sorted(loads), "loads": {g: round(x, 1) for g, x in loads.items()},
                     "verdict": v,
-                    "text": f"{t_old:.0f}-{t_new:.0f} s before the newest sample (GPUs "
+                    "text": f"{t_old:.0f}-{t_new:.0f} s before the newest sample"
+                            f"{' (times assumed: ticks not read)' if assumed else ''} (GPUs "
                             f"{', '.join(map(str, sorted(loads)))}, nvtop GPU %): {text}",
                     "boxes": boxes})
     base["stretches"] = out

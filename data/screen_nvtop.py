@@ -190,6 +190,8 @@ class Chart:
     newest_right: bool
     series: list[ChartSeries] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: seconds before the newest sample at the plot's newest edge (0 unless cropped).
+    newest_s_ago: float = 0.0
 
 
 def _word_num(text: str, suffix: str = "") -> float | None:
@@ -310,7 +312,7 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
         if not any(s.metric == "gpu_util" for s in c.series):
             x0, y100, x1, y0 = c.box
             level = _levels(a, util, x0, x1, y100 - 4, y0 + 4)
-            ago = _ages(x0, x1, c.seconds_per_px, c.newest_right)
+            ago = _ages(x0, x1, c.seconds_per_px, c.newest_right, c.newest_s_ago)
             vals = np.clip((y0 - level) / max(1.0, y0 - y100) * 100.0, 0, 100)
             c.series.insert(0, ChartSeries(f"GPU{rank} %", rank, "gpu_util", util, ago, vals))
             c.notes.append(f"GPU{rank} %'s legend not read: its line is read in the colour of "
@@ -383,11 +385,15 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
     # the strip's reading hangs on where it is cut: a few pixels lower or higher make "0s"
     # read as "s"; where the ticks do not agree, the strip is cut again
     for shift in (0, 3, -3, 6):
-        sec_px, source, newest_right = _time_scale(
+        sec_px, source, newest_right, edge_ago = _time_scale(
             _tick_words(a, x_left, x_right, y0 + shift, words), x_left, x_right, y0)
         if source == "ticks":
             break
-    chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right)
+    chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right,
+                  newest_s_ago=edge_ago)
+    if edge_ago:
+        chart.notes.append(f"the chart's newest column is {edge_ago:.0f} s before its 0 s tick "
+                           f"(a cropped picture?): its times are counted from that tick")
     if source == "default":
         chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
                            f"per sample assumed, one text column each")
@@ -400,7 +406,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
             _saturation(c) < 40 for c in colours):
         chart.notes.append("the series share one colour (a monochrome screen): which line is "
                            "which cannot be told; the lines are read together")
-    ago = _ages(x_left, x_right, sec_px, newest_right)
+    ago = _ages(x_left, x_right, sec_px, newest_right, edge_ago)
     # the legend words are drawn in their series' colours: no level is read off them
     masked = a.copy()
     covered = np.zeros(len(ago), dtype=bool)  # columns a legend hides part of
@@ -429,10 +435,13 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
     return chart
 
 
-def _ages(x0: int, x1: int, seconds_per_px: float, newest_right: bool) -> np.ndarray:
-    """Seconds before the newest sample of each pixel column ``x0..x1`` of a chart."""
+def _ages(x0: int, x1: int, seconds_per_px: float, newest_right: bool,
+          edge_s_ago: float = 0.0) -> np.ndarray:
+    """Seconds before the newest sample of each pixel column ``x0..x1`` of a chart whose
+    newest edge is ``edge_s_ago`` s old."""
     xs = np.arange(x0, x1 + 1)
-    return (x1 - xs) * seconds_per_px if newest_right else (xs - x0) * seconds_per_px
+    return edge_s_ago + ((x1 - xs) * seconds_per_px if newest_right else
+                         (xs - x0) * seconds_per_px)
 
 
 def _background(a: np.ndarray) -> float:
@@ -590,9 +599,12 @@ def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words) -> l
             for i, t in enumerate(d["text"]) if t.strip()]
 
 
-def _time_scale(words, x_left: int, x_right: int, y0: float) -> tuple[float, str, bool]:
-    """(seconds per pixel, ``"ticks"``/``"default"``, newest on the right) from the ``Ns``
-    words just under the plot."""
+def _time_scale(words, x_left: int, x_right: int, y0: float
+                ) -> tuple[float, str, bool, float]:
+    """(seconds per pixel, ``"ticks"``/``"default"``, newest on the right, seconds before the
+    newest sample at the plot's newest edge) from the ``Ns`` words just under the plot.  The
+    last is 0 unless the ticks put the newest edge well before ``0s`` (a picture cropped
+    through its charts: its edge is then that many seconds old, not the newest sample)."""
     ticks = []
     for w in words:
         if w.top < y0 or w.top > y0 + 4 * w.height:
@@ -612,8 +624,18 @@ def _time_scale(words, x_left: int, x_right: int, y0: float) -> tuple[float, str
             if len(ticks) == 2 or support[best] >= 3:  # three ticks in one line
                 agree = [v for v in slopes if abs(v - slopes[best]) <= 0.15 * abs(slopes[best])]
                 k = float(np.median(agree))
-                return abs(k), "ticks", k < 0
-    return DEFAULT_INTERVAL_S / 8.0, "default", True
+                # the line through the ticks that agree with it: its age at the newest edge
+                on = [t0 - k * x0 for t0, x0 in ticks
+                      if sum(abs((t1 - t0) / (x1 - x0) - k) <= 0.15 * abs(k)
+                             for t1, x1 in ticks if abs(x1 - x0) > 1 and t1 != t0) >= 1]
+                edge = x_right if k < 0 else x_left
+                at_edge = k * edge + float(np.median(on)) if on else 0.0
+                # "0s" is printed a glyph or two inside the edge: only a gap of a tenth of the
+                # chart's span is a crop
+                if at_edge < 0.1 * abs(k) * (x_right - x_left):
+                    at_edge = 0.0
+                return abs(k), "ticks", k < 0, at_edge
+    return DEFAULT_INTERVAL_S / 8.0, "default", True, 0.0
 
 
 def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray, tuple]]:

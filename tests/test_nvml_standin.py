@@ -62,3 +62,27 @@ def test_scenarios_hold_the_split_and_their_truth_names_the_hot_set():
     assert [s["hot_set"] for s in t["stretches"]].count([1, 3, 5, 7]) >= 1
     # all busy or none busy is no hot set
     assert all(s["hot_set"] == [] for s in t["stretches"] if len(s["busy"]) in (0, 8))
+
+
+def test_bad_rows_are_skipped_never_read_as_values(tmp_path, monkeypatch):
+    """A NaN GPU index (once an out-of-bounds write), NaN or huge values, and the tail of a
+    comment longer than the line buffer are no rows: only the good row is served."""
+    good = "0 0 42 1 300000 700000 45 1980 3201 1000 150754820096 100 100\n"
+    rows = ("0 nan 50 1 1 1 1 1 1 1 1 1 1\n"
+            "0 1 nan 1 1 1 1 1 1 1 1 1 1\n"
+            "0 1 1e300 1 1 1 1 1 1 1 1 1 1\n"
+            "# " + "x" * 1500 + " 0 5 77 1 1 1 1 1 1 1 1 1 1\n" + good)
+    lib = _lib(tmp_path, monkeypatch, rows, time.time())
+    assert lib.nvmlInit_v2() == 0
+    n = ctypes.c_uint()
+    assert lib.nvmlDeviceGetCount_v2(ctypes.byref(n)) == 0 and n.value == 1
+    dev, u = ctypes.c_void_p(), Util()
+    assert lib.nvmlDeviceGetHandleByIndex_v2(0, ctypes.byref(dev)) == 0
+    assert lib.nvmlDeviceGetUtilizationRates(dev, ctypes.byref(u)) == 0 and u.gpu == 42
+
+
+def test_a_gap_in_gpu_indices_is_refused(tmp_path, monkeypatch, capfd):
+    lib = _lib(tmp_path, monkeypatch,
+               "0 3 5 1 1 700000 40 1980 3201 1 150754820096 1 1\n", time.time())
+    assert lib.nvmlInit_v2() != 0
+    assert "no rows for GPU 0 of 4" in capfd.readouterr().err

@@ -220,3 +220,75 @@ def test_one_screen_with_highlighted_rows_is_not_split():
 
     r = read_picture((HERE / "pictures" / "40_split8_d5_240x72_64s.png").read_bytes(), "x")
     assert not r.captures and len(r.gpus) == 8
+
+
+def _chart(lines: dict[int, list[float]], step: float = 0.5, x0: int = 0):
+    """A chart of one GPU % line per GPU (values newest first, one per column)."""
+    import numpy as np
+
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+
+    n = len(next(iter(lines.values())))
+    c = Chart((x0, 0, x0 + n - 1, 100), step, "ticks", True)
+    for g, v in lines.items():
+        c.series.append(ChartSeries(f"GPU{g} %", g, "gpu_util", (0, 200, 200),
+                                    np.arange(n) * step, np.array(v, dtype=float)))
+    return c
+
+
+def test_one_idle_gpu_among_busy_ones_is_uneven_not_uniform():
+    """Seven GPUs at 95 % and one at 0 % lift no GPU over the mean: the straggler rule
+    mirrored names the working seven as the hot set."""
+    from tealeaves.classifier.picture import verdict
+
+    v = verdict({**{g: 95.0 for g in range(7)}, 7: 0.0})
+    assert v["pattern"] == "uneven" and v["hot_set"] == list(range(7)), v
+    assert verdict({0: 95.0, 1: 93.0, 2: 96.0, 3: 94.0})["pattern"] == "uniform"
+
+
+def test_a_line_unseen_for_seconds_is_not_interpolated_into_a_level():
+    """GPU 1 seen at 100 % only at the two ends of 20 s: the stretch is judged on what was
+    seen, never on a straight line drawn across the gap; a GPU unseen for a moment does not
+    cut a stretch."""
+    import math
+
+    from tealeaves.classifier.picture import stretches
+
+    n = 40
+    gpu1 = [100.0] * 3 + [math.nan] * (n - 6) + [100.0] * 3
+    r = stretches([_chart({0: [0.0] * n}), _chart({1: gpu1}, x0=100),
+                   _chart({2: [0.0] * n}, x0=200)])
+    (st,) = r["stretches"]
+    assert st["verdict"]["hot_set"] == [1], st
+    assert st["loads"][1] == 100.0
+
+
+def test_one_gpu_on_two_charts_is_two_screens_or_a_misread_never_a_mix():
+    from tealeaves.classifier.picture import stretches
+
+    n = 20
+    charts = [_chart({0: [0.0] * n}), _chart({1: [90.0] * n}, x0=100),
+              _chart({0: [90.0] * n}, x0=200), _chart({1: [0.0] * n}, x0=300)]
+    two = stretches(charts, None, {0: {}, 1: {}})  # 4 charts, a header of 2 GPUs
+    assert not two["stretches"] and any("two screens" in n for n in two["notes"])
+    three = stretches(charts[:3] + [_chart({2: [0.0] * n}, x0=300)], None,
+                      {0: {}, 1: {}, 2: {}, 3: {}})  # a misread legend among four GPUs
+    assert all(0 not in s["gpus"] for s in three["stretches"])
+    assert any("GPU 0 left out" in n for n in three["notes"])
+
+
+def test_a_chart_cropped_before_its_newest_sample_counts_its_times_from_the_ticks():
+    """Time ticks 18 s, 13 s, 9 s and no 0 s: the chart's right edge (x 700) is 3 s old, not
+    the newest sample."""
+    from tealeaves.data.screen_grid import Word
+    from tealeaves.data.screen_nvtop import _ages, _time_scale
+
+    words = [Word(t, 90.0, x - 10, 105, 20, 12, (0, 0, 0))
+             for t, x in (("18s", 100), ("13s", 300), ("9s", 460))]
+    sec, source, right, edge = _time_scale(words, 0, 700, 100)
+    assert source == "ticks" and right and abs(sec - 0.025) < 1e-9
+    assert abs(edge - 3.0) < 1e-6
+    assert abs(_ages(0, 700, sec, right, edge)[-1] - 3.0) < 1e-6
+    # with its 0 s tick a glyph inside the edge, the edge is the newest sample
+    words.append(Word("0s", 90.0, 810, 105, 20, 12, (0, 0, 0)))
+    assert _time_scale(words, 0, 830, 100)[3] == 0.0

@@ -15,7 +15,8 @@
  * several programs replay one timeline), else the moment nvmlInit is called.  A query at time
  * t answers the GPU's last row with t_s <= t (its first row before that); a value written as
  * -1 answers NVML_ERROR_NOT_SUPPORTED, as a real driver does for a counter it lacks (fan on an
- * H200).  NVML's types and codes follow nvml.h (NVIDIA Management Library API reference).
+ * H200).  A line that is not 13 finite numbers (or longer than 1023 characters) is skipped;
+ * GPU indices must run from 0 without gaps.  NVML's types and codes follow nvml.h (NVIDIA Management Library API reference).
  *
  * Build: cc -O2 -shared -fPIC -o libnvidia-ml.so.1 nvml_standin.c
  */
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <math.h>
 
 typedef int nvmlReturn_t;
 enum { NVML_SUCCESS = 0, NVML_ERROR_UNINITIALIZED = 1, NVML_ERROR_INVALID_ARGUMENT = 2,
@@ -61,8 +63,14 @@ static nvmlReturn_t load(void) {
   if (!f) return NVML_ERROR_UNKNOWN;
   char line[1024];
   ngpus = 0;
+  int whole = 1; /* the last piece read ended its line */
   while (fgets(line, sizeof line, f)) {
-    if (line[0] == '#' || line[0] == '\n') continue;
+    int starts = whole;
+    size_t len = strlen(line);
+    whole = len > 0 && line[len - 1] == '\n';
+    /* only whole lines are rows: the rest of a line longer than the buffer (a long comment)
+     * is never read as one, and the line itself is skipped */
+    if (!starts || !whole || line[0] == '#' || line[0] == '\n') continue;
     double v[NCOL];
     int k = 0;
     char *p = line, *end;
@@ -71,7 +79,9 @@ static nvmlReturn_t load(void) {
       if (end == p) break;
       p = end;
     }
-    if (k != NCOL || v[1] < 0 || v[1] >= MAX_GPUS) continue;
+    int finite = 1; /* a NaN or infinite field is no reading (and never an index) */
+    for (int j = 0; j < k; j++) finite &= isfinite(v[j]) && v[j] > -1e15 && v[j] < 1e15;
+    if (k != NCOL || !finite || !(v[1] >= 0 && v[1] < MAX_GPUS) || v[1] != (int)v[1]) continue;
     gpu_t *g = &gpus[(int)v[1]];
     if (g->n == g->cap) {
       g->cap = g->cap ? 2 * g->cap : 256;
@@ -83,7 +93,14 @@ static nvmlReturn_t load(void) {
     if ((int)v[1] + 1 > ngpus) ngpus = (int)v[1] + 1;
   }
   fclose(f);
-  for (int i = 0; i < ngpus; i++) gpus[i].index = i;
+  for (int i = 0; i < ngpus; i++) {
+    gpus[i].index = i;
+    if (!gpus[i].n) { /* GPUs are numbered from 0 without gaps, as NVML's indices are */
+      fprintf(stderr, "nvml_standin: %s: no rows for GPU %d of %d\n", path, i, ngpus);
+      ngpus = 0;
+      return NVML_ERROR_UNKNOWN;
+    }
+  }
   t0 = t0s ? strtod(t0s, NULL) : now_s();
   return ngpus > 0 ? NVML_SUCCESS : NVML_ERROR_UNKNOWN;
 }

@@ -123,7 +123,7 @@ def _score_stretches(entry: dict, reading) -> tuple[int, int, list[str]]:
         return 0, 0, []
     from tealeaves.classifier.picture import stretches
 
-    got = stretches(reading.charts)["stretches"]
+    got = stretches(reading.charts, None, {g.gpu: g.values for g in reading.gpus})["stretches"]
     span = max((g["from_s_ago"] for g in got), default=15.0)
     n = ok = 0
     miss = []
