@@ -39,22 +39,30 @@ _F = _NUM + r"+(?:[.,]" + _NUM + r"+)?"  # a number, decimals allowed
 _RATE = r"(" + _NUM + r"+(?:[.,-]" + _NUM + r"+)?)\s*([KMGT]?)[i1l]{0,2}B\s*/\s*[sS]{1,2}"
 _DEVICE = re.compile(
     r"Dev[il1]ce\s*(" + _NUM + r"{1,2})?\s*\[([^\]\[]{1,48})\]?"
-    r"(?:\s*PC[Il1|]e\s*[G6]EN\s*(" + _NUM + r")\s*[@Q0OoD:#%t]{0,2}\s*(" + _NUM +
-    r"{1,2})\s*[xX%])?"
-    r"(?:\s*RX:?\s*" + _RATE + r")?(?:\s*[TI][X%]:?\s*" + _RATE + r")?")
+    # "GEN 5@16x": the "@" read as anything up to three characters ("5it16x", "5Q16x", the
+    # grid reader's "5816?"), or lost ("516x")
+    r"(?:\s*PC[Il1|?]e\s*[G6?]EN\s*(" + _NUM + r")\s*\S{0,3}?(" + _NUM +
+    r"{1,2})\s*[xX%?])?"
+    # "RX:" and "TX:" as OCR reads them ("RX.", "P¥-", "IX:", "T%:", the grid's "T??"); a
+    # rate's "B/s" is what tells it
+    r"(?:\s*(?:[RP]\S{0,2}|\?{1,3})\s*" + _RATE + r")?"
+    r"(?:\s*(?:[TI]\S{0,2}|\?{1,3})\s*" + _RATE + r")?")
 _MHZ = r"\s*MH[zZ2]{1,3}"
 _CLOCKS = re.compile(
     r"GPU\s*(" + _NUM + r"+)" + _MHZ + r"\s*MEM\s*(" + _NUM + r"+)" + _MHZ +
     r"(?:\s*TEMP\s*(" + _NUM + r"+)\s*[°º*o0f]?\s*[C©])?"
-    r"(?:\s*FAN\s*(N/?A|" + _NUM + r"+)\s*[*.]?%?)?"
+    r"(?:\s*FAN\s*(N/?A|" + _NUM + r"+)\s*[*.%X?]{0,2})?"
     r"(?:\s*P[O0]W\s*(N/?A|" + _NUM + r"+)\s*/\s*(" + _NUM + r"+)\s*W)?")
 # the bars: the number printed at a bar's right end, before "%]" (plain digits: the bar's
 # own "|" marks read as 1s stand right before it)
-_GPU_BAR = re.compile(r"GPU\s*\S.{0,90}?(100|\d{1,2})\s*%\s*(?:[\]|)}J1l]|(?=\S?\s*M[E£]M))")
+# (not a chart's legend, "GPU6 %": a bar's GPU word is never followed by its index)
+_GPU_BAR = re.compile(r"GPU(?!\s*[0-9OQ])\s*\S(?:(?!GPU).){0,90}?(100|\d{1,2}|(?<=\s)[QO])\s*[%?]\s*"
+                      r"(?:[\]|)}J1l?]|(?=\S?\s*M[E£?]M))")
 # nvtop prints memory with three decimals (13.221Gi); Tesseract may read "Gi" as "61"
 _GI = r"(?:([KMGT])[i1l]|G?(6)1)"
-_MEM_BAR = re.compile(r"(" + _NUM + r"*\s*\.\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
-                      _NUM + r"+\s*\.\s*" + _NUM + r"{3})\s*" + _GI)
+# (the decimal point read as "," or "-", or lost to a space: "140 40161")
+_MEM_BAR = re.compile(r"(" + _NUM + r"*\s*[.,-]\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
+                      _NUM + r"+(?:\s*[.,-]\s*|\s+)" + _NUM + r"{3})\s*" + _GI)
 # "GPU" of a legend as OCR reads it: "GPU", "GpY", "PU" (the G lost)
 _GPU_WORD = r"G?[Pp][UuVvYy]"
 _CODEC_BAR = re.compile(r"(ENC|DEC)\s*\S.{0,40}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
@@ -82,10 +90,12 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
     """
     out: list[GpuReading] = []
     row: list[GpuReading] = []  # the GPUs of the last device line
+    starts: list[int] = []  # where on that line each begins (characters)
     for text, conf, box, scores in lines:
         devs = list(_DEVICE.finditer(text))
         if devs:
             row = []
+            starts = [m.start() for m in devs]
             for m in devs:
                 # an index the OCR lost: the next one (nvtop lists devices in index order)
                 index = int(_n(m.group(1))) if m.group(1) else (out[-1].gpu + 1 if out else 0)
@@ -101,17 +111,19 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
             continue
         clocks = list(_CLOCKS.finditer(text))
         if clocks:
-            for g, m in zip(row, clocks, strict=False):
+            for g, m in _owners(row, starts, clocks, text, scores is not None):
                 _put(g, m, conf, scores, {"sm_clock_mhz": (1, 1.0), "mem_clock_mhz": (2, 1.0),
                                           "temp_c": (3, 1.0), "fan_pct": (4, 1.0),
                                           "power_w": (5, 1.0), "power_limit_w": (6, 1.0)})
             continue
-        bars = list(_GPU_BAR.finditer(text))
+        # a bars line carries its MEM bar too (a chart's legend line, "GPU6 % GPU6 mem%",
+        # does not)
+        bars = list(_GPU_BAR.finditer(text)) if re.search(r"M[E£?]M", text) else []
         mems = list(_MEM_BAR.finditer(text))
         if bars or mems:
-            for g, m in zip(row, bars, strict=False):
+            for g, m in _owners(row, starts, bars, text, scores is not None):
                 _put(g, m, conf, scores, {"util_pct": (1, 1.0)})
-            for g, m in zip(row, mems, strict=False):
+            for g, m in _owners(row, starts, mems, text, scores is not None):
                 _put(g, m, conf, scores, {
                     "mem_used_mib": (1, _MEM_UNIT[m.group(2) or "G"]),
                     "mem_total_mib": (4, _MEM_UNIT[m.group(5) or "G"])})
@@ -120,6 +132,35 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
             g = row[min(len(row) - 1, _column_of(m.start(), text, len(row)))]
             _put(g, m, conf, scores, {f"{m.group(1).lower()}_pct": (2, 1.0)})
     return out
+
+
+#: Where each device's part of a clocks or bars line starts: its "GPU" word.
+_ANCHOR = re.compile(r"G[P?]U(?=[\s\[L|T(?])")
+
+
+def _owners(row: list[GpuReading], starts: list[int], matches: list[re.Match], text: str,
+            on_grid: bool):
+    """Pair each match of a clocks or bars line with the device (of ``row``, the GPUs of the
+    device line above, left to right, their ``Device`` words at characters ``starts``)
+    whose part of the line it is in.  On the character grid (``on_grid``) the lines share
+    their columns, so a match belongs to the device at or left of its column; in
+    Tesseract's text the line's "GPU" words (``_ANCHOR``) split it into one part per device
+    when there are as many as devices, else a match's place along the line tells.  A part
+    the OCR garbled is skipped, never given its neighbour's values.  Yields
+    ``(gpu, match)``, each device at most once."""
+    if not on_grid:
+        anchors = [a.start() for a in _ANCHOR.finditer(text)]
+        starts = anchors if len(anchors) == len(row) else None
+    taken = set()
+    for m in matches:
+        at = m.start(1) if m.group(1) is not None else m.start()  # where its value is
+        if starts is None:
+            k = _column_of(at, text, len(row))
+        else:
+            k = max((i for i, a in enumerate(starts) if a <= at + 1), default=None)
+        if k is not None and k not in taken:
+            taken.add(k)
+            yield row[k], m
 
 
 def _column_of(pos: int, text: str, n: int) -> int:
@@ -136,6 +177,8 @@ def _put(g: GpuReading, m: re.Match, conf: float, scores, spec: dict) -> None:
         if tok is None or tok.upper().replace("/", "") == "NA":
             continue
         try:
+            if not re.search(r"[.,-]", tok):  # "140 401": memory's point lost to a space
+                tok = re.sub(r"(?<=\S)\s+(?=\S{3}$)", ".", tok)
             tok = re.sub(r"\s+", "", tok)
             # a decimal point read as "," or "-" (rates and memory print decimals)
             tok = re.sub(r"(?<=\d)[,-](?=\d)", ".", tok)

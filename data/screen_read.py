@@ -503,10 +503,14 @@ def _read_image(img, name: str, graphs) -> PictureReading:
         tool = tool or which_tool("\n".join(ln[0] for ln in grid))
         if tool:
             on_grid = _PARSERS[tool](grid)
+            if _misfit(on_grid, gpus):  # a grid fitted a cell off: its text is noise
+                on_grid, grid = [], None
+                notes.append("the character grid did not fit this picture: read by OCR only")
+            notes += _reindex(on_grid, gpus)
             if on_grid:  # the steadier reading's notes (Tesseract's own misread indices
                 notes = _renumber(on_grid)  # would read as two screens)
             gpus = _merge(on_grid, gpus)
-            lines = grid
+            lines = grid or lines
     if tool == "tealeaves dashboard" and graphs is not None:
         gpus = graphs(img, words) or []
     charts = read_charts(img, words) if tool == "nvtop" else []
@@ -526,7 +530,7 @@ def _read_image(img, name: str, graphs) -> PictureReading:
 
 
 #: The tools printed in a terminal (read again on the character grid).
-TERMINAL_TOOLS = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat")
+TERMINAL_TOOLS = ("nvidia-smi", "nvidia-smi dmon", "nvitop", "gpustat", "nvtop")
 #: Confidence given to a value the other GPUs contradict, or to a renumbered index's values.
 DOUBTFUL = 0.25
 
@@ -577,10 +581,75 @@ def _agree(gpus: list[GpuReading]) -> list[str]:
     return notes
 
 
+def _misfit(grid: list[GpuReading], ocr: list[GpuReading]) -> bool:
+    """Whether the grid reader's GPUs contradict Tesseract's (a grid fitted half a cell off
+    reads "Device 8 ... H288" for "Device 0 [NVIDIA H200]"): fewer than half of Tesseract's
+    GPU indices read on the grid (of two or more), or fewer than half of the values both
+    read surely (confidence 0.5 or more, at least four) within 1 % or 1 unit of each other."""
+    if not grid or not ocr:
+        return False
+    theirs = {g.gpu: g for g in ocr}
+    mine = {g.gpu for g in grid}
+    if len(theirs) >= 2 and 2 * len(mine & set(theirs)) < len(theirs):
+        return True
+    n = agree = 0
+    for g in grid:
+        o = theirs.get(g.gpu)
+        if o is None:
+            continue
+        for k, v in g.values.items():
+            w = o.values.get(k)
+            if w is None or min(g.confidence.get(k, 0), o.confidence.get(k, 0)) < 0.5:
+                continue
+            n += 1
+            agree += abs(v - w) <= max(1.0, 0.01 * abs(w))
+    return n >= 4 and 2 * agree < n
+
+
+def _reindex(grid: list[GpuReading], ocr: list[GpuReading]) -> list[str]:
+    """Give, in place, the grid reader's GPUs of a row the indices Tesseract read on that
+    row, when the grid read one index twice there ("Device 3 ... Device 3 ... Device 5")
+    and Tesseract read as many GPUs on the row, each index once.  A row is the GPUs whose
+    boxes' centres share a height; they pair up left to right (the order printed).
+    Returns notes saying what was changed."""
+    def rows(gpus):
+        out: dict[float, list[GpuReading]] = {}
+        for g in gpus:
+            if g.box is not None:
+                out.setdefault(round((g.box[1] + g.box[3]) / 2, 2), []).append(g)
+        return out
+
+    if len({g.gpu for g in grid}) == len(grid):
+        return []
+    theirs = rows(ocr)
+    notes = []
+    for y, mine in rows(grid).items():
+        idx = [g.gpu for g in mine]
+        if len(set(idx)) == len(idx):
+            continue
+        other = next((o for yy, o in theirs.items() if abs(yy - y) <= 0.01), None)
+        if other is None or len(other) != len(mine) or \
+                len({g.gpu for g in other}) != len(other):
+            continue
+        for g, o in zip(mine, other, strict=True):
+            if g.gpu != o.gpu:
+                notes.append(f"GPU {g.gpu} read twice on one row: taken as GPU {o.gpu}, "
+                             f"as the OCR read it")
+                g.gpu = o.gpu
+    return notes
+
+
+#: In ``_merge``, a value of the steadier reading less sure than this ...
+YIELD_BELOW = 0.3
+#: ... gives way to the other reading's value of the same GPU when that one is this sure.
+YIELD_TO = 0.6
+
+
 def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading]:
     """The GPUs of two readings of one picture (``first`` the steadier): ``first``'s GPUs,
     every one of them (an index read twice there is two screens, both kept), each value
-    missing there filled from ``second``'s GPU of that index; ``second``'s GPUs of other
+    missing there (or read less sure than ``YIELD_BELOW`` where ``second`` is at least
+    ``YIELD_TO`` sure) taken from ``second``'s GPU of that index; ``second``'s GPUs of other
     indices added (only the first of an index: a duplicate there is a misread index), unless
     on a row ``first`` read (the same GPU, its index misread: ``_same_row``)."""
     by_index: dict[int, GpuReading] = {}
@@ -590,8 +659,14 @@ def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading
     for g in out:
         other = by_index.get(g.gpu)
         if other is not None:
-            g.values = {**other.values, **g.values}
-            g.confidence = {**other.confidence, **g.confidence}
+            # a value ``first`` is unsure of (a glyph it never learned, read as a digit:
+            # "47°C" as "477C") yields to ``second``'s sure reading
+            keep = {k: v for k, v in g.values.items()
+                    if not (k in other.values and g.confidence.get(k, 1.0) < YIELD_BELOW
+                            and other.confidence.get(k, 0.0) >= YIELD_TO)}
+            g.confidence = {**other.confidence,
+                            **{k: c for k, c in g.confidence.items() if k in keep}}
+            g.values = {**other.values, **keep}
     have = {g.gpu for g in out}
     out += [g for k, g in by_index.items() if k not in have and not _same_row(g, first)]
     return sorted(out, key=lambda g: g.gpu)

@@ -61,6 +61,64 @@ def test_ocr_garbles_seen_on_the_pictures_still_read():
     assert set(g.confidence) == set(g.values)
 
 
+def test_garbles_of_eight_gpu_pictures_and_the_grid_reader_still_read():
+    # Tesseract's lines off picture 41 ("@" read "it", "RX." and "TX.", "N/AX", a memory
+    # total's point lost to a space) and the grid reader's unknown cells ("5816?", "T??")
+    lines = ["Device 0 [NVIDIA H200] PCIe GEN 5it16x RX. 98-60 M1B/s TX. 23-64 M1B/s",
+             "GPU 1980MHz MEM 3201MHz TEMP 47°C FAN N/AX POW 505 / 700 W",
+             "GPULIIIIIIIIIIII IIIT TPE EET TT] 195%] MEME] || 13 .221G61/140 40161]",
+             " Device 1 [NVIDIA H200] PCIe GEN 5816? ??? 98.45 MiB/s T?? 22.25 MiB/s",
+             " GPU 1980MHz MEM 3201MHz TEMP  48°C FAN N/A? POW 500 / 700 W",
+             " GPU[??????????????????????????92%] MEM[?||        13.221Gi/140.401Gi]"]
+    a, b = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
+    for g, rx in ((a, 98.60), (b, 98.45)):
+        assert g.values["pcie_gen"] == 5 and g.values["pcie_width"] == 16
+        assert g.values["pcie_rx_bytes_per_s"] == pytest.approx(rx * 2**20)
+        assert g.values["mem_total_mib"] == pytest.approx(140.401 * 1024)
+    assert a.values["power_w"] == 505 and b.values["power_w"] == 500
+    assert a.values["util_pct"] == 95 and b.values["util_pct"] == 92
+
+
+def test_a_garbled_bar_is_skipped_not_given_its_neighbours_value():
+    # picture 39: GPU 3's bar read "19497" (no %), so only GPU 4's and 5's numbers are
+    # there; each goes to the device whose part of the line it is in
+    lines = ["Device 3 [NVIDIA H200] PCIe GEN 5Q16x RX: 23.23 MiB/s TX: 12.71 MiB/s "
+             "Device 4 [NVIDIA H200] PCIe GEN 516x RX: 197.0 KiB/s TX: 557.0 KiB/s "
+             "Device 5 [NVIDIA H200] PCIe GEN 5Q16x RX: 19.13 MiB/s TX: 7.351 MiB/s",
+             "GPULTI TIT ETLTEEEELEL ELE EL ELE 19497 MEMEI || 13.221Gi/140.401Gi] GPU[ 0%] "
+             "MEM[| || 13.221Gi/140.401Gi] GPUTIIITITITIT ETT ETLEE EL EL IE 198%] MEME 1 | "
+             "13.2216i/140.401Gi]"]
+    g3, g4, g5 = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
+    assert "util_pct" not in g3.values
+    assert g4.values["util_pct"] == 0 and g5.values["util_pct"] == 98
+
+
+def test_a_charts_legend_line_is_no_gpu_bar():
+    # "GPU6 %" under the header is a legend: it once gave GPU 6 a utilization of 6 % (and
+    # the truth of five pictures with it)
+    lines = ["Device 6 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s "
+             "Device 7 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s",
+             "GPU[ 97%] MEM[| 13.221Gi/140.401Gi] GPU[ 97%] MEM[| 13.221Gi/140.401Gi]",
+             "100|GPU6 %      100|GPU7 %", "GPU6 mem%  GPUG % GPU7 mem%"]
+    g6, g7 = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
+    assert g6.values["util_pct"] == 97 and g7.values["util_pct"] == 97
+
+
+def test_the_truths_bars_agree_with_the_replayed_utilization():
+    # the printed GPU % of a stand-in picture is one of the replayed values of its last
+    # two seconds (nvtop prints the newest reading): the truth's parse is not fooled
+    for e in TRUTH:
+        by_gpu = e.get("telemetry_gpu_util_by_gpu")
+        if not by_gpu:
+            continue
+        for g in e["gpus"]:
+            tele = by_gpu[str(g["gpu"])]
+            # the changes of the last two seconds and the value in force before them
+            near = [v for ago, v in tele if ago <= 2.0] + \
+                [v for ago, v in sorted(tele) if ago > 2.0][:1]
+            assert any(abs(g["printed"]["util_pct"] - v) <= 1 for v in near), (e["file"], g)
+
+
 def test_devices_side_by_side_each_get_their_own_values():
     a = "Device 0 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 GiB/s TX: 2.0 MiB/s"
     b = "Device 1 [NVIDIA H200] PCIe GEN 4@8x RX: 3.0 KiB/s TX: 4.0 KiB/s"

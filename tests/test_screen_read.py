@@ -287,3 +287,26 @@ def test_tealeaves_own_pictures_are_read_and_their_verdict_matches_the_telemetry
     mine = summary(r)["regions"][0]["verdict"]
     assert (mine["pattern"], mine["hot_set"]) == (tele["pattern"], tele["hot_set"]) == \
         ("uneven", [0, 3, 5])
+
+
+def test_the_grid_readers_unsure_value_yields_and_a_misfit_grid_is_dropped():
+    from tealeaves.data.screen_read import _merge, _misfit, _reindex
+    from tealeaves.data.screen_values import GpuReading
+
+    def gpu(i, conf=0.9, box=(0.0, 0.1, 1.0, 0.12), **v):
+        return GpuReading(i, dict(v), dict.fromkeys(v, conf), box)
+
+    # "47°C" read on the grid as "477C" at confidence 0: Tesseract's sure 47 stands
+    grid = [gpu(0, power_w=494.0)]
+    grid[0].values["temp_c"], grid[0].confidence["temp_c"] = 477.0, 0.0
+    (g,) = _merge(grid, [gpu(0, temp_c=47.0, power_w=490.0)])
+    assert g.values == {"temp_c": 47.0, "power_w": 494.0}  # the sure grid value is kept
+    # a grid a cell off ("Device 8 ... H288") contradicts Tesseract: not used
+    ocr = [gpu(i, sm_clock_mhz=1980.0, temp_c=40.0 + i) for i in range(4)]
+    assert not _misfit([gpu(i, sm_clock_mhz=1980.0, temp_c=40.0 + i) for i in range(4)], ocr)
+    assert _misfit([gpu(i, sm_clock_mhz=1000.0, temp_c=90.0) for i in range(4)], ocr)
+    assert _misfit([gpu(8), gpu(9)], ocr)  # none of Tesseract's indices
+    # one index read twice on a row ("Device 3 ... Device 3 ... Device 5"): Tesseract's
+    mine = [gpu(3, util_pct=94.0), gpu(3, util_pct=0.0), gpu(5, util_pct=98.0)]
+    notes = _reindex(mine, [gpu(3), gpu(4), gpu(5)])
+    assert [g.gpu for g in mine] == [3, 4, 5] and len(notes) == 1
