@@ -82,12 +82,12 @@ def test_garbles_of_eight_gpu_pictures_and_the_grid_reader_still_read():
 def test_a_garbled_bar_is_skipped_not_given_its_neighbours_value():
     # picture 39: GPU 3's bar read "19497" (no %), so only GPU 4's and 5's numbers are
     # there; each goes to the device whose part of the line it is in
-    lines = ["Device 3 [NVIDIA H200] PCIe GEN 5Q16x RX: 23.23 MiB/s TX: 12.71 MiB/s "
+    lines = [("Device 3 [NVIDIA H200] PCIe GEN 5Q16x RX: 23.23 MiB/s TX: 12.71 MiB/s "
              "Device 4 [NVIDIA H200] PCIe GEN 516x RX: 197.0 KiB/s TX: 557.0 KiB/s "
-             "Device 5 [NVIDIA H200] PCIe GEN 5Q16x RX: 19.13 MiB/s TX: 7.351 MiB/s",
-             "GPULTI TIT ETLTEEEELEL ELE EL ELE 19497 MEMEI || 13.221Gi/140.401Gi] GPU[ 0%] "
+             "Device 5 [NVIDIA H200] PCIe GEN 5Q16x RX: 19.13 MiB/s TX: 7.351 MiB/s"),
+             ("GPULTI TIT ETLTEEEELEL ELE EL ELE 19497 MEMEI || 13.221Gi/140.401Gi] GPU[ 0%] "
              "MEM[| || 13.221Gi/140.401Gi] GPUTIIITITITIT ETT ETLEE EL EL IE 198%] MEME 1 | "
-             "13.2216i/140.401Gi]"]
+             "13.2216i/140.401Gi]")]
     g3, g4, g5 = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
     assert "util_pct" not in g3.values
     assert g4.values["util_pct"] == 0 and g5.values["util_pct"] == 98
@@ -96,8 +96,8 @@ def test_a_garbled_bar_is_skipped_not_given_its_neighbours_value():
 def test_a_charts_legend_line_is_no_gpu_bar():
     # "GPU6 %" under the header is a legend: it once gave GPU 6 a utilization of 6 % (and
     # the truth of five pictures with it)
-    lines = ["Device 6 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s "
-             "Device 7 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s",
+    lines = [("Device 6 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s "
+             "Device 7 [NVIDIA H200] PCIe GEN 5@16x RX: 1.0 MiB/s TX: 2.0 MiB/s"),
              "GPU[ 97%] MEM[| 13.221Gi/140.401Gi] GPU[ 97%] MEM[| 13.221Gi/140.401Gi]",
              "100|GPU6 %      100|GPU7 %", "GPU6 mem%  GPUG % GPU7 mem%"]
     g6, g7 = parse_nvtop([(ln, 0.9, None, None) for ln in lines])
