@@ -362,6 +362,13 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
                            f"the other charts' GPU % (nvtop's one chart per GPU, chart {rank})")
 
 
+def _glyph_width(words) -> float:
+    """The page's glyph width, px: the median width per character of the words of three or
+    more characters (a terminal's every cell is one width); 8 without any."""
+    sizes = [w.width / len(w.text) for w in words if len(w.text) >= 3]
+    return float(np.median(sizes)) if sizes else 8.0
+
+
 def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
     """Groups of y-tick words ``(value, centre y, right x)``, one per chart: the largest set
     of words reading 100, 75, 50, 25 or 0 whose right edges line up and whose rows fall on
@@ -369,10 +376,9 @@ def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
     rounded rows; a misread tick, a stray ``0`` elsewhere, falls off it), at least three
     distinct values each."""
     cands = []
-    sizes = [w.width / len(w.text) for w in words if len(w.text) >= 3]
-    cw = float(np.median(sizes)) if sizes else 8.0  # the page's glyph width
+    cw = _glyph_width(words)
     for w in words:
-        head = re.split(r"[|x\]\[]", w.text)[0]  # a tick read together with the frame
+        head = re.split(r"[|/}x\]\[]", w.text)[0]  # a tick read together with the frame
         if not re.fullmatch(r"\d{1,3}", head):
             continue
         v = float(head)
@@ -440,13 +446,15 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
     if source == "default":
         chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
                            f"per sample assumed, one text column each")
-    legends = _legends(a, words, x_left, x_right, y100, y0)
+    legends = _legends(a, words, x_left, x_right, y100, y0, bg, _glyph_width(words))
     if not legends:
         chart.notes.append("no legend read: the series are not named")
         return chart
     colours = [c for _l, c, _b in legends]
     if len({tuple(c) for c in colours}) < len(colours) or any(
             _saturation(c) < 40 for c in colours):
+        # (nor by their order: nvtop's mem% line runs above its GPU % line at times, as on
+        # picture 07, so neither is always the upper one)
         chart.notes.append("the series share one colour (a monochrome screen): which line is "
                            "which cannot be told; the lines are read together")
     ago = _ages(x_left, x_right, sec_px, newest_right, edge_ago)
@@ -475,7 +483,59 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
         chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
                                         ago, values))
     _hidden_under(chart.series, covered)
+    held = _under_legends(masked, chart.series, [b for _l, _c, b in legends], x_left,
+                          int(y100), int(y0), slope, icpt)
+    if held:
+        chart.notes.append(f"{held} columns under a legend's text read as the level the line "
+                           f"enters it at (no line of that colour leaves the legend's rows "
+                           f"there)")
     return chart
+
+
+def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tuple],
+                   x_left: int, y100: int, y0: int, slope: float, icpt: float) -> int:
+    """Fill, in place, the columns where a series' line runs under a legend's text (nvtop
+    draws the legend over the plot's top rows, so a GPU at 95 % is hidden there): a step
+    line that left the legend's rows would draw a vertical stroke outside them, seen in the
+    picture (``masked``: the legends' boxes blanked), so where none of the series' colour
+    is in those columns and the line enters the legend at a level inside the legend's rows,
+    it held that level.  ``slope``/``icpt``: row = icpt + slope * value.  Returns the number
+    of columns filled (over all series)."""
+    filled = 0
+    for s in series:
+        n = len(s.values)
+        cover = np.zeros(n, dtype=bool)
+        rows = []
+        for x0, t, x1, b in boxes:
+            # (and 3 px either side: the glyphs' edges hide a column or two more)
+            i0, i1 = max(0, int(x0) - 4 - x_left), min(n, int(x1) + 5 - x_left)
+            if i1 > i0:
+                cover[i0:i1] = True
+                rows.append((t, b))
+        if not rows:
+            continue
+        # the values the legends' rows stand for (a row's band of a glyph's height)
+        top, bottom = min(r[0] for r in rows) - 2, max(r[1] for r in rows) + 2
+        band_hi, band_lo = (top - icpt) / slope, (bottom - icpt) / slope
+        gap = np.isnan(s.values) & cover
+        edges = np.flatnonzero(np.diff(np.r_[0, gap.astype(int), 0]))
+        colour = np.asarray(s.colour, dtype=float)
+        for i0, i1 in zip(edges[::2], edges[1::2], strict=True):  # run i0..i1-1
+            sides = [s.values[i] for i in (i0 - 1, i1) if 0 <= i < n
+                     and np.isfinite(s.values[i]) and band_lo - 3 <= s.values[i] <= band_hi + 3]
+            if not sides:
+                continue
+            part = masked[max(0, y100 - 4):y0 + 5, x_left + i0:x_left + i1].astype(float)
+            if (np.abs(part - colour).max(axis=2) < 60).any():
+                continue  # a stroke of its colour there: the line moved under the legend
+            left = s.values[i0 - 1] if i0 > 0 and np.isfinite(s.values[i0 - 1]) else None
+            right = s.values[i1] if i1 < n and np.isfinite(s.values[i1]) else None
+            for i in range(i0, i1):
+                near = left if right is None or (left is not None and i - i0 < i1 - i) \
+                    else right
+                s.values[i] = near if near is not None else sides[0]
+            filled += i1 - i0
+    return filled
 
 
 def _ages(x0: int, x1: int, seconds_per_px: float, newest_right: bool,
@@ -648,29 +708,36 @@ def _time_scale(words, x_left: int, x_right: int, y0: float
     newest sample at the plot's newest edge) from the ``Ns`` words just under the plot.  The
     last is 0 unless the ticks put the newest edge well before ``0s`` (a picture cropped
     through its charts: its edge is then that many seconds old, not the newest sample)."""
-    ticks = []
-    for w in words:
+    ticks = []  # (seconds, x, which word): a word may stand for two readings
+    for n, w in enumerate(words):
         if w.top < y0 or w.top > y0 + 4 * w.height:
             continue
-        # a tick is always "<n>s"; Tesseract reads its "s" as "5" as often as not
+        # a tick is always "<n>s"; Tesseract reads its "s" as "5" as often as not, so
+        # "145s" may be "14s" with its "s" read twice: both readings are tried
         m = re.fullmatch(r"\W*(\d{1,4})\s*[s5]\W*", w.text)
         if m:
-            ticks.append((float(m.group(1)), w.left + w.width / 2))
-    if len(ticks) >= 2:
+            x = w.left + w.width / 2
+            ticks.append((float(m.group(1)), x, n))
+            if len(m.group(1)) > 1 and m.group(1).endswith("5") and w.text.rstrip(
+                    "|_-—").endswith("s"):
+                ticks.append((float(m.group(1)[:-1]), x, n))
+    if len({t[2] for t in ticks}) >= 2:
         # the slope (seconds per pixel) most pairs of ticks agree on: a misread tick (the
         # corner glued to "77s" read "7s") agrees with none
-        slopes = [(s1 - s0) / (x1 - x0) for k, (s0, x0) in enumerate(ticks)
-                  for s1, x1 in ticks[k + 1:] if abs(x1 - x0) > 1 and s1 != s0]
+        pairs = [(t0, t1) for k, t0 in enumerate(ticks) for t1 in ticks[k + 1:]
+                 if t0[2] != t1[2] and abs(t1[1] - t0[1]) > 1 and t1[0] != t0[0]]
+        slopes = [(s1 - s0) / (x1 - x0) for (s0, x0, _a), (s1, x1, _b) in pairs]
         if slopes:
             support = [sum(abs(v - u) <= 0.15 * abs(u) for v in slopes) for u in slopes]
             best = int(np.argmax(support))
-            if len(ticks) == 2 or support[best] >= 3:  # three ticks in one line
+            if len({t[2] for t in ticks}) == 2 or support[best] >= 3:  # three ticks in a line
                 agree = [v for v in slopes if abs(v - slopes[best]) <= 0.15 * abs(slopes[best])]
                 k = float(np.median(agree))
                 # the line through the ticks that agree with it: its age at the newest edge
-                on = [t0 - k * x0 for t0, x0 in ticks
+                on = [t0 - k * x0 for t0, x0, n0 in ticks
                       if sum(abs((t1 - t0) / (x1 - x0) - k) <= 0.15 * abs(k)
-                             for t1, x1 in ticks if abs(x1 - x0) > 1 and t1 != t0) >= 1]
+                             for t1, x1, n1 in ticks
+                             if n1 != n0 and abs(x1 - x0) > 1 and t1 != t0) >= 1]
                 edge = x_right if k < 0 else x_left
                 at_edge = k * edge + float(np.median(on)) if on else 0.0
                 # "0s" is printed a glyph or two inside the edge: only a gap of a tenth of the
@@ -681,9 +748,12 @@ def _time_scale(words, x_left: int, x_right: int, y0: float
     return DEFAULT_INTERVAL_S / 8.0, "default", True, 0.0
 
 
-def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray, tuple]]:
+def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: float | None = None
+             ) -> list[tuple[str, np.ndarray, tuple]]:
     """``(legend, colour, box)`` of each legend word inside the plot (``GPU<n> %``, ``GPU<n>
-    mem%``), its colour the median of its most saturated (else brightest) pixels."""
+    mem%``), its colour the median of its most saturated (else brightest) pixels, its box
+    ``glyph_w`` px per character (``_glyph_width``).  A word whose colour is the background's (``bg``, brightness 0-255: OCR noise over a line, read
+    "GPU?") is no legend."""
     out = []
     ws = sorted((w for w in words if w.left + w.width > x_left and w.left <= x_right
                  and y100 - w.height <= w.top <= y0), key=lambda w: (w.top, w.left))
@@ -693,7 +763,8 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
         if not m or (m.group().lower().startswith("pu") and len(m.group()) < 3):
             continue
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
-        cw = w.width / max(1, len(w.text))
+        # (the page's glyph width: a word run on into the line has fewer letters than cells)
+        cw = glyph_w or w.width / max(1, len(w.text))
         after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
                  and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
         tail = min(after, key=lambda o: o.left).text if after else ""
@@ -704,6 +775,7 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
         rest = w.text[m.end():]
         cut = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", rest, re.IGNORECASE)
         keep = m.end() + (cut.end() if cut else min(len(rest), 5))
+        right = w.left + cw * keep
         if keep < len(w.text):
             rest = rest[:keep - m.end()]
             after, tail = [], ""
@@ -711,9 +783,8 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
             t = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", tail, re.IGNORECASE)
             keep_t = t.end() if t else 5
             o = min(after, key=lambda o: o.left)
-            right = o.left + o.width * keep_t / max(1, len(tail))
+            right = o.left + cw * keep_t
             tail, after = tail[:keep_t], []
-        right = w.left + cw * keep
         legend = f"GPU{index} {rest}{tail}".strip().strip("|")
         # the legend's own glyphs (a y tick or the frame read into the word is left out)
         left = w.left + cw * m.start()
@@ -721,9 +792,14 @@ def _legends(a, words, x_left, x_right, y100, y0) -> list[tuple[str, np.ndarray,
         px = box.reshape(-1, 3).astype(float)
         sat = px.max(axis=1) - px.min(axis=1)
         bright = px.max(axis=1)
+        # (no colour: the glyphs are what is far from the ground, dark on a light one)
+        far = np.abs(bright - bg)
         pick = px[sat >= np.percentile(sat, 90)] if sat.max() > 40 else \
-            px[bright >= np.percentile(bright, 90)]
-        out.append((legend, np.median(pick, axis=0),
+            px[far >= np.percentile(far, 90)]
+        colour = np.median(pick, axis=0)
+        if abs(float(colour.max() if bg < 128 else colour.min()) - bg) < 80:
+            continue  # no ink of its own: not a legend
+        out.append((legend, colour,
                     (left, w.top, (after[0].left + after[0].width) if after else right,
                      w.top + w.height)))
     return out

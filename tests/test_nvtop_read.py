@@ -9,6 +9,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from tealeaves.data.screen_nvtop import parse_nvtop
@@ -350,3 +351,54 @@ def test_a_chart_cropped_before_its_newest_sample_counts_its_times_from_the_tick
     # with its 0 s tick a glyph inside the edge, the edge is the newest sample
     words.append(Word("0s", 90.0, 810, 105, 20, 12, (0, 0, 0)))
     assert _time_scale(words, 0, 830, 100)[3] == 0.0
+
+
+def _word(text, left, top, width=None, height=10.0):
+    from tealeaves.data.screen_grid import Word
+
+    return Word(text, 90.0, float(left), float(top), float(width or 8 * len(text)), height,
+                (1, 1, 1))
+
+
+def test_time_ticks_whose_s_was_read_twice_still_give_the_scale():
+    from tealeaves.data.screen_nvtop import _time_scale
+
+    # picture 22's strip: "57s" lost to the corner, "28s" read "285", "14s" read "145s",
+    # "0s" read "s": only the reading of "145s" as 14 puts three ticks on one line
+    words = [_word("75s", 39, 366), _word("42s", 313, 368), _word("285", 604, 368),
+             _word("145s", 884, 366), _word("s", 1164, 368)]
+    sec_px, source, newest_right, _edge = _time_scale(words, 40, 1186, 353.0)
+    assert source == "ticks" and newest_right
+    assert sec_px == pytest.approx(14 / 285, rel=0.1)
+
+
+def test_a_line_under_a_legend_holds_its_level_only_where_no_stroke_leaves_it():
+    from tealeaves.data.screen_nvtop import ChartSeries, _under_legends
+
+    h, w = 120, 200
+    masked = np.zeros((h, w, 3), dtype=np.int16)
+    y100, y0 = 10, 110  # row = 110 - value
+    cyan = (0, 200, 200)
+    masked[15, 60:200] = cyan  # the line at 95 %, seen right of the legend (x 0-59)
+    ago = np.linspace(20, 0, w)
+    vals = np.where(np.arange(w) >= 60, 95.0, np.nan)
+    boxes = [(2, 12, 57, 20)]  # the legend's text over rows 12-20, blanked in ``masked``
+    s = ChartSeries("GPU0 %", 0, "gpu_util", cyan, ago, vals.copy())
+    assert _under_legends(masked, [s], boxes, 0, y100, y0, -1.0, 110.0) > 0
+    assert np.allclose(s.values[1:59], 95.0)
+    # a vertical stroke below the legend: the line left its rows there, nothing is filled
+    masked[21:100, 30] = cyan
+    s2 = ChartSeries("GPU0 %", 0, "gpu_util", cyan, ago, vals.copy())
+    _under_legends(masked, [s2], boxes, 0, y100, y0, -1.0, 110.0)
+    assert np.isnan(s2.values[1:59]).all()
+
+
+def test_a_legend_word_of_the_backgrounds_colour_is_no_legend():
+    from tealeaves.data.screen_nvtop import _legends
+
+    a = np.zeros((100, 300, 3), dtype=np.int16)
+    a[20:30, 40:80] = (0, 200, 200)  # "GPU0 %" drawn in cyan
+    a[80:85, 40:90] = (40, 40, 40)  # "GPU?" OCR noise over a dim smear
+    words = [_word("GPU0", 40, 20, 32), _word("%", 80, 20, 8), _word("GPU?", 40, 79, 50)]
+    got = _legends(a, words, 35, 290, 15.0, 95.0, 0.0, 8.0)
+    assert [g[0] for g in got] == ["GPU0 %"]
