@@ -265,11 +265,12 @@ def read_charts(img, words) -> list[Chart]:
         The charts found, top to bottom (empty when none).
     """
     a = np.asarray(img.convert("RGB"), dtype=np.int16)
-    ticks = _y_ticks(words)
+    glyph_w = _glyph_width(words)
+    ticks = _y_ticks(words, glyph_w)
     bg = _background(a)  # the frame is told from it in every chart
     charts = []
     for col in ticks:
-        chart = _one_chart(a, words, col, bg)
+        chart = _one_chart(a, words, col, bg, glyph_w)
         if chart is not None:
             charts.append(chart)
     _share_scales(charts)
@@ -369,14 +370,14 @@ def _glyph_width(words) -> float:
     return float(np.median(sizes)) if sizes else 8.0
 
 
-def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
+def _y_ticks(words, cw: float | None = None) -> list[list[tuple[float, float, float]]]:
     """Groups of y-tick words ``(value, centre y, right x)``, one per chart: the largest set
     of words reading 100, 75, 50, 25 or 0 whose right edges line up and whose rows fall on
     one straight value-to-row line within about half a text row (nvtop puts 75/50/25 on
     rounded rows; a misread tick, a stray ``0`` elsewhere, falls off it), at least three
     distinct values each."""
     cands = []
-    cw = _glyph_width(words)
+    cw = cw or _glyph_width(words)  # the page's glyph width
     for w in words:
         head = re.split(r"[|/}x\]\[]", w.text)[0]  # a tick read together with the frame
         if not re.fullmatch(r"\d{1,3}", head):
@@ -405,7 +406,7 @@ def _y_ticks(words) -> list[list[tuple[float, float, float]]]:
     return [[(v, y, x) for v, y, x, _h in g] for g in sorted(groups, key=lambda g: g[0][1])]
 
 
-def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
+def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart | None:
     vals = np.array([t[0] for t in ticks])
     ys = np.array([t[1] for t in ticks])
     slope, icpt = np.polyfit(vals, ys, 1)  # y pixel of a value
@@ -446,7 +447,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float) -> Chart | None:
     if source == "default":
         chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
                            f"per sample assumed, one text column each")
-    legends = _legends(a, words, x_left, x_right, y100, y0, bg, _glyph_width(words))
+    legends = _legends(a, words, x_left, x_right, y100, y0, bg, glyph_w)
     if not legends:
         chart.notes.append("no legend read: the series are not named")
         return chart

@@ -506,9 +506,10 @@ def _read_image(img, name: str, graphs) -> PictureReading:
             if _misfit(on_grid, gpus):  # a grid fitted a cell off: its text is noise
                 on_grid, grid = [], None
                 notes.append("the character grid did not fit this picture: read by OCR only")
-            notes += _reindex(on_grid, gpus)
+            reindexed = _reindex(on_grid, gpus)
             if on_grid:  # the steadier reading's notes (Tesseract's own misread indices
                 notes = _renumber(on_grid)  # would read as two screens)
+            notes += reindexed
             gpus = _merge(on_grid, gpus)
             lines = grid or lines
     if tool == "tealeaves dashboard" and graphs is not None:
