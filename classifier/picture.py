@@ -283,6 +283,8 @@ MAX_GAP_S = 1.0
 #: a stretch to say "compute and PCIe high" (an idle H200 moves ~1 MB/s; a prefill ~120 MB/s).
 PCIE_BUSY_BPS = 10 * 2**20
 PCIE_FACTOR = 4.0
+#: The share of a stretch a GPU's line must be seen in for the stretch to judge it.
+MIN_SEEN_SHARE = 0.3
 #: What a chart of GPU % cannot tell, said with every stretch.
 CHART_LIMITS = ("nvtop's GPU % is NVML utilization.gpu, the share of time any kernel ran: "
                 "a chart cannot tell tensor-pipe from memory-bound work, so prefill and "
@@ -299,9 +301,16 @@ def _gpu_series(charts, n_header: int | None = None
     out, notes, step = {}, [], 0.0
     charted: dict[int, int] = {}  # charts naming each GPU's GPU %
     for c in charts:
-        if any("share one colour" in n for n in c.notes):
+        if c.monochrome in ("together", "unnamed"):
             notes.append("a monochrome chart is left out of the stretches: its lines cannot "
                          "be told apart")
+            continue
+        if c.cut_edges:
+            # a column without a line may be one at a level the picture cut off
+            names = sorted({s.gpu for s in c.series if s.gpu is not None})
+            notes.append(f"the chart of GPU {', '.join(map(str, names)) or '?'} is left out "
+                         f"of the stretches: it is cut by the picture's edge, and where its "
+                         f"line is not seen it may run in the part cut off")
             continue
         for s in c.series:
             if s.metric != "gpu_util" or s.gpu is None:
@@ -410,7 +419,11 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # a GPU not seen in the stretch
             m = np.nanmean(vals[:, lo:hi], axis=1)
-        return {g: float(m[i]) for i, g in enumerate(order) if np.isfinite(m[i])}
+        # a GPU whose line is seen in less than MIN_SEEN_SHARE of the stretch is not judged
+        # on the part seen (a line lost under a legend for most of it)
+        cover = np.isfinite(vals[:, lo:hi]).mean(axis=1)
+        return {g: float(m[i]) for i, g in enumerate(order)
+                if np.isfinite(m[i]) and cover[i] >= MIN_SEEN_SHARE}
 
     def judge(lo: int, hi: int) -> dict:
         loads = loads_at(lo, hi)
@@ -483,6 +496,12 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
             if size and xb > xa:
                 boxes.append([round(xa / size[0], 4), round(y0 / size[1], 4),
                               round(xb / size[0], 4), round(y1 / size[1], 4)])
+        unseen = [g for g in order if g not in loads]
+        if unseen:
+            their = "its line" if len(unseen) == 1 else "their lines"
+            text = (f"{text} (GPU{'s' if len(unseen) > 1 else ''} "
+                    f"{', '.join(map(str, unseen))} left out: {their} seen in less than "
+                    f"{MIN_SEEN_SHARE:.0%} of this stretch)")
         out.append({"from_s_ago": round(t_old, 2), "to_s_ago": round(t_new, 2),
                     "gpus": sorted(loads), "loads": {g: round(x, 1) for g, x in loads.items()},
                     "verdict": v,

@@ -21,6 +21,7 @@ no fan reading.
 
 from __future__ import annotations
 
+import itertools
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -235,6 +236,16 @@ class Chart:
     notes: list[str] = field(default_factory=list)
     #: seconds before the newest sample at the plot's newest edge (0 unless cropped).
     newest_s_ago: float = 0.0
+    #: points of the value scale (0-100) the picture's edge cuts off, below and above (0
+    #: unless cropped through the chart): a line there is unseen, its columns NaN.
+    unseen_points: tuple[float, float] = (0.0, 0.0)
+    #: a monochrome chart's lines: "" (coloured), "together" (not two lines of one GPU:
+    #: read as one), "unnamed" (followed apart, which is which not yet told:
+    #: ``name_lines``), "named".
+    monochrome: str = ""
+    #: the picture's edges that cut through the plot area ("bottom", "top", "right"): its
+    #: lines may run where they are not seen, so no stretch is judged on them.
+    cut_edges: tuple[str, ...] = ()
 
 
 def _word_num(text: str, suffix: str = "") -> float | None:
@@ -247,7 +258,7 @@ def _word_num(text: str, suffix: str = "") -> float | None:
         return None
 
 
-def read_charts(img, words) -> list[Chart]:
+def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     """Digitise nvtop's charts in ``img`` (a PIL image) given Tesseract's ``words``
     (``screen_grid.Word``, boxes in the picture's pixels).
 
@@ -260,6 +271,9 @@ def read_charts(img, words) -> list[Chart]:
     of the word); in every pixel column of the plot the rows of that colour that continue a
     horizontal run are the line's level there.  A picture whose series share one colour
     (``-C``, monochrome) has one undistinguished line, said in the notes.
+
+    ``header``: the GPU indices the picture's header shows, when read: a chart's legend index
+    is taken as a misread only when the header does not show it (``_one_gpu_per_chart``).
 
     Returns:
         The charts found, top to bottom (empty when none).
@@ -274,7 +288,7 @@ def read_charts(img, words) -> list[Chart]:
         if chart is not None:
             charts.append(chart)
     _share_scales(charts)
-    _one_gpu_per_chart(a, charts)
+    _one_gpu_per_chart(a, charts, header)
     return charts
 
 
@@ -321,12 +335,17 @@ def _colour_of(series: list[ChartSeries], metric: str) -> tuple | None:
     return tuple(int(v) for v in np.median(cs, axis=0))
 
 
-def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
+def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart],
+                       header: set[int] | None = None) -> None:
     """nvtop's layout of one chart per GPU (in device order, left to right, top to bottom,
     each with the same two colours) fills what a legend misread leaves out: a series' metric
     from its colour, a lost GPU index from the chart's place, and a ``GPU %`` line whose
     legend was not read at all, digitised in that colour.  Applied only when the read legends
-    agree with that layout (each chart names at most its own place's GPU)."""
+    agree with that layout (each chart names at most its own place's GPU: consecutive
+    indices along each row, a row cut by the picture's edge placed by the indices read in
+    it; one chart naming no GPU of its place among at least two that do is a misread
+    legend, renamed and said, unless the ``header`` shows the GPU it names (with a header
+    that shows the place's GPU, one chart that does suffices)."""
     if len(charts) < 2:
         return
     series = [s for c in charts for s in c.series]
@@ -339,12 +358,47 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart]) -> None:
             rows[-1].append(c)
         else:
             rows.append([c])
-    order = [c for r in rows for c in sorted(r, key=lambda c: c.box[0])]
-    for rank, c in enumerate(order):
-        named = {s.gpu for s in c.series if s.gpu is not None}
-        if named - {rank}:
-            return  # not nvtop's one-GPU-per-chart layout as read
-    for rank, c in enumerate(order):
+    # each row's charts are consecutive GPUs; the row's offset from the indices read in it
+    # (a row cut by the picture's edge starts where its first read index says), else the
+    # row before it continued
+    places: list[tuple[int, Chart]] = []
+    start, agree = 0, 0
+    for r in rows:
+        r = sorted(r, key=lambda c: c.box[0])
+        named = [{s.gpu for s in c.series if s.gpu is not None} for c in r]
+        offs = [g - j for j, gs in enumerate(named) for g in gs]
+        if offs:  # the row's offset: one that puts its charts on GPUs the header shows,
+            # then the one most of its read indices give, then the rows before continued
+
+            def rank_of(o, offs=offs, r=r, go_on=start):
+                shown = not header or all(o + j in header for j in range(len(r)))
+                return (shown, offs.count(o), o == go_on, -o)
+
+            start = max({*offs, start}, key=rank_of)
+            agree += offs.count(start)
+        places += [(start + j, c) for j, c in enumerate(r)]
+        start += len(r)
+    if len({p for p, _c in places}) < len(places) or min(p for p, _c in places) < 0:
+        return
+    # at most one chart naming no GPU of its place, among at least two that do: that
+    # chart's index, and any second index a chart's legends give, is a misread ('GPU8')
+    lost = [c for rank, c in places if any(s.gpu is not None for s in c.series)
+            and all(s.gpu != rank for s in c.series)]
+    if len(lost) > 1 or agree < (1 if header else 2):  # (the header confirms the places)
+        return  # not nvtop's one-GPU-per-chart layout as read
+    if header and any(s.gpu in header or rank not in header for rank, c in places
+                      for s in c.series if s.gpu is not None and s.gpu != rank):
+        return  # the header shows that GPU: devices hidden in nvtop's setup, not a misread
+    for rank, c in places:
+        wrong = sorted({s.gpu for s in c.series if s.gpu is not None and s.gpu != rank})
+        for s in c.series:
+            if s.gpu is not None and s.gpu != rank:
+                s.gpu = None
+        if wrong:
+            c.notes.append(f"legend read as GPU {', '.join(map(str, wrong))} at GPU {rank}'s "
+                           f"place among the charts (one chart per GPU, in order): taken as "
+                           f"GPU {rank}")
+    for rank, c in places:
         for s in c.series:
             near = {m: np.abs(np.subtract(s.colour, col)).max() for m, col in
                     (("gpu_util", util), ("mem_util", mem))}
@@ -434,13 +488,25 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
     slope, icpt = (y0 - y100) / -100.0, y0
     # the strip's reading hangs on where it is cut: a few pixels lower or higher make "0s"
     # read as "s"; where the ticks do not agree, the strip is cut again
-    for shift in (0, 3, -3, 6):
+    for nth, shift in ((0, 0), (0, 3), (0, -3), (0, 6), (1, 0)):
         sec_px, source, newest_right, edge_ago = _time_scale(
-            _tick_words(a, x_left, x_right, y0 + shift, words), x_left, x_right, y0)
+            _tick_words(a, x_left, x_right, y0 + shift, words, nth), x_left, x_right, y0)
         if source == "ticks":
             break
     chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right,
                   newest_s_ago=edge_ago)
+    below = max(0.0, (y0 - (h - 2)) / (y0 - y100) * 100)
+    above = max(0.0, (1 - y100) / (y0 - y100) * 100)
+    chart.unseen_points = (below, above)
+    for lost, edge, part in ((below, "bottom", "lowest"), (above, "top", "highest")):
+        if lost > 0:
+            chart.cut_edges += (edge,)
+            chart.notes.append(f"the chart runs off the picture's {edge} edge: a line in its "
+                               f"{part} {lost:.0f} points is unseen (left blank)")
+    if not right:  # no frame right of the plot: the picture ends inside it
+        chart.cut_edges += ("right",)
+        chart.notes.append("the chart runs off the picture's right edge (no frame closes "
+                           "it): its newest samples may be unseen")
     if edge_ago:
         chart.notes.append(f"the chart's newest column is {edge_ago:.0f} s before its 0 s tick "
                            f"(a cropped picture?): its times are counted from that tick")
@@ -452,18 +518,17 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
         chart.notes.append("no legend read: the series are not named")
         return chart
     colours = [c for _l, c, _b in legends]
-    if len({tuple(c) for c in colours}) < len(colours) or any(
-            _saturation(c) < 40 for c in colours):
-        # (nor by their order: nvtop's mem% line runs above its GPU % line at times, as on
-        # picture 07, so neither is always the upper one)
-        chart.notes.append("the series share one colour (a monochrome screen): which line is "
-                           "which cannot be told; the lines are read together")
+    mono = len({tuple(c) for c in colours}) < len(colours) or any(
+        _saturation(c) < 40 for c in colours)
     ago = _ages(x_left, x_right, sec_px, newest_right, edge_ago)
     # the legend words are drawn in their series' colours: no level is read off them
     masked = a.copy()
     covered = np.zeros(len(ago), dtype=bool)  # columns a legend hides part of
-    for x0, y0_, x1, y1 in (b for _l, _c, b in legends):
-        masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = 0
+    for text, (x0, y0_, x1, y1) in ((lg, b) for lg, _c, b in legends):
+        # (a legend read without its '%' still has its glyph there; the blank is the
+        # background's grey, never black: on a light screen black is a line's colour)
+        x1 += 0 if text.rstrip().endswith("%") else glyph_w
+        masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = round(bg)
         covered[max(0, int(x0) - 1 - x_left):max(0, int(x1) + 2 - x_left)] = True
     seen: dict[int, int] = {}
     known = sorted({int(g) for g in re.findall(r"^GPU(\d+)", "\n".join(
@@ -483,6 +548,27 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
             "gpu_util" if "%" in legend else ("gpu_util", "mem_util", None)[min(nth, 2)])
         chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
                                         ago, values))
+    if mono and len(chart.series) == 2 and chart.series[0].gpu == chart.series[1].gpu:
+        # one colour for both: each line followed on its own through the chart, named later
+        # by the header's GPU % and MEM (neither is always the upper one: nvtop's mem% line
+        # runs above its GPU % line at times, as on picture 07)
+        tracks = _two_lines(masked, colours[0], x_left, x_right, int(y100) - 4, int(y0) + 4,
+                            covered)
+        for sr, rows in zip(chart.series, tracks, strict=True):
+            sr.values = np.clip((rows - icpt) / slope, 0, 100)
+            sr.metric = None
+        held = _under_legends(masked, chart.series, [b for _l, _c, b in legends], x_left,
+                              int(y100), int(y0), slope, icpt)
+        chart.monochrome = "unnamed"
+        chart.notes.append("the series share one colour (a monochrome screen): each line "
+                           "followed on its own through the chart"
+                           + (f" ({held} columns under a legend's text held at the level the "
+                              f"line enters it at)" if held else ""))
+        return chart
+    if mono:
+        chart.monochrome = "together"
+        chart.notes.append("the series share one colour (a monochrome screen): which line is "
+                           "which cannot be told; the lines are read together")
     _hidden_under(chart.series, covered)
     held = _under_legends(masked, chart.series, [b for _l, _c, b in legends], x_left,
                           int(y100), int(y0), slope, icpt)
@@ -522,15 +608,32 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
         edges = np.flatnonzero(np.diff(np.r_[0, gap.astype(int), 0]))
         colour = np.asarray(s.colour, dtype=float)
         for i0, i1 in zip(edges[::2], edges[1::2], strict=True):  # run i0..i1-1
-            sides = [s.values[i] for i in (i0 - 1, i1) if 0 <= i < n
-                     and np.isfinite(s.values[i]) and band_lo - 3 <= s.values[i] <= band_hi + 3]
+            # the level the line has where it leaves the legend (the nearest column seen
+            # within 12 px of either end: a glyph's edge may hide a few more)
+            before = next((i for i in range(i0 - 1, max(-1, i0 - 13), -1)
+                           if np.isfinite(s.values[i])), None)
+            after = next((i for i in range(i1, min(n, i1 + 12)) if np.isfinite(s.values[i])),
+                         None)
+            sides = [s.values[i] for i in (before, after) if i is not None
+                     and band_lo - 3 <= s.values[i] <= band_hi + 3]
             if not sides:
                 continue
-            part = masked[max(0, y100 - 4):y0 + 5, x_left + i0:x_left + i1].astype(float)
-            if (np.abs(part - colour).max(axis=2) < 60).any():
+            left = s.values[before] if before is not None else None
+            right = s.values[after] if after is not None else None
+            i0 = before + 1 if before is not None else i0  # (the columns between are
+            i1 = after if after is not None else i1  # checked for strokes too)
+            r_top = max(0, y100 - 4)
+            part = masked[r_top:y0 + 5, x_left + i0:x_left + i1].astype(float)
+            ink = np.abs(part - colour).max(axis=2) < 60
+            for o in series:  # (another line of the same colour, a monochrome screen's,
+                if o is s or np.abs(np.subtract(o.colour, s.colour)).max() > 40:
+                    continue  # is no stroke of this one where that one is seen)
+                rows = icpt + slope * o.values[i0:i1]
+                for j in np.flatnonzero(np.isfinite(rows)):
+                    lo = max(0, int(rows[j]) - 3 - r_top)
+                    ink[lo:int(rows[j]) + 4 - r_top, j] = False
+            if ink.size and ink.sum(axis=0).max() >= 3:  # (a speck of a glyph's edge is not)
                 continue  # a stroke of its colour there: the line moved under the legend
-            left = s.values[i0 - 1] if i0 > 0 and np.isfinite(s.values[i0 - 1]) else None
-            right = s.values[i1] if i1 < n and np.isfinite(s.values[i1]) else None
             for i in range(i0, i1):
                 near = left if right is None or (left is not None and i - i0 < i1 - i) \
                     else right
@@ -583,7 +686,12 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[floa
     tops = _grey_rows(a, x_left, x_right, int(y100 - 0.25 * span), int(y100) - 1, bg)
     bots = _grey_rows(a, x_left, x_right, int(y0 - 0.1 * span), int(y0 + 0.25 * span), bg)
     top = float(tops[-1]) if len(tops) else None
-    # the border nearest the fitted 0 (the next chart's top border may lie a row further)
+    # the border nearest the fitted 0 (the next chart's top border may lie a row further);
+    # the box's left side ends on it: a grey line at 0 % (a monochrome screen's) is not it
+    end = _side_end(a, x_left, int(y0 - 0.1 * span), int(y0 + 0.25 * span), bg)
+    if end is not None and len(bots):
+        at_end = [r for r in bots if abs(r - end) <= 3]
+        bots = np.asarray(at_end) if at_end else bots
     bot = float(min(bots, key=lambda r: abs(r - y0))) if len(bots) else None
     if 100.0 in vals and 0.0 in vals:
         return vals[100.0], vals[0.0]
@@ -600,6 +708,23 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[floa
             first = min(legend)
             return first, bot - (first - top)
     return y100, y0
+
+
+def _side_end(a: np.ndarray, x_left: int, r0: int, r1: int, bg: float) -> int | None:
+    """The row where the box's left side (the frame column just left of the plot, ``x_left``)
+    ends, searched down from ``r0`` to ``r1``; None when no frame column is there."""
+    r0, r1 = max(0, r0), min(a.shape[0], r1)
+    c0 = max(0, x_left - 5)
+    if r1 <= r0 or c0 >= x_left:
+        return None
+    side = _frame_ink(a[r0:r1, c0:x_left, :], bg)
+    col = int(np.argmax(side.sum(axis=0)))
+    inked = np.flatnonzero(side[:, col])
+    if not len(inked) or inked[0] > 3:
+        return None
+    # (a terminal draws the side cell by cell: a faint row between cells is no end)
+    breaks = np.flatnonzero(np.diff(inked) > 4)
+    return r0 + int(inked[breaks[0]] if len(breaks) else inked[-1])
 
 
 def _top_border_end(a: np.ndarray, x_left: int, y100: float, ticks, bg: float) -> int | None:
@@ -645,11 +770,13 @@ def _saturation(c) -> float:
     return float(c.max() - c.min())
 
 
-def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words) -> list:
+def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words,
+                nth: int = 0) -> list:
     """The words of the strip under the plot (the time ticks, ``77s``), read again on their
     own: the frame line they sit on erased (runs of ink longer than three glyphs), the strip
-    enlarged and read by Tesseract as one line.  Falls back to ``words`` when Tesseract
-    cannot be run."""
+    enlarged and read by Tesseract as one line; ``nth`` > 0 takes the nth mostly-inked row
+    after the first as the frame's (a monochrome line at 0 % runs just above it, as grey as
+    the frame).  Falls back to ``words`` when Tesseract cannot be run."""
     from PIL import Image
 
     from .screen_grid import Word, _undot_zeros
@@ -665,9 +792,10 @@ def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words) -> l
     # the frame is grey: a coloured series' line (a GPU at 0 %) right under the plot is not it
     greyish = (below.max(axis=2) - below.min(axis=2)) < 40
     full = np.flatnonzero((ink & greyish).mean(axis=1) > 0.5)
-    if not len(full):
+    starts = full[np.r_[True, np.diff(full) > 3]] if len(full) else full
+    if len(starts) <= nth:
         return words
-    frame_row = int(full[0])
+    frame_row = int(starts[nth])
     for r in range(ink.shape[0]):  # erase each row's long runs (the frame's line)
         row = ink[r]
         edges = np.flatnonzero(np.diff(np.r_[0, row.astype(int), 0]))
@@ -806,9 +934,157 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
     return out
 
 
+def _run_rows(a, colour, x0, x1, y0, y1) -> list[list[float]]:
+    """Per pixel column of ``x0..x1`` the rows (y pixels) of each horizontal stroke of
+    ``colour``: pixels of the colour with one within 3 px left or right, rows within 3 px of
+    each other taken as one stroke (its mean row)."""
+    y0, y1 = max(0, y0), min(a.shape[0] - 1, y1)
+    part = a[y0:y1 + 1, x0 - 3:x1 + 4].astype(float)
+    near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
+    w = near.shape[1] - 6
+    side = np.zeros((near.shape[0], w), dtype=bool)
+    for d in (1, 2, 3):
+        side |= near[:, 3 - d:3 - d + w] | near[:, 3 + d:3 + d + w]
+    horiz = near[:, 3:3 + w] & side
+    out = []
+    for k in range(w):
+        rows = np.flatnonzero(horiz[:, k]) + y0
+        strokes: list[list[int]] = []
+        for r in rows:
+            if strokes and r - strokes[-1][-1] <= 3:
+                strokes[-1].append(int(r))
+            else:
+                strokes.append([int(r)])
+        out.append([float(np.mean(st)) for st in strokes])
+    return out
+
+
+def _two_lines(a, colour, x0, x1, y0, y1, covered=None) -> tuple[np.ndarray, np.ndarray]:
+    """A monochrome chart's two lines told apart by following each (rows per pixel column
+    of ``x0..x1``, NaN where unseen): from the right edge leftwards each column's strokes are
+    given to the lines so that one line stays where it was (a step line changes one
+    series at a time: of two pairings, the one whose smaller move is smaller), a single
+    stroke goes to the nearer line (both where they met, or after 12 columns of one
+    stroke: the lines run together, where a crossing hides one for a few; not in the
+    ``covered`` columns, (n,) bool, where a
+    legend's text may hide the other).  Line 0 is the upper one where first seen apart."""
+    cols = _run_rows(a, colour, x0, x1, y0, y1)
+    n = len(cols)
+    out = np.full((2, n), np.nan)
+    state: list[float | None] = [None, None]
+    alone = 0  # columns in a row with one stroke
+    for k in range(n - 1, -1, -1):  # newest (right) first; the order only seeds the lines
+        rows = cols[k]
+        if not rows:
+            continue
+        if state[0] is None:  # not yet seen apart: one stroke is both lines
+            if len(rows) >= 2:
+                state = [min(rows), max(rows)]
+            out[:, k] = state if len(rows) >= 2 else rows[0]
+            continue
+        if len(rows) >= 2:
+            alone = 0
+            best = None
+            for p, q in itertools.permutations(rows, 2):
+                moves = sorted((abs(p - state[0]), abs(q - state[1])))
+                if best is None or moves < best[0]:
+                    best = (moves, p, q)
+            state = [best[1], best[2]]
+            out[:, k] = state
+            continue
+        r = rows[0]
+        alone += 1
+        near = 0 if abs(r - state[0]) <= abs(r - state[1]) else 1
+        out[near, k] = r
+        hidden = covered is not None and covered[k]
+        if abs(r - state[1 - near]) <= 3 or (alone >= 12 and not hidden):
+            state = [r, r]  # the lines run together
+            out[1 - near, k] = r
+        elif abs(r - state[near]) <= 3:
+            state[near] = r
+        # (else a column of a step's vertical stroke: which line moved is told by the
+        # next column where both are seen, so the lines are not moved yet)
+    return out[0], out[1]
+
+
+def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
+    """Name, in place, the two lines of each monochrome chart (``Chart.monochrome ==
+    "unnamed"``) by the header of the picture's moment: nvtop's newest chart column is that
+    moment, so the line nearer the GPU's ``util_pct`` there is ``GPU %`` and the other its
+    ``mem%`` (``mem_used_mib / mem_total_mib``).  Only where the header's two values are at
+    least ``NAME_APART`` points apart and the pairing fits within ``NAME_TOL`` points each;
+    else the chart stays unnamed (left out of the stretches) and a note says why.
+
+    Args:
+        charts: ``read_charts``' charts.
+        header: ``{gpu: values}`` read from the header (``GpuReading.values``).
+
+    Returns:
+        Notes, one per chart named or left unnamed.
+    """
+    notes = []
+    for c in charts:
+        if c.monochrome != "unnamed":
+            continue
+        gpu = c.series[0].gpu
+        v = header.get(gpu, {}) if gpu is not None else {}
+        util = v.get("util_pct", np.nan)
+        mem = 100 * v.get("mem_used_mib", np.nan) / v.get("mem_total_mib", np.nan)
+        newest = []
+        for sr in c.series:
+            order = np.argsort(sr.seconds_ago)
+            vals = sr.values[order][np.isfinite(sr.values[order])]
+            newest.append(float(vals[0]) if len(vals) else np.nan)
+        if not (np.isfinite(util) and np.isfinite(mem) and all(np.isfinite(newest))):
+            _agreed_only(c)
+            notes.append(f"GPU {gpu}'s monochrome lines not named: the header's GPU % and "
+                         f"MEM or the lines' newest levels not read; its GPU % is given only "
+                         f"where the two lines run together")
+            continue
+        fits = [max(abs(newest[0] - util), abs(newest[1] - mem)),
+                max(abs(newest[1] - util), abs(newest[0] - mem))]
+        k = int(np.argmin(fits))
+        if abs(util - mem) < NAME_APART or fits[k] > NAME_TOL:
+            _agreed_only(c)
+            notes.append(f"GPU {gpu}'s monochrome lines not named: the header's GPU % "
+                         f"({util:.0f}) and MEM ({mem:.0f} %) are too close or fit neither "
+                         f"line's newest level ({newest[0]:.0f}, {newest[1]:.0f} %); its "
+                         f"GPU % is given only where the two lines run together")
+            continue
+        c.series[k].metric, c.series[1 - k].metric = "gpu_util", "mem_util"
+        c.series[k].legend, c.series[1 - k].legend = f"GPU{gpu} %", f"GPU{gpu} mem%"
+        c.series.sort(key=lambda sr: sr.metric != "gpu_util")
+        c.monochrome = "named"
+        notes.append(f"GPU {gpu}'s monochrome lines named by the header: the one at "
+                     f"{newest[k]:.0f} % at the newest column is GPU % (header {util:.0f} %), "
+                     f"the other mem% (header {mem:.0f} %)")
+    return notes
+
+
+def _agreed_only(chart: Chart) -> None:
+    """An unnamed monochrome chart's values where its two lines run together (within
+    ``AGREE_PTS``: there either is either series), NaN where they part; the series become
+    ``gpu_util`` and ``mem_util`` in legend order, the chart stays ``unnamed``."""
+    a, b = chart.series[0].values, chart.series[1].values
+    with np.errstate(invalid="ignore"):
+        same = np.abs(a - b) <= AGREE_PTS
+    both = np.where(same, (a + b) / 2, np.nan)
+    for sr, metric in zip(chart.series, ("gpu_util", "mem_util"), strict=True):
+        sr.values, sr.metric = both.copy(), metric
+
+
+#: ``_agreed_only``: two lines within this many points are one level.
+AGREE_PTS = 3.0
+#: ``name_lines``: the header's GPU % and MEM % must be this many points apart to name lines.
+NAME_APART = 15.0
+#: ``name_lines``: each line's newest level within this many points of its header value.
+NAME_TOL = 12.0
+
+
 def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:
     """Per pixel column of ``x0..x1`` the mean row of the pixels near ``colour`` that lie on
     a horizontal run (a pixel of the colour within 3 px left or right), NaN where none."""
+    y0, y1 = max(0, y0), min(a.shape[0] - 1, y1)  # a chart cropped by the picture's edge
     part = a[y0:y1 + 1, x0 - 3:x1 + 4].astype(float)
     near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
     # a neighbour of the colour within 3 px: where two lines share a level nvtop's cells
@@ -818,7 +1094,7 @@ def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:
     for d in (1, 2, 3):
         side |= near[:, 3 - d:3 - d + w] | near[:, 3 + d:3 + d + w]
     horiz = near[:, 3:3 + w] & side
-    rows = np.arange(y0, y1 + 1, dtype=float)[:, None]
+    rows = np.arange(y0, y0 + part.shape[0], dtype=float)[:, None]
     n = horiz.sum(axis=0)
     with np.errstate(invalid="ignore"):
         return np.where(n > 0, (horiz * rows).sum(axis=0) / np.maximum(n, 1), np.nan)

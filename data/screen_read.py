@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .screen_grid import Word, _undot_zeros, read_grid
-from .screen_nvtop import Chart, is_nvtop, parse_nvtop, read_charts
+from .screen_nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
 from .screen_values import (
     _NUM,
     FIELDS,  # noqa: F401  (re-exported: the readers' units)
@@ -514,8 +514,9 @@ def _read_image(img, name: str, graphs) -> PictureReading:
             lines = grid or lines
     if tool == "tealeaves dashboard" and graphs is not None:
         gpus = graphs(img, words) or []
-    charts = read_charts(img, words) if tool == "nvtop" else []
-    notes += [n for c in charts for n in c.notes]
+    charts = read_charts(img, words, {g.gpu for g in gpus}) if tool == "nvtop" else []
+    notes += [f"{_chart_name(c)}: {n}" for c in charts for n in c.notes]
+    notes += name_lines(charts, {g.gpu: g.values for g in gpus})
     dropped = _plausible(gpus)
     if dropped:
         notes.append(f"left out as impossible readings: {', '.join(dropped)}")
@@ -528,6 +529,14 @@ def _read_image(img, name: str, graphs) -> PictureReading:
                      f"or too small?)")
     return PictureReading(tool, gpus, "\n".join(ln[0] for ln in lines), notes, charts,
                           img.size)
+
+
+def _chart_name(chart: Chart) -> str:
+    """``"chart of GPUs 0, 1"`` (the GPUs its legends name), or where it is when none."""
+    named = sorted({s.gpu for s in chart.series if s.gpu is not None})
+    if named:
+        return f"chart of GPU{'s' if len(named) > 1 else ''} {', '.join(map(str, named))}"
+    return f"chart at x {chart.box[0]}-{chart.box[2]}, y {chart.box[1]}-{chart.box[3]} px"
 
 
 #: The tools printed in a terminal (read again on the character grid).

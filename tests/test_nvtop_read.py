@@ -402,3 +402,146 @@ def test_a_legend_word_of_the_backgrounds_colour_is_no_legend():
     words = [_word("GPU0", 40, 20, 32), _word("%", 80, 20, 8), _word("GPU?", 40, 79, 50)]
     got = _legends(a, words, 35, 290, 15.0, 95.0, 0.0, 8.0)
     assert [g[0] for g in got] == ["GPU0 %"]
+
+
+def test_a_picture_cropped_through_a_chart_reads_and_leaves_that_chart_out(tmp_path):
+    """Picture 31 (four GPUs, GPUs 0 and 1 idle at its moment) cut through its top row of
+    charts: the header is read, no error escapes, each cut chart says which part of its
+    scale is unseen, and no stretch is judged from a line that may run in the part cut off
+    (GPUs 0 and 1 at 0 % are unseen there: a stretch would call them as busy as the rest)."""
+    import io
+
+    from PIL import Image
+
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import read_picture
+
+    pic = Image.open(HERE / "pictures" / "31_quad4_d5_160x48_58s.png").convert("RGB")
+    buf = io.BytesIO()
+    pic.crop((0, 0, pic.width, 333)).save(buf, "PNG")
+    r = read_picture(buf.getvalue(), "cut.png")
+    assert [g.gpu for g in r.gpus] == [0, 1, 2, 3]
+    cut = [n for n in r.notes if "runs off the picture's bottom edge" in n]
+    assert cut and all(n.startswith("chart of GPU") for n in cut), r.notes
+    assert all(max(c.unseen_points) > 0 and "bottom" in c.cut_edges for c in r.charts)
+    s = summary(r)
+    assert not s["charts"].get("stretches"), s["charts"]
+    assert any("cut by the picture's edge" in n for n in s["charts"]["notes"])
+
+
+def test_a_picture_cut_through_a_column_of_charts_judges_only_the_whole_charts():
+    """Eight-GPU picture 34 cut at 60 % of its width, through its third column of charts
+    (GPUs 2 and 6): those charts say they run off the right edge and are left out; the
+    charts still whole give the split's newest stretch its hot set among them (GPUs 1 and 5
+    busy; GPU 5's legend index, read 'GPU?', placed by its row's consecutive indices)."""
+    import io
+
+    from PIL import Image
+
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import read_picture
+
+    pic = Image.open(HERE / "pictures" / "34_split8_d10_200x60_42s.png").convert("RGB")
+    buf = io.BytesIO()
+    pic.crop((0, 0, 849, pic.height)).save(buf, "PNG")
+    r = read_picture(buf.getvalue(), "cut.png")
+    cut = [c for c in r.charts if "right" in c.cut_edges]
+    assert sorted(s.gpu for c in cut for s in c.series if s.metric == "gpu_util") == [2, 6]
+    st = summary(r)["charts"]["stretches"]
+    assert st and st[-1]["gpus"] == [0, 1, 4, 5], st
+    assert st[-1]["verdict"]["pattern"] == "uneven" and st[-1]["verdict"]["hot_set"] == [1, 5]
+    assert all(s["verdict"]["hot_set"] == [] for s in st[:-1])
+
+
+def test_a_monochrome_charts_two_lines_are_followed_apart_and_named_by_the_header():
+    """nvtop -C draws GPU % and mem% in one colour.  On picture 05 (a white-on-black screen,
+    GPU % rising from 0 through mem%'s 12 % to 94 %) and 06 (black on white) each line is
+    followed on its own through the crossing, named by the header of the picture's moment
+    (GPU % 97 / 95 against MEM 9 %) and read within 5 points of the collector's telemetry
+    over most of the chart (measured 94.5 % and 96.6 %)."""
+    sys.path.insert(0, str(HERE))
+    from evaluate_nvtop import evaluate
+
+    res = evaluate(["05_d10_mono_100x30_25s.png", "06_d10_mono_100x30_45s.png"],
+                   log=lambda *_: None)
+    for r in res["rows"]:
+        assert r["interval_source"] == ["ticks"], r
+        assert r["chart_share"] >= 0.9, r
+
+
+def test_two_lines_of_one_colour_keep_their_identity_through_a_step_and_a_crossing():
+    """A drawn monochrome chart: line A at row 20 steps down across line B (row 50) to row
+    70; B stays.  Followed from the right, A is the line that moved, B the one that stayed,
+    though the column of A's vertical stroke shows one line only."""
+    from tealeaves.data.screen_nvtop import _two_lines
+
+    a = np.zeros((100, 120, 3), dtype=np.int16)
+    a[50, 5:115] = 255          # B: flat
+    a[20, 60:115] = 255         # A: high on the right (newest) ...
+    a[20:71, 59] = 255          # ... its vertical stroke through B ...
+    a[70, 5:60] = 255           # ... low on the left
+    up, down = _two_lines(a, (255, 255, 255), 10, 110, 0, 99)
+    assert np.nanmedian(up[60:]) == 20 and np.nanmedian(up[:45]) == 70
+    assert np.all(down[np.isfinite(down)] == 50)
+
+
+def test_monochrome_lines_the_header_cannot_name_give_only_where_they_run_together():
+    """Header GPU % 0 and MEM 0.4 %: which line is which is not told; the chart's GPU %
+    is given only where the two lines agree, NaN where they part, and it stays out of the
+    stretches."""
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries, name_lines
+
+    ago = np.arange(6, dtype=float)
+    c = Chart((0, 0, 5, 10), 1.0, "ticks", True, monochrome="unnamed")
+    c.series = [ChartSeries("GPU0 %", 0, None, (255, 255, 255), ago,
+                            np.array([0, 0, 0, 12, 12, 12.0])),
+                ChartSeries("GPU0 mem%", 0, None, (255, 255, 255), ago,
+                            np.array([0, 0, 0, 0, 0, 0.0]))]
+    notes = name_lines([c], {0: {"util_pct": 0, "mem_used_mib": 615, "mem_total_mib": 143771}})
+    assert c.monochrome == "unnamed" and "not named" in notes[0]
+    gpu = next(s for s in c.series if s.metric == "gpu_util")
+    assert gpu.values[:3].tolist() == [0, 0, 0] and np.isnan(gpu.values[3:]).all()
+    # named where the header's values are apart and each fits a line's newest level
+    c2 = Chart((0, 0, 5, 10), 1.0, "ticks", True, monochrome="unnamed")
+    c2.series = [ChartSeries("GPU0 %", 0, None, (255, 255, 255), ago,
+                             np.array([9, 9, 9, 9, 9, 9.0])),
+                 ChartSeries("GPU0 mem%", 0, None, (255, 255, 255), ago,
+                             np.array([94, 94, 0, 0, 0, 0.0]))]
+    name_lines([c2], {0: {"util_pct": 95, "mem_used_mib": 13538, "mem_total_mib": 143771}})
+    assert c2.monochrome == "named"
+    assert c2.series[0].metric == "gpu_util" and c2.series[0].values[0] == 94
+
+
+def _grid_of_charts(indices):
+    """Charts laid out as nvtop lays one chart per GPU, two per row, legends read as
+    ``indices`` (GPU % in cyan, mem% in yellow, as nvtop's default colours)."""
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+
+    ago, vals = np.arange(4.0), np.zeros(4)
+    charts = []
+    for k, g in enumerate(indices):
+        x, y = (k % 2) * 400, (k // 2) * 300
+        c = Chart((x, y, x + 350, y + 200), 1.0, "ticks", True)
+        c.series = [ChartSeries(f"GPU{g} %", g, "gpu_util", (0, 195, 195), ago, vals),
+                    ChartSeries(f"GPU{g} mem%", g, "mem_util", (205, 205, 0), ago, vals)]
+        charts.append(c)
+    return charts
+
+
+def test_one_misread_legend_index_among_the_charts_is_put_back_by_its_place():
+    """'GPU8' read on the first of four charts of GPUs 0-3 (picture 30's misread): taken as
+    GPU 0 and said, where the header shows GPUs 0-3; kept where the header shows a GPU 8
+    (devices hidden in nvtop's setup), and kept where two charts disagree with their
+    places."""
+    from tealeaves.data.screen_nvtop import _one_gpu_per_chart
+
+    charts = _grid_of_charts([8, 1, 2, 3])
+    _one_gpu_per_chart(None, charts, {0, 1, 2, 3})
+    assert [c.series[0].gpu for c in charts] == [0, 1, 2, 3]
+    assert "legend read as GPU 8 at GPU 0's place" in charts[0].notes[0]
+    charts = _grid_of_charts([8, 1, 2, 3])
+    _one_gpu_per_chart(None, charts, {8, 1, 2, 3})
+    assert [c.series[0].gpu for c in charts] == [8, 1, 2, 3]
+    charts = _grid_of_charts([8, 9, 2, 3])
+    _one_gpu_per_chart(None, charts, None)
+    assert [c.series[0].gpu for c in charts] == [8, 9, 2, 3]
