@@ -56,8 +56,32 @@ def loads_of(gpus: dict[int, dict]) -> dict[int, float]:
         if u is not None and math.isfinite(u):
             out[g] = float(u)
         elif v.get("power_w") and v.get("power_limit_w"):
-            out[g] = 100.0 * v["power_w"] / v["power_limit_w"]
+            # (a GPU over its limit a moment is fully loaded, not 105 % loaded)
+            out[g] = min(100.0, 100.0 * v["power_w"] / v["power_limit_w"])
     return out
+
+
+def _judged(v: dict, inside: list[int], loads: dict[int, float],
+            vals: dict[int, dict]) -> dict:
+    """``verdict`` ``v`` of a region told what it stood on: a GPU of the region with no sure
+    load read is left out (a uniform or idle verdict without it cannot be told: the GPU left
+    out may be the one that differs; an uneven one holds among the others, said), and the
+    GPUs whose load is their power over its limit (no utilization read) are named."""
+    if v["pattern"] == "n/a":
+        return v
+    out = sorted(set(inside) - set(loads))
+    by_power = sorted(g for g in loads if not math.isfinite(vals[g].get("util_pct", math.nan)))
+    source = (f" (load of GPU{'s' if len(by_power) > 1 else ''} "
+              f"{', '.join(map(str, by_power))}: power over its limit, no utilization read)"
+              if by_power else "")
+    if not out:
+        return {**v, "text": v["text"] + source}
+    which = f"GPU{'s' if len(out) > 1 else ''} {', '.join(map(str, out))}"
+    if v["pattern"] in ("uniform", "idle") or len(out) * 2 >= len(inside):
+        return {**verdict({}), "text": f"cannot tell: {which} read no sure load (left out "
+                                       f"as doubtful); among the other {len(loads)}: "
+                                       f"{v['text']}{source}"}
+    return {**v, "text": f"{v['text']}{source} ({which} left out: no sure load read)"}
 
 
 def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dict:
@@ -172,14 +196,24 @@ def summary(reading, regions: list[dict] | None = None,
     if doubtful:
         notes.append(f"left out of the verdict as doubtful (under {VERDICT_SURE:.0%} sure): "
                      f"{', '.join(doubtful)}")
+    charts = stretches(reading.charts, cuts, {g.gpu: sure_values(g) for g in reading.gpus},
+                       getattr(reading, "size", None)) if getattr(
+        reading, "charts", None) else None
     for reg in [WHOLE, *(regions or [])]:
         inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
         vals = {g.gpu: sure_values(g) for g in inside}
-        v = verdict(loads_of(vals), vals) if reading.tool else None
+        v = _judged(verdict(loads_of(vals), vals), [g.gpu for g in inside],
+                    loads_of(vals), vals) if reading.tool else None
         if v is not None and len(vals) < len(inside):  # one index twice: two screens
             twice = sorted({g.gpu for g in inside if [h.gpu for h in inside].count(g.gpu) > 1})
             v = {**verdict({}), "text": f"GPU {', '.join(map(str, twice))} read more than once "
                                         f"here (two screens?): no verdict for this region"}
+        elif v is not None and reg is WHOLE and charts and charts["two_screens"]:
+            # the charts name a GPU twice: two screens side by side, whose headers may have
+            # been read as one (a GPU's values from both)
+            v = {**verdict({}), "text": "the charts show a GPU twice (two screens in one "
+                                        "picture?): no verdict for the whole picture; mark "
+                                        "each screen as a region"}
         out_regions.append({"name": reg["name"], "box": list(reg["box"]),
                             "gpus": [g.gpu for g in inside], "verdict": v,
                             "loads": loads_of(vals)})
@@ -187,11 +221,7 @@ def summary(reading, regions: list[dict] | None = None,
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},
                       "box": list(g.box) if g.box else None} for g in reading.gpus],
-            "regions": out_regions, "notes": notes,
-            "charts": stretches(reading.charts, cuts,
-                                {g.gpu: sure_values(g) for g in reading.gpus},
-                                getattr(reading, "size", None)) if getattr(
-                reading, "charts", None) else None}
+            "regions": out_regions, "notes": notes, "charts": charts}
 
 
 def compare(picture: dict | None, picture_loads: dict[int, float],
@@ -285,6 +315,9 @@ PCIE_BUSY_BPS = 10 * 2**20
 PCIE_FACTOR = 4.0
 #: The share of a stretch a GPU's line must be seen in for the stretch to judge it.
 MIN_SEEN_SHARE = 0.3
+#: Points a chart line's newest level may be from the header's GPU % (the same refresh
+#: of nvtop; its newest column lags the moment by up to an interval) and not be misread.
+HEADER_AGREE = 25.0
 #: What a chart of GPU % cannot tell, said with every stretch.
 CHART_LIMITS = ("nvtop's GPU % is NVML utilization.gpu, the share of time any kernel ran: "
                 "a chart cannot tell tensor-pipe from memory-bound work, so prefill and "
@@ -292,12 +325,12 @@ CHART_LIMITS = ("nvtop's GPU % is NVML utilization.gpu, the share of time any ke
 
 
 def _gpu_series(charts, n_header: int | None = None
-                ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float]:
+                ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float, bool]:
     """Each GPU's ``GPU %`` series ``(seconds_ago, values)`` from nvtop's charts (monochrome
-    charts are left out, said), the notes, and the coarsest seconds per pixel.  A GPU named
-    on more than one chart is two screens in one picture when there are more such charts
-    than the ``n_header`` GPUs the header shows (then nothing is returned), else a legend
-    misread: that GPU is left out, said."""
+    charts are left out, said), the notes, the coarsest seconds per pixel, and whether the
+    charts are two screens'.  A GPU named on more than one chart is two screens in one
+    picture when there are more such charts than the ``n_header`` GPUs the header shows
+    (then no series are returned), else a legend misread: that GPU is left out, said."""
     out, notes, step = {}, [], 0.0
     charted: dict[int, int] = {}  # charts naming each GPU's GPU %
     for c in charts:
@@ -322,12 +355,16 @@ def _gpu_series(charts, n_header: int | None = None
             order = np.argsort(s.seconds_ago[ok])
             out[s.gpu] = (s.seconds_ago[ok][order], s.values[ok][order])
             step = max(step, c.seconds_per_px)
+    if any(c.interval_source == "ticks disagree" for c in charts):
+        notes.append("the charts' time ticks disagree: no verdict per stretch (their times "
+                     "cannot be told)")
+        return {}, notes, step, False
     twice = sorted(g for g, n in charted.items() if n > 1)
     if twice and (n_header is None or sum(charted.values()) > n_header):
         # two screens in one picture: whose line is whose cannot be told
         notes.append(f"GPU {', '.join(map(str, twice))} charted more than once (two screens "
                      f"in one picture?): no verdict per stretch")
-        return {}, notes, step
+        return {}, notes, step, True
     if twice:  # more legends than GPUs read as one index: which line is that GPU's is unknown
         notes.append(f"GPU {', '.join(map(str, twice))} left out of the stretches: "
                      f"{'its legend' if len(twice) == 1 else 'their legends'} read on more "
@@ -336,7 +373,7 @@ def _gpu_series(charts, n_header: int | None = None
     if any(c.interval_source == "default" for c in charts):
         notes.append("a chart's time ticks were not read: its seconds are nvtop's default "
                      "interval, assumed (the stretches' times may be off by that factor)")
-    return out, notes, step
+    return out, notes, step, False
 
 
 def _key(v: dict) -> tuple:
@@ -381,13 +418,27 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
     Returns:
         ``{"stretches": [{"from_s_ago", "to_s_ago" (s before the newest sample, from > to),
         "gpus", "loads": {gpu: mean %}, "verdict": verdict(), "text", "boxes": [[x0, y0, x1,
-        y1] fractions of the picture, one per chart]}], "source", "notes", "limits"}``, oldest
-        stretch first; no stretches (and a note) when fewer than two GPUs' lines were read.
+        y1] fractions of the picture, one per chart]}], "source", "notes", "limits",
+        "two_screens" (a GPU charted twice: two screens in one picture, no stretches)}``,
+        oldest stretch first; no stretches (and a note) when fewer than two GPUs' lines were
+        read.
     """
-    series, notes, step = _gpu_series(charts, len(gpus) if gpus else None)
+    series, notes, step, two = _gpu_series(charts, len(gpus) if gpus else None)
     base = {"stretches": [], "notes": notes, "limits": CHART_LIMITS,
-            "source": "nvtop charts, GPU % per GPU"}
-    if len(series) < 2 and not any("charted more than once" in n for n in notes):
+            "source": "nvtop charts, GPU % per GPU", "two_screens": two}
+    if gpus:  # a line that ends far from the header's reading of that moment is misread
+        for g in sorted(series):
+            u = gpus.get(g, {}).get("util_pct", math.nan)
+            ago, v = series[g]
+            recent = v[ago <= ago[0] + 2 * max(step, 0.5)]
+            if math.isfinite(u) and ago[0] <= 2 * max(step, 0.5) and len(recent) and \
+                    np.min(np.abs(recent - u)) > HEADER_AGREE:
+                notes.append(f"GPU {g}'s chart line ends at {recent[0]:.0f} % where the header "
+                             f"reads {u:.0f} % at that moment: the line is misread, left out "
+                             f"of the stretches")
+                del series[g]
+    if len(series) < 2 and not two and not any(c.interval_source == "ticks disagree"
+                                               for c in charts):
         base["notes"] = [*notes, ("fewer than two GPUs' GPU % lines read from the charts: "
                                   "no verdict per stretch")]
         return base

@@ -94,6 +94,11 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
     starts: list[int] = []  # where on that line each begins (characters)
     for text, conf, box, scores in lines:
         devs = list(_DEVICE.finditer(text))
+        if not devs and scores is not None and "?" in text:
+            # the grid's unsure cells between words ("?Device?0?[NVIDIA H200]" on a JPEG):
+            # read as blanks (one character each: the columns stay where they were)
+            devs = list(_DEVICE.finditer(text.replace("?", " ")))
+            text = text.replace("?", " ") if devs else text
         if devs:
             row = []
             starts = [m.start() for m in devs]
@@ -111,6 +116,9 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
         if not row:
             continue
         clocks = list(_CLOCKS.finditer(text))
+        if not clocks and scores is not None and "?" in text:
+            clocks = list(_CLOCKS.finditer(text.replace("?", " ")))
+            text = text.replace("?", " ") if clocks else text
         if clocks:
             for g, m in _owners(row, starts, clocks, text, scores is not None):
                 _put(g, m, conf, scores, {"sm_clock_mhz": (1, 1.0), "mem_clock_mhz": (2, 1.0),
@@ -298,8 +306,35 @@ def _share_scales(charts: list[Chart]) -> None:
     takes the seconds per pixel and direction the others' ticks agree on; charts side by side
     share their rows, so each takes its row's median 100 % and 0 % rows (a chart whose 100
     and 0 ticks were both missed is otherwise off by a row).  The values and ages are
-    recomputed; the chart's notes say what was borrowed."""
+    recomputed; the chart's notes say what was borrowed.  Charts whose ticks read seconds
+    per pixel apart (``SCALE_AGREE``) take those most of them agree on; where no majority
+    agrees, every chart's time scale is ``"ticks disagree"`` (no stretches are judged)."""
     read = [c for c in charts if c.interval_source == "ticks"]
+    if len(read) >= 2:
+        med = float(np.median([r.seconds_per_px for r in read]))
+        agree = [r for r in read if abs(r.seconds_per_px - med) <= SCALE_AGREE * med]
+        if len(agree) * 2 <= len(read):
+            span = f"{min(r.seconds_per_px for r in read):.3f}-" \
+                   f"{max(r.seconds_per_px for r in read):.3f}"
+            for c in charts:
+                c.interval_source = "ticks disagree"
+                c.notes.append(f"the charts' time ticks disagree ({span} s per pixel; nvtop "
+                               f"draws every chart on one scale): their times cannot be told")
+            read = []
+        else:
+            sec = float(np.median([r.seconds_per_px for r in agree]))
+            for c in read:
+                if c in agree:
+                    continue
+                c.notes.append(f"its time ticks read {c.seconds_per_px:.3f} s per pixel "
+                               f"against the other charts' {sec:.3f}: taken as theirs")
+                c.seconds_per_px, c.newest_s_ago = sec, 0.0
+                c.newest_right = sum(r.newest_right for r in agree) * 2 >= len(agree)
+                c.interval_source = "ticks (another chart)"
+                ago = _ages(c.box[0], c.box[2], sec, c.newest_right)
+                for sr in c.series:
+                    sr.seconds_ago = ago
+            read = agree
     for c in charts:
         if c.interval_source == "default" and read:
             c.seconds_per_px = float(np.median([r.seconds_per_px for r in read]))
@@ -322,6 +357,10 @@ def _share_scales(charts: list[Chart]) -> None:
             level = o0 - sr.values / 100.0 * (o0 - o100)
             sr.values = np.clip((y0 - level) / (y0 - y100) * 100.0, 0, 100)
         c.box = (x0, y100, x1, y0)
+
+
+#: ``_share_scales``: charts' seconds per pixel within this share of their median agree.
+SCALE_AGREE = 0.08
 
 
 def _colour_of(series: list[ChartSeries], metric: str) -> tuple | None:

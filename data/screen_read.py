@@ -619,7 +619,8 @@ def _misfit(grid: list[GpuReading], ocr: list[GpuReading]) -> bool:
 def _reindex(grid: list[GpuReading], ocr: list[GpuReading]) -> list[str]:
     """Give, in place, the grid reader's GPUs of a row the indices Tesseract read on that
     row, when the grid read one index twice there ("Device 3 ... Device 3 ... Device 5")
-    and Tesseract read as many GPUs on the row, each index once.  A row is the GPUs whose
+    and Tesseract read as many GPUs on the row, each index once; or where the grid read an
+    index Tesseract read nowhere, in the place of one the grid read nowhere.  A row is the GPUs whose
     boxes' centres share a height; they pair up left to right (the order printed).
     Returns notes saying what was changed."""
     def rows(gpus):
@@ -629,23 +630,30 @@ def _reindex(grid: list[GpuReading], ocr: list[GpuReading]) -> list[str]:
                 out.setdefault(round((g.box[1] + g.box[3]) / 2, 2), []).append(g)
         return out
 
-    if len({g.gpu for g in grid}) == len(grid):
-        return []
     theirs = rows(ocr)
+    all_mine, all_theirs = {g.gpu for g in grid}, {g.gpu for g in ocr}
     notes = []
     for y, mine in rows(grid).items():
         idx = [g.gpu for g in mine]
-        if len(set(idx)) == len(idx):
-            continue
         other = next((o for yy, o in theirs.items() if abs(yy - y) <= 0.01), None)
         if other is None or len(other) != len(mine) or \
                 len({g.gpu for g in other}) != len(other):
             continue
+        twice = len(set(idx)) < len(idx)
         for g, o in zip(mine, other, strict=True):
-            if g.gpu != o.gpu:
+            if g.gpu == o.gpu:
+                continue
+            if twice:
                 notes.append(f"GPU {g.gpu} read twice on one row: taken as GPU {o.gpu}, "
                              f"as the OCR read it")
-                g.gpu = o.gpu
+            elif g.gpu not in all_theirs and o.gpu not in all_mine:
+                # ("Device?8" on the grid where Tesseract read "Device 0": the grid's index
+                # appears nowhere in Tesseract's reading, nor Tesseract's in the grid's)
+                notes.append(f"GPU {g.gpu} read by the character grid where the OCR read "
+                             f"GPU {o.gpu} (no GPU {g.gpu} elsewhere): taken as GPU {o.gpu}")
+            else:
+                continue
+            g.gpu = o.gpu
     return notes
 
 

@@ -545,3 +545,117 @@ def test_one_misread_legend_index_among_the_charts_is_put_back_by_its_place():
     charts = _grid_of_charts([8, 9, 2, 3])
     _one_gpu_per_chart(None, charts, None)
     assert [c.series[0].gpu for c in charts] == [8, 9, 2, 3]
+
+
+def test_the_grids_unsure_cells_between_words_still_open_a_device():
+    """The grid reader's lines off a JPEG (quality 50) of picture 36: '?' cells where the
+    blanks are.  The device line still opens its GPUs and the clocks line still gives its
+    values (a '?' read as a blank, one character each: the columns stay put)."""
+    lines = ["?Device?0?[NVIDIA H200]?PCIe?GEN?5?16??RX:%96.99?MiB/s4TX:?20.44?MiB/s",
+             "?GPU?1980MHz?MEM?3201MHz?TEMP??47°C?FAN?N/A%?POW?494?/?700?W",
+             "?GPU[??:??????::???????:??:???:95%]?MEM[??:        13.221Gi/140.401Gi]"]
+    scores = [np.full(len(ln), 0.9) for ln in lines]
+    (g,) = parse_nvtop([(ln, 0.9, None, sc) for ln, sc in zip(lines, scores, strict=True)])
+    assert g.gpu == 0 and g.values["util_pct"] == 95
+    assert g.values["sm_clock_mhz"] == 1980 and g.values["power_w"] == 494
+    # Tesseract's own lines (no per-cell scores) are not rewritten
+    assert parse_nvtop([(ln, 0.9, None, None) for ln in lines]) == []
+
+
+def test_a_verdict_without_some_gpus_load_says_it_cannot_tell_or_names_them():
+    """A GPU with no sure load is left out of the verdict: a 'uniform' among the others
+    cannot be told (the one left out may be the idle one, as on picture 31 with Device 1's
+    header blanked); an 'uneven' holds among the others and names who was left out; a load
+    that is power over its limit says so, and is at most 100 %."""
+    from types import SimpleNamespace
+
+    from tealeaves.classifier.picture import summary
+
+    def gpu(i, **vals):
+        conf = {k: 0.1 if k.endswith("_doubt") else 1.0 for k in vals}
+        return SimpleNamespace(gpu=i, values={k.removesuffix("_doubt"): v
+                                              for k, v in vals.items()},
+                               confidence={k.removesuffix("_doubt"): c
+                                           for k, c in conf.items()}, box=None)
+
+    def whole(gpus):
+        r = SimpleNamespace(tool="nvtop", gpus=gpus, notes=[], charts=[], captures=None)
+        return summary(r)["regions"][0]["verdict"]
+
+    v = whole([gpu(0, util_pct_doubt=0.0), gpu(1, power_w=508, power_limit_w=700),
+               gpu(2, power_w=506, power_limit_w=700)])
+    assert v["pattern"] == "n/a" and v["text"].startswith("cannot tell: GPU 0 read no sure")
+    assert "power over its limit" in v["text"]
+    v = whole([gpu(0, util_pct=0.0), gpu(1, util_pct=95.0), gpu(2, util_pct=96.0),
+               gpu(3, util_pct=97.0), gpu(4, util_pct_doubt=50.0)])
+    assert v["pattern"] == "uneven" and v["hot_set"] == [1, 2, 3]
+    assert "GPU 4 left out" in v["text"]
+    over = whole([gpu(0, power_w=735, power_limit_w=700), gpu(1, util_pct=20.0)])
+    assert "105" not in over["text"] and "(100 %)" in over["text"]
+
+
+def test_two_screens_side_by_side_get_no_verdict_for_the_whole_picture():
+    """Pictures 31 (four GPUs) and 21 (two) pasted side by side: their headers' lines run
+    into one another (one GPU's values from both screens), the charts name GPUs 0 and 1
+    twice: no verdict for the whole picture and none per stretch, each said."""
+    import io
+
+    from PIL import Image
+
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import read_picture
+
+    a, b = (Image.open(HERE / "pictures" / n).convert("RGB")
+            for n in ("31_quad4_d5_160x48_58s.png", "21_pair2_d10_120x40_58s.png"))
+    both = Image.new("RGB", (a.width + b.width, max(a.height, b.height)))
+    both.paste(a, (0, 0))
+    both.paste(b, (a.width, 0))
+    buf = io.BytesIO()
+    both.save(buf, "PNG")
+    s = summary(read_picture(buf.getvalue(), "side.png"))
+    whole = s["regions"][0]["verdict"]
+    assert whole["pattern"] == "n/a" and "two screens" in whole["text"], whole
+    assert s["charts"]["two_screens"] and not s["charts"]["stretches"]
+
+
+def test_charts_whose_ticks_disagree_on_the_time_scale_give_no_stretches():
+    """nvtop draws every chart on one time scale.  One chart of three reading another scale
+    (a tick misread) takes the others'; charts reading four scales (picture 34 scaled to
+    75 %: 0.018-0.112 s per pixel) cannot be timed, and no stretch is judged."""
+    from tealeaves.classifier.picture import stretches
+    from tealeaves.data.screen_nvtop import _share_scales
+
+    charts = _grid_of_charts([0, 1, 2])
+    for c, sec in zip(charts, (0.05, 0.05, 0.09), strict=True):
+        c.seconds_per_px = sec
+    _share_scales(charts)
+    assert [c.seconds_per_px for c in charts] == [0.05, 0.05, 0.05]
+    assert "taken as theirs" in charts[2].notes[0]
+    assert charts[2].series[0].seconds_ago[-1] == pytest.approx(0.0)
+    charts = _grid_of_charts([0, 1, 2, 3])
+    for c, sec in zip(charts, (0.018, 0.073, 0.096, 0.112), strict=True):
+        c.seconds_per_px = sec
+    _share_scales(charts)
+    assert all(c.interval_source == "ticks disagree" for c in charts)
+    out = stretches(charts)
+    assert not out["stretches"] and any("ticks disagree" in n for n in out["notes"])
+
+
+def test_a_chart_line_that_ends_far_from_the_headers_reading_is_left_out():
+    """nvtop's header and its charts' newest column are one refresh: a GPU % line ending at
+    9 % (its mem% line read for it) where the header reads 94 % is misread, left out."""
+    from tealeaves.classifier.picture import stretches
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+
+    ago = np.arange(0.0, 20.0, 0.1)
+    charts = []
+    for g, level in ((0, 9.0), (1, 95.0), (2, 93.0)):
+        c = Chart((0, 0, len(ago) - 1, 100), 0.1, "ticks", False)
+        c.series = [ChartSeries(f"GPU{g} %", g, "gpu_util", (0, 195, 195), ago,
+                                np.full(len(ago), level))]
+        charts.append(c)
+    header = {0: {"util_pct": 94.0}, 1: {"util_pct": 95.0}, 2: {"util_pct": 92.0}}
+    out = stretches(charts, None, header)
+    assert any(n.startswith("GPU 0's chart line ends at 9 %") for n in out["notes"])
+    assert out["stretches"] and all(s["gpus"] == [1, 2] for s in out["stretches"])
+    assert stretches(charts, None, {0: {"util_pct": 12.0}})["stretches"][0]["gpus"] == [0, 1, 2]

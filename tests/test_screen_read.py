@@ -310,3 +310,10 @@ def test_the_grid_readers_unsure_value_yields_and_a_misfit_grid_is_dropped():
     mine = [gpu(3, util_pct=94.0), gpu(3, util_pct=0.0), gpu(5, util_pct=98.0)]
     notes = _reindex(mine, [gpu(3), gpu(4), gpu(5)])
     assert [g.gpu for g in mine] == [3, 4, 5] and len(notes) == 1
+    # an index the grid read that Tesseract read nowhere ("Device?8" for "Device 0"), in the
+    # place of one the grid read nowhere: Tesseract's; an index both read elsewhere stays
+    mine = [gpu(8, util_pct=0.0), gpu(1, util_pct=95.0)]
+    notes = _reindex(mine, [gpu(0), gpu(1)])
+    assert [g.gpu for g in mine] == [0, 1] and "taken as GPU 0" in notes[0]
+    mine = [gpu(1, util_pct=0.0), gpu(0, util_pct=95.0)]
+    assert _reindex(mine, [gpu(0), gpu(1)]) == [] and [g.gpu for g in mine] == [1, 0]
