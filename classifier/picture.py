@@ -341,9 +341,11 @@ def _gpu_series(charts, n_header: int | None = None
         if c.cut_edges:
             # a column without a line may be one at a level the picture cut off
             names = sorted({s.gpu for s in c.series if s.gpu is not None})
-            notes.append(f"the chart of GPU {', '.join(map(str, names)) or '?'} is left out "
-                         f"of the stretches: it is cut by the picture's edge, and where its "
-                         f"line is not seen it may run in the part cut off")
+            which = f"GPU {', '.join(map(str, names))}" if names else \
+                f"x {c.box[0]}-{c.box[2]} px (its GPU not read)"
+            notes.append(f"the chart of {which} is left out of the stretches: it is cut by "
+                         f"the picture's edge, and where its line is not seen it may run in "
+                         f"the part cut off")
             continue
         for s in c.series:
             if s.metric != "gpu_util" or s.gpu is None:
@@ -494,9 +496,22 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
         if first is None:
             keys = [_key(verdict(loads_at(k, k + 1))) for k in range(len(grid))]
         else:
-            keys = list(itertools.accumulate([first if keys[0] is None else keys[0],
-                                              *keys[1:]],
-                                             lambda a, b: a if b is None else b))
+            # unless the GPUs seen there changed pattern: judged on them alone, the moment
+            # and the last moment every GPU was seen (restricted to them) must agree
+            last = next(k for k in range(len(grid)) if keys[k] is not None)
+            for k in range(len(grid)):
+                if keys[k] is not None:
+                    last = k
+                    continue
+                seen_now = np.isfinite(vals[:, k])
+                if seen_now.sum() < 2:
+                    keys[k] = keys[k - 1] if k else keys[last]
+                    continue
+                now = {g: float(vals[i, k]) for i, g in enumerate(order) if seen_now[i]}
+                then = {g: float(vals[i, last]) for i, g in enumerate(order) if seen_now[i]}
+                same = _key(verdict(now)) == _key(verdict(then))
+                keys[k] = (keys[k - 1] if k else keys[last]) if same else \
+                    ("seen", *_key(verdict(now)))
         runs = []
         for k, key in enumerate(keys):
             if runs and runs[-1][2] == key:
@@ -547,6 +562,10 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
             if size and xb > xa:
                 boxes.append([round(xa / size[0], 4), round(y0 / size[1], 4),
                               round(xb / size[0], 4), round(y1 / size[1], 4)])
+        uncharted = sorted(set(gpus or {}) - set(order))
+        if uncharted:
+            text = (f"{text} (GPU{'s' if len(uncharted) > 1 else ''} "
+                    f"{', '.join(map(str, uncharted))} of the header: no chart line read)")
         unseen = [g for g in order if g not in loads]
         if unseen:
             their = "its line" if len(unseen) == 1 else "their lines"

@@ -251,6 +251,8 @@ class Chart:
     #: read as one), "unnamed" (followed apart, which is which not yet told:
     #: ``name_lines``), "named".
     monochrome: str = ""
+    #: the chart's text rows above its 0 % row (``_to_levels``), None where not found.
+    rows: int | None = None
     #: the picture's edges that cut through the plot area ("bottom", "top", "right"): its
     #: lines may run where they are not seen, so no stretch is judged on them.
     cut_edges: tuple[str, ...] = ()
@@ -292,12 +294,90 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     bg = _background(a)  # the frame is told from it in every chart
     charts = []
     for col in ticks:
-        chart = _one_chart(a, words, col, bg, glyph_w)
+        # a chart side by side with the next one ends before that one's y ticks (its own
+        # right frame missed, it would run over the next chart's plot)
+        x_left = max(t[2] for t in col)
+        nxt = [max(t[2] for t in o) for o in ticks if o is not col
+               and max(t[2] for t in o) > x_left + 10 * glyph_w
+               and min(t[1] for t in o) < max(t[1] for t in col)
+               and max(t[1] for t in o) > min(t[1] for t in col)]
+        limit = int(min(nxt) - 4 * glyph_w) if nxt else None
+        chart = _one_chart(a, words, col, bg, glyph_w, limit)
         if chart is not None:
             charts.append(chart)
     _share_scales(charts)
     _one_gpu_per_chart(a, charts, header)
+    cell = _cell_height(words)
+    spans: list[list[Chart]] = []  # charts of one height share their rows
+    for c in charts:
+        same = next((g for g in spans if abs((g[0].box[3] - g[0].box[1])
+                                              - (c.box[3] - c.box[1])) <= 3), None)
+        if same is None:
+            spans.append([c])
+        else:
+            same.append(c)
+    for group in spans if cell else []:
+        _to_levels(group, cell)
     return charts
+
+
+def _cell_height(words) -> float | None:
+    """The terminal's text row height, px: the median spacing of consecutive text lines
+    (the words' centre rows, clustered within 2 px; spacings between 0.7 and 1.8 glyph
+    heights: one row apart).  None without two such lines."""
+    ys = sorted(w.top + w.height / 2 for w in words if len(w.text) >= 2)
+    lines: list[list[float]] = []
+    for y in ys:
+        if lines and y - lines[-1][-1] <= 2:
+            lines[-1].append(y)
+        else:
+            lines.append([y])
+    if len(lines) < 2:
+        return None
+    gh = float(np.median([w.height for w in words if len(w.text) >= 2]))
+    d = np.diff([float(np.mean(ln)) for ln in lines])
+    d = d[(d > 0.7 * gh) & (d < 1.8 * gh)]
+    return float(np.median(d)) if len(d) else None
+
+
+def _to_levels(group: list[Chart], cell_h: float) -> None:
+    """Read, in place, each plotted value as the middle of the range nvtop drew it for.
+    nvtop's ``nvtop_line_plot`` (src/plot.c) draws a value ``v`` on the text row
+    ``rows - floor(v / (100 / rows))`` of a plot ``rows + 1`` rows high: a line on the k-th
+    row from the bottom stands for ``[k, k + 1) * 100 / rows`` (the top row for 100).  The
+    rows are the plot's height over the text row height ``cell_h`` (``_cell_height``), the
+    one of that and its two neighbours whose lattice from the 0 % row to the 100 % row the
+    line rows seen fit best; where none fits them within a fifth of a row, the values stay
+    as read.  ``group``: charts of one height (one rows count for all, fitted on all their
+    lines)."""
+    span = float(np.median([c.box[3] - c.box[1] for c in group]))
+    series = [s for c in group for s in c.series]
+    vals = np.concatenate([s.values for s in series]) if series else np.array([])
+    vals = vals[np.isfinite(vals)]
+    if span <= 0 or not len(vals):
+        return
+    seen = np.unique(np.round(span * (1 - vals / 100.0)))  # px below the 100 % row
+    best = None
+    guess = round(span / cell_h)
+    for rows in range(max(2, guess - 1), guess + 2):
+        cell = span / rows
+        off = np.abs(seen / cell - np.round(seen / cell)) * cell
+        score = float(np.percentile(off, 80))
+        if best is None or score < best[0]:
+            best = (score, rows)
+    if best is None or best[0] > 0.2 * span / best[1]:
+        return
+    rows = best[1]
+    inc = 100.0 / rows
+    for s in series:
+        k = np.round(s.values / inc)
+        s.values = np.where(np.isfinite(s.values),
+                            np.where(k >= rows, 100.0, (np.clip(k, 0, rows) + 0.5) * inc),
+                            np.nan)
+    for c in group:
+        c.rows = rows
+        c.notes.append(f"each value read as the middle of its text row's range (nvtop draws "
+                       f"a value on row floor(value / {inc:.1f} %) of {rows} above 0 %)")
 
 
 def _share_scales(charts: list[Chart]) -> None:
@@ -366,7 +446,7 @@ SCALE_AGREE = 0.08
 def _colour_of(series: list[ChartSeries], metric: str) -> tuple | None:
     """The one colour the series whose legend was read as ``metric`` share (within 40 per
     channel), or None when they differ (a chart of several GPUs) or there are none."""
-    pat = r"m[eo][mn]" if metric == "mem_util" else r"^GPU\d+\s*%$"
+    pat = r"[mn][eo][mn]" if metric == "mem_util" else r"^GPU\d+\s*%$"
     cs = [np.asarray(s.colour, dtype=float) for s in series
           if re.search(pat, s.legend, re.IGNORECASE)]
     if not cs or any(np.abs(c - cs[0]).max() > 40 for c in cs):
@@ -400,23 +480,41 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart],
     # each row's charts are consecutive GPUs; the row's offset from the indices read in it
     # (a row cut by the picture's edge starts where its first read index says), else the
     # row before it continued
+    # (a series' metric from its colour first: a legend read "nen%" is a mem% all the same)
+    for s in series:
+        near = {m: np.abs(np.subtract(s.colour, col)).max() for m, col in
+                (("gpu_util", util), ("mem_util", mem))}
+        best = min(near, key=near.get)
+        if near[best] <= 40:
+            s.metric = best
+    # a chart's place in its row from where it stands (a chart not found leaves its slot
+    # empty): the row's slots are its charts' width plus the gap between charts
+    x_lo, x_hi = min(c.box[0] for c in charts), max(c.box[2] for c in charts)
+    gaps = [b.box[0] - a.box[2] for r in rows for a, b in
+            itertools.pairwise(sorted(r, key=lambda c: c.box[0]))]
+    gap = float(np.median(gaps)) if gaps else 0.0
     places: list[tuple[int, Chart]] = []
     start, agree = 0, 0
     for r in rows:
         r = sorted(r, key=lambda c: c.box[0])
+        pitch = float(np.median([c.box[2] - c.box[0] for c in r])) + gap
+        slots = max(len(r), round((x_hi - x_lo + gap) / pitch))
+        cols = [round((c.box[0] - x_lo) / pitch) for c in r]
+        if len(set(cols)) < len(cols):
+            return  # not nvtop's one-GPU-per-chart layout as read
         named = [{s.gpu for s in c.series if s.gpu is not None} for c in r]
-        offs = [g - j for j, gs in enumerate(named) for g in gs]
+        offs = [g - j for j, gs in zip(cols, named, strict=True) for g in gs]
         if offs:  # the row's offset: one that puts its charts on GPUs the header shows,
             # then the one most of its read indices give, then the rows before continued
 
-            def rank_of(o, offs=offs, r=r, go_on=start):
-                shown = not header or all(o + j in header for j in range(len(r)))
+            def rank_of(o, offs=offs, cols=cols, go_on=start):
+                shown = not header or all(o + j in header for j in cols)
                 return (shown, offs.count(o), o == go_on, -o)
 
             start = max({*offs, start}, key=rank_of)
             agree += offs.count(start)
-        places += [(start + j, c) for j, c in enumerate(r)]
-        start += len(r)
+        places += [(start + j, c) for j, c in zip(cols, r, strict=True)]
+        start += slots
     if len({p for p, _c in places}) < len(places) or min(p for p, _c in places) < 0:
         return
     # at most one chart naming no GPU of its place, among at least two that do: that
@@ -439,11 +537,6 @@ def _one_gpu_per_chart(a: np.ndarray, charts: list[Chart],
                            f"GPU {rank}")
     for rank, c in places:
         for s in c.series:
-            near = {m: np.abs(np.subtract(s.colour, col)).max() for m, col in
-                    (("gpu_util", util), ("mem_util", mem))}
-            best = min(near, key=near.get)
-            if near[best] <= 40:
-                s.metric = best
             if s.gpu is None:
                 s.gpu = rank
         if not any(s.metric == "gpu_util" for s in c.series):
@@ -468,7 +561,8 @@ def _y_ticks(words, cw: float | None = None) -> list[list[tuple[float, float, fl
     of words reading 100, 75, 50, 25 or 0 whose right edges line up and whose rows fall on
     one straight value-to-row line within about half a text row (nvtop puts 75/50/25 on
     rounded rows; a misread tick, a stray ``0`` elsewhere, falls off it), at least three
-    distinct values each."""
+    distinct values each.  A two-digit word starting 2, 5 or 7 stands for 25, 50 or 75
+    (its second digit misread, "59")."""
     cands = []
     cw = cw or _glyph_width(words)  # the page's glyph width
     for w in words:
@@ -476,6 +570,10 @@ def _y_ticks(words, cw: float | None = None) -> list[list[tuple[float, float, fl
         if not re.fullmatch(r"\d{1,3}", head):
             continue
         v = float(head)
+        if len(head) == 2 and head[0] in "257" and v not in (25.0, 50.0, 75.0):
+            # a tick's 0 or 5 misread ("59" for 50): its first digit says which; a stray
+            # number elsewhere would have to line up with the other ticks and their rows
+            v = {"2": 25.0, "5": 50.0, "7": 75.0}[head[0]]
         if v in (100.0, 75.0, 50.0, 25.0, 0.0):
             cands.append((v, w.top + w.height / 2, w.left + cw * len(head), w.height))
     groups = []
@@ -499,7 +597,8 @@ def _y_ticks(words, cw: float | None = None) -> list[list[tuple[float, float, fl
     return [[(v, y, x) for v, y, x, _h in g] for g in sorted(groups, key=lambda g: g[0][1])]
 
 
-def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart | None:
+def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
+               limit: int | None = None) -> Chart | None:
     vals = np.array([t[0] for t in ticks])
     ys = np.array([t[1] for t in ticks])
     slope, icpt = np.polyfit(vals, ys, 1)  # y pixel of a value
@@ -512,14 +611,15 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
     # the plot area's right edge: the box's frame, the last column with a long vertical run
     grey = _frame_ink(a[lo_y:hi_y, :, :], bg)
     frame_cols = np.flatnonzero(grey.mean(axis=0) > 0.8)
-    right = [c for c in frame_cols if c > x_left + 20]
+    right = [c for c in frame_cols if x_left + 20 < c < (limit or w)]
     # charts side by side: this chart's own right frame is where its top border ends (the
     # box line above the 100 tick, grey like the frame); without one, the last frame column
     end = _top_border_end(a, x_left, y100, ticks, bg)
     if end is not None and right:
         near = min(right, key=lambda c: abs(c - end))
         right = [near] if abs(near - end) <= 12 else right
-    x_right = min(int(right[-1]) - 2 if right else w - 1, w - 5)  # _levels looks 4 px out
+    x_right = min(int(right[-1]) - 2 if right else (limit or w) - 1,
+                  (limit or w) - 5)  # _levels looks 4 px out
     x_left = int(frame_cols[(frame_cols >= x_left - 4) & (frame_cols < x_left + 20)].max()
                  + 2) if ((frame_cols >= x_left - 4) & (frame_cols < x_left + 20)).any() \
         else x_left
@@ -542,10 +642,13 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
             chart.cut_edges += (edge,)
             chart.notes.append(f"the chart runs off the picture's {edge} edge: a line in its "
                                f"{part} {lost:.0f} points is unseen (left blank)")
-    if not right:  # no frame right of the plot: the picture ends inside it
+    if not right:  # no frame right of the plot: the picture ends inside it, or the
+        # frame is not a straight column (a rotated picture): either way its right end is
+        # unknown
         chart.cut_edges += ("right",)
-        chart.notes.append("the chart runs off the picture's right edge (no frame closes "
-                           "it): its newest samples may be unseen")
+        where = "the chart runs off the picture's right edge (no frame closes it)" \
+            if end is not None and end >= w - 8 else "the chart's right frame was not found"
+        chart.notes.append(f"{where}: its newest samples may be unseen")
     if edge_ago:
         chart.notes.append(f"the chart's newest column is {edge_ago:.0f} s before its 0 s tick "
                            f"(a cropped picture?): its times are counted from that tick")
@@ -583,7 +686,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float) -> Chart 
         # whose "%"/"mem%" was not read
         nth = seen.get(gpu, 0)
         seen[gpu] = nth + 1
-        metric = "mem_util" if re.search(r"m[eo][mn]", legend, re.IGNORECASE) else (
+        metric = "mem_util" if re.search(r"[mn][eo][mn]", legend, re.IGNORECASE) else (
             "gpu_util" if "%" in legend else ("gpu_util", "mem_util", None)[min(nth, 2)])
         chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
                                         ago, values))
@@ -941,14 +1044,14 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
         # a line drawn right after the legend is read into it ("GPU5 %—__—___"): the legend
         # is its first "%"/"mem%" and its box ends there
         rest = w.text[m.end():]
-        cut = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", rest, re.IGNORECASE)
+        cut = re.match(r"\s*(?:[_\W]?[mn][eo][mn][*_]?%?|[%*+])", rest, re.IGNORECASE)
         keep = m.end() + (cut.end() if cut else min(len(rest), 5))
         right = w.left + cw * keep
         if keep < len(w.text):
             rest = rest[:keep - m.end()]
             after, tail = [], ""
         elif after and len(tail) > 5:  # the "%" word ran on into the line
-            t = re.match(r"\s*(?:[_\W]?m[eo][mn][*_]?%?|[%*+])", tail, re.IGNORECASE)
+            t = re.match(r"\s*(?:[_\W]?[mn][eo][mn][*_]?%?|[%*+])", tail, re.IGNORECASE)
             keep_t = t.end() if t else 5
             o = min(after, key=lambda o: o.left)
             right = o.left + cw * keep_t
@@ -1066,6 +1169,8 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
         if c.monochrome != "unnamed":
             continue
         gpu = c.series[0].gpu
+        who = f"GPU {gpu}'s" if gpu is not None else \
+            f"the chart at x {c.box[0]}-{c.box[2]} px (its GPU not read):"
         v = header.get(gpu, {}) if gpu is not None else {}
         util = v.get("util_pct", np.nan)
         mem = 100 * v.get("mem_used_mib", np.nan) / v.get("mem_total_mib", np.nan)
@@ -1076,7 +1181,7 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
             newest.append(float(vals[0]) if len(vals) else np.nan)
         if not (np.isfinite(util) and np.isfinite(mem) and all(np.isfinite(newest))):
             _agreed_only(c)
-            notes.append(f"GPU {gpu}'s monochrome lines not named: the header's GPU % and "
+            notes.append(f"{who} monochrome lines not named: the header's GPU % and "
                          f"MEM or the lines' newest levels not read; its GPU % is given only "
                          f"where the two lines run together")
             continue
@@ -1085,7 +1190,7 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
         k = int(np.argmin(fits))
         if abs(util - mem) < NAME_APART or fits[k] > NAME_TOL:
             _agreed_only(c)
-            notes.append(f"GPU {gpu}'s monochrome lines not named: the header's GPU % "
+            notes.append(f"{who} monochrome lines not named: the header's GPU % "
                          f"({util:.0f}) and MEM ({mem:.0f} %) are too close or fit neither "
                          f"line's newest level ({newest[0]:.0f}, {newest[1]:.0f} %); its "
                          f"GPU % is given only where the two lines run together")
@@ -1094,7 +1199,7 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
         c.series[k].legend, c.series[1 - k].legend = f"GPU{gpu} %", f"GPU{gpu} mem%"
         c.series.sort(key=lambda sr: sr.metric != "gpu_util")
         c.monochrome = "named"
-        notes.append(f"GPU {gpu}'s monochrome lines named by the header: the one at "
+        notes.append(f"{who} monochrome lines named by the header: the one at "
                      f"{newest[k]:.0f} % at the newest column is GPU % (header {util:.0f} %), "
                      f"the other mem% (header {mem:.0f} %)")
     return notes

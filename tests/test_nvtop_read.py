@@ -659,3 +659,64 @@ def test_a_chart_line_that_ends_far_from_the_headers_reading_is_left_out():
     assert any(n.startswith("GPU 0's chart line ends at 9 %") for n in out["notes"])
     assert out["stretches"] and all(s["gpus"] == [1, 2] for s in out["stretches"])
     assert stretches(charts, None, {0: {"util_pct": 12.0}})["stretches"][0]["gpus"] == [0, 1, 2]
+
+
+def test_screenshot_json_is_strict_json_an_unknown_load_is_null(capsys, monkeypatch,
+                                                                 tmp_path):
+    """A 'cannot tell' verdict's mean load is unknown (NaN inside): ``--json`` prints it
+    as null, never the NaN literal strict JSON readers refuse (RFC 8259)."""
+    from tealeaves.app.cli import main
+    from tealeaves.app.cli import screenshot as cli
+    from tealeaves.classifier.picture import verdict
+
+    pic = tmp_path / "x.png"
+    pic.write_bytes(b"")
+    monkeypatch.setattr(cli, "read_one", lambda p, *_a: {"file": str(p),
+                                                         "verdict": verdict({})})
+    assert main(["screenshot", "read", "--json", str(pic)]) == 0
+
+    def refuse(name):
+        raise ValueError(f"not JSON: {name}")
+
+    (r,) = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert r["verdict"]["mean_load"] is None
+
+
+def test_a_plotted_value_is_read_as_the_middle_of_the_range_its_row_stands_for():
+    """nvtop (src/plot.c) draws v on row floor(v / (100 / rows)) above 0 %: on an 11-row
+    chart a line on the row under the top one stands for [90.9, 100), read 95.5; the top
+    row is 100; the 0 % row [0, 9.1), read 4.5.  Charts of one height share their rows."""
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries, _to_levels
+
+    span = 11 * 19.0
+    charts = []
+    for vals in ([90.9, 90.9, 100.0], [0.0, 9.09, 90.9]):
+        c = Chart((0, 100, 2, int(100 + span)), 1.0, "ticks", True)
+        c.series = [ChartSeries("GPU0 %", 0, "gpu_util", (0, 195, 195), np.arange(3.0),
+                                np.array(vals))]
+        charts.append(c)
+    _to_levels(charts, 19.0)
+    assert charts[0].series[0].values.tolist() == pytest.approx([95.45, 95.45, 100.0], abs=0.01)
+    assert charts[1].series[0].values.tolist() == pytest.approx([4.55, 13.64, 95.45], abs=0.01)
+    assert charts[0].rows == charts[1].rows == 11 and "floor(value / 9.1 %)" in charts[0].notes[0]
+
+
+def test_a_gpu_unseen_a_while_does_not_carry_an_old_pattern_over_a_change_of_the_others():
+    """GPU 3's line is unseen from 9 s to 1.5 s (a selection, a white-out); GPUs 0-2 change
+    at 5 s (2 busy, 0 and 1 idle before: all busy).  The stretch cut follows the GPUs seen,
+    at 5 s, not where GPU 3 was last seen."""
+    from tealeaves.classifier.picture import stretches
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+
+    ago = np.arange(0.0, 20.0, 0.1)
+    busy_then_idle = np.where(ago < 5.0, 2.0, 95.0)
+    lines = {0: busy_then_idle, 1: busy_then_idle, 2: np.full(len(ago), 95.0),
+             3: np.where((ago > 1.5) & (ago < 9.0), np.nan, np.where(ago < 5, 2.0, 95.0))}
+    charts = []
+    for g, v in lines.items():
+        c = Chart((0, 0, len(ago) - 1, 100), 0.1, "ticks", False)
+        c.series = [ChartSeries(f"GPU{g} %", g, "gpu_util", (0, 195, 195), ago, v)]
+        charts.append(c)
+    out = stretches(charts)["stretches"]
+    assert [s["verdict"]["pattern"] for s in out] == ["uniform", "uneven"]
+    assert abs(out[1]["from_s_ago"] - 5.0) < 0.6 and out[1]["verdict"]["hot_set"] == [2]

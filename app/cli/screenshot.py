@@ -4,9 +4,9 @@ picture alone (``data.screen_read``), and its verdict (``classifier.picture``)."
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from ...data.jsontext import dumps as json_dumps
 from .common import fail
 
 
@@ -75,7 +75,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
             bad += 1
     bar.close()
     if args.json:
-        print(json.dumps(out, indent=1))
+        print(json_dumps(out, indent=1))  # an unknown mean load is null, never NaN
         return 2 if bad else 0
     for r in out:
         if "error" in r:
