@@ -314,7 +314,7 @@ MAX_GAP_S = 1.0
 PCIE_BUSY_BPS = 10 * 2**20
 PCIE_FACTOR = 4.0
 #: The share of a stretch a GPU's line must be seen in for the stretch to judge it.
-MIN_SEEN_SHARE = 0.3
+MIN_SEEN_SHARE = 0.4
 #: Points a chart line's newest level may be from the header's GPU % (the same refresh
 #: of nvtop; its newest column lags the moment by up to an interval) and not be misread.
 HEADER_AGREE = 25.0

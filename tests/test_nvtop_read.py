@@ -720,3 +720,22 @@ def test_a_gpu_unseen_a_while_does_not_carry_an_old_pattern_over_a_change_of_the
     out = stretches(charts)["stretches"]
     assert [s["verdict"]["pattern"] for s in out] == ["uniform", "uneven"]
     assert abs(out[1]["from_s_ago"] - 5.0) < 0.6 and out[1]["verdict"]["hot_set"] == [2]
+
+
+def test_a_gpu_seen_in_a_third_of_a_stretch_is_not_judged_on_that_third():
+    """A terminal selection over picture 36's lower charts hid GPU 7's line but for its
+    newest third, at 2 % (it was busy before): the stretch of GPUs 0-3 at 95 % must not call
+    GPU 7 the one waiting; it is left out, said."""
+    from tealeaves.classifier.picture import stretches
+    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+
+    ago = np.arange(0.0, 22.0, 0.1)
+    charts = []
+    for g in range(5):
+        v = np.full(len(ago), 95.0) if g < 4 else np.where(ago < 7.0, 2.0, np.nan)
+        c = Chart((0, 0, len(ago) - 1, 100), 0.1, "ticks", False)
+        c.series = [ChartSeries(f"GPU{g} %", g, "gpu_util", (0, 195, 195), ago, v)]
+        charts.append(c)
+    (st,) = stretches(charts)["stretches"]
+    assert st["gpus"] == [0, 1, 2, 3] and st["verdict"]["pattern"] == "uniform"
+    assert "GPU 4 left out: its line seen in less than 40%" in st["text"]
