@@ -252,8 +252,10 @@ def compare(picture: dict | None, picture_loads: dict[int, float],
 
     if not telemetry_loads:
         return no("no telemetry of that moment")
-    if picture is None or picture["pattern"] == "n/a" or not picture_loads:
+    if picture is None or not picture_loads:
         return no("no GPU load read from the picture")
+    if picture["pattern"] == "n/a":  # "cannot tell", two screens: nothing to compare
+        return no(f"the picture gives no verdict ({picture['text']})")
     shown = sorted(set(picture_gpus if picture_gpus is not None else picture_loads))
     held = sorted(telemetry_loads)
     if len(shown) != len(held):
@@ -328,7 +330,7 @@ def _gpu_series(charts, n_header: int | None = None
                 ) -> tuple[dict[int, tuple[np.ndarray, np.ndarray]], list[str], float, bool]:
     """Each GPU's ``GPU %`` series ``(seconds_ago, values)`` from nvtop's charts (monochrome
     charts are left out, said), the notes, the coarsest seconds per pixel, and whether the
-    charts are two screens'.  A GPU named on more than one chart is two screens in one
+    charts are two screens.  A GPU named on more than one chart is two screens in one
     picture when there are more such charts than the ``n_header`` GPUs the header shows
     (then no series are returned), else a legend misread: that GPU is left out, said."""
     out, notes, step = {}, [], 0.0

@@ -1076,10 +1076,12 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
     return out
 
 
-def _run_rows(a, colour, x0, x1, y0, y1) -> list[list[float]]:
-    """Per pixel column of ``x0..x1`` the rows (y pixels) of each horizontal stroke of
-    ``colour``: pixels of the colour with one within 3 px left or right, rows within 3 px of
-    each other taken as one stroke (its mean row)."""
+def _horizontal(a, colour, x0, x1, y0, y1) -> tuple[np.ndarray, int]:
+    """Which pixels of rows ``y0..y1`` (clipped to the picture: a chart cropped by its edge)
+    and columns ``x0..x1`` are near ``colour`` (within 60 per channel) with another such
+    pixel within 3 px left or right (where two lines share a level nvtop's cells alternate
+    them, drawing the line dashed in either colour): ``(rows, columns)`` bool and the first
+    row's y."""
     y0, y1 = max(0, y0), min(a.shape[0] - 1, y1)
     part = a[y0:y1 + 1, x0 - 3:x1 + 4].astype(float)
     near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
@@ -1087,9 +1089,16 @@ def _run_rows(a, colour, x0, x1, y0, y1) -> list[list[float]]:
     side = np.zeros((near.shape[0], w), dtype=bool)
     for d in (1, 2, 3):
         side |= near[:, 3 - d:3 - d + w] | near[:, 3 + d:3 + d + w]
-    horiz = near[:, 3:3 + w] & side
+    return near[:, 3:3 + w] & side, y0
+
+
+def _run_rows(a, colour, x0, x1, y0, y1) -> list[list[float]]:
+    """Per pixel column of ``x0..x1`` the rows (y pixels) of each horizontal stroke of
+    ``colour``: pixels of the colour with one within 3 px left or right, rows within 3 px of
+    each other taken as one stroke (its mean row)."""
+    horiz, y0 = _horizontal(a, colour, x0, x1, y0, y1)
     out = []
-    for k in range(w):
+    for k in range(horiz.shape[1]):
         rows = np.flatnonzero(horiz[:, k]) + y0
         strokes: list[list[int]] = []
         for r in rows:
@@ -1228,17 +1237,8 @@ NAME_TOL = 12.0
 def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:
     """Per pixel column of ``x0..x1`` the mean row of the pixels near ``colour`` that lie on
     a horizontal run (a pixel of the colour within 3 px left or right), NaN where none."""
-    y0, y1 = max(0, y0), min(a.shape[0] - 1, y1)  # a chart cropped by the picture's edge
-    part = a[y0:y1 + 1, x0 - 3:x1 + 4].astype(float)
-    near = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
-    # a neighbour of the colour within 3 px: where two lines share a level nvtop's cells
-    # alternate them, and the line is drawn dashed in either colour
-    w = near.shape[1] - 6
-    side = np.zeros((near.shape[0], w), dtype=bool)
-    for d in (1, 2, 3):
-        side |= near[:, 3 - d:3 - d + w] | near[:, 3 + d:3 + d + w]
-    horiz = near[:, 3:3 + w] & side
-    rows = np.arange(y0, y0 + part.shape[0], dtype=float)[:, None]
+    horiz, y0 = _horizontal(a, colour, x0, x1, y0, y1)
+    rows = np.arange(y0, y0 + horiz.shape[0], dtype=float)[:, None]
     n = horiz.sum(axis=0)
     with np.errstate(invalid="ignore"):
         return np.where(n > 0, (horiz * rows).sum(axis=0) / np.maximum(n, 1), np.nan)

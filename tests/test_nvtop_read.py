@@ -739,3 +739,11 @@ def test_a_gpu_seen_in_a_third_of_a_stretch_is_not_judged_on_that_third():
     (st,) = stretches(charts)["stretches"]
     assert st["gpus"] == [0, 1, 2, 3] and st["verdict"]["pattern"] == "uniform"
     assert "GPU 4 left out: its line seen in less than 40%" in st["text"]
+
+
+def test_a_cannot_tell_verdict_is_not_compared_with_the_telemetry_and_says_why():
+    from tealeaves.classifier.picture import compare, verdict
+
+    v = {**verdict({}), "text": "cannot tell: GPU 0 read no sure load"}
+    c = compare(v, {1: 95.0, 2: 94.0}, {0: 5.0, 1: 95.0, 2: 94.0}, [0, 1, 2])
+    assert c["status"] == "not compared" and "cannot tell: GPU 0" in c["text"]
