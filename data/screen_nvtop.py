@@ -291,7 +291,16 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     a = np.asarray(img.convert("RGB"), dtype=np.int16)
     glyph_w = _glyph_width(words)
     ticks = _y_ticks(words, glyph_w)
-    bg = _background(a)  # the frame is told from it in every chart
+    # the frame is told from it in every chart; the terminal's own ground, where its words
+    # are (a picture padded with a border, or a desktop around the window, is not it)
+    if words:
+        bx0, by0 = int(min(w.left for w in words)), int(min(w.top for w in words))
+        bx1 = int(max(w.left + w.width for w in words))
+        by1 = int(max(w.top + w.height for w in words))
+        bg = _background(a[max(0, by0):by1 + 1, max(0, bx0):bx1 + 1]) \
+            if bx1 > bx0 + 16 and by1 > by0 + 16 else _background(a)
+    else:
+        bg = _background(a)
     charts = []
     for col in ticks:
         # a chart side by side with the next one ends before that one's y ticks (its own

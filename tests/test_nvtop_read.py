@@ -747,3 +747,23 @@ def test_a_cannot_tell_verdict_is_not_compared_with_the_telemetry_and_says_why()
     v = {**verdict({}), "text": "cannot tell: GPU 0 read no sure load"}
     c = compare(v, {1: 95.0, 2: 94.0}, {0: 5.0, 1: 95.0, 2: 94.0}, [0, 1, 2])
     assert c["status"] == "not compared" and "cannot tell: GPU 0" in c["text"]
+
+
+def test_a_picture_padded_with_a_border_reads_its_charts_on_the_terminals_ground():
+    """Picture 36 (eight GPUs) on a 400-px grey border: the background is the terminal's,
+    where its words are, not the border's; the eight charts keep their boxes and the split's
+    stretches hold (was: 'GPU 4, 7 charted more than once', no verdict)."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import read_picture
+
+    pic = Image.open(HERE / "pictures" / "36_split8_d10_200x60_82s.png").convert("RGB")
+    buf = io.BytesIO()
+    ImageOps.expand(pic, border=400, fill=(128, 128, 128)).save(buf, "PNG")
+    s = summary(read_picture(buf.getvalue(), "border.png"))
+    st = s["charts"]["stretches"]
+    assert len(st) == 2 and st[0]["verdict"]["pattern"] == "uniform", st
+    assert st[1]["verdict"]["hot_set"] == [0, 1, 2, 3] and len(st[1]["gpus"]) == 8
