@@ -202,8 +202,9 @@ def summary(reading, regions: list[dict] | None = None,
     for reg in [WHOLE, *(regions or [])]:
         inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
         vals = {g.gpu: sure_values(g) for g in inside}
-        v = _judged(verdict(loads_of(vals), vals), [g.gpu for g in inside],
-                    loads_of(vals), vals) if reading.tool else None
+        loads = loads_of(vals)
+        v = _judged(verdict(loads, vals), [g.gpu for g in inside], loads, vals) \
+            if reading.tool else None
         if v is not None and len(vals) < len(inside):  # one index twice: two screens
             twice = sorted({g.gpu for g in inside if [h.gpu for h in inside].count(g.gpu) > 1})
             v = {**verdict({}), "text": f"GPU {', '.join(map(str, twice))} read more than once "
@@ -216,7 +217,7 @@ def summary(reading, regions: list[dict] | None = None,
                                         "each screen as a region"}
         out_regions.append({"name": reg["name"], "box": list(reg["box"]),
                             "gpus": [g.gpu for g in inside], "verdict": v,
-                            "loads": loads_of(vals)})
+                            "loads": loads})
     return {"tool": reading.tool,
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},

@@ -64,6 +64,10 @@ _GI = r"(?:([KMGT])[i1l]|G?(6)1)"
 # (the decimal point read as "," or "-", or lost to a space: "140 40161")
 _MEM_BAR = re.compile(r"(" + _NUM + r"*\s*[.,-]\s*" + _NUM + r"{3})\s*" + _GI + r"\s*/\s*(" +
                       _NUM + r"+(?:\s*[.,-]\s*|\s+)" + _NUM + r"{3})\s*" + _GI)
+# "mem" of a mem% legend as OCR reads it ("mem", "men", "nen", "mom")
+_MEM_WORD = r"[mn][eo][mn]"
+# where a legend word ends: its "mem%" or its "%" (a line drawn right after it is read on)
+_LEGEND_END = r"\s*(?:[_\W]?" + _MEM_WORD + r"[*_]?%?|[%*+])"
 # "GPU" of a legend as OCR reads it: "GPU", "GpY", "PU" (the G lost)
 _GPU_WORD = r"G?[Pp][UuVvYy]"
 _CODEC_BAR = re.compile(r"(ENC|DEC)\s*\S.{0,40}?(100|\d{1,2})\s*%\s*[\]|)}J1l]")
@@ -93,12 +97,7 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
     row: list[GpuReading] = []  # the GPUs of the last device line
     starts: list[int] = []  # where on that line each begins (characters)
     for text, conf, box, scores in lines:
-        devs = list(_DEVICE.finditer(text))
-        if not devs and scores is not None and "?" in text:
-            # the grid's unsure cells between words ("?Device?0?[NVIDIA H200]" on a JPEG):
-            # read as blanks (one character each: the columns stay where they were)
-            devs = list(_DEVICE.finditer(text.replace("?", " ")))
-            text = text.replace("?", " ") if devs else text
+        devs, text = _finditer(_DEVICE, text, scores is not None)
         if devs:
             row = []
             starts = [m.start() for m in devs]
@@ -115,10 +114,7 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
             continue
         if not row:
             continue
-        clocks = list(_CLOCKS.finditer(text))
-        if not clocks and scores is not None and "?" in text:
-            clocks = list(_CLOCKS.finditer(text.replace("?", " ")))
-            text = text.replace("?", " ") if clocks else text
+        clocks, text = _finditer(_CLOCKS, text, scores is not None)
         if clocks:
             for g, m in _owners(row, starts, clocks, text, scores is not None):
                 _put(g, m, conf, scores, {"sm_clock_mhz": (1, 1.0), "mem_clock_mhz": (2, 1.0),
@@ -141,6 +137,18 @@ def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
             g = row[min(len(row) - 1, _column_of(m.start(), text, len(row)))]
             _put(g, m, conf, scores, {f"{m.group(1).lower()}_pct": (2, 1.0)})
     return out
+
+
+def _finditer(pattern: re.Pattern, text: str, on_grid: bool) -> tuple[list, str]:
+    """``pattern``'s matches in ``text`` and the text they are in: on the grid reader's
+    lines, where none match, its unsure cells between words ("?Device?0?[NVIDIA H200]" on a
+    JPEG) read as blanks (one character each: the columns stay where they were)."""
+    found = list(pattern.finditer(text))
+    if not found and on_grid and "?" in text:
+        blanked = text.replace("?", " ")
+        found = list(pattern.finditer(blanked))
+        text = blanked if found else text
+    return found, text
 
 
 #: Where each device's part of a clocks or bars line starts: its "GPU" word.
@@ -413,26 +421,17 @@ def _share_scales(charts: list[Chart]) -> None:
         else:
             sec = float(np.median([r.seconds_per_px for r in agree]))
             for c in read:
-                if c in agree:
-                    continue
-                c.notes.append(f"its time ticks read {c.seconds_per_px:.3f} s per pixel "
-                               f"against the other charts' {sec:.3f}: taken as theirs")
-                c.seconds_per_px, c.newest_s_ago = sec, 0.0
-                c.newest_right = sum(r.newest_right for r in agree) * 2 >= len(agree)
-                c.interval_source = "ticks (another chart)"
-                ago = _ages(c.box[0], c.box[2], sec, c.newest_right)
-                for sr in c.series:
-                    sr.seconds_ago = ago
+                if c not in agree:
+                    c.notes.append(f"its time ticks read {c.seconds_per_px:.3f} s per pixel "
+                                   f"against the other charts' {sec:.3f}: taken as theirs")
+                    c.newest_s_ago = 0.0
+                    _borrow_scale(c, agree)
             read = agree
     for c in charts:
         if c.interval_source == "default" and read:
-            c.seconds_per_px = float(np.median([r.seconds_per_px for r in read]))
-            c.newest_right = sum(r.newest_right for r in read) * 2 >= len(read)
-            c.interval_source = "ticks (another chart)"
             c.notes = [n for n in c.notes if not n.startswith("time ticks not read")]
-            ago = _ages(c.box[0], c.box[2], c.seconds_per_px, c.newest_right)
-            for sr in c.series:
-                sr.seconds_ago = ago
+            _borrow_scale(c, read)
+
     for c in charts:
         row = [r for r in charts if abs(r.box[1] - c.box[1]) < 0.5 * (c.box[3] - c.box[1])]
         if len(row) < 3:
@@ -452,10 +451,22 @@ def _share_scales(charts: list[Chart]) -> None:
 SCALE_AGREE = 0.08
 
 
+def _borrow_scale(chart: Chart, donors: list[Chart]) -> None:
+    """Give ``chart`` the seconds per pixel (median) and direction (majority) of the
+    ``donors`` whose ticks were read, its series' ages recomputed."""
+    chart.seconds_per_px = float(np.median([r.seconds_per_px for r in donors]))
+    chart.newest_right = sum(r.newest_right for r in donors) * 2 >= len(donors)
+    chart.interval_source = "ticks (another chart)"
+    ago = _ages(chart.box[0], chart.box[2], chart.seconds_per_px, chart.newest_right,
+                chart.newest_s_ago)
+    for sr in chart.series:
+        sr.seconds_ago = ago
+
+
 def _colour_of(series: list[ChartSeries], metric: str) -> tuple | None:
     """The one colour the series whose legend was read as ``metric`` share (within 40 per
     channel), or None when they differ (a chart of several GPUs) or there are none."""
-    pat = r"[mn][eo][mn]" if metric == "mem_util" else r"^GPU\d+\s*%$"
+    pat = _MEM_WORD if metric == "mem_util" else r"^GPU\d+\s*%$"
     cs = [np.asarray(s.colour, dtype=float) for s in series
           if re.search(pat, s.legend, re.IGNORECASE)]
     if not cs or any(np.abs(c - cs[0]).max() > 40 for c in cs):
@@ -695,7 +706,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         # whose "%"/"mem%" was not read
         nth = seen.get(gpu, 0)
         seen[gpu] = nth + 1
-        metric = "mem_util" if re.search(r"[mn][eo][mn]", legend, re.IGNORECASE) else (
+        metric = "mem_util" if re.search(_MEM_WORD, legend, re.IGNORECASE) else (
             "gpu_util" if "%" in legend else ("gpu_util", "mem_util", None)[min(nth, 2)])
         chart.series.append(ChartSeries(legend, gpu, metric, tuple(int(v) for v in colour),
                                         ago, values))
@@ -1053,14 +1064,14 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
         # a line drawn right after the legend is read into it ("GPU5 %—__—___"): the legend
         # is its first "%"/"mem%" and its box ends there
         rest = w.text[m.end():]
-        cut = re.match(r"\s*(?:[_\W]?[mn][eo][mn][*_]?%?|[%*+])", rest, re.IGNORECASE)
+        cut = re.match(_LEGEND_END, rest, re.IGNORECASE)
         keep = m.end() + (cut.end() if cut else min(len(rest), 5))
         right = w.left + cw * keep
         if keep < len(w.text):
             rest = rest[:keep - m.end()]
             after, tail = [], ""
         elif after and len(tail) > 5:  # the "%" word ran on into the line
-            t = re.match(r"\s*(?:[_\W]?[mn][eo][mn][*_]?%?|[%*+])", tail, re.IGNORECASE)
+            t = re.match(_LEGEND_END, tail, re.IGNORECASE)
             keep_t = t.end() if t else 5
             o = min(after, key=lambda o: o.left)
             right = o.left + cw * keep_t
