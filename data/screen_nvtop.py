@@ -264,6 +264,14 @@ class Chart:
     #: the picture's edges that cut through the plot area ("bottom", "top", "right"): its
     #: lines may run where they are not seen, so no stretch is judged on them.
     cut_edges: tuple[str, ...] = ()
+    #: what the 100 % and 0 % rows rest on (``_scale_rows``): 3 both ticks read, 2 one tick
+    #: and the box's borders, 1 the first legend and the borders, 0 the ticks' line fit.
+    scale_from: int = 0
+    #: nvtop's update interval, s, where its samples were told apart
+    #: (``nvtop_samples.to_samples``: one value per sample); None: one value per pixel column.
+    interval_s: float | None = None
+    #: the legends' boxes (x0, y0, x1, y1 px): their text is no line.
+    legend_boxes: list[tuple] = field(default_factory=list)
 
 
 def _word_num(text: str, suffix: str = "") -> float | None:
@@ -309,7 +317,7 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
             if bx1 > bx0 + 16 and by1 > by0 + 16 else _background(a)
     else:
         bg = _background(a)
-    charts = []
+    made = []
     for col in ticks:
         # a chart side by side with the next one ends before that one's y ticks (its own
         # right frame missed, it would run over the next chart's plot)
@@ -321,7 +329,8 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
         limit = int(min(nxt) - 4 * glyph_w) if nxt else None
         chart = _one_chart(a, words, col, bg, glyph_w, limit)
         if chart is not None:
-            charts.append(chart)
+            made.append((col, limit, chart))
+    charts = [_row_rows(a, words, bg, glyph_w, one, made) for one in made]
     _share_scales(charts)
     _one_gpu_per_chart(a, charts, header)
     cell = _cell_height(words)
@@ -338,10 +347,40 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     return charts
 
 
+def _row_rows(a, words, bg: float, glyph_w: float, one: tuple, made: list[tuple]) -> Chart:
+    """``one`` chart (``(ticks, limit, chart)``) read again on the 100 % and 0 % rows of a
+    chart beside it whose rows rest on more of what it read (``Chart.scale_from``: both ticks
+    read over a tick and the borders, over a legend, over the ticks' fit), when those differ
+    by more than 3 px: nvtop draws the charts of a row on one height, and a chart whose 100
+    tick was lost placed its 100 % row a text row off (picture 40: GPU 1's line at 100 %
+    above its plot, unread).  Else the chart as it was."""
+    col, limit, c = one
+    row = [o for _t, _l, o in made if o is not c and
+           abs(o.box[1] - c.box[1]) < 0.5 * (c.box[3] - c.box[1]) and
+           abs((o.box[3] - o.box[1]) - (c.box[3] - c.box[1])) < 0.3 * (c.box[3] - c.box[1])]
+    better = [o for o in row if o.scale_from > c.scale_from]
+    if not better:
+        return c
+    o = max(better, key=lambda r: r.scale_from)
+    if abs(o.box[1] - c.box[1]) <= 3 and abs(o.box[3] - c.box[3]) <= 3:
+        return c
+    x = max(t[2] for t in col)
+    again = _one_chart(a, words, [t for t in col if t[0] not in (100.0, 0.0)] +
+                       [(100.0, float(o.box[1]), x), (0.0, float(o.box[3]), x)],
+                       bg, glyph_w, limit)
+    if again is None:
+        return c
+    again.scale_from = c.scale_from
+    again.notes.append(f"its 100 % and 0 % rows taken from the chart beside it (x "
+                       f"{o.box[0]}-{o.box[2]} px), which read them off more of its ticks")
+    return again
+
+
 def _cell_height(words) -> float | None:
     """The terminal's text row height, px: the median spacing of consecutive text lines
-    (the words' centre rows, clustered within 2 px; spacings between 0.7 and 1.8 glyph
-    heights: one row apart).  None without two such lines."""
+    (the words' centre rows, clustered within 2 px; of the spacings between 0.7 and 3.5 glyph
+    heights, those within 1.3x the smallest: one row apart).  None without two such
+    lines."""
     ys = sorted(w.top + w.height / 2 for w in words if len(w.text) >= 2)
     lines: list[list[float]] = []
     for y in ys:
@@ -353,8 +392,12 @@ def _cell_height(words) -> float | None:
         return None
     gh = float(np.median([w.height for w in words if len(w.text) >= 2]))
     d = np.diff([float(np.mean(ln)) for ln in lines])
-    d = d[(d > 0.7 * gh) & (d < 1.8 * gh)]
-    return float(np.median(d)) if len(d) else None
+    # (a font with wide line spacing puts its rows twice its glyphs' height apart: lines a
+    # row apart are the closest of those spacings, lines two rows apart twice that)
+    d = d[(d > 0.7 * gh) & (d < 3.5 * gh)]
+    if not len(d):
+        return None
+    return float(np.median(d[d <= 1.3 * d.min()]))
 
 
 def _to_levels(group: list[Chart], cell_h: float) -> None:
@@ -643,7 +686,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
     x_left = int(frame_cols[(frame_cols >= x_left - 4) & (frame_cols < x_left + 20)].max()
                  + 2) if ((frame_cols >= x_left - 4) & (frame_cols < x_left + 20)).any() \
         else x_left
-    y100, y0 = _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words)
+    y100, y0, scale_from = _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words)
     slope, icpt = (y0 - y100) / -100.0, y0
     # the strip's reading hangs on where it is cut: a few pixels lower or higher make "0s"
     # read as "s"; where the ticks do not agree, the strip is cut again
@@ -653,7 +696,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         if source == "ticks":
             break
     chart = Chart((x_left, int(y100), x_right, int(y0)), sec_px, source, newest_right,
-                  newest_s_ago=edge_ago)
+                  newest_s_ago=edge_ago, scale_from=scale_from)
     below = max(0.0, (y0 - (h - 2)) / (y0 - y100) * 100)
     above = max(0.0, (1 - y100) / (y0 - y100) * 100)
     chart.unseen_points = (below, above)
@@ -680,6 +723,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         chart.notes.append("no legend read: the series are not named")
         return chart
     colours = [c for _l, c, _b in legends]
+    chart.legend_boxes = [b for _l, _c, b in legends]
     mono = len({tuple(c) for c in colours}) < len(colours) or any(
         _saturation(c) < 40 for c in colours)
     ago = _ages(x_left, x_right, sec_px, newest_right, edge_ago)
@@ -835,14 +879,16 @@ def _grey_rows(a: np.ndarray, x0: int, x1: int, r0: int, r1: int, bg: float) -> 
     return r0 + np.flatnonzero(grey.mean(axis=1) > 0.5)
 
 
-def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[float, float]:
+def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()
+                ) -> tuple[float, float, int]:
     """The pixel rows of 100 % and 0 %.  nvtop draws 100 on the plot's top text row and 0 on
     its bottom row, but puts the 75/50/25 labels on rounded rows (on a 12-row plot, rows 3,
     6, 9 of 0-11): a line fitted through them misplaces 0 by up to a row.  So the read 100
     and 0 ticks are taken as they are; a missing one is placed one text row inside the box's
     frame (the top and bottom border lines, a row above 100 and below 0), the row's height
     being the read tick's distance from its border; with neither, the first legend (written
-    on the 100 row) stands for the 100 tick; without any of these, the fit stays."""
+    on the 100 row) stands for the 100 tick; without any of these, the fit stays.  The third
+    value says which (``Chart.scale_from``: 3, 2, 1, 0)."""
     vals = {t[0]: t[1] for t in ticks}
     span = y0 - y100
     tops = _grey_rows(a, x_left, x_right, int(y100 - 0.25 * span), int(y100) - 1, bg)
@@ -856,11 +902,11 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[floa
         bots = np.asarray(at_end) if at_end else bots
     bot = float(min(bots, key=lambda r: abs(r - y0))) if len(bots) else None
     if 100.0 in vals and 0.0 in vals:
-        return vals[100.0], vals[0.0]
+        return vals[100.0], vals[0.0], 3
     if 100.0 in vals and top is not None and bot is not None and vals[100.0] > top:
-        return vals[100.0], bot - (vals[100.0] - top)
+        return vals[100.0], bot - (vals[100.0] - top), 2
     if 0.0 in vals and top is not None and bot is not None and bot > vals[0.0]:
-        return top + (bot - vals[0.0]), vals[0.0]
+        return top + (bot - vals[0.0]), vals[0.0], 2
     if top is not None and bot is not None and words:
         # neither read: the first legend ("GPU0 %") is written on the 100 row
         legend = [w.top + w.height / 2 for w in words
@@ -868,8 +914,8 @@ def _scale_rows(a, ticks, x_left, x_right, y100, y0, bg, words=()) -> tuple[floa
                   and top < w.top + w.height / 2 < top + 0.3 * (bot - top)]
         if legend:
             first = min(legend)
-            return first, bot - (first - top)
-    return y100, y0
+            return first, bot - (first - top), 1
+    return y100, y0, 0
 
 
 def _side_end(a: np.ndarray, x_left: int, r0: int, r1: int, bg: float) -> int | None:
@@ -1183,8 +1229,11 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
     "unnamed"``) by the header of the picture's moment: nvtop's newest chart column is that
     moment, so the line nearer the GPU's ``util_pct`` there is ``GPU %`` and the other its
     ``mem%`` (``mem_used_mib / mem_total_mib``).  Only where the header's two values are at
-    least ``NAME_APART`` points apart and the pairing fits within ``NAME_TOL`` points each;
-    else the chart stays unnamed (left out of the stretches) and a note says why.
+    least ``NAME_APART`` points apart and the pairing fits within ``NAME_TOL`` points each.
+    Where the header cannot tell, by how the lines move: memory in use steps only when
+    memory is allocated or freed, so a line changing level at least ``STEADY_FACTOR`` times
+    as often as the other, plus ``STEADY_MIN``, is GPU %; else the chart stays unnamed (left
+    out of the stretches) and a note says why.
 
     Args:
         charts: ``read_charts``' charts.
@@ -1208,30 +1257,45 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
             order = np.argsort(sr.seconds_ago)
             vals = sr.values[order][np.isfinite(sr.values[order])]
             newest.append(float(vals[0]) if len(vals) else np.nan)
+        why = None
         if not (np.isfinite(util) and np.isfinite(mem) and all(np.isfinite(newest))):
-            _agreed_only(c)
-            notes.append(f"{who} monochrome lines not named: the header's GPU % and "
-                         f"MEM or the lines' newest levels not read; its GPU % is given only "
-                         f"where the two lines run together")
-            continue
-        fits = [max(abs(newest[0] - util), abs(newest[1] - mem)),
-                max(abs(newest[1] - util), abs(newest[0] - mem))]
-        k = int(np.argmin(fits))
-        if abs(util - mem) < NAME_APART or fits[k] > NAME_TOL:
-            _agreed_only(c)
-            notes.append(f"{who} monochrome lines not named: the header's GPU % "
-                         f"({util:.0f}) and MEM ({mem:.0f} %) are too close or fit neither "
-                         f"line's newest level ({newest[0]:.0f}, {newest[1]:.0f} %); its "
-                         f"GPU % is given only where the two lines run together")
-            continue
+            why = "the header's GPU % and MEM or the lines' newest levels not read"
+        else:
+            fits = [max(abs(newest[0] - util), abs(newest[1] - mem)),
+                    max(abs(newest[1] - util), abs(newest[0] - mem))]
+            k = int(np.argmin(fits))
+            if abs(util - mem) < NAME_APART or fits[k] > NAME_TOL:
+                why = (f"the header's GPU % ({util:.0f}) and MEM ({mem:.0f} %) are too close "
+                       f"or fit neither line's newest level ({newest[0]:.0f}, "
+                       f"{newest[1]:.0f} %)")
+        if why is None:
+            how = (f"by the header: the one at {newest[k]:.0f} % at the newest column is "
+                   f"GPU % (header {util:.0f} %), the other mem% (header {mem:.0f} %)")
+        else:
+            moves = [_level_changes(sr.values[np.argsort(sr.seconds_ago)]) for sr in c.series]
+            k = int(np.argmax(moves))
+            if moves[k] < STEADY_FACTOR * moves[1 - k] + STEADY_MIN:
+                _agreed_only(c)
+                notes.append(f"{who} monochrome lines not named: {why}, and the lines change "
+                             f"level alike ({moves[0]} and {moves[1]} times); its GPU % is "
+                             f"given only where the two lines run together")
+                continue
+            how = (f"by how they move ({why}): the one that changes level {moves[k]} times "
+                   f"is GPU %, the one that changes {moves[1 - k]} times mem% (memory in use "
+                   f"changes only when memory is allocated or freed)")
         c.series[k].metric, c.series[1 - k].metric = "gpu_util", "mem_util"
         c.series[k].legend, c.series[1 - k].legend = f"GPU{gpu} %", f"GPU{gpu} mem%"
         c.series.sort(key=lambda sr: sr.metric != "gpu_util")
         c.monochrome = "named"
-        notes.append(f"{who} monochrome lines named by the header: the one at "
-                     f"{newest[k]:.0f} % at the newest column is GPU % (header {util:.0f} %), "
-                     f"the other mem% (header {mem:.0f} %)")
+        notes.append(f"{who} monochrome lines named {how}")
     return notes
+
+
+def _level_changes(values: np.ndarray) -> int:
+    """How often a line (values oldest to newest, NaN unseen) changes level by more than
+    ``AGREE_PTS`` between consecutive values seen."""
+    v = values[np.isfinite(values)]
+    return int((np.abs(np.diff(v)) > AGREE_PTS).sum())
 
 
 def _agreed_only(chart: Chart) -> None:
@@ -1252,6 +1316,11 @@ AGREE_PTS = 3.0
 NAME_APART = 15.0
 #: ``name_lines``: each line's newest level within this many points of its header value.
 NAME_TOL = 12.0
+#: ``name_lines`` without the header: the GPU % line changes level at least this many times
+#: the mem% line's changes plus ``STEADY_MIN`` (memory in use steps only when memory is
+#: allocated or freed; utilization follows the work: picture 08, 5 changes against 1).
+STEADY_FACTOR = 2
+STEADY_MIN = 2
 
 
 def _levels(a, colour, x0, x1, y0, y1) -> np.ndarray:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .nvtop_samples import to_samples
 from .screen_grid import Word, _undot_zeros, read_grid
 from .screen_nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
 from .screen_values import (
@@ -515,6 +516,8 @@ def _read_image(img, name: str, graphs) -> PictureReading:
     if tool == "tealeaves dashboard" and graphs is not None:
         gpus = graphs(img, words) or []
     charts = read_charts(img, words, {g.gpu for g in gpus}) if tool == "nvtop" else []
+    if charts:
+        to_samples(np.asarray(img.convert("RGB"), dtype=np.int16), charts, words)
     notes += [f"{_chart_name(c)}: {n}" for c in charts for n in c.notes]
     notes += name_lines(charts, {g.gpu: g.values for g in gpus})
     dropped = _plausible(gpus)

@@ -1,0 +1,205 @@
+"""nvtop's chart lines as the samples nvtop plotted: one value per update interval.
+
+nvtop (``src/plot.c``, ``nvtop_line_plot``) interleaves a chart's series: with ``n`` series
+(``GPU0 %`` and ``GPU0 mem%``: 2) sample ``j`` of series ``k`` is drawn in text column
+``j * n + k``, and the other series' levels are carried through that column.  So one sample
+of a series spans ``n`` text columns, and where a series' level changes nvtop draws a corner
+and a vertical stroke in the middle of that sample's first column: the line's vertical strokes
+mark where its samples begin.  A line read pixel column by pixel column
+(``screen_nvtop.read_charts``) therefore holds, between two strokes, a whole number of
+samples, each ``n`` glyphs wide; around a stroke it also holds what the stroke and the ``+``
+nvtop draws where a line crosses another (a whole text cell) put there.
+
+``to_samples`` turns each series into those samples: the pixel columns between two of its
+strokes cut into equal samples (as many as the stroke distance holds sample widths), each
+sample's value the median of its columns away from the strokes, and its age the number of
+samples between it and the newest one times the update interval.  A sample is one NVML
+reading nvtop took at one moment, so it has one age, not the spread of ages its pixel
+columns would give.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .screen_nvtop import Chart, _cell_height, _glyph_width
+
+#: Update intervals nvtop accepts are whole tenths of a second (``-d`` in tenths).
+INTERVAL_QUANTUM_S = 0.1
+#: The intervals people run nvtop with (its default 1 s, halved, doubled ...), taken when the
+#: ticks' reading is within ``COMMON_TOL`` of one; else a tenth within ``TENTH_TOL``.
+COMMON_INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
+COMMON_TOL = 0.08
+TENTH_TOL = 0.04
+#: A stroke is a vertical run of the series' colour at least this share of a text row high
+#: (a one-row step draws a corner on each of two rows: one row of vertical line; a glyph of
+#: a legend is shorter).
+STROKE_ROWS = 0.9
+#: Colour distance (per channel) within which a pixel is the series' ink.
+INK_TOL = 60
+
+
+def cell_width(words) -> float | None:
+    """The terminal's cell width, px, from where its words start: every word of a terminal
+    starts on the cell lattice, so the pitch (within 0.85-1.3x of the words' width per
+    character, ``screen_nvtop._glyph_width``, which Tesseract's tight boxes make a few per
+    cent short) whose phases the words' left edges agree on best (the Rayleigh statistic
+    ``|mean(exp(2 pi i x / p))|``); None with fewer than 8 words or no agreement (< 0.5)."""
+    xs = np.asarray([w.left for w in words if len(w.text) >= 2], dtype=float)
+    if len(xs) < 8:
+        return None
+    guess = _glyph_width(words)
+    pitches = np.arange(0.85 * guess, 1.3 * guess, 0.002 * guess)
+    agree = np.abs(np.exp(2j * np.pi * xs[None, :] / pitches[:, None]).mean(axis=1))
+    k = int(np.argmax(agree))
+    return float(pitches[k]) if agree[k] >= 0.5 else None
+
+
+def _round_interval(raw: float) -> tuple[float, float] | None:
+    """The update interval ``raw`` (s, from the ticks' seconds per pixel) stands for, and
+    how far off it is (share): one of ``COMMON_INTERVALS_S`` within ``COMMON_TOL``, else the
+    nearest tenth within ``TENTH_TOL`` (a tick strip read a few per cent off cannot tell
+    1.0 s from 1.1 s, but nvtop's users mostly keep its default or halve or double it)."""
+    common = min(COMMON_INTERVALS_S, key=lambda c: abs(c - raw) / c)
+    if abs(common - raw) <= COMMON_TOL * common:
+        return common, abs(common - raw) / common
+    step = round(max(1, round(raw / INTERVAL_QUANTUM_S)) * INTERVAL_QUANTUM_S, 3)
+    off = abs(step - raw) / step
+    return (step, off) if off <= TENTH_TOL else None
+
+
+def update_interval(chart: Chart, cell_w: float) -> tuple[float, int] | None:
+    """nvtop's update interval of ``chart``, s, and how many series it interleaves: one sample
+    is as many cells wide as the chart has series, so the interval is ``seconds_per_px *
+    cell_w * n`` (``_round_interval``).  ``n`` is the legends read when that rounds, else
+    whichever of 1-4 rounds best (nvtop's default, GPU % and mem%, two, first among equals:
+    a legend lost under a line); None when none does (a time scale misread)."""
+    if cell_w <= 0 or chart.seconds_per_px <= 0:
+        return None
+    read = len(chart.series)
+    best = None
+    for n in dict.fromkeys([read, 2, 1, 3, 4]):
+        if not 1 <= n <= 4:
+            continue
+        got = _round_interval(chart.seconds_per_px * cell_w * n)
+        if got is not None and n == read:
+            return got[0], n
+        if got is not None and (best is None or got[1] < best[0] - 0.02):
+            best = (got[1], got[0], n)
+    return (best[1], best[2]) if best else None
+
+
+def _strokes(a: np.ndarray, colour, box, cell_h: float, blank: list[tuple]) -> list[float]:
+    """x (px, centres) of the vertical strokes of ``colour`` in the plot ``box`` (x0, y100,
+    x1, y0): columns where the colour runs down at least ``STROKE_ROWS`` of a text row
+    ``cell_h``, adjacent columns one stroke; ``blank``: legend boxes left out."""
+    x0, y100, x1, y0 = box
+    r0, r1 = max(0, y100 - 4), min(a.shape[0], y0 + 5)
+    part = a[r0:r1, x0:x1 + 1].astype(float)
+    ink = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < INK_TOL
+    for bx0, by0, bx1, by1 in blank:
+        ink[max(0, int(by0) - 1 - r0):max(0, int(by1) + 2 - r0),
+            max(0, int(bx0) - 1 - x0):max(0, int(bx1) + 2 - x0)] = False
+    need = STROKE_ROWS * cell_h
+    cols = []
+    for k in range(ink.shape[1]):
+        run = best = 0
+        for v in ink[:, k]:
+            run = run + 1 if v else 0
+            best = max(best, run)
+        if best >= need:
+            cols.append(k + x0)
+    out: list[list[int]] = []
+    for c in cols:
+        if out and c - out[-1][-1] <= 2:
+            out[-1].append(c)
+        else:
+            out.append([c])
+    return [float(np.mean(g)) for g in out]
+
+
+def _bounds(strokes: list[float], x0: int, x1: int, width: float) -> np.ndarray:
+    """Where samples begin (px), from ``x0`` to ``x1``: every stroke, the distance between two
+    strokes cut into as many equal samples as it holds ``width``, and whole widths beyond the
+    first and last stroke (from the plot's right edge when there is no stroke: the line is
+    level, only its ages hang on it)."""
+    if not strokes:
+        b = list(np.arange(x1 + 1 - width, x0 - width, -width))[::-1]
+        return np.asarray(b, dtype=float)
+    b: list[float] = []
+    t = strokes[0]
+    while t - width > x0 - width:
+        t -= width
+        b.insert(0, t)
+    for s, e in itertools.pairwise(strokes):
+        m = max(1, round((e - s) / width))
+        b += [s + i * (e - s) / m for i in range(m)]
+    t = strokes[-1]
+    while t <= x1:
+        b.append(t)
+        t += width
+    return np.asarray(b, dtype=float)
+
+
+def to_samples(a: np.ndarray, charts: list[Chart], words) -> None:
+    """``samples_of`` with the terminal's cell width (``cell_width``, else the words' width
+    per character) and text row height (``screen_nvtop._cell_height``) read off ``words``
+    (Tesseract's, ``screen_grid.Word``)."""
+    samples_of(a, charts, cell_width(words) or _glyph_width(words), _cell_height(words))
+
+
+def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
+               cell_h: float | None) -> None:
+    """Turn, in place, each chart's series (one value per pixel column) into nvtop's samples
+    (module docstring): ``seconds_ago`` becomes ``newest_s_ago + k * interval`` for the
+    k-th sample from the newest edge, ``values`` each sample's median level, NaN where none
+    of its columns saw the line.  ``a``: the picture (rows, columns, RGB); ``glyph_w`` and
+    ``cell_h``: the terminal's cell width and text row height, px.  A chart whose interval
+    cannot be told (``update_interval`` None), whose time scale is not read from ticks, or
+    without a row height, keeps its pixel columns; ``Chart.interval_s`` says which.
+    """
+    for c in charts:
+        got = update_interval(c, glyph_w) if c.interval_source in (
+            "ticks", "ticks (another chart)") else None
+        if got is None or not cell_h:
+            continue
+        step, n_series = got
+        c.interval_s = step
+        width = step / c.seconds_per_px
+        x0, _y100, x1, _y0 = c.box
+        xs = np.arange(x0, x1 + 1)
+        # the cell a stroke or a crossing's '+' fills (nvtop draws a whole text cell)
+        guard = 2.0 + (glyph_w / 2 if n_series > 1 else 0.0)
+        shared: dict[tuple, list[float]] = {}
+        for s in c.series:
+            if len(s.values) != len(xs):
+                continue
+            key = tuple(s.colour)
+            if key not in shared:
+                shared[key] = _strokes(a, s.colour, c.box, cell_h, c.legend_boxes)
+            strokes = shared[key]
+            b = _bounds(strokes, x0, x1, width)
+            edges = np.r_[np.clip(b, x0, x1 + 1), x1 + 1]
+            vals, ages = [], []
+            n = len(edges) - 1
+            for i in range(n):
+                lo, hi = edges[i], edges[i + 1]
+                if hi - lo < 1:
+                    continue
+                inside = (xs >= lo) & (xs < hi)
+                away = inside.copy()
+                for st in strokes:
+                    away &= np.abs(xs - st) > guard
+                pick = s.values[away] if np.isfinite(s.values[away]).any() else \
+                    s.values[inside]
+                pick = pick[np.isfinite(pick)]
+                vals.append(float(np.median(pick)) if len(pick) else np.nan)
+                k = (n - 1 - i) if c.newest_right else i
+                ages.append(c.newest_s_ago + k * step)
+            if vals:
+                s.values, s.seconds_ago = np.asarray(vals), np.asarray(ages)
+        c.notes.append(f"read as nvtop's samples: one every {step:g} s (the update interval: "
+                       f"{n_series} series interleaved, each sample {width:.1f} px), "
+                       f"cut at the lines' vertical strokes")

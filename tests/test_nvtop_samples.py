@@ -1,0 +1,118 @@
+"""nvtop's chart lines read as its samples (``data/nvtop_samples.py``), monochrome lines named
+by how they move, and the row height on fonts with wide line spacing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from tealeaves.data.nvtop_samples import _round_interval, samples_of, update_interval
+from tealeaves.data.screen_nvtop import Chart, ChartSeries, _cell_height, name_lines
+
+CYAN = (0, 200, 200)
+
+
+def _step_chart(levels, cell=10, n_series=2, interval=1.0, phase=5):
+    """A picture of one nvtop line drawn as nvtop does (oldest sample left): sample j of
+    ``levels`` from its stroke at ``phase + j * cell * n_series`` to the next; rows 10-110
+    (row = 110 - value), and the line read per pixel column as ``_levels`` would near the
+    strokes (the mean of a stroke, a crossing's '+' a cell wide at 12 %)."""
+    width = cell * n_series
+    w = phase + width * len(levels)
+    a = np.zeros((130, w, 3), dtype=np.int16)
+    per_px = np.full(w, np.nan)
+    for j, v in enumerate(levels):
+        x0 = phase + j * width
+        a[110 - v, x0:x0 + width] = CYAN
+        per_px[x0:x0 + width] = v
+        if j:
+            lo, hi = sorted((110 - levels[j - 1], 110 - v))
+            a[lo:hi + 1, x0] = CYAN
+            per_px[x0 - 2:x0 + cell // 2] = (levels[j - 1] + v) / 2  # what a stroke reads as
+    per_px[:phase] = levels[0]
+    chart = Chart((0, 10, w - 1, 110), interval / width, "ticks", True)
+    ago = (w - 1 - np.arange(w)) * chart.seconds_per_px
+    chart.series = [ChartSeries("GPU0 %", 0, "gpu_util", CYAN, ago, per_px)]
+    chart.series += [ChartSeries("GPU0 mem%", 0, "mem_util", (200, 200, 0), ago,
+                                 np.full(w, 12.0))][:n_series - 1]
+    return a, chart
+
+
+def test_a_line_is_read_as_one_value_per_sample_aged_in_whole_intervals():
+    levels = [0] * 6 + [52] + [100] * 5 + [90, 100, 100]
+    a, chart = _step_chart(levels)
+    samples_of(a, [chart], 10.0, 16.0)
+    s = chart.series[0]
+    assert chart.interval_s == pytest.approx(1.0)
+    # the stroke's mean and the crossing's '+' are not a sample's level
+    assert s.values[-len(levels):].tolist() == levels
+    # one age per sample: the newest 0 s, each older one an interval more
+    assert np.allclose(s.seconds_ago[-len(levels):], np.arange(len(levels))[::-1] * 1.0)
+    assert "one every 1 s" in chart.notes[-1]
+
+
+def test_newest_left_counts_samples_from_the_left():
+    levels = [0, 0, 80, 80, 80, 10]
+    a, chart = _step_chart(levels)
+    chart.newest_right = False
+    samples_of(a, [chart], 10.0, 16.0)
+    s = chart.series[0]
+    assert s.values[-len(levels):].tolist() == levels
+    assert s.seconds_ago[0] == 0.0 and np.all(np.diff(s.seconds_ago) == 1.0)
+
+
+def test_a_chart_whose_interval_cannot_be_told_keeps_its_pixel_columns():
+    a, chart = _step_chart([0, 50, 50])
+    chart.interval_source = "default"  # no time ticks read: nvtop's default assumed
+    before = chart.series[0].values.copy()
+    samples_of(a, [chart], 10.0, 16.0)
+    assert chart.interval_s is None
+    assert np.array_equal(chart.series[0].values, before, equal_nan=True)
+
+
+def test_the_interval_rounds_to_what_nvtop_is_run_with():
+    assert _round_interval(1.052) == (1.0, pytest.approx(0.052))  # not 1.1: a tick strip off
+    assert _round_interval(0.498)[0] == 0.5 and _round_interval(2.03)[0] == 2.0
+    assert _round_interval(1.5)[0] == 1.5 and _round_interval(1.17)[0] == 1.2  # tenths
+    assert _round_interval(0.567) is None and _round_interval(0.73) is None
+    # one legend lost: the series count that rounds (nvtop's two, GPU % and mem%)
+    _a, chart = _step_chart([0, 50], n_series=1)
+    chart.seconds_per_px = 0.025  # 0.5 s over two 10-px cells
+    assert update_interval(chart, 10.0) == (0.5, 2)
+
+
+def _mono(a_vals, b_vals):
+    ago = np.arange(len(a_vals), dtype=float)[::-1]
+    c = Chart((0, 0, len(a_vals) - 1, 10), 1.0, "ticks", True, monochrome="unnamed")
+    c.series = [ChartSeries("GPU0 %", 0, None, (255, 255, 255), ago, np.array(a_vals, float)),
+                ChartSeries("GPU0 mem%", 0, None, (255, 255, 255), ago,
+                            np.array(b_vals, float))]
+    return c
+
+
+def test_monochrome_lines_the_header_cannot_tell_are_named_by_how_they_move():
+    """Picture 08: the header reads GPU 0 % and MEM 0.4 %, both lines end at 0; the line that
+    steps 0-87-93-100-25-0 is GPU %, the one at 12 % until the memory is freed is mem%."""
+    busy = [0, 0, 88, 94, 94, 100, 100, 25, 0, 0, 0, 0]
+    mem = [12, 12, 12, 12, 12, 12, 12, 12, 12, 0, 0, 0]
+    c = _mono(mem, busy)  # the upper line in legend order is the memory
+    notes = name_lines([c], {0: {"util_pct": 0, "mem_used_mib": 615, "mem_total_mib": 143771}})
+    assert c.monochrome == "named" and "by how they move" in notes[0]
+    gpu = next(s for s in c.series if s.metric == "gpu_util")
+    assert gpu.values.tolist() == busy
+    # lines that move alike stay unnamed, GPU % only where they run together
+    c2 = _mono([0, 50, 0, 50, 0, 0], [0, 40, 0, 40, 0, 0])
+    notes = name_lines([c2], {0: {"util_pct": 0, "mem_used_mib": 615,
+                                  "mem_total_mib": 143771}})
+    assert c2.monochrome == "unnamed" and "change level alike" in notes[0]
+
+
+def test_row_height_of_a_font_with_wide_line_spacing():
+    """Picture 07's font: glyphs 10 px high on rows 20 px apart (was None: only spacings
+    under 1.8 glyph heights counted), and rows two apart do not double it."""
+    from tealeaves.data.screen_grid import Word
+
+    words = [Word(t, 90.0, 10.0, y - 5, 40.0, 10.0, (1, 1, 1))
+             for t, y in (("Device", 13), ("GPU", 33), ("MEM", 53.5), ("GPU0", 93),
+                          ("mem%", 113), ("Command", 473))]
+    assert _cell_height(words) == pytest.approx(20.0, abs=0.5)
