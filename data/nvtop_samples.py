@@ -158,14 +158,25 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
     of its columns saw the line.  ``a``: the picture (rows, columns, RGB); ``glyph_w`` and
     ``cell_h``: the terminal's cell width and text row height, px.  A chart whose interval
     cannot be told (``update_interval`` None), whose time scale is not read from ticks, or
-    without a row height, keeps its pixel columns; ``Chart.interval_s`` says which.
+    without a row height, keeps its pixel columns; ``Chart.interval_s`` says which.  Every
+    chart takes the interval most charts read (nvtop has one), with the series count that
+    gives it.
     """
-    for c in charts:
-        got = update_interval(c, glyph_w) if c.interval_source in (
-            "ticks", "ticks (another chart)") else None
-        if got is None or not cell_h:
+    timed = [c for c in charts if c.interval_source in ("ticks", "ticks (another chart)")]
+    got = {id(c): update_interval(c, glyph_w) for c in timed}
+    # nvtop draws every chart with one interval: the one most charts read (a chart whose
+    # legend count was misread may round to half or twice it)
+    steps = [g[0] for g in got.values() if g is not None]
+    common = max(set(steps), key=steps.count) if steps else None
+    for c in timed:
+        if got[id(c)] is None or not cell_h:
             continue
-        step, n_series = got
+        step, n_series = got[id(c)]
+        if step != common:
+            n_fit = common / (c.seconds_per_px * glyph_w)
+            if abs(n_fit - round(n_fit)) > 0.1 * n_fit or not 1 <= round(n_fit) <= 4:
+                continue
+            step, n_series = common, round(n_fit)
         c.interval_s = step
         width = step / c.seconds_per_px
         x0, _y100, x1, _y0 = c.box

@@ -116,3 +116,19 @@ def test_row_height_of_a_font_with_wide_line_spacing():
              for t, y in (("Device", 13), ("GPU", 33), ("MEM", 53.5), ("GPU0", 93),
                           ("mem%", 113), ("Command", 473))]
     assert _cell_height(words) == pytest.approx(20.0, abs=0.5)
+
+
+def test_every_chart_takes_the_interval_most_charts_read():
+    """Picture 37: GPU 0's chart read one legend, so its sample width rounded to 0.5 s while
+    the other charts read 1 s; nvtop has one interval, and that chart takes it."""
+    made = [_step_chart([0, 0, 60, 60, 60, 0]) for _ in range(3)]
+    lost = made[2][1]
+    lost.series = lost.series[:1]  # its mem% legend not read
+    for a, c in made:
+        samples_of(a, [c], 10.0, 16.0)
+    assert lost.interval_s == 0.5  # alone, it misreads
+    made = [_step_chart([0, 0, 60, 60, 60, 0]) for _ in range(3)]
+    made[2][1].series = made[2][1].series[:1]
+    samples_of(made[0][0], [c for _a, c in made], 10.0, 16.0)  # (the same picture each)
+    assert [c.interval_s for _a, c in made] == [1.0, 1.0, 1.0]
+    assert made[2][1].series[0].values[-6:].tolist() == [0, 0, 60, 60, 60, 0]

@@ -5,14 +5,16 @@ text) read within +-1 of the printed unit (MHz, °C, W, %, the PCIe generation a
 rate in the unit nvtop printed it in: KiB/s, MiB/s, GiB/s; memory in GiB).  A value not read
 counts as a miss.
 
-Chart: the ``GPU<n> %`` series digitised, column by column, against the collector's
+Chart: the ``GPU<n> %`` series digitised, point by point, against the collector's
 ``gpu_util`` (NVML utilization.gpu, the counter nvtop plots, read at 10 Hz) in the nvtop update
-interval that column shows.  nvtop plots one NVML reading per interval, taken at a moment we do
-not know, so a column is right (``chart_ok``) when it is within 5 points of one of the
-collector's readings of its interval; the stricter figure (``chart_ok_median``: within 5
-points of their median) is given beside it.  Columns older than nvtop's first frame (nothing
-drawn yet) are left out; a column whose series was not seen counts as a miss.  A picture
-passes when at least 90 % of its columns are right.
+interval that point shows.  A point is one of nvtop's samples where the reader told them apart
+(``data/nvtop_samples.py``: each sample as wide as the others, so the share of points is the
+share of the chart's width), else one pixel column.  nvtop plots one NVML reading per interval,
+taken at a moment we do not know, so a point is right (``chart_ok``) when it is within 5
+points of one of the collector's readings of its interval; the stricter figure
+(``chart_ok_median``: within 5 points of their median) is given beside it.  Points older than
+nvtop's first frame (nothing drawn yet) are left out; a point whose series was not seen counts
+as a miss.  A picture passes when at least 90 % of its points are right.
 
 Run: ``python tests/pictures/nvtop/evaluate_nvtop.py [FILE ...]`` (default: every picture).
 """
