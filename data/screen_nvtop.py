@@ -9,8 +9,9 @@ lines, side by side when the terminal is wide enough for several devices::
 
 (``ENC[...%]``/``DEC[...%]`` bars are added while a codec works), then a chart box per group of
 GPUs: y ticks ``100 75 50 25 0`` on the left (``-r`` draws time the other way), each series a
-step line in its legend's colour (``GPU0 %`` is NVML's utilization.gpu, ``GPU0 mem%`` its
-utilization.memory), and time ticks ``77s 57s 38s 19s 0s`` under the box: seconds before the
+step line in its legend's colour (``GPU0 %`` is NVML's utilization.gpu, ``GPU0 mem%`` the share
+of its memory in use: it holds while the GPU idles with memory allocated, picture 17), and time
+ticks ``77s 57s 38s 19s 0s`` under the box: seconds before the
 newest sample, which is how the picture gives the seconds per column.
 
 ``parse_nvtop`` reads the header lines (text as printed, or OCR lines with confidences);
