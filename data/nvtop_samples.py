@@ -34,9 +34,9 @@ COMMON_INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 COMMON_TOL = 0.08
 TENTH_TOL = 0.04
 #: A stroke is a vertical run of the series' colour at least this share of a text row high
-#: (a one-row step draws a corner on each of two rows: one row of vertical line; a glyph of
-#: a legend is shorter).
-STROKE_ROWS = 0.9
+#: (a one-row step draws a corner on each of two rows: one row of vertical line, less the
+#: pixel or two xterm leaves between rows; a legend's glyph is shorter, and blanked).
+STROKE_ROWS = 0.8
 #: Colour distance (per channel) within which a pixel is the series' ink.
 INK_TOL = 60
 
@@ -74,13 +74,13 @@ def update_interval(chart: Chart, cell_w: float) -> tuple[float, int] | None:
     """nvtop's update interval of ``chart``, s, and how many series it interleaves: one sample
     is as many cells wide as the chart has series, so the interval is ``seconds_per_px *
     cell_w * n`` (``_round_interval``).  ``n`` is the legends read when that rounds, else
-    whichever of 1-4 rounds best (nvtop's default, GPU % and mem%, two, first among equals:
-    a legend lost under a line); None when none does (a time scale misread)."""
+    nvtop's default two (GPU % and mem%: a legend lost under a line); None when neither does
+    (a time scale misread: picture 24's "0s" read "6s" would round to 1.1 s over four)."""
     if cell_w <= 0 or chart.seconds_per_px <= 0:
         return None
     read = len(chart.series)
     best = None
-    for n in dict.fromkeys([read, 2, 1, 3, 4]):
+    for n in dict.fromkeys([read, 2]):
         if not 1 <= n <= 4:
             continue
         got = _round_interval(chart.seconds_per_px * cell_w * n)
@@ -102,15 +102,16 @@ def _strokes(a: np.ndarray, colour, box, cell_h: float, blank: list[tuple]) -> l
     for bx0, by0, bx1, by1 in blank:
         ink[max(0, int(by0) - 1 - r0):max(0, int(by1) + 2 - r0),
             max(0, int(bx0) - 1 - x0):max(0, int(bx1) + 2 - x0)] = False
-    need = STROKE_ROWS * cell_h
-    cols = []
-    for k in range(ink.shape[1]):
-        run = best = 0
-        for v in ink[:, k]:
-            run = run + 1 if v else 0
-            best = max(best, run)
-        if best >= need:
-            cols.append(k + x0)
+    # (xterm leaves a pixel or two between the cells of a stroke: gaps up to 4 px closed)
+    closed = ink.copy()
+    for d in (1, 2):
+        closed[d:] |= ink[:-d]
+        closed[:-d] |= ink[d:]
+    rows = np.arange(closed.shape[0])[:, None]
+    # the longest run of ink ending at each row: the row minus the last row without ink
+    run = rows - np.maximum.accumulate(np.where(closed, -1, rows), axis=0)
+    longest = run.max(axis=0) - 4  # (less what closing the gaps added at its ends)
+    cols = (np.flatnonzero(longest >= STROKE_ROWS * cell_h) + x0).tolist()
     out: list[list[int]] = []
     for c in cols:
         if out and c - out[-1][-1] <= 2:

@@ -378,27 +378,22 @@ def _row_rows(a, words, bg: float, glyph_w: float, one: tuple, made: list[tuple]
 
 
 def _cell_height(words) -> float | None:
-    """The terminal's text row height, px: the median spacing of consecutive text lines
-    (the words' centre rows, clustered within 2 px; of the spacings between 0.7 and 3.5 glyph
-    heights, those within 1.3x the smallest: one row apart).  None without two such
-    lines."""
-    ys = sorted(w.top + w.height / 2 for w in words if len(w.text) >= 2)
-    lines: list[list[float]] = []
-    for y in ys:
-        if lines and y - lines[-1][-1] <= 2:
-            lines[-1].append(y)
-        else:
-            lines.append([y])
-    if len(lines) < 2:
+    """The terminal's text row height, px: every line of a terminal's text sits on the row
+    lattice, so the pitch (0.9-3.2 glyph heights: a font may space its rows twice its
+    glyphs' height apart) whose phases the words' centre rows agree on best (the Rayleigh
+    statistic ``|mean(exp(2 pi i y / p))|``, as ``nvtop_samples.cell_width`` for columns).
+    A pitch's halves and thirds fit its lattice as well, so of the pitches within 85 % of the
+    best agreement the largest peak is taken.  None without 8 words."""
+    ys = np.asarray([w.top + w.height / 2 for w in words if len(w.text) >= 2], dtype=float)
+    if len(ys) < 8:
         return None
     gh = float(np.median([w.height for w in words if len(w.text) >= 2]))
-    d = np.diff([float(np.mean(ln)) for ln in lines])
-    # (a font with wide line spacing puts its rows twice its glyphs' height apart: lines a
-    # row apart are the closest of those spacings, lines two rows apart twice that)
-    d = d[(d > 0.7 * gh) & (d < 3.5 * gh)]
-    if not len(d):
-        return None
-    return float(np.median(d[d <= 1.3 * d.min()]))
+    pitches = np.arange(0.9 * gh, 3.2 * gh, 0.002 * gh)
+    agree = np.abs(np.exp(2j * np.pi * ys[None, :] / pitches[:, None]).mean(axis=1))
+    ok = np.flatnonzero(agree >= 0.85 * agree.max())
+    breaks = np.flatnonzero(np.diff(ok) > 1)
+    peak = ok[breaks[-1] + 1:] if len(breaks) else ok  # the largest pitches' run
+    return float(pitches[peak[np.argmax(agree[peak])]])
 
 
 def _to_levels(group: list[Chart], cell_h: float) -> None:
@@ -724,19 +719,24 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         chart.notes.append("no legend read: the series are not named")
         return chart
     colours = [c for _l, c, _b in legends]
-    chart.legend_boxes = [b for _l, _c, b in legends]
     mono = len({tuple(c) for c in colours}) < len(colours) or any(
         _saturation(c) < 40 for c in colours)
     ago = _ages(x_left, x_right, sec_px, newest_right, edge_ago)
     # the legend words are drawn in their series' colours: no level is read off them
     masked = a.copy()
     covered = np.zeros(len(ago), dtype=bool)  # columns a legend hides part of
-    for text, (x0, y0_, x1, y1) in ((lg, b) for lg, _c, b in legends):
-        # (a legend read without its '%' still has its glyph there; the blank is the
-        # background's grey, never black: on a light screen black is a line's colour)
-        x1 += 0 if text.rstrip().endswith("%") else glyph_w
-        masked[int(y0_) - 1:int(y1) + 2, int(x0) - 1:int(x1) + 2] = round(bg)
+    # each legend's box with its '%' (a legend read without it still has its glyph there)
+    # and half a glyph either side (where a line runs into a legend's first glyph,
+    # Tesseract's box starts past the part of it the line touches, picture 18)
+    boxes = [(x0 - glyph_w / 2, y0_,
+              x1 + glyph_w * (0.5 if text.rstrip().endswith("%") else 1.5), y1)
+             for text, _c, (x0, y0_, x1, y1) in legends]
+    for x0, y0_, x1, y1 in boxes:
+        # (the blank is the background's grey, never black: on a light screen black is a
+        # line's colour)
+        masked[int(y0_) - 1:int(y1) + 2, max(0, int(x0) - 1):int(x1) + 2] = round(bg)
         covered[max(0, int(x0) - 1 - x_left):max(0, int(x1) + 2 - x_left)] = True
+    chart.legend_boxes = boxes
     seen: dict[int, int] = {}
     known = sorted({int(g) for g in re.findall(r"^GPU(\d+)", "\n".join(
         lg for lg, _c, _b in legends), re.MULTILINE)})
@@ -764,7 +764,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         for sr, rows in zip(chart.series, tracks, strict=True):
             sr.values = np.clip((rows - icpt) / slope, 0, 100)
             sr.metric = None
-        held = _under_legends(masked, chart.series, [b for _l, _c, b in legends], x_left,
+        held = _under_legends(masked, chart.series, boxes, x_left,
                               int(y100), int(y0), slope, icpt)
         chart.monochrome = "unnamed"
         chart.notes.append("the series share one colour (a monochrome screen): each line "
@@ -777,7 +777,7 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
         chart.notes.append("the series share one colour (a monochrome screen): which line is "
                            "which cannot be told; the lines are read together")
     _hidden_under(chart.series, covered)
-    held = _under_legends(masked, chart.series, [b for _l, _c, b in legends], x_left,
+    held = _under_legends(masked, chart.series, boxes, x_left,
                           int(y100), int(y0), slope, icpt)
     if held:
         chart.notes.append(f"{held} columns under a legend's text read as the level the line "
@@ -817,10 +817,9 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
         for i0, i1 in zip(edges[::2], edges[1::2], strict=True):  # run i0..i1-1
             # the level the line has where it leaves the legend (the nearest column seen
             # within 12 px of either end: a glyph's edge may hide a few more)
-            before = next((i for i in range(i0 - 1, max(-1, i0 - 13), -1)
-                           if np.isfinite(s.values[i])), None)
-            after = next((i for i in range(i1, min(n, i1 + 12)) if np.isfinite(s.values[i])),
-                         None)
+            band = (band_lo - 3, band_hi + 3)
+            before = _nearest_seen(s.values, range(i0 - 1, max(-1, i0 - 13), -1), band)
+            after = _nearest_seen(s.values, range(i1, min(n, i1 + 12)), band)
             sides = [s.values[i] for i in (before, after) if i is not None
                      and band_lo - 3 <= s.values[i] <= band_hi + 3]
             if not sides:
@@ -839,6 +838,9 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
                 for j in np.flatnonzero(np.isfinite(rows)):
                     lo = max(0, int(rows[j]) - 3 - r_top)
                     ink[lo:int(rows[j]) + 4 - r_top, j] = False
+            # (only ink outside the legends' rows tells the line left them: inside, a
+            # glyph's edge or the line's own corner where it enters is no stroke)
+            ink[max(0, int(top) - r_top):max(0, int(bottom) + 1 - r_top)] = False
             if ink.size and ink.sum(axis=0).max() >= 3:  # (a speck of a glyph's edge is not)
                 continue  # a stroke of its colour there: the line moved under the legend
             for i in range(i0, i1):
@@ -847,6 +849,15 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
                 s.values[i] = near if near is not None else sides[0]
             filled += i1 - i0
     return filled
+
+
+def _nearest_seen(values: np.ndarray, span: range, band: tuple[float, float]) -> int | None:
+    """The first index of ``span`` whose value is seen and inside ``band`` (lo, hi), else the
+    first seen, else None: beside a legend, a column by a glyph's edge may read a level
+    between the line's and the glyph's (picture 24)."""
+    seen = [i for i in span if np.isfinite(values[i])]
+    inside = [i for i in seen if band[0] <= values[i] <= band[1]]
+    return (inside or seen or [None])[0]
 
 
 def _ages(x0: int, x1: int, seconds_per_px: float, newest_right: bool,
@@ -1126,6 +1137,11 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
         legend = f"GPU{index} {rest}{tail}".strip().strip("|")
         # the legend's own glyphs (a y tick or the frame read into the word is left out)
         left = w.left + cw * m.start()
+        if m.start() and keep >= len(w.text):
+            # a line run into the word's front ("———GPU0", picture 24): its few dashes
+            # stand for many cells, so the legend starts its own glyphs before the end
+            left = max(left, w.left + w.width - cw * (len(w.text) - m.start()))
+            right = max(right, w.left + w.width)
         box = a[int(w.top):int(w.top + w.height), int(left):int(right)]
         px = box.reshape(-1, 3).astype(float)
         sat = px.max(axis=1) - px.min(axis=1)

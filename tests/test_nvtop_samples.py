@@ -109,13 +109,16 @@ def test_monochrome_lines_the_header_cannot_tell_are_named_by_how_they_move():
 
 def test_row_height_of_a_font_with_wide_line_spacing():
     """Picture 07's font: glyphs 10 px high on rows 20 px apart (was None: only spacings
-    under 1.8 glyph heights counted), and rows two apart do not double it."""
+    under 1.8 glyph heights counted); lines two and three rows apart, and a chart's words
+    between rows (picture 35 read 13.7 for 19), do not change it."""
     from tealeaves.data.screen_grid import Word
 
-    words = [Word(t, 90.0, 10.0, y - 5, 40.0, 10.0, (1, 1, 1))
-             for t, y in (("Device", 13), ("GPU", 33), ("MEM", 53.5), ("GPU0", 93),
-                          ("mem%", 113), ("Command", 473))]
-    assert _cell_height(words) == pytest.approx(20.0, abs=0.5)
+    rows = [0, 1, 2, 4, 5, 6, 9, 10, 13, 16, 22, 23]
+    words = [Word(t, 90.0, 10.0 * k, 13 + 20 * r - 5 + (k % 3) * 0.5, 40.0, 10.0, (1, 1, 1))
+             for r in rows for k, t in enumerate(("Device", "GPU", "mem%"))]
+    words.append(Word("75", 90.0, 5.0, 13 + 20 * 7.4 - 5, 16.0, 10.0, (1, 1, 1)))
+    assert _cell_height(words) == pytest.approx(20.0, abs=0.3)
+    assert _cell_height(words[:5]) is None  # too few words to tell
 
 
 def test_every_chart_takes_the_interval_most_charts_read():
