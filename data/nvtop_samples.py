@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from .screen_nvtop import Chart, _cell_height, _glyph_width
+from .screen_nvtop import DEFAULT_INTERVAL_S, Chart, _ages, _cell_height, _glyph_width
 
 #: Update intervals nvtop accepts are whole tenths of a second (``-d`` in tenths).
 INTERVAL_QUANTUM_S = 0.1
@@ -73,22 +73,19 @@ def _round_interval(raw: float) -> tuple[float, float] | None:
 def update_interval(chart: Chart, cell_w: float) -> tuple[float, int] | None:
     """nvtop's update interval of ``chart``, s, and how many series it interleaves: one sample
     is as many cells wide as the chart has series, so the interval is ``seconds_per_px *
-    cell_w * n`` (``_round_interval``).  ``n`` is the legends read when that rounds, else
-    nvtop's default two (GPU % and mem%: a legend lost under a line); None when neither does
+    cell_w * n`` (``_round_interval``).  ``n`` is the legends read when two or more and that
+    rounds, else nvtop's default two (GPU % and mem%: one legend read, the other lost under a
+    line or blanked, picture 00 so made read 0.5 s for 1 s); None when neither does
     (a time scale misread: picture 24's "0s" read "6s" would round to 1.1 s over four)."""
     if cell_w <= 0 or chart.seconds_per_px <= 0:
         return None
     read = len(chart.series)
-    best = None
-    for n in dict.fromkeys([read, 2]):
-        if not 1 <= n <= 4:
-            continue
-        got = _round_interval(chart.seconds_per_px * cell_w * n)
-        if got is not None and n == read:
+    # (fewer than two legends read: one lost, nvtop draws GPU % and mem% by default)
+    for n in dict.fromkeys([max(read, 2), read]):
+        got = _round_interval(chart.seconds_per_px * cell_w * n) if 1 <= n <= 4 else None
+        if got is not None:
             return got[0], n
-        if got is not None and (best is None or got[1] < best[0] - 0.02):
-            best = (got[1], got[0], n)
-    return (best[1], best[2]) if best else None
+    return None
 
 
 def _strokes(a: np.ndarray, colour, box, cell_h: float, blank: list[tuple]) -> list[float]:
@@ -144,6 +141,19 @@ def _bounds(strokes: list[float], x0: int, x1: int, width: float) -> np.ndarray:
     return np.asarray(b, dtype=float)
 
 
+def _assume_default(chart: Chart, cell_w: float) -> None:
+    """A chart whose time ticks were not read: nvtop's default interval over a sample as wide
+    as its series' cells (two, GPU % and mem%, where fewer legends were read), not a guessed
+    pixel pitch; the series' ages recomputed (the chart's notes say the times are assumed)."""
+    n = max(2, len(chart.series))
+    chart.seconds_per_px = DEFAULT_INTERVAL_S / (n * cell_w)
+    ago = _ages(chart.box[0], chart.box[2], chart.seconds_per_px, chart.newest_right,
+                chart.newest_s_ago)
+    for sr in chart.series:
+        if len(sr.values) == len(ago):
+            sr.seconds_ago = ago
+
+
 def to_samples(a: np.ndarray, charts: list[Chart], words) -> None:
     """``samples_of`` with the terminal's cell width (``cell_width``, else the words' width
     per character) and text row height (``screen_nvtop._cell_height``) read off ``words``
@@ -158,10 +168,10 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
     k-th sample from the newest edge, ``values`` each sample's median level, NaN where none
     of its columns saw the line.  ``a``: the picture (rows, columns, RGB); ``glyph_w`` and
     ``cell_h``: the terminal's cell width and text row height, px.  A chart whose interval
-    cannot be told (``update_interval`` None), whose time scale is not read from ticks, or
-    without a row height, keeps its pixel columns; ``Chart.interval_s`` says which.  Every
-    chart takes the interval most charts read (nvtop has one), with the series count that
-    gives it.
+    cannot be told (``update_interval`` None) or without a row height keeps its pixel
+    columns; ``Chart.interval_s`` says which.  Every chart takes the interval most charts
+    read (nvtop has one), with the series count that gives it; a chart whose time ticks were
+    read nowhere takes nvtop's default (``_assume_default``; its notes say so).
     """
     timed = [c for c in charts if c.interval_source in ("ticks", "ticks (another chart)")]
     got = {id(c): update_interval(c, glyph_w) for c in timed}
@@ -169,11 +179,16 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
     # legend count was misread may round to half or twice it)
     steps = [g[0] for g in got.values() if g is not None]
     common = max(set(steps), key=steps.count) if steps else None
+    for c in charts:  # (no ticks read on any chart: the default, assumed and said)
+        if c.interval_source == "default" and glyph_w > 0:
+            _assume_default(c, glyph_w)
+            got[id(c)] = (DEFAULT_INTERVAL_S, max(2, len(c.series)))
+            timed.append(c)
     for c in timed:
         if got[id(c)] is None or not cell_h:
             continue
         step, n_series = got[id(c)]
-        if step != common:
+        if step != common and c.interval_source != "default":
             n_fit = common / (c.seconds_per_px * glyph_w)
             if abs(n_fit - round(n_fit)) > 0.1 * n_fit or not 1 <= round(n_fit) <= 4:
                 continue

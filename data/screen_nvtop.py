@@ -713,7 +713,8 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
                            f"(a cropped picture?): its times are counted from that tick")
     if source == "default":
         chart.notes.append(f"time ticks not read: nvtop's default {DEFAULT_INTERVAL_S:g} s "
-                           f"per sample assumed, one text column each")
+                           f"per sample assumed, a sample two text cells wide (GPU % and mem% "
+                           f"interleaved)")
     legends = _legends(a, words, x_left, x_right, y100, y0, bg, glyph_w)
     if not legends:
         chart.notes.append("no legend read: the series are not named")
@@ -779,6 +780,10 @@ def _one_chart(a: np.ndarray, words, ticks, bg: float, glyph_w: float,
     _hidden_under(chart.series, covered)
     held = _under_legends(masked, chart.series, boxes, x_left,
                           int(y100), int(y0), slope, icpt)
+    for sr in chart.series:
+        if not np.isfinite(sr.values).any():
+            chart.notes.append(f"{sr.legend}: no line seen in its legend's colour (erased, "
+                               f"recoloured or off the chart): its values are unknown")
     if held:
         chart.notes.append(f"{held} columns under a legend's text read as the level the line "
                            f"enters it at (no line of that colour leaves the legend's rows "
@@ -970,12 +975,16 @@ def _hidden_under(series: list[ChartSeries], covered: np.ndarray) -> None:
     there is at one level: nvtop draws the series one over another, so an unseen line lies
     under the one drawn (the mem% line hides a GPU% line at the same level).  Columns where
     no line is drawn, or several at different levels, or that a legend covers (``covered``:
-    the line may be under the legend) stay NaN; ``hidden`` counts filled columns per
+    the line may be under the legend) stay NaN, and so does a series seen in fewer than
+    ``HIDDEN_MIN_SEEN`` of the columns: a line seen nowhere is missing (recoloured, erased),
+    not hidden, and the other line is no reading of it; ``hidden`` counts filled columns per
     series."""
     if len(series) < 2:
         return
     grid = np.vstack([s.values for s in series])
     for k, s in enumerate(series):
+        if np.isfinite(s.values).mean() < HIDDEN_MIN_SEEN:
+            continue
         others = np.delete(grid, k, axis=0)
         with np.errstate(invalid="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
@@ -983,6 +992,11 @@ def _hidden_under(series: list[ChartSeries], covered: np.ndarray) -> None:
         one = np.isnan(s.values) & np.isfinite(lo) & (hi - lo < 1.0) & ~covered
         s.hidden = int(one.sum())
         s.values = np.where(one, lo, s.values)
+
+
+#: ``_hidden_under``: a series seen in fewer than this share of its chart's columns is not
+#: read off the line drawn over it.
+HIDDEN_MIN_SEEN = 0.1
 
 
 def _saturation(c) -> float:
@@ -1291,11 +1305,16 @@ def name_lines(charts: list[Chart], header: dict[int, dict]) -> list[str]:
         else:
             moves = [_level_changes(sr.values[np.argsort(sr.seconds_ago)]) for sr in c.series]
             k = int(np.argmax(moves))
-            if moves[k] < STEADY_FACTOR * moves[1 - k] + STEADY_MIN:
+            # (the header's GPU % still vetoes: the busier line must end where it reads)
+            veto = np.isfinite(util) and np.isfinite(newest[k]) and \
+                abs(newest[k] - util) > NAME_TOL
+            if veto or moves[k] < STEADY_FACTOR * moves[1 - k] + STEADY_MIN:
                 _agreed_only(c)
-                notes.append(f"{who} monochrome lines not named: {why}, and the lines change "
-                             f"level alike ({moves[0]} and {moves[1]} times); its GPU % is "
-                             f"given only where the two lines run together")
+                also = (f"the line that moves more ends at {newest[k]:.0f} %, not the "
+                        f"header's GPU % ({util:.0f})") if veto else \
+                    f"the lines change level alike ({moves[0]} and {moves[1]} times)"
+                notes.append(f"{who} monochrome lines not named: {why}, and {also}; its GPU % "
+                             f"is given only where the two lines run together")
                 continue
             how = (f"by how they move ({why}): the one that changes level {moves[k]} times "
                    f"is GPU %, the one that changes {moves[1 - k]} times mem% (memory in use "

@@ -63,7 +63,7 @@ def test_newest_left_counts_samples_from_the_left():
 
 def test_a_chart_whose_interval_cannot_be_told_keeps_its_pixel_columns():
     a, chart = _step_chart([0, 50, 50])
-    chart.interval_source = "default"  # no time ticks read: nvtop's default assumed
+    chart.seconds_per_px = 0.567 / 20  # picture 24's misread strip: 0.567 s a sample
     before = chart.series[0].values.copy()
     samples_of(a, [chart], 10.0, 16.0)
     assert chart.interval_s is None
@@ -122,16 +122,59 @@ def test_row_height_of_a_font_with_wide_line_spacing():
 
 
 def test_every_chart_takes_the_interval_most_charts_read():
-    """Picture 37: GPU 0's chart read one legend, so its sample width rounded to 0.5 s while
-    the other charts read 1 s; nvtop has one interval, and that chart takes it."""
+    """nvtop has one update interval.  A chart whose legends were misread (four read where
+    nvtop drew two: a line's dashes read as legend words) alone reads twice it; beside
+    charts that agree it takes theirs, with the series count that gives it."""
+    def misread(chart):
+        chart.series = chart.series + [ChartSeries(f"GPU0 {k}", 0, None, (9, 9, 9),
+                                                   chart.series[0].seconds_ago,
+                                                   np.full(len(chart.series[0].values), np.nan))
+                                       for k in "ab"]
+
+    a, alone = _step_chart([0, 0, 60, 60, 60, 0])
+    misread(alone)
+    samples_of(a, [alone], 10.0, 16.0)
+    assert alone.interval_s == 2.0
     made = [_step_chart([0, 0, 60, 60, 60, 0]) for _ in range(3)]
-    lost = made[2][1]
-    lost.series = lost.series[:1]  # its mem% legend not read
-    for a, c in made:
-        samples_of(a, [c], 10.0, 16.0)
-    assert lost.interval_s == 0.5  # alone, it misreads
-    made = [_step_chart([0, 0, 60, 60, 60, 0]) for _ in range(3)]
-    made[2][1].series = made[2][1].series[:1]
+    misread(made[2][1])
     samples_of(made[0][0], [c for _a, c in made], 10.0, 16.0)  # (the same picture each)
     assert [c.interval_s for _a, c in made] == [1.0, 1.0, 1.0]
     assert made[2][1].series[0].values[-6:].tolist() == [0, 0, 60, 60, 60, 0]
+    assert "2 series interleaved" in made[2][1].notes[-1]
+
+
+def test_the_header_vetoes_naming_by_movement():
+    """A memory line that steps ten times beside an idle GPU's flat line (the header: GPU 0 %,
+    MEM 0.4 %, too close to name by): the busier line ends at 15 %, not the header's 0 %,
+    so it is not named GPU %."""
+    mem = [10, 20, 10, 20, 10, 20, 10, 20, 10, 20, 15, 15]
+    c = _mono([0.0] * 12, mem)
+    notes = name_lines([c], {0: {"util_pct": 0, "mem_used_mib": 615, "mem_total_mib": 143771}})
+    assert c.monochrome == "unnamed" and "not the header's GPU %" in notes[0]
+
+
+def test_a_line_seen_nowhere_is_not_read_off_the_other():
+    """A GPU % line erased or recoloured (not in its legend's colour anywhere) is missing,
+    not hidden under the mem% line: its values stay unknown (were the mem% line's 12 %)."""
+    from tealeaves.data.screen_nvtop import _hidden_under
+
+    ago = np.arange(50, dtype=float)
+    gpu = ChartSeries("GPU0 %", 0, "gpu_util", CYAN, ago, np.full(50, np.nan))
+    mem = ChartSeries("GPU0 mem%", 0, "mem_util", (200, 200, 0), ago, np.full(50, 12.0))
+    _hidden_under([gpu, mem], np.zeros(50, dtype=bool))
+    assert np.isnan(gpu.values).all() and gpu.hidden == 0
+    # a line seen in part is read off the other where that one is drawn over it
+    gpu.values[:25] = 95.0
+    _hidden_under([gpu, mem], np.zeros(50, dtype=bool))
+    assert (gpu.values[25:] == 12.0).all() and gpu.hidden == 25
+
+
+def test_without_time_ticks_a_sample_is_two_cells_of_nvtops_default_interval():
+    """Time ticks read on no chart: nvtop's default 1 s over a sample two cells wide (was 1 s
+    per 8 px whatever the font: a 57 s chart read as 143 s)."""
+    a, chart = _step_chart([0, 0, 70, 70, 0, 0])
+    chart.interval_source, chart.seconds_per_px = "default", 1.0 / 8
+    samples_of(a, [chart], 10.0, 16.0)
+    assert chart.seconds_per_px == pytest.approx(0.05) and chart.interval_s == 1.0
+    assert chart.series[0].values[-6:].tolist() == [0, 0, 70, 70, 0, 0]
+    assert chart.series[0].seconds_ago[-6:].tolist() == [5, 4, 3, 2, 1, 0]
