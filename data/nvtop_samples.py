@@ -24,7 +24,14 @@ import itertools
 
 import numpy as np
 
-from .screen_nvtop import DEFAULT_INTERVAL_S, Chart, _ages, _cell_height, _glyph_width
+from .screen_nvtop import (
+    DEFAULT_INTERVAL_S,
+    Chart,
+    _ages,
+    _cell_height,
+    _glyph_width,
+    lattice_agreement,
+)
 
 #: Update intervals nvtop accepts are whole tenths of a second (``-d`` in tenths).
 INTERVAL_QUANTUM_S = 0.1
@@ -45,14 +52,15 @@ def cell_width(words) -> float | None:
     """The terminal's cell width, px, from where its words start: every word of a terminal
     starts on the cell lattice, so the pitch (within 0.85-1.3x of the words' width per
     character, ``screen_nvtop._glyph_width``, which Tesseract's tight boxes make a few per
-    cent short) whose phases the words' left edges agree on best (the Rayleigh statistic
-    ``|mean(exp(2 pi i x / p))|``); None with fewer than 8 words or no agreement (< 0.5)."""
+    cent short) whose phases the words' left edges agree on best
+    (``screen_nvtop.lattice_agreement``); None with fewer than 8 words or no agreement
+    (< 0.5)."""
     xs = np.asarray([w.left for w in words if len(w.text) >= 2], dtype=float)
     if len(xs) < 8:
         return None
     guess = _glyph_width(words)
     pitches = np.arange(0.85 * guess, 1.3 * guess, 0.002 * guess)
-    agree = np.abs(np.exp(2j * np.pi * xs[None, :] / pitches[:, None]).mean(axis=1))
+    agree = lattice_agreement(xs, pitches)
     k = int(np.argmax(agree))
     return float(pitches[k]) if agree[k] >= 0.5 else None
 

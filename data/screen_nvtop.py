@@ -377,11 +377,20 @@ def _row_rows(a, words, bg: float, glyph_w: float, one: tuple, made: list[tuple]
     return again
 
 
+def lattice_agreement(pos: np.ndarray, pitches: np.ndarray) -> np.ndarray:
+    """How well positions ``pos`` (n,) px sit on a lattice of each pitch of ``pitches`` (m,)
+    px, whatever its phase: the Rayleigh statistic ``|mean(exp(2 pi i pos / p))|`` (1 all on
+    it, about ``1/sqrt(n)`` at random; Mardia & Jupp, *Directional Statistics*, 2000, §6.3).
+    Returns (m,) in 0-1.  A terminal's text sits on its cell lattice, so the pitch they agree
+    on is its cell width or row height."""
+    return np.abs(np.exp(2j * np.pi * pos[None, :] / pitches[:, None]).mean(axis=1))
+
+
 def _cell_height(words) -> float | None:
     """The terminal's text row height, px: every line of a terminal's text sits on the row
     lattice, so the pitch (0.9-3.2 glyph heights: a font may space its rows twice its
-    glyphs' height apart) whose phases the words' centre rows agree on best (the Rayleigh
-    statistic ``|mean(exp(2 pi i y / p))|``, as ``nvtop_samples.cell_width`` for columns).
+    glyphs' height apart) whose phases the words' centre rows agree on best
+    (``lattice_agreement``, as ``nvtop_samples.cell_width`` for columns).
     A pitch's halves and thirds fit its lattice as well, so of the pitches within 85 % of the
     best agreement the largest peak is taken.  None without 8 words."""
     ys = np.asarray([w.top + w.height / 2 for w in words if len(w.text) >= 2], dtype=float)
@@ -389,7 +398,7 @@ def _cell_height(words) -> float | None:
         return None
     gh = float(np.median([w.height for w in words if len(w.text) >= 2]))
     pitches = np.arange(0.9 * gh, 3.2 * gh, 0.002 * gh)
-    agree = np.abs(np.exp(2j * np.pi * ys[None, :] / pitches[:, None]).mean(axis=1))
+    agree = lattice_agreement(ys, pitches)
     ok = np.flatnonzero(agree >= 0.85 * agree.max())
     breaks = np.flatnonzero(np.diff(ok) > 1)
     peak = ok[breaks[-1] + 1:] if len(breaks) else ok  # the largest pitches' run
