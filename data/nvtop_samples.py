@@ -149,6 +149,29 @@ def _bounds(strokes: list[float], x0: int, x1: int, width: float) -> np.ndarray:
     return np.asarray(b, dtype=float)
 
 
+def _sample_values(values: np.ndarray, xs: np.ndarray, strokes: list[float], width: float,
+                   guard: float) -> list[float]:
+    """One value per sample of a line read per pixel column (``values`` at the columns
+    ``xs``), oldest-left order: the samples begin at ``_bounds``; each is the median of its
+    columns farther than ``guard`` px from a stroke (all its columns where none of those saw
+    the line), NaN where none did."""
+    edges = np.r_[np.clip(_bounds(strokes, int(xs[0]), int(xs[-1]), width), xs[0],
+                          xs[-1] + 1), xs[-1] + 1]
+    near = np.zeros(len(xs), dtype=bool)
+    for st in strokes:
+        near |= np.abs(xs - st) <= guard
+    out = []
+    for lo, hi in itertools.pairwise(edges):
+        if hi - lo < 1:
+            continue
+        inside = (xs >= lo) & (xs < hi)
+        away = values[inside & ~near]
+        pick = away if np.isfinite(away).any() else values[inside]
+        pick = pick[np.isfinite(pick)]
+        out.append(float(np.median(pick)) if len(pick) else np.nan)
+    return out
+
+
 def _assume_default(chart: Chart, cell_w: float) -> None:
     """A chart whose time ticks were not read: nvtop's default interval over a sample as wide
     as its series' cells (two, GPU % and mem%, where fewer legends were read), not a guessed
@@ -203,8 +226,7 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
             step, n_series = common, round(n_fit)
         c.interval_s = step
         width = step / c.seconds_per_px
-        x0, _y100, x1, _y0 = c.box
-        xs = np.arange(x0, x1 + 1)
+        xs = np.arange(c.box[0], c.box[2] + 1)
         # the cell a stroke or a crossing's '+' fills (nvtop draws a whole text cell)
         guard = 2.0 + (glyph_w / 2 if n_series > 1 else 0.0)
         shared: dict[tuple, list[float]] = {}
@@ -214,27 +236,11 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
             key = tuple(s.colour)
             if key not in shared:
                 shared[key] = _strokes(a, s.colour, c.box, cell_h, c.legend_boxes)
-            strokes = shared[key]
-            b = _bounds(strokes, x0, x1, width)
-            edges = np.r_[np.clip(b, x0, x1 + 1), x1 + 1]
-            vals, ages = [], []
-            n = len(edges) - 1
-            for i in range(n):
-                lo, hi = edges[i], edges[i + 1]
-                if hi - lo < 1:
-                    continue
-                inside = (xs >= lo) & (xs < hi)
-                away = inside.copy()
-                for st in strokes:
-                    away &= np.abs(xs - st) > guard
-                pick = s.values[away] if np.isfinite(s.values[away]).any() else \
-                    s.values[inside]
-                pick = pick[np.isfinite(pick)]
-                vals.append(float(np.median(pick)) if len(pick) else np.nan)
-                k = (n - 1 - i) if c.newest_right else i
-                ages.append(c.newest_s_ago + k * step)
+            vals = _sample_values(s.values, xs, shared[key], width, guard)
             if vals:
-                s.values, s.seconds_ago = np.asarray(vals), np.asarray(ages)
+                k = np.arange(len(vals))
+                ages = c.newest_s_ago + (k[::-1] if c.newest_right else k) * step
+                s.values, s.seconds_ago = np.asarray(vals), ages.astype(float)
         c.notes.append(f"read as nvtop's samples: one every {step:g} s (the update interval: "
                        f"{n_series} series interleaved, each sample {width:.1f} px), "
                        f"cut at the lines' vertical strokes")

@@ -331,7 +331,7 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
         chart = _one_chart(a, words, col, bg, glyph_w, limit)
         if chart is not None:
             made.append((col, limit, chart))
-    charts = [_row_rows(a, words, bg, glyph_w, one, made) for one in made]
+    charts = [_rows_from_beside(a, words, bg, glyph_w, one, made) for one in made]
     _share_scales(charts)
     _one_gpu_per_chart(a, charts, header)
     cell = _cell_height(words)
@@ -348,7 +348,7 @@ def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     return charts
 
 
-def _row_rows(a, words, bg: float, glyph_w: float, one: tuple, made: list[tuple]) -> Chart:
+def _rows_from_beside(a, words, bg: float, glyph_w: float, one: tuple, made: list[tuple]) -> Chart:
     """``one`` chart (``(ticks, limit, chart)``) read again on the 100 % and 0 % rows of a
     chart beside it whose rows rest on more of what it read (``Chart.scale_from``: both ticks
     read over a tick and the borders, over a legend, over the ticks' fit), when those differ
@@ -835,7 +835,7 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
             before = _nearest_seen(s.values, range(i0 - 1, max(-1, i0 - 13), -1), band)
             after = _nearest_seen(s.values, range(i1, min(n, i1 + 12)), band)
             sides = [s.values[i] for i in (before, after) if i is not None
-                     and band_lo - 3 <= s.values[i] <= band_hi + 3]
+                     and band[0] <= s.values[i] <= band[1]]
             if not sides:
                 continue
             left = s.values[before] if before is not None else None
