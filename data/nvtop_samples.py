@@ -30,6 +30,7 @@ from .screen_nvtop import (
     _ages,
     _cell_height,
     _glyph_width,
+    _longest_runs,
     lattice_agreement,
 )
 
@@ -112,10 +113,7 @@ def _strokes(a: np.ndarray, colour, box, cell_h: float, blank: list[tuple]) -> l
     for d in (1, 2):
         closed[d:] |= ink[:-d]
         closed[:-d] |= ink[d:]
-    rows = np.arange(closed.shape[0])[:, None]
-    # the longest run of ink ending at each row: the row minus the last row without ink
-    run = rows - np.maximum.accumulate(np.where(closed, -1, rows), axis=0)
-    longest = run.max(axis=0) - 4  # (less what closing the gaps added at its ends)
+    longest = _longest_runs(closed) - 4  # (less what closing the gaps added at its ends)
     cols = (np.flatnonzero(longest >= STROKE_ROWS * cell_h) + x0).tolist()
     out: list[list[int]] = []
     for c in cols:

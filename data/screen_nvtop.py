@@ -855,14 +855,21 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
             # (only ink outside the legends' rows tells the line left them: inside, a
             # glyph's edge or the line's own corner where it enters is no stroke)
             ink[max(0, int(top) - r_top):max(0, int(bottom) + 1 - r_top)] = False
-            if ink.size and ink.sum(axis=0).max() >= 3:  # (a speck of a glyph's edge is not)
-                continue  # a stroke of its colour there: the line moved under the legend
+            if ink.size and _longest_runs(ink).max() >= 3:  # (specks, a glyph's edge or the
+                continue  # frame's tick dots, are not) a stroke: the line moved under it
             for i in range(i0, i1):
                 near = left if right is None or (left is not None and i - i0 < i1 - i) \
                     else right
                 s.values[i] = near if near is not None else sides[0]
             filled += i1 - i0
     return filled
+
+
+def _longest_runs(ink: np.ndarray) -> np.ndarray:
+    """Per column of ``ink`` (rows, columns) bool, the longest run of True down it."""
+    rows = np.arange(ink.shape[0])[:, None]
+    # the run ending at each row: the row less the last row without ink above it
+    return (rows - np.maximum.accumulate(np.where(ink, -1, rows), axis=0)).max(axis=0)
 
 
 def _nearest_seen(values: np.ndarray, span: range, band: tuple[float, float]) -> int | None:
@@ -1132,7 +1139,7 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
     for w in ws:
         # "GPU0" as OCR reads it: "GPUO", "GpyQ", "PUO" (the G lost), "GPU" (the index lost)
         m = re.search(_GPU_WORD + r"[Oo0-9DQ]{0,2}", w.text)
-        if not m or (m.group().lower().startswith("pu") and len(m.group()) < 3):
+        if not m:
             continue
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
         # (the page's glyph width: a word run on into the line has fewer letters than cells)
@@ -1140,6 +1147,9 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
         after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
                  and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
         tail = min(after, key=lambda o: o.left).text if after else ""
+        if m.group().lower().startswith("pu") and len(m.group()) < 3 and \
+                not re.fullmatch(_LEGEND_END + r"\W*", tail, re.IGNORECASE):
+            continue  # "PU" alone is noise; "PU mem%" a legend whose G the line ran into
         digits = re.sub("^" + _GPU_WORD, "", m.group())
         index = str(int(_n(digits))) if digits else "?"
         # a line drawn right after the legend is read into it ("GPU5 %—__—___"): the legend

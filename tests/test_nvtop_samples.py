@@ -178,3 +178,27 @@ def test_without_time_ticks_a_sample_is_two_cells_of_nvtops_default_interval():
     assert chart.seconds_per_px == pytest.approx(0.05) and chart.interval_s == 1.0
     assert chart.series[0].values[-6:].tolist() == [0, 0, 70, 70, 0, 0]
     assert chart.series[0].seconds_ago[-6:].tolist() == [5, 4, 3, 2, 1, 0]
+
+
+def test_a_legend_whose_g_the_line_ran_into_is_still_a_legend():
+    """Picture 17: the line at 95 % runs into 'GPU0 mem%' and Tesseract reads 'PU' 'mem%'; a
+    bare 'PU' with no legend ending after it stays noise."""
+    from tealeaves.data.screen_grid import Word
+    from tealeaves.data.screen_nvtop import _legends
+
+    a = np.zeros((200, 400, 3), dtype=np.int16)
+    a[40:50, 300:380] = (205, 205, 0)  # the legend's yellow glyphs
+    w = [Word("PU", 90.0, 300.0, 40.0, 18.0, 10.0, (1, 1, 1)),
+         Word("mem%", 90.0, 330.0, 40.0, 36.0, 10.0, (1, 1, 1))]
+    got = _legends(a, w, 10, 390, 30, 190, 0.0, 9.0)
+    assert [g[0] for g in got] == ["GPU? mem%"]
+    assert _legends(a, w[:1], 10, 390, 30, 190, 0.0, 9.0) == []
+
+
+def test_dots_of_the_frame_are_no_stroke_out_of_a_legend():
+    from tealeaves.data.screen_nvtop import _longest_runs
+
+    ink = np.zeros((20, 3), dtype=bool)
+    ink[[2, 9, 17], 0] = True  # three tick dots down the frame
+    ink[5:9, 1] = True  # a stroke
+    assert _longest_runs(ink).tolist() == [1, 4, 0]
