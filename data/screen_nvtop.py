@@ -1144,11 +1144,14 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
         # (the page's glyph width: a word run on into the line has fewer letters than cells)
         cw = glyph_w or w.width / max(1, len(w.text))
-        after = [o for o in ws if abs(o.top + o.height / 2 - w.top - w.height / 2) < w.height / 2
+        # (on its line: its box overlaps the word's rows; a word run on into the line's
+        # dashes and underscores is taller, its centre lower, picture 37)
+        after = [o for o in ws if o.top < w.top + 0.8 * w.height
+                 and o.top + o.height > w.top + 0.2 * w.height
                  and w.left + w.width <= o.left <= w.left + w.width + 2.5 * cw]
         tail = min(after, key=lambda o: o.left).text if after else ""
         if m.group().lower().startswith("pu") and len(m.group()) < 3 and \
-                not re.fullmatch(_LEGEND_END + r"\W*", tail, re.IGNORECASE):
+                not re.match(_LEGEND_END, tail, re.IGNORECASE):
             continue  # "PU" alone is noise; "PU mem%" a legend whose G the line ran into
         digits = re.sub("^" + _GPU_WORD, "", m.group())
         index = str(int(_n(digits))) if digits else "?"

@@ -193,6 +193,12 @@ def test_a_legend_whose_g_the_line_ran_into_is_still_a_legend():
     got = _legends(a, w, 10, 390, 30, 190, 0.0, 9.0)
     assert [g[0] for g in got] == ["GPU? mem%"]
     assert _legends(a, w[:1], 10, 390, 30, 190, 0.0, 9.0) == []
+    # picture 37: '6PUa' then 'mem%————___|', a word run on into the line, taller and
+    # centred 7 px higher than the word before it: still its "mem%"
+    w = [Word("6PUa", 37.0, 300.0, 40.0, 36.0, 10.0, (1, 1, 1)),
+         Word("mem%————___|", 17.0, 340.0, 25.0, 50.0, 25.0, (1, 1, 1))]
+    got = _legends(a, w, 10, 390, 30, 190, 0.0, 9.0)
+    assert len(got) == 1 and got[0][0].startswith("GPU?") and got[0][0].endswith("mem%")
 
 
 def test_dots_of_the_frame_are_no_stroke_out_of_a_legend():
