@@ -173,9 +173,18 @@ def _sample_values(values: np.ndarray, xs: np.ndarray, strokes: list[float], wid
 def _assume_default(chart: Chart, cell_w: float) -> None:
     """A chart whose time ticks were not read: nvtop's default interval over a sample as wide
     as its series' cells (two, GPU % and mem%, where fewer legends were read), not a guessed
-    pixel pitch; the series' ages recomputed (the chart's notes say the times are assumed)."""
+    pixel pitch, and time running away from the legends (nvtop writes them over the oldest
+    samples: on the left, on the right with ``-r``); the series' ages recomputed (the chart's
+    notes say the times are assumed)."""
     n = max(2, len(chart.series))
     chart.seconds_per_px = DEFAULT_INTERVAL_S / (n * cell_w)
+    if chart.legend_boxes:  # nvtop writes the legends on the oldest side (-r: the right)
+        mid = (chart.box[0] + chart.box[2]) / 2
+        right = np.mean([(b[0] + b[2]) / 2 for b in chart.legend_boxes]) > mid
+        if right == chart.newest_right:
+            chart.newest_right = not right
+            chart.notes.append("time ticks not read: the newest sample taken on the side "
+                               "away from the legends (nvtop writes them on the oldest side)")
     ago = _ages(chart.box[0], chart.box[2], chart.seconds_per_px, chart.newest_right,
                 chart.newest_s_ago)
     for sr in chart.series:

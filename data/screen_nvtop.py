@@ -838,6 +838,9 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
                      and band[0] <= s.values[i] <= band[1]]
             if not sides:
                 continue
+            if _stepped_at_edge(masked, colour, s.values, (before, after), x_left,
+                                (top, bottom), (slope, icpt)):
+                continue  # the line reached that side's level from the legend's rows
             left = s.values[before] if before is not None else None
             right = s.values[after] if after is not None else None
             i0 = before + 1 if before is not None else i0  # (the columns between are
@@ -863,6 +866,28 @@ def _under_legends(masked: np.ndarray, series: list[ChartSeries], boxes: list[tu
                 s.values[i] = near if near is not None else sides[0]
             filled += i1 - i0
     return filled
+
+
+def _stepped_at_edge(masked, colour, values, sides, x_left, rows, scale) -> bool:
+    """Whether, beside a legend, the line's level on a side (``sides``: column indices, None
+    where unseen) lies off the legends' ``rows`` (top, bottom px) and a stroke of ``colour``
+    (3 px or more) joins it to them in that column (+-2 px): nvtop's corner column is the new
+    level's first, so a line that stepped out of the legend's rows right at its edge shows
+    its stroke there, and the level under the legend is not that side's.  ``scale``: (slope,
+    intercept) with row = intercept + slope * value."""
+    top, bottom = rows
+    for c in sides:
+        if c is None or not np.isfinite(values[c]):
+            continue
+        r = scale[1] + scale[0] * values[c]
+        lo, hi = (int(bottom), int(r)) if r > bottom else (int(r), int(top))
+        if hi - lo < 2:
+            continue
+        part = masked[max(0, lo):hi + 1, x_left + c - 2:x_left + c + 3].astype(float)
+        ink = np.abs(part - np.asarray(colour, dtype=float)).max(axis=2) < 60
+        if ink.size and _longest_runs(ink).max() >= 3:
+            return True
+    return False
 
 
 def _longest_runs(ink: np.ndarray) -> np.ndarray:
@@ -1139,8 +1164,8 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
     for w in ws:
         # "GPU0" as OCR reads it: "GPUO", "GpyQ", "PUO" (the G lost), "GPU" (the index lost)
         m = re.search(_GPU_WORD + r"[Oo0-9DQ]{0,2}", w.text)
-        if not m:
-            continue
+        if not m or w.top > y100 + LEGEND_ROWS_SHARE * (y0 - y100):
+            continue  # (nvtop writes its legends on the plot's top rows, one a series)
         # its "%"/"mem%": the next word to the right on its line, within two glyphs
         # (the page's glyph width: a word run on into the line has fewer letters than cells)
         cw = glyph_w or w.width / max(1, len(w.text))
@@ -1193,6 +1218,11 @@ def _legends(a, words, x_left, x_right, y100, y0, bg: float = 0.0, glyph_w: floa
                     (left, w.top, (after[0].left + after[0].width) if after else right,
                      w.top + w.height)))
     return out
+
+
+#: ``_legends``: a legend word starts in this top share of the plot (nvtop writes one a series
+#: on its top rows; text lower down is a line's OCR noise, "PU1 %" mid-plot).
+LEGEND_ROWS_SHARE = 0.3
 
 
 def _horizontal(a, colour, x0, x1, y0, y1) -> tuple[np.ndarray, int]:

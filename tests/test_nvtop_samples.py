@@ -208,3 +208,48 @@ def test_dots_of_the_frame_are_no_stroke_out_of_a_legend():
     ink[[2, 9, 17], 0] = True  # three tick dots down the frame
     ink[5:9, 1] = True  # a stroke
     assert _longest_runs(ink).tolist() == [1, 4, 0]
+
+
+def test_legend_words_are_only_on_the_plots_top_rows():
+    """'PU1 %' read off a line mid-plot made a GPU 1 series (and 3 interleaved series: a
+    1.5 s interval for 1 s)."""
+    from tealeaves.data.screen_grid import Word
+    from tealeaves.data.screen_nvtop import _legends
+
+    a = np.zeros((200, 400, 3), dtype=np.int16)
+    a[100:110, 200:260] = CYAN
+    w = [Word("PU1", 90.0, 200.0, 100.0, 27.0, 10.0, (1, 1, 1)),
+         Word("%", 90.0, 240.0, 100.0, 9.0, 10.0, (1, 1, 1))]
+    assert _legends(a, w, 10, 390, 30, 190, 0.0, 9.0) == []  # row 100 of 30-190: mid-plot
+    w = [Word(t.text, t.conf, t.left, 34.0, t.width, t.height, t.line) for t in w]
+    a[34:44, 200:260] = CYAN
+    assert [g[0] for g in _legends(a, w, 10, 390, 30, 190, 0.0, 9.0)] == ["GPU1 %"]
+
+
+def test_without_ticks_time_runs_away_from_the_legends():
+    """nvtop writes its legends over the oldest samples: on the right with -r."""
+    from tealeaves.data.nvtop_samples import _assume_default
+
+    _a, chart = _step_chart([0, 50, 50])
+    chart.interval_source = "default"
+    chart.legend_boxes = [(50.0, 12.0, 64.0, 20.0)]  # at the right end of a 65-px plot
+    _assume_default(chart, 10.0)
+    assert chart.newest_right is False and "away from the legends" in chart.notes[-1]
+    assert chart.series[0].seconds_ago[0] == 0.0
+
+
+def test_a_line_that_stepped_out_of_a_legends_rows_at_its_edge_is_not_held():
+    """nvtop's corner column is the new level's first: a line at 100 % under the legend that
+    steps to 92 % right at its edge shows a stroke from the legend's rows in that column;
+    the level under the legend is not 92 % (it was held there: 31 columns read 92.5)."""
+    from tealeaves.data.screen_nvtop import _stepped_at_edge
+
+    masked = np.zeros((120, 100, 3), dtype=np.int16)
+    values = np.full(100, np.nan)
+    values[60:] = 92.0  # row 110 - 92 = 18, under the legend's rows 8-15
+    masked[18, 60:] = CYAN
+    masked[8:19, 60] = CYAN  # the stroke up into the legend's rows
+    scale = (-1.0, 110.0)
+    assert _stepped_at_edge(masked, CYAN, values, (None, 60), 0, (8, 15), scale)
+    masked[8:18, 60] = 0  # entered level, no stroke: held
+    assert not _stepped_at_edge(masked, CYAN, values, (None, 60), 0, (8, 15), scale)
