@@ -291,7 +291,7 @@ def test_the_hover_names_the_ribbon_under_the_cursor_and_why_the_window_differs(
             n = page.evaluate("() => window.__hov.n")
             page.mouse.move(1, 1)
             page.mouse.move(left + px, bb["y"] + bb["height"] / 2)
-            page.wait_for_function(f"() => window.__hov.n > {n}", timeout=10_000)
+            page.wait_for_function(f"() => window.__hov.n > {n}", timeout=60_000)  # (a busy machine)
             x = page.evaluate("() => window.__hov.x")
             if x in done:
                 continue
