@@ -165,7 +165,8 @@ SMALL = ["00_d10_160x48_25s.png", "15_d5_rev_120x40_25s.png", "19_d5_rev_120x40_
 def test_the_scorer_run_small_reads_header_and_chart_of_real_pictures():
     """The scorer (``tests/pictures/nvtop/evaluate_nvtop.py``) on three pictures: both plot
     directions (``-r``), 0.5-s and 1-s intervals, the interval read from the time ticks.
-    Floors under what was measured (35/36 values, chart columns 93.6/90.8/99.5 %)."""
+    Floors at issue 37's goal, under what was measured (35/36 values, chart points
+    96.3/94.4/98.3 %)."""
     sys.path.insert(0, str(HERE))
     from evaluate_nvtop import evaluate
 
@@ -175,7 +176,7 @@ def test_the_scorer_run_small_reads_header_and_chart_of_real_pictures():
     for r in res["rows"]:
         assert r["tool"] == "nvtop"
         assert r["interval_source"] == ["ticks"], r
-        assert r["chart_share"] >= 0.85, r
+        assert r["chart_share"] >= 0.9, r
 
 
 MANY = ["40_split8_d5_240x72_64s.png", "26_quad4_d10_rev_140x44_38s.png",
@@ -185,8 +186,8 @@ MANY = ["40_split8_d5_240x72_64s.png", "26_quad4_d10_rev_140x44_38s.png",
 def test_pictures_of_two_to_eight_gpus_give_a_verdict_per_stretch():
     """nvtop of 8, 4 and 2 GPUs (the stand-in NVML replaying the H200's values): each GPU's
     chart read, and every true stretch judged with its hot set (the split of GPUs 1, 3, 5, 7
-    while the others idle, then all busy).  Floors under what was measured (stretches 2/2,
-    3/3, 4/4; chart columns 82.1/90.6/94.2 %)."""
+    while the others idle, then all busy).  Floors at issue 37's goal, under what was measured
+    (stretches 2/2, 3/3, 4/4; chart points 96.9/93.4/96.6 %)."""
     sys.path.insert(0, str(HERE))
     from evaluate_nvtop import evaluate
 
@@ -195,7 +196,7 @@ def test_pictures_of_two_to_eight_gpus_give_a_verdict_per_stretch():
     assert res["stretches"] >= 7
     assert res["stretches_ok"] == res["stretches"], [r["stretch_misses"] for r in res["rows"]]
     for r in res["rows"]:
-        assert r["chart_share"] >= 0.75, r
+        assert r["chart_share"] >= 0.9, r
 
 
 def test_the_cli_prints_the_stretches_with_range_gpus_and_source(capsys):
