@@ -189,17 +189,24 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
     try:
         page, errors = open_live_page(browser, url, 1366, 768)
         assert not errors, errors
-        page.click(f"#{ids.PRESET_ALL}")
         note = f"document.querySelector('#{ids.VIEW_NOTE}').innerText"
-        try:  # 60 s ran out once on a loaded two-core CI (12-05): the wait is a state's
-            page.wait_for_function(
-                f"() => document.querySelector('#{ids.PRESET_ALL}').className"
-                f".includes('tl-btn-on') && /^\\d{{4}}-\\d\\d-\\d\\d .*lanes/.test({note})",
-                timeout=150_000)
-        except Exception as e:  # say what the page showed instead
-            raise AssertionError(
-                f"the 'all' view did not land: note {page.evaluate(f'() => {note}')!r}, "
-                f"status {page.inner_text(f'#{ids.STATUS}')!r}, errors {errors}") from e
+        landed = (f"() => document.querySelector('#{ids.PRESET_ALL}').className"
+                  f".includes('tl-btn-on') && /^\\d{{4}}-\\d\\d-\\d\\d .*lanes/.test({note})")
+        # This test is about reading the picture; the click's landing is the dashboard
+        # tests'.  Twice in a full suite on a loaded two-core CI (12-05, 12-07) the view still
+        # followed 150 s after one click (never alone, not in 4 runs beside three busy
+        # cores): a user clicks again, and so does this test, up to three times.
+        for attempt in range(3):
+            page.click(f"#{ids.PRESET_ALL}")
+            try:
+                page.wait_for_function(landed, timeout=60_000)
+                break
+            except Exception as e:  # say what the page showed instead
+                if attempt == 2:
+                    raise AssertionError(
+                        f"the 'all' view did not land after 3 clicks: note "
+                        f"{page.evaluate(f'() => {note}')!r}, status "
+                        f"{page.inner_text(f'#{ids.STATUS}')!r}, errors {errors}") from e
         gd = "document.querySelector('#tl-graph .js-plotly-plot')"
         page.wait_for_function(f"() => {gd} && {gd}._fullData.some(t => t.name === 'GPU 7')",
                                timeout=60_000)
