@@ -41,6 +41,11 @@ INTERVAL_QUANTUM_S = 0.1
 COMMON_INTERVALS_S = (0.1, 0.2, 0.5, 1.0, 2.0, 3.0, 5.0)
 COMMON_TOL = 0.08
 TENTH_TOL = 0.04
+#: How late nvtop 3.0.1's refresh comes after its update interval on a real GPU (s): one H200,
+#: frames every 0.548, 1.052 and 2.050 s at ``-d 5, 10, 20`` (the recordings in
+#: tests/pictures/nvtop/captures/h200_run1; its NVML queries).  The chart's samples are one
+#: per refresh, so the picture's own clock (samples x interval) runs this much short a sample.
+REFRESH_LATE_S = 0.05
 #: A stroke is a vertical run of the series' colour at least this share of a text row high
 #: (a one-row step draws a corner on each of two rows: one row of vertical line, less the
 #: pixel or two xterm leaves between rows; a legend's glyph is shorter, and blanked).
@@ -250,4 +255,7 @@ def samples_of(a: np.ndarray, charts: list[Chart], glyph_w: float,
                 s.values, s.seconds_ago = np.asarray(vals), ages.astype(float)
         c.notes.append(f"read as nvtop's samples: one every {step:g} s (the update interval: "
                        f"{n_series} series interleaved, each sample {width:.1f} px), "
-                       f"cut at the lines' vertical strokes")
+                       f"cut at the lines' vertical strokes; ages on nvtop's own clock "
+                       f"(samples x interval): on real GPUs each refresh comes about "
+                       f"{1000 * REFRESH_LATE_S:.0f} ms late, so ages may read up to "
+                       f"{100 * REFRESH_LATE_S / step:.0f} % young")

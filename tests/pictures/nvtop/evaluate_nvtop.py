@@ -6,8 +6,10 @@ rate in the unit nvtop printed it in: KiB/s, MiB/s, GiB/s; memory in GiB).  A va
 counts as a miss.
 
 Chart: the ``GPU<n> %`` series digitised, point by point, against the collector's
-``gpu_util`` (NVML utilization.gpu, the counter nvtop plots, read at 10 Hz) in the nvtop update
-interval that point shows.  A point is one of nvtop's samples where the reader told them apart
+``gpu_util`` (NVML utilization.gpu, the counter nvtop plots, read at 10 Hz) in the nvtop frame
+that point was drawn in (``truth.json``'s ``frames_ago``: the k-th sample back is the k-th
+frame back; on the H200 frames came every interval + ~50 ms, so the picture's own clock runs
+short of the collector's by up to 10 % at ``-d 5``).  A point is one of nvtop's samples where the reader told them apart
 (``data/nvtop_samples.py``: each sample as wide as the others, so the share of points is the
 share of the chart's width), else one pixel column.  nvtop plots one NVML reading per interval,
 taken at a moment we do not know, so a point is right (``chart_ok``) when it is within 5
@@ -50,6 +52,18 @@ def _interval_s(argv: list[str]) -> float:
     return float(d) / 10.0
 
 
+def _frame_of(ago: float, frames: np.ndarray, step: float) -> tuple[float, float]:
+    """The frame a point ``ago`` seconds old on nvtop's own clock (samples x ``step``) was
+    drawn in: when that frame began (s before the moment, by the recording) and how long it
+    stood.  nvtop adds a chart sample a frame; frames come a little later than ``step`` on a
+    real GPU, so the k-th sample back is the k-th frame back, not ``k * step`` s ago.
+    Without frame times (or past the oldest), the nominal clock."""
+    k = round(float(ago) / step)
+    if k + 1 < len(frames):
+        return float(frames[k]), float(frames[k + 1] - frames[k])
+    return ago, step
+
+
 def score_picture(entry: dict, reading) -> dict:
     """One picture's header and chart figures (see the module docstring)."""
     got = {g.gpu: g for g in reading.gpus}
@@ -65,6 +79,7 @@ def score_picture(entry: dict, reading) -> dict:
             else:
                 misses.append(f"GPU {g['gpu']} {key}: printed {v:g}, read {have}")
     step = _interval_s(entry["argv"])
+    frames = np.asarray(entry.get("frames_ago", []), dtype=float)
     shown_s = entry.get("shown_s", np.inf)
     cols = ok_cols = ok_median = 0
     chart_note = ""
@@ -88,9 +103,10 @@ def score_picture(entry: dict, reading) -> dict:
         for ago, v in zip(s.seconds_ago, s.values, strict=True):
             if ago > shown_s:
                 continue
-            win = t[(t[:, 0] >= ago) & (t[:, 0] < ago + step), 1]
+            ago, width = _frame_of(ago, frames, step)
+            win = t[(t[:, 0] >= ago) & (t[:, 0] < ago + width), 1]
             if by_gpu is not None:  # and the value in force at the interval's older end
-                older = t[t[:, 0] >= ago + step]
+                older = t[t[:, 0] >= ago + width]
                 if len(older):
                     win = np.r_[win, older[np.argmin(older[:, 0]), 1]]
             if not len(win):

@@ -11,7 +11,8 @@ moment (epoch s of the last byte shown), the nvtop arguments (update interval ``
 ``-C``), the header values as printed (``screen_nvtop.parse_nvtop`` of the screen's text, as
 ``pyte`` renders the same bytes: what the picture shows, not what the OCR reads), and the
 collector's ``gpu_util`` (NVML utilization.gpu, the series nvtop plots as ``GPU0 %``) as
-(seconds before the moment, %) pairs over the last 120 s.
+(seconds before the moment, %) pairs over the last 120 s, and ``frames_ago``: when each
+of nvtop's frames began, seconds before the moment (``frames_ago``).
 
 A stand-in run (``captures/standin_run1``: ``source.json`` naming the real run its values
 come from, ``<scenario>.truth.json`` and ``<scenario>/<look>.nvtop.jsonl.gz``, recorded by
@@ -62,6 +63,17 @@ def screen_text(rows: list[dict], upto: float, cols: int, lines: int) -> str:
             break
         stream.feed(r["data"].encode("utf-8", "surrogateescape"))
     return "\n".join(scr.display)
+
+
+def frames_ago(shown: list[dict]) -> list[float]:
+    """Seconds before the last chunk shown at which each of nvtop's frames began, newest
+    first, over the last 130 s (a frame: chunks less than 0.1 s apart).  nvtop adds one
+    chart sample a frame, and on a real GPU frames come later than its update interval
+    (``nvtop_samples.REFRESH_LATE_S``), so a chart column's moment is its frame's."""
+    t = np.array([r["t"] for r in shown])
+    starts = t[np.r_[True, np.diff(t) > 0.1]]
+    ago = t[-1] - starts[::-1]
+    return [round(float(a), 3) for a in ago[ago <= 130.0]]
 
 
 def _shown(body: list[dict], upto: float) -> tuple[list[dict], bytes]:
@@ -123,7 +135,8 @@ def standin_run(run: Path, n: int, truth: list, truth_only: bool, out_dir: Path)
                     "font": " ".join(map(str, mp.LOOKS[n % len(mp.LOOKS)][:2])),
                     "moment": t_last, "n_gpus": scen["gpus"],
                     "gpus": [{"gpu": g.gpu, "name": g.name, "printed": g.values} for g in gpus],
-                    "telemetry_gpu_util_by_gpu": by_gpu, "stretches": stretches})
+                    "telemetry_gpu_util_by_gpu": by_gpu, "stretches": stretches,
+                    "frames_ago": frames_ago(shown)})
                 print(name, file=sys.stderr)
                 n += 1
     return n
@@ -169,7 +182,8 @@ def main(runs: list[str]) -> int:
                                                 "printed": g.values} for g in gpus],
                     "telemetry_gpu_util": [[round(t_last - t, 3), round(v, 2)] for t, v in
                                            zip(near["timestamp"], near["gpu_util"],
-                                               strict=True)]})
+                                               strict=True)],
+                    "frames_ago": frames_ago(shown)})
                 print(name, file=sys.stderr)
                 n += 1
     # one picture per line: the telemetry lists stay on their picture's line
