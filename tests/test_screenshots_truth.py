@@ -193,9 +193,10 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
         landed = (f"() => document.querySelector('#{ids.PRESET_ALL}').className"
                   f".includes('tl-btn-on') && /^\\d{{4}}-\\d\\d-\\d\\d .*lanes/.test({note})")
         # This test is about reading the picture; the click's landing is the dashboard
-        # tests'.  Twice in a full suite on a loaded two-core CI (12-05, 12-07) the view still
-        # followed 150 s after one click (never alone, not in 4 runs beside three busy
-        # cores): a user clicks again, and so does this test, up to three times.
+        # tests' (test_a_preset_click_batched_with_a_redraws_relayout_still_lands: a click
+        # batched with a redraw's relayout was lost, which is how, twice on a loaded CI, the
+        # view still followed 150 s after one click).  Should another cause lose a click, a
+        # user clicks again, and so does this test, up to three times.
         for attempt in range(3):
             page.click(f"#{ids.PRESET_ALL}")
             try:

@@ -27,12 +27,18 @@ window.dash_clientside = window.dash_clientside || {};
         return document.querySelector("#" + CSS.escape(graphId) + " .js-plotly-plot");
     }
 
-    // The position of the input that fired among the callback's inputs (-1: none).
-    function firedInput() {
+    // The positions of the inputs that fired among the callback's inputs, in their order
+    // there.  Several fire in one call when their changes land in one batch: a click on a
+    // preset while a busy page redraws its figure (plotly reports an autorange) comes with
+    // the graph's relayoutData, which is first; reading only the first lost the click.
+    function firedInputs() {
         const ctx = window.dash_clientside.callback_context;
-        if (!ctx.triggered.length) return -1;
-        const fired = ctx.triggered[0].prop_id;
-        return ctx.inputs_list.findIndex((i) => i.id + "." + i.property === fired);
+        const fired = new Set(ctx.triggered.map((t) => t.prop_id));
+        const out = [];
+        ctx.inputs_list.forEach((inp, k) => {
+            if (fired.has(inp.id + "." + inp.property)) out.push(k);
+        });
+        return out;
     }
 
     // A zoom, pan, double-click or autorange of the graph as an action (null: none asked).
@@ -165,21 +171,27 @@ window.dash_clientside = window.dash_clientside || {};
             const state = args[args.length - 2];
             const spans = config.presets;
             const nPre = spans.length;
-            const i = firedInput();
             const graphId = window.dash_clientside.callback_context.inputs_list[0].id;
             const [tfrom, tto] = args.slice(args.length - 4, args.length - 2);
+            // the inputs that fired, the graph's own relayout last: a button, a typed range or
+            // a pick is what the user asked for, a relayout may be plotly's redraw
+            const fired = firedInputs();
+            const order = fired.filter((k) => k !== 0).concat(fired.filter((k) => k === 0));
             let a = null;
-            if (i === 0) a = relayoutAction(args[0], state);
-            else if (i >= 1 && i <= nPre) {
-                const span = spans[i - 1];
-                a = span === null ? {kind: "all"} : {kind: "preset", span: span};
-            } else if (i === nPre + 1) a = {kind: "follow", want: !(state && state.follow)};
-            else if (i >= nPre + 2 && i <= nPre + 4) a = {kind: "go", from: tfrom, to: tto};
-            else if (i === nPre + 5) a = {kind: "order", by: args[i]};
-            else if (i === nPre + 6 && args[i]) a = {kind: "session", value: args[i]};
-            else if (i === nPre + 7 && Number.isFinite(args[i]) && state && state.follow &&
-                     state.mode === "follow") {
-                a = {kind: "follow", want: false, why: "select", t: args[i]};
+            for (const i of order) {
+                if (i === 0) a = relayoutAction(args[0], state);
+                else if (i >= 1 && i <= nPre) {
+                    const span = spans[i - 1];
+                    a = span === null ? {kind: "all"} : {kind: "preset", span: span};
+                } else if (i === nPre + 1) a = {kind: "follow", want: !(state && state.follow)};
+                else if (i >= nPre + 2 && i <= nPre + 4) a = {kind: "go", from: tfrom, to: tto};
+                else if (i === nPre + 5) a = {kind: "order", by: args[i]};
+                else if (i === nPre + 6 && args[i]) a = {kind: "session", value: args[i]};
+                else if (i === nPre + 7 && Number.isFinite(args[i]) && state && state.follow &&
+                         state.mode === "follow") {
+                    a = {kind: "follow", want: false, why: "select", t: args[i]};
+                }
+                if (a !== null) break;
             }
             if (a === null) return [nu, nu];
             const gd = plotDiv(graphId);
