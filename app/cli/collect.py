@@ -10,12 +10,13 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from .args import DAY, add_model, gpu_indices, port_number, upto
-from .common import EXIT_NO_GPU, fail, package_version
+from .common import EXIT_NO_GPU, EXIT_SAMPLES_LOST, fail, package_version, plural
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
-    summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
+    summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU; 4 samples
+    collected but not stored, counted in the summary and ``dropped_samples``)."""
     from ...collectors.bench import CpuMeter, rss_mb
     from ...collectors.server_log import ServerLogError, resolve_tz
     from ...data.store import StoreError
@@ -70,6 +71,11 @@ def cmd_collect(args: argparse.Namespace) -> int:
         rss.append((round(elapsed, 2), rss_mb()))
         _finish(args, session, n, start_cursor, {"elapsed_s": elapsed, "cpu_s": cpu_s,
                                                  "rss_mb": rss})
+        lost = session.collector.health["dropped_samples"]
+    if lost:
+        return fail(f"{args.store}: {plural(lost, 'sample')} collected but not stored "
+                    f"({plural(session.collector.health['store_errors'], 'write error')}; "
+                    f"a full disk or a store made read-only?)", EXIT_SAMPLES_LOST)
     return 0
 
 
@@ -118,6 +124,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
         Path(args.stats_json).write_text(json_dumps({
             "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
             "gpus": len(session.devices), "stored": n,
+            "dropped_samples": h["dropped_samples"],
             "elapsed_s": elapsed, "cpu_s": cpu_s,
             "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
             "health": summary}))
@@ -133,7 +140,9 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
           f"{h['missed_deadlines']} missed deadlines, max lateness "
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
           f"{', '.join(sorted(h['unsupported'])) or 'none'}"
-          + (f", intermittent: {flaky}" if flaky else ""))
+          + (f", intermittent: {flaky}" if flaky else "")
+          + (f"; NOT STORED: {h['dropped_samples']} samples ({h['store_errors']} store write "
+             f"errors)" if h["dropped_samples"] else ""))
     if args.parquet:
         from ...data.traces import Trace, write_trace
 

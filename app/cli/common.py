@@ -10,6 +10,9 @@ import sys
 EXIT_BAD_INPUT = 2
 #: Exit status when no GPU (NVML, CUDA) is there to work with.
 EXIT_NO_GPU = 3
+#: Exit status of a collection that ran to its end but could not store every sample (a full
+#: disk, a store locked or made read-only under it): the summary line says how many were lost.
+EXIT_SAMPLES_LOST = 4
 
 
 def fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:

@@ -1,0 +1,102 @@
+"""Break-it, third round (issue 38), the store and the collector's loss accounting: nothing
+lost while reporting success, no value from a blank, no hang, no traceback.
+
+Attacks: a full disk under a running collector; a second collector through a hard link; a
+read-only store folder; a forged store; output paths checked late; one file imported twice at
+once and conflicting readings; an import whose every row is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from tealeaves.collectors import run_to_store
+from tealeaves.collectors.replay import ReplayCollector
+from tealeaves.data import bundled_trace_path
+from tealeaves.data.store import SampleStore
+from tealeaves.data.traces import Trace, read_trace, write_trace
+
+HANG_GUARD_S = 120
+
+
+def tealeaves(*args, timeout=HANG_GUARD_S, pre: str = ""):
+    """Run the CLI in a subprocess; ``pre`` is Python run first (a resource limit)."""
+    code = textwrap.dedent(pre) + textwrap.dedent("""
+        import runpy, sys
+        sys.argv = ["tealeaves", *sys.argv[1:]]
+        runpy.run_module("tealeaves.app.cli", run_name="__main__")
+    """)
+    return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def short_trace(path: Path, seconds: float = 20.0) -> int:
+    """The bundled trace's first ``seconds`` as a Parquet trace at ``path``; its samples."""
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples[tr.samples["timestamp"] < tr.samples["timestamp"].min() + seconds]
+    write_trace(path, Trace(s.reset_index(drop=True), tr.devices, dict(tr.meta)))
+    return len(s)
+
+
+# -- 1. a full disk under a running collector ------------------------------------------------
+
+class FullAfter(SampleStore):
+    """A store whose disk fills after ``ok`` appends (SQLite's own error)."""
+
+    ok = 2
+
+    def append(self, samples):
+        if self.ok <= 0:
+            raise sqlite3.OperationalError("database or disk is full")
+        self.ok -= 1
+        return super().append(samples)
+
+
+def test_a_full_disk_counts_every_sample_not_stored(tmp_path):
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples[tr.samples["timestamp"] < tr.samples["timestamp"].min() + 20]
+    collector = ReplayCollector(Trace(s.reset_index(drop=True), tr.devices, {}), speed=200)
+    with FullAfter(tmp_path / "s.db") as store:
+        stored = run_to_store(collector, store, batch_s=0.01)
+        assert store.count() == stored
+    h = collector.health
+    assert 0 < stored < len(s)
+    assert h["dropped_samples"] == len(s) - stored  # every sample not stored is counted
+    assert h["buffered_for_store"] == 0 and h["store_errors"] > 0
+
+
+FULL_DISK = """
+    import resource, signal
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails (EFBIG)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (300_000, 300_000))
+"""
+
+
+def test_collect_on_a_full_disk_says_so_and_exits_non_zero(tmp_path):
+    trace = tmp_path / "t.parquet"
+    n = short_trace(trace, 60)
+    db, stats = tmp_path / "s.db", tmp_path / "stats.json"
+    r = tealeaves("collect", "--replay", trace, "--speed", 500, "--store", db,
+                  "--stats-json", stats, pre=FULL_DISK)
+    assert r.returncode == 4, r.stderr
+    assert "Traceback" not in r.stderr
+    with SampleStore(db, readonly=True) as s:
+        kept = s.count()
+    lost = json.loads(stats.read_text())["dropped_samples"]
+    assert kept < n and lost == n - kept
+    assert f"NOT STORED: {lost} samples" in r.stdout
+    assert f"{lost} samples collected but not stored" in r.stderr
+
+
+def test_the_dashboard_status_line_shows_samples_waiting_for_the_store():
+    from tealeaves.app.dashboard.panels import collector_health
+
+    line = collector_health({"collector": {"dropped_samples": 0, "store_errors": 0,
+                                           "buffered_for_store": 120}})
+    text = " ".join(getattr(p, "children", p) for p in line)
+    assert "120 waiting" in text
