@@ -11,7 +11,8 @@ pages through a time range by rows (cost follows the samples, never the span).
 A store is ours by its identity (``PRAGMA application_id`` = ``APPLICATION_ID``, ``user_version``
 = ``STORE_VERSION``): any other file is refused before anything is written to it, a damaged one
 gives one line with the ``sqlite3 .recover`` command, and a collector claims a host's writing
-with a lock beside the file (``claim_writer``).
+with a lock beside the file (``claim_writer``); a file with several names (hard links) is
+not written (``_one_name``: SQLite keeps a write-ahead log per name).
 """
 
 from __future__ import annotations
@@ -185,11 +186,18 @@ class SampleStore:
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a directory, not a store file")
         try:
+            if not readonly:
+                self._one_name()
             self._identify()
             if not readonly:
                 self._create()
+                self._one_name()  # made just now, or linked while we opened it
             self._check()
+        except StoreError:
+            self.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self.close()
             if _is_damage(exc) and not isinstance(exc, sqlite3.OperationalError):
                 raise damaged(self.path, exc) from None
             raise StoreError(f"{self.path}: cannot be opened as a tealeaves store ({exc})") \
@@ -227,6 +235,30 @@ class SampleStore:
                 self._all = live
         return conn
 
+    def _one_name(self) -> None:
+        """Refuse to write a store file that has several names (hard links).
+
+        SQLite keeps its write-ahead log and shared memory beside the name a connection opened
+        (``<name>-wal``; a symbolic link is followed to its target, a hard link cannot be):
+        two writers through two names of one file each keep a log of their own, and the
+        first checkpoint overwrites the other's rows (sqlite.org/howtocorrupt.html, 2.5).  So
+        one file is written through one name; the collector locks (``claim_writer``) are
+        then one per file too.
+
+        Raises:
+            StoreError: the file has more than one name (``st_nlink`` > 1).
+        """
+        try:
+            links = os.stat(self.path).st_nlink
+        except FileNotFoundError:
+            return
+        if links > 1:
+            raise StoreError(f"{self.path}: the store file has {links} names (hard links); "
+                             f"SQLite keeps a write-ahead log per name, so writing through one "
+                             f"while another is in use loses rows. Nothing was written; remove "
+                             f"the other names (find / -samefile {self.path}) or copy the file "
+                             f"(cp, not ln), then write through one name")
+
     def claim_writer(self, host: str) -> None:
         """Take this store's collector lock for ``host`` until ``close`` (or the process ends,
         ``kill -9`` included: the lock is an ``flock`` on ``<store>.<host>.lock`` beside it).
@@ -234,9 +266,15 @@ class SampleStore:
         Two collectors writing one host into one store would interleave their samples as one
         GPU set at twice the rate; a second collector of another host (``--host``) is welcome.
 
+        The lock is one per store FILE whatever names it: a symbolic link or a path through
+        ``..`` is resolved to the file's own path, and a file with several names (hard links)
+        is refused for writing (``_one_name``).
+
         Raises:
-            StoreError: another live process holds the lock (its pid is named).
+            StoreError: another live process holds the lock (its pid is named), or the file
+                has several names.
         """
+        self._one_name()
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host)[:100] or "host"
         real = self.path.resolve()  # one lock per file, whatever link or path names it
         lock = real.with_name(f"{real.name}.{safe}.lock")

@@ -15,10 +15,12 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from tealeaves.collectors import run_to_store
 from tealeaves.collectors.replay import ReplayCollector
 from tealeaves.data import bundled_trace_path
-from tealeaves.data.store import SampleStore
+from tealeaves.data.store import SampleStore, StoreError
 from tealeaves.data.traces import Trace, read_trace, write_trace
 
 HANG_GUARD_S = 120
@@ -100,3 +102,55 @@ def test_the_dashboard_status_line_shows_samples_waiting_for_the_store():
                                            "buffered_for_store": 120}})
     text = " ".join(getattr(p, "children", p) for p in line)
     assert "120 waiting" in text
+
+
+# -- 2. a second collector through a hard link ---------------------------------------------
+
+def digest(path: Path) -> str:
+    """The store's bytes and its WAL's, as one hash (what "unchanged" means here)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in (path, path.with_name(path.name + "-wal")):
+        if p.exists():
+            h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def small_store(path: Path, seconds: float = 10.0) -> int:
+    """A store of the bundled trace's first ``seconds``; its samples."""
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples[tr.samples["timestamp"] < tr.samples["timestamp"].min() + seconds]
+    with SampleStore(path) as store:
+        store.put_devices(tr.devices)
+        store.append(s)
+    return len(s)
+
+
+def test_a_store_file_with_two_names_is_not_written_through_either(tmp_path):
+    db, other = tmp_path / "s.db", tmp_path / "hard.db"
+    n = small_store(db)
+    other.hardlink_to(db)
+    before = digest(db)
+    for name in (db, other):
+        with pytest.raises(StoreError, match="has 2 names"):
+            SampleStore(name)
+    assert digest(db) == before
+    with SampleStore(other, readonly=True) as s:  # reading through either name is harmless
+        assert s.count() == n
+
+
+def test_a_second_collector_through_a_hard_link_is_refused(tmp_path):
+    trace, db, other = tmp_path / "t.parquet", tmp_path / "s.db", tmp_path / "hard.db"
+    short_trace(trace, 5)
+    n = small_store(db)
+    first = SampleStore(db)
+    first.claim_writer("node-1")  # a collector is writing
+    other.hardlink_to(db)
+    r = tealeaves("collect", "--replay", trace, "--speed", 100, "--store", other,
+                  "--host", "node-2")
+    first.close()
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{other}: the store file has 2 names" in r.stderr
+    with SampleStore(db, readonly=True) as s:
+        assert s.count() == n
