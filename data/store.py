@@ -92,6 +92,22 @@ SCREENSHOT_COLUMNS: dict[str, str] = {
 }
 
 
+def _connect_ro(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection to ``path`` (``mode=ro``).  Where SQLite cannot make or write
+    the WAL store's shared-memory file (``<store>-shm``: a read-only folder or mount, a file
+    the reader may not write), the file is read as it is (``immutable=1``): nobody can be
+    writing a store there, since a writer needs that file too (sqlite.org/wal.html, 8)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout,
+                           check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        conn.close()
+        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=timeout,
+                               check_same_thread=False)
+    return conn
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
@@ -208,16 +224,7 @@ class SampleStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self.readonly:
-                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
-                                       check_same_thread=False)
-                try:
-                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                except sqlite3.OperationalError:
-                    # a WAL store on a read-only mount: SQLite cannot make its shared-memory
-                    # file, so read the file as it is (nobody can be writing it there)
-                    conn.close()
-                    conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
-                                           timeout=self.timeout, check_same_thread=False)
+                conn = _connect_ro(self.path, self.timeout)
             else:
                 conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -343,7 +350,7 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (not an SQLite file); the file "
                              f"is left as it was")
         # a read-only look of its own: the writer's connection would switch the file to WAL
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout)
+        conn = _connect_ro(self.path, self.timeout)
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]

@@ -9,9 +9,12 @@ once and conflicting readings; an import whose every row is refused.
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -154,3 +157,41 @@ def test_a_second_collector_through_a_hard_link_is_refused(tmp_path):
     assert f"{other}: the store file has 2 names" in r.stderr
     with SampleStore(db, readonly=True) as s:
         assert s.count() == n
+
+
+# -- 3. a read-only store ---------------------------------------------------------------------
+
+def as_reader(*args):
+    """The CLI run by someone who may not write the store's folder: this user after
+    ``chmod``, or, for root (whom no mode stops), the unprivileged ``nobody`` (uid 65534,
+    through util-linux's ``setpriv``)."""
+    first = []
+    if os.geteuid() == 0:
+        if shutil.which("setpriv") is None:
+            pytest.skip("root without setpriv: no read-only folder can be made")
+        first = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    code = "import runpy, sys; sys.argv = ['tealeaves', *sys.argv[1:]]; " \
+           "runpy.run_module('tealeaves.app.cli', run_name='__main__')"
+    return subprocess.run([*first, sys.executable, "-c", code, *map(str, args)],
+                          capture_output=True, text=True, timeout=HANG_GUARD_S, check=False)
+
+
+def test_a_store_in_a_read_only_folder_is_reported(tmp_path):
+    top = Path(tempfile.mkdtemp(prefix="tl38-"))  # reachable by ``nobody`` (tmp_path is not)
+    try:
+        os.chmod(top, 0o755)
+        folder, out = top / "ro", top / "out"
+        folder.mkdir()
+        out.mkdir(mode=0o777)
+        os.chmod(out, 0o777)
+        small_store(folder / "s.db")  # closed: no -wal, no -shm left
+        os.chmod(folder / "s.db", 0o444)
+        os.chmod(folder, 0o555)  # SQLite cannot make s.db-shm here
+        r = as_reader("report", "--store", folder / "s.db", "--out", out / "r.json")
+        assert r.returncode == 0, r.stderr
+        rep = json.loads((out / "r.json").read_text())
+        assert rep["range"]["span_s"] > 9 and len(rep["gpus"]) == 2  # the 10 s of 2 GPUs
+        assert sorted(p.name for p in folder.iterdir()) == ["s.db"]
+    finally:
+        os.chmod(top / "ro", 0o755)
+        shutil.rmtree(top, ignore_errors=True)
