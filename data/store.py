@@ -92,6 +92,55 @@ SCREENSHOT_COLUMNS: dict[str, str] = {
 }
 
 
+def _affinity(declared: str) -> str:
+    """SQLite's column affinity of a declared type (sqlite.org/datatype3.html, 3.1)."""
+    t = declared.upper()
+    if "INT" in t:
+        return "INTEGER"
+    if any(k in t for k in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if "BLOB" in t or not t:
+        return "BLOB"
+    if any(k in t for k in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+#: Affinities a stored column may have: numbers for times, readings and facts, text for names.
+_NUMBERS = frozenset({"REAL", "NUMERIC", "INTEGER"})
+
+
+def _forged(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+    """What makes an SQLite file with a tealeaves identity not a store tealeaves wrote (a
+    column of the wrong type, a time that is text or missing), or None.  Reads the declared
+    types and, through the time index, the lowest and highest ``timestamp`` (SQLite sorts
+    NULL before numbers and text after them), so the cost is not the store's size."""
+    want = {"samples": {"id": "INTEGER", **{c: _SQL_TYPES.get(c, "REAL") for c in COLUMNS}},
+            "devices": {c: _DEVICE_SQL_TYPES.get(c, "REAL") for c in DEVICE_COLUMNS}}
+    for table in ("samples", "devices"):
+        if table not in tables:
+            continue
+        for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})"):
+            expected = want[table].get(name)
+            if expected is None:
+                continue
+            got = _affinity(declared or "")
+            ok = got in _NUMBERS if _affinity(expected) in _NUMBERS else got == "TEXT"
+            if name == "id" and got != "INTEGER":
+                ok = False
+            if not ok:
+                return f"{table}.{name} is declared {declared or 'without a type'!r}, " \
+                       f"tealeaves makes it {expected}"
+    if "samples" not in tables:
+        return None
+    for order in ("", " DESC"):
+        row = conn.execute(f"SELECT timestamp, typeof(timestamp) FROM samples ORDER BY "
+                           f"timestamp{order} LIMIT 1").fetchone()
+        if row is not None and row[1] not in ("real", "integer"):
+            return f"samples.timestamp holds {row[0]!r} ({row[1]}), not epoch seconds"
+    return None
+
+
 def _connect_ro(path: Path, timeout: float) -> sqlite3.Connection:
     """A read-only connection to ``path`` (``mode=ro``).  Where SQLite cannot make or write
     the WAL store's shared-memory file (``<store>-shm``: a read-only folder or mount, a file
@@ -183,7 +232,10 @@ class SampleStore:
 
     Raises:
         StoreError: the path is a directory, not an SQLite file, another application's SQLite
-            file (``_identify``), a store of another layout, or damaged; nothing was written.
+            file (``_identify``), a store of another layout, a file with tealeaves' identity
+            whose columns are of other types or whose times are text (``_forged``), a file
+            with several names opened for writing (``_one_name``), or damaged; nothing was
+            written.
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False,
@@ -359,6 +411,8 @@ class SampleStore:
             tables = {n for t, n in objects if t == "table"}
             sample_cols = ({r[1] for r in conn.execute("PRAGMA table_info(samples)")}
                            if "samples" in tables else set())
+            forged = (_forged(conn, tables) if app_id in (0, APPLICATION_ID)
+                      and "timestamp" in sample_cols else None)
         finally:
             conn.close()
         self._complete = (app_id == APPLICATION_ID and version == STORE_VERSION
@@ -367,6 +421,7 @@ class SampleStore:
             if version > STORE_VERSION or version < 0:
                 raise StoreError(f"{self.path}: a store of another tealeaves layout ({version}; "
                                  f"this one reads {STORE_VERSION}); the file is left as it was")
+            self._refuse_forged(forged)
             return
         if not objects and version == 0:
             return  # an empty SQLite file: made a store
@@ -382,6 +437,13 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (an SQLite database of another "
                              f"application: {what}); tealeaves opens only its own stores, "
                              f"the file is left as it was")
+        self._refuse_forged(forged)
+
+    def _refuse_forged(self, forged: str | None) -> None:
+        """Raise ``StoreError`` naming the file and what is wrong when ``forged`` (``_forged``)."""
+        if forged:
+            raise StoreError(f"{self.path}: not a store tealeaves wrote ({forged}); tealeaves "
+                             f"opens only its own stores, the file is left as it was")
 
     def _create(self) -> None:
         if getattr(self, "_complete", False):
@@ -832,8 +894,21 @@ class SampleStore:
         """All key/value facts recorded with ``set_meta``."""
         return dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
 
-    @staticmethod
-    def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    def _typed(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Stored rows as a sample frame: metrics as float64 (a value that is no number, NaN).
+
+        Raises:
+            StoreError: a time or GPU index that is not a number (a store changed by another
+                program after it was opened; names the file and column).
+        """
+        for col in ("timestamp", "gpu"):
+            if pd.api.types.is_numeric_dtype(df[col]):
+                continue
+            bad = next((v for v in df[col] if v is not None and not isinstance(v, int | float)),
+                       None)
+            if bad is not None:
+                raise StoreError(f"{self.path}: samples.{col} holds {bad!r}, not a number: not "
+                                 f"a store tealeaves wrote; nothing was read from it")
         for col in METRIC_NAMES:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
         return df

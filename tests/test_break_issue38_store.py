@@ -195,3 +195,53 @@ def test_a_store_in_a_read_only_folder_is_reported(tmp_path):
     finally:
         os.chmod(top / "ro", 0o755)
         shutil.rmtree(top, ignore_errors=True)
+
+
+# -- 4. a forged store: the right identity, text timestamps ----------------------------------
+
+def forge(db: Path, sql: str) -> None:
+    with sqlite3.connect(db) as c:
+        c.execute(sql)
+    c.close()
+
+
+def test_a_store_with_text_timestamps_is_refused_naming_the_file(tmp_path):
+    trace, db = tmp_path / "t.parquet", tmp_path / "f.db"
+    short_trace(trace, 3)
+    small_store(db)
+    forge(db, "UPDATE samples SET timestamp = datetime(timestamp, 'unixepoch') WHERE id = 7")
+    before = digest(db)
+    r = tealeaves("collect", "--replay", trace, "--speed", 100, "--store", db)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"{db}: not a store tealeaves wrote (samples.timestamp holds '20" in r.stderr
+    assert digest(db) == before  # nothing written into it
+    r = tealeaves("report", "--store", db, "--out", tmp_path / "r.json")
+    assert r.returncode == 2 and f"{db}: not a store tealeaves wrote" in r.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_a_store_whose_columns_are_declared_text_is_refused(tmp_path):
+    db = tmp_path / "f.db"
+    with sqlite3.connect(db) as c:  # tealeaves' identity and tables, a forged samples table
+        for t in ("devices", "meta", "processes", "server_events", "server_metrics",
+                  "screenshots", "screenshot_data"):
+            c.execute(f"CREATE TABLE {t} (x)")
+        c.execute("CREATE TABLE samples (id INTEGER PRIMARY KEY, timestamp TEXT, host TEXT, "
+                  "gpu INTEGER)")
+        c.execute("INSERT INTO samples (timestamp, host, gpu) VALUES ('1780000000', 'h', 0)")
+        c.execute("PRAGMA application_id = 1952801132")
+        c.execute("PRAGMA user_version = 3")
+    c.close()
+    for readonly in (False, True):
+        with pytest.raises(StoreError, match=r"f\.db: not a store tealeaves wrote "
+                                             r"\(samples\.timestamp is declared 'TEXT'"):
+            SampleStore(db, readonly=readonly)
+
+
+def test_text_written_into_an_open_store_is_refused_on_read(tmp_path):
+    db = tmp_path / "s.db"
+    small_store(db)
+    with SampleStore(db, readonly=True) as s:
+        forge(db, "UPDATE samples SET gpu = 'GPU-0' WHERE id = 3")
+        with pytest.raises(StoreError, match=r"s\.db: samples\.gpu holds 'GPU-0', not a number"):
+            s.read_range()
