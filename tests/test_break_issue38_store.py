@@ -245,3 +245,62 @@ def test_text_written_into_an_open_store_is_refused_on_read(tmp_path):
         forge(db, "UPDATE samples SET gpu = 'GPU-0' WHERE id = 3")
         with pytest.raises(StoreError, match=r"s\.db: samples\.gpu holds 'GPU-0', not a number"):
             s.read_range()
+
+
+# -- 5. output paths checked late ------------------------------------------------------------
+
+def test_collect_refuses_its_output_paths_before_collecting(tmp_path):
+    trace, db, folder = tmp_path / "t.parquet", tmp_path / "s.db", tmp_path / "adir"
+    short_trace(trace, 3)
+    folder.mkdir()
+    for extra, said in ((["--parquet", folder], f"--parquet {folder}: is a folder"),
+                        (["--stats-json", folder], f"--stats-json {folder}: is a folder"),
+                        (["--stats-json", db], f"--stats-json {db}: is the store"),
+                        (["--parquet", tmp_path / "x.pq", "--stats-json", tmp_path / "x.pq"],
+                         "is the --parquet file")):
+        r = tealeaves("collect", "--replay", trace, "--speed", 100, "--store", db, *extra)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert said in r.stderr and r.stdout == ""  # nothing was collected
+        assert not db.exists()
+
+
+@pytest.mark.parametrize("option", ["--parquet", "--stats-json"])
+def test_a_full_disk_at_the_end_of_collect_is_one_error_and_no_half_file(tmp_path, monkeypatch,
+                                                                          capsys, option):
+    from tealeaves.app.cli import main
+
+    trace, db, out = tmp_path / "t.parquet", tmp_path / "s.db", tmp_path / "o" / "out.file"
+    short_trace(trace, 3)
+
+    def full(path, *_args, **_kw):
+        Path(path).write_bytes(b"PAR1 half")  # what a full disk leaves
+        raise OSError(28, "No space left on device")
+
+    if option == "--parquet":
+        from tealeaves.data import traces
+        monkeypatch.setattr(traces, "write_trace", full)
+    else:
+        monkeypatch.setattr(Path, "write_text", full)
+    rc = main(["collect", "--replay", str(trace), "--speed", "100", "--store", str(db),
+               option, str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2
+    assert err.count("\n") == 1 and f"{out}: could not be written (No space left" in err
+    assert sorted(p.name for p in out.parent.iterdir()) == []  # no .tmp, no half file
+    with SampleStore(db, readonly=True) as s:
+        assert f"the {s.count()} samples collected are in {db}" in err
+
+
+def test_report_on_a_full_disk_leaves_no_tmp_file(tmp_path):
+    db, out = tmp_path / "s.db", tmp_path / "o" / "r.json"
+    small_store(db)
+    out.parent.mkdir()
+    before = digest(db)
+    r = tealeaves("report", "--store", db, "--out", out, pre=FULL_DISK.replace("300_000", "3000"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert f"--out {out}:" in r.stderr
+    assert list(out.parent.iterdir()) == []  # neither the report nor its .tmp
+    assert digest(db) == before
+    r = tealeaves("report", "--store", db, "--out", tmp_path / "none" / "r.json")
+    assert r.returncode == 2 and "the folder" in r.stderr and "does not exist" in r.stderr
+
