@@ -576,7 +576,11 @@ class SampleStore:
         stored one, a fact it leaves out (NaN, empty) keeps what is stored.
 
         Returns:
-            ``{"stored", "repeats", "metrics_stored", "metrics_repeats"}`` (rows).
+            ``{"stored", "repeats", "conflicts", "first_conflict", "metrics_stored",
+            "metrics_repeats"}``: rows, except ``first_conflict`` (``_insert_samples``).
+            A conflict is a row of a host, GPU and instant stored or coming already with
+            another value in a column both hold (a reading, the uuid): both rows are kept
+            and counted, for the caller to report.
 
         Raises:
             As ``append_all``.
@@ -587,12 +591,14 @@ class SampleStore:
         metric_frames = [m for m in metrics if m is not None and not m.empty]
         conn = self._conn()
         with conn:
-            stored, repeats = _insert_samples(conn, conformed)
+            # the write lock first: another import of the same file waits here, then finds
+            # this one's rows stored (a deferred transaction would let both look, then insert)
+            conn.execute("BEGIN IMMEDIATE")
+            out = _insert_samples(conn, conformed)
             m_stored, m_repeats = _insert_metrics(conn, metric_frames)
             for d in devices:
                 _merge_devices(conn, d)
-        return {"stored": stored, "repeats": repeats, "metrics_stored": m_stored,
-                "metrics_repeats": m_repeats}
+        return {**out, "metrics_stored": m_stored, "metrics_repeats": m_repeats}
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
@@ -949,12 +955,41 @@ class HostView:
         return getattr(self._store, name)
 
 
-def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
+#: Sample columns compared for conflicts: the readings and the GPU's uuid (``monotonic`` is
+#: the reading host's own clock, not a reading).
+_COMPARED = tuple(i for i, c in enumerate(COLUMNS) if c not in ("timestamp", "monotonic",
+                                                                 "host", "gpu"))
+_KEY = tuple(COLUMNS.index(c) for c in ("host", "gpu", "timestamp"))
+
+
+def _conflict(row: tuple, others: list[tuple]) -> tuple | None:
+    """The first ``(column, other value, this value)`` where ``row`` and one of ``others``
+    (rows of the same host, GPU and instant) both hold a value and differ, or None (a row
+    that adds other columns of that instant, ``dmon -s u`` beside ``-s p``, is no conflict)."""
+    for other in others:
+        for i in _COMPARED:
+            a, b = other[i], row[i]
+            if a is not None and b is not None and a != b:
+                return COLUMNS[i], a, b
+    return None
+
+
+def _insert_samples(conn, frames: list[pd.DataFrame]) -> dict:
     """Insert conformed sample frames, passing over rows stored already (every value the same)
-    or coming twice; ``(stored, repeats)``.  The caller holds the transaction."""
+    or coming twice, and counting the rows that conflict with a row stored or coming for the
+    same host, GPU and instant (another value in a column both hold: both are kept).  The
+    caller holds the transaction (``BEGIN IMMEDIATE``: no other writer between the look and
+    the insert).
+
+    Returns:
+        ``{"stored", "repeats", "conflicts", "first_conflict"}``; ``first_conflict`` is None
+        or ``{"host", "gpu", "timestamp", "column", "stored", "new"}``.
+    """
     placeholders = ", ".join("?" for _ in COLUMNS)
-    stored = repeats = 0
+    stored = repeats = conflicts = 0
+    first = None
     seen: set[tuple] = set()
+    by_key: dict[tuple, list[tuple]] = {}
     for frame in frames:
         if frame.empty:
             continue
@@ -962,6 +997,8 @@ def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
         have = set(conn.execute(
             f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "
             f"timestamp <= ?", (lo, hi)).fetchall())
+        for old in have - seen:
+            by_key.setdefault(tuple(old[i] for i in _KEY), []).append(old)
         rows = []
         for row in frame.itertuples(index=False, name=None):
             key = tuple(_nullable(v) for v in row)
@@ -969,11 +1006,20 @@ def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
                 repeats += 1
                 continue
             seen.add(key)
+            at = tuple(key[i] for i in _KEY)
+            clash = _conflict(key, by_key.get(at, []))
+            if clash is not None:
+                conflicts += 1
+                if first is None:
+                    first = {"host": at[0], "gpu": at[1], "timestamp": at[2],
+                             "column": clash[0], "stored": clash[1], "new": clash[2]}
+            by_key.setdefault(at, []).append(key)
             rows.append(key)
         conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
                          f"({placeholders})", rows)
         stored += len(rows)
-    return stored, repeats
+    return {"stored": stored, "repeats": repeats, "conflicts": conflicts,
+            "first_conflict": first}
 
 
 def _insert_metrics(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:

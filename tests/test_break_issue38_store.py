@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -303,4 +304,89 @@ def test_report_on_a_full_disk_leaves_no_tmp_file(tmp_path):
     assert digest(db) == before
     r = tealeaves("report", "--store", db, "--out", tmp_path / "none" / "r.json")
     assert r.returncode == 2 and "the folder" in r.stderr and "does not exist" in r.stderr
+
+
+# -- 6. the same file imported twice at once; conflicting readings ---------------------------
+
+class _Paused:
+    """A connection whose look for stored rows (``_insert_samples``) waits for the other
+    import's look (a barrier): the two imports interleave as two processes may."""
+
+    def __init__(self, conn, barrier: threading.Barrier) -> None:
+        self._c, self._barrier = conn, barrier
+
+    def execute(self, sql, *args):
+        cur = self._c.execute(sql, *args)
+        if sql.startswith("SELECT") and "FROM samples WHERE timestamp >=" in sql:
+            rows = cur.fetchall()
+            try:  # with the write lock taken first, the other import cannot get here
+                self._barrier.wait(timeout=3)
+            except threading.BrokenBarrierError:
+                pass
+            return _Rows(rows)
+        return cur
+
+    def __enter__(self):
+        self._c.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        return self._c.__exit__(*exc)
+
+    def __getattr__(self, name):
+        return getattr(self._c, name)
+
+
+class _Rows(list):
+    def fetchall(self):
+        return list(self)
+
+
+def test_two_imports_of_one_file_at_once_store_it_once(tmp_path):
+    from tealeaves.data.importers import import_file
+
+    trace, db = tmp_path / "t.parquet", tmp_path / "s.db"
+    n = short_trace(trace, 5)
+    samples = import_file(trace).samples
+    barrier = threading.Barrier(2)
+
+    class Store(SampleStore):
+        def _conn(self):
+            return _Paused(super()._conn(), barrier)
+
+    store = Store(db)
+    out = []
+    threads = [threading.Thread(target=lambda: out.append(store.append_import([samples], [])))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=HANG_GUARD_S)
+    store.close()
+    assert sorted((o["stored"], o["repeats"]) for o in out) == [(0, n), (n, 0)]
+    with sqlite3.connect(db) as c:
+        rows, pairs = c.execute("SELECT count(*), count(DISTINCT host || '/' || gpu || '/' || "
+                                "timestamp) FROM samples").fetchone()
+    c.close()
+    assert rows == pairs == n
+
+
+def test_conflicting_readings_of_one_gpu_and_instant_are_counted(tmp_path):
+    db, a, b = tmp_path / "s.db", tmp_path / "a.csv", tmp_path / "b.csv"
+    a.write_text("timestamp,host,gpu,uuid,power_w\n"
+                 "1780000000.0,n1,0,GPU-a,100\n1780000000.0,n1,0,GPU-a,200\n"
+                 "1780000000.0,n1,0,GPU-a,300\n1780000001.0,n1,0,GPU-a,150\n")
+    b.write_text("timestamp,host,gpu,uuid,sm_active\n"  # other columns of one instant: fine
+                 "1780000001.0,n1,0,GPU-a,0.5\n"
+                 "1780000001.0,n1,0,GPU-b,0.5\n")  # another uuid on GPU 0: a conflict
+    r = tealeaves("import", a, "--store", db, "--json")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["stored"] == 4 and got["conflicts"] == 2
+    assert got["first_conflict"]["column"] == "power_w"
+    assert {got["first_conflict"]["stored"], got["first_conflict"]["new"]} == {100.0, 200.0}
+    r = tealeaves("import", b, "--store", db)
+    assert r.returncode == 0, r.stderr
+    assert "NOTE: 1 conflicting sample: another reading" in r.stdout
+    assert "uuid 'GPU-a' and 'GPU-b'" in r.stdout
 

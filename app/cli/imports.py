@@ -63,7 +63,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     page_report = [page_summary(p) for p in pages]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
-                          "already_stored": repeats, "files": report,
+                          "already_stored": repeats, "conflicts": counts["conflicts"],
+                          "first_conflict": counts["first_conflict"], "files": report,
                           "server_metrics": page_report,
                           "server_metrics_stored": counts["metrics_stored"],
                           "server_metrics_already_stored": counts["metrics_repeats"]}))
@@ -106,7 +107,19 @@ def cmd_import(args: argparse.Namespace) -> int:
             f" ({counts['metrics_repeats']} already stored, passed over)"
             if counts["metrics_repeats"] else "")
     print(f"stored {what} in {args.store}")
+    if counts["conflicts"]:
+        print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     return 0
+
+
+def conflict_note(n: int, first: dict, utc: bool = False) -> str:
+    """The summary line for ``n`` stored rows that conflict with another row of the same host,
+    GPU and instant (``SampleStore.append_import``'s ``first_conflict`` the first)."""
+    return (f"NOTE: {plural(n, 'conflicting sample')}: another reading of the same GPU and "
+            f"instant was stored or read (first: host {first['host']} GPU {first['gpu']} at "
+            f"{time_text(first['timestamp'], utc)}: {first['column']} {first['stored']!r} "
+            f"and {first['new']!r}); all kept as read: rows of one GPU and time that disagree "
+            f"(two hosts of one name, a file of another run, or one GPU listed twice?)")
 
 
 def device_facts(devices) -> list[dict]:
