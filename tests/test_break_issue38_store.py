@@ -390,3 +390,31 @@ def test_conflicting_readings_of_one_gpu_and_instant_are_counted(tmp_path):
     assert "NOTE: 1 conflicting sample: another reading" in r.stdout
     assert "uuid 'GPU-a' and 'GPU-b'" in r.stdout
 
+
+# -- 7. success that stored nothing --------------------------------------------------------------
+
+def test_a_file_whose_every_row_is_refused_is_an_error(tmp_path):
+    tr = read_trace(bundled_trace_path())
+    s = tr.samples.head(50).copy()
+    ms, db = tmp_path / "ms.parquet", tmp_path / "s.db"
+    s.assign(timestamp=s["timestamp"] * 1000).to_parquet(ms)  # epoch milliseconds
+    query = tmp_path / "q.csv"
+    query.write_text("2026/05/28 20:26:40.000, 0, 55.00 W, 30 %\n"
+                     "2026/05/28 20:26:41.000, 0, 56.00 W, 31 %\n")
+    good = tmp_path / "t.parquet"
+    short_trace(good, 2)
+    first_ms = f"{ms}: every row refused (50 lines; the first, line 1: row timestamp 1"
+    first_q = (f"{query}: every row refused (2 lines; the first, line 1: bad value (bad "
+               f"timestamp '0')")
+    wrong = ["--columns", "index,timestamp,power.draw,utilization.gpu"]
+    for args, said in (([ms], first_ms),
+                       ([good, ms], f"{ms}: every row refused"),  # with a good file: nothing
+                       ([query, *wrong], first_q)):
+        r = tealeaves("import", *args, "--store", db)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert said in r.stderr
+        assert ("check --columns" in r.stderr) == (query in args)
+        assert r.stdout == "" and not db.exists()  # nothing stored, no store made
+    r = tealeaves("import", query, "--columns", "timestamp,index,power.draw,utilization.gpu",
+                  "--store", db)
+    assert r.returncode == 0 and "stored 2 samples" in r.stdout
