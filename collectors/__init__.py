@@ -33,7 +33,8 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     Each batch is one store transaction, at least every ``batch_s`` seconds (so a ``kill -9``
     loses at most that much).  When a write fails (disk full, database locked or read-only)
     the samples wait in a bounded in-memory buffer and are retried with the next batch;
-    beyond ``max_buffered`` the oldest are dropped.  Failures and drops are counted in
+    beyond ``max_buffered`` the oldest are dropped, and what still waits when the loop ends
+    (after one last try) is dropped too.  Failures and drops are counted in
     ``collector.health`` (a ``collectors.health.CollectorHealth``: ``store_errors``,
     ``dropped_samples``, ``buffered_for_store``; blanks and impossible values in
     ``blank_values`` / ``out_of_range_values``), never fatal.
@@ -56,8 +57,8 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     health = collector.health
     health.setdefault("blank_values", {})
     health.setdefault("out_of_range_values", {})
+    health.setdefault("buffered_for_store", 0)
     backlog: deque[pd.DataFrame | list[dict]] = deque()
-    backlog_rows = 0
     stored = 0
     pending_devices = devices
     try:
@@ -70,21 +71,10 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
                     health["store_errors"] += 1
             screen_batch(batch, health["blank_values"], health["out_of_range_values"])
             backlog.append(batch)
-            backlog_rows += len(batch)
-            while backlog_rows > max_buffered and len(backlog) > 1:
-                dropped = backlog.popleft()
-                backlog_rows -= len(dropped)
-                health["dropped_samples"] += len(dropped)
-            while backlog:
-                try:
-                    store.append(backlog[0])
-                except sqlite3.Error:
-                    health["store_errors"] += 1
-                    break
-                done = backlog.popleft()
-                backlog_rows -= len(done)
-                stored += len(done)
-            health["buffered_for_store"] = backlog_rows
+            health["buffered_for_store"] += len(batch)
+            while health["buffered_for_store"] > max_buffered and len(backlog) > 1:
+                _drop(health, backlog.popleft())
+            stored += _flush(store, backlog, health)
             pop = getattr(collector, "pop_processes", None)
             if pop is not None:
                 try:
@@ -93,9 +83,34 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
                     health["store_errors"] += 1
             if on_batch is not None:
                 on_batch(batch)
+        stored += _flush(store, backlog, health)  # a last try for what still waits
         return stored
     finally:
+        while backlog:  # never stored: counted, never lost in silence
+            _drop(health, backlog.popleft())
         collector.close()
+
+
+def _drop(health, batch) -> None:
+    """Count the samples of ``batch`` as dropped (never stored) and no longer waiting."""
+    health["dropped_samples"] += len(batch)
+    health["buffered_for_store"] = max(0, health["buffered_for_store"] - len(batch))
+
+
+def _flush(store: SampleStore, backlog: deque, health) -> int:
+    """Append the waiting batches oldest first until one fails (counted in
+    ``health['store_errors']``; it and the later ones keep waiting); returns samples stored."""
+    stored = 0
+    while backlog:
+        try:
+            store.append(backlog[0])
+        except sqlite3.Error:
+            health["store_errors"] += 1
+            break
+        done = backlog.popleft()
+        health["buffered_for_store"] = max(0, health["buffered_for_store"] - len(done))
+        stored += len(done)
+    return stored
 
 
 #: ``FIELD_LIMITS`` as the hot path reads them (the high end with conform's tolerance).

@@ -121,7 +121,7 @@ class HealthSummary(TypedDict):
 
     Keys:
         sweeps, missed_deadlines, recovered, gpm_reads, gpm_empty, buffered_rows,
-            dropped_samples, store_errors, source_errors, source_last_error,
+            dropped_samples, buffered_for_store, store_errors, source_errors, source_last_error,
             source_last_ok: as in ``CollectorHealth``.
         lateness_ms_p50, lateness_ms_p99: median and 99th percentile of the kept sweeps'
             lateness, ms (NaN before any sweep).
@@ -152,6 +152,7 @@ class HealthSummary(TypedDict):
     gpm_empty: int
     buffered_rows: int
     dropped_samples: int
+    buffered_for_store: int
     store_errors: int
     blank_values: dict[str, int]
     out_of_range_values: dict[str, int]
@@ -237,6 +238,7 @@ def health_summary(health: CollectorHealth, elapsed_s: float | None = None) -> H
         "gpm_empty": health["gpm_empty"],
         "buffered_rows": health["buffered_rows"],
         "dropped_samples": health["dropped_samples"],
+        "buffered_for_store": health.get("buffered_for_store", 0),
         "store_errors": health["store_errors"],
         "blank_values": dict(health.get("blank_values", {})),
         "out_of_range_values": dict(health.get("out_of_range_values", {})),

@@ -11,7 +11,8 @@ pages through a time range by rows (cost follows the samples, never the span).
 A store is ours by its identity (``PRAGMA application_id`` = ``APPLICATION_ID``, ``user_version``
 = ``STORE_VERSION``): any other file is refused before anything is written to it, a damaged one
 gives one line with the ``sqlite3 .recover`` command, and a collector claims a host's writing
-with a lock beside the file (``claim_writer``).
+with a lock beside the file (``claim_writer``); a file with several names (hard links) is
+not written (``_one_name``: SQLite keeps a write-ahead log per name).
 """
 
 from __future__ import annotations
@@ -91,6 +92,71 @@ SCREENSHOT_COLUMNS: dict[str, str] = {
 }
 
 
+def _affinity(declared: str) -> str:
+    """SQLite's column affinity of a declared type (sqlite.org/datatype3.html, 3.1)."""
+    t = declared.upper()
+    if "INT" in t:
+        return "INTEGER"
+    if any(k in t for k in ("CHAR", "CLOB", "TEXT")):
+        return "TEXT"
+    if "BLOB" in t or not t:
+        return "BLOB"
+    if any(k in t for k in ("REAL", "FLOA", "DOUB")):
+        return "REAL"
+    return "NUMERIC"
+
+
+#: Affinities a stored column may have: numbers for times, readings and facts, text for names.
+_NUMBERS = frozenset({"REAL", "NUMERIC", "INTEGER"})
+
+
+def _forged(conn: sqlite3.Connection, tables: set[str]) -> str | None:
+    """What makes an SQLite file with a tealeaves identity not a store tealeaves wrote (a
+    column of the wrong type, a time that is text or missing), or None.  Reads the declared
+    types and, through the time index, the lowest and highest ``timestamp`` (SQLite sorts
+    NULL before numbers and text after them), so the cost is not the store's size."""
+    want = {"samples": {"id": "INTEGER", **{c: _SQL_TYPES.get(c, "REAL") for c in COLUMNS}},
+            "devices": {c: _DEVICE_SQL_TYPES.get(c, "REAL") for c in DEVICE_COLUMNS}}
+    for table in ("samples", "devices"):
+        if table not in tables:
+            continue
+        for _, name, declared, *_ in conn.execute(f"PRAGMA table_info({table})"):
+            expected = want[table].get(name)
+            if expected is None:
+                continue
+            got = _affinity(declared or "")
+            ok = got in _NUMBERS if _affinity(expected) in _NUMBERS else got == "TEXT"
+            if name == "id" and got != "INTEGER":
+                ok = False
+            if not ok:
+                return f"{table}.{name} is declared {declared or 'without a type'!r}, " \
+                       f"tealeaves makes it {expected}"
+    if "samples" not in tables:
+        return None
+    for order in ("", " DESC"):
+        row = conn.execute(f"SELECT timestamp, typeof(timestamp) FROM samples ORDER BY "
+                           f"timestamp{order} LIMIT 1").fetchone()
+        if row is not None and row[1] not in ("real", "integer"):
+            return f"samples.timestamp holds {row[0]!r} ({row[1]}), not epoch seconds"
+    return None
+
+
+def _connect_ro(path: Path, timeout: float) -> sqlite3.Connection:
+    """A read-only connection to ``path`` (``mode=ro``).  Where SQLite cannot make or write
+    the WAL store's shared-memory file (``<store>-shm``: a read-only folder or mount, a file
+    the reader may not write), the file is read as it is (``immutable=1``): nobody can be
+    writing a store there, since a writer needs that file too (sqlite.org/wal.html, 8)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout,
+                           check_same_thread=False)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError:
+        conn.close()
+        conn = sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=timeout,
+                               check_same_thread=False)
+    return conn
+
+
 class StoreError(RuntimeError):
     """The store file cannot be opened or is not a tealeaves store; the message names the file."""
 
@@ -166,7 +232,10 @@ class SampleStore:
 
     Raises:
         StoreError: the path is a directory, not an SQLite file, another application's SQLite
-            file (``_identify``), a store of another layout, or damaged; nothing was written.
+            file (``_identify``), a store of another layout, a file with tealeaves' identity
+            whose columns are of other types or whose times are text (``_forged``), a file
+            with several names opened for writing (``_one_name``), or damaged; nothing was
+            written.
     """
 
     def __init__(self, path: str | Path, *, readonly: bool = False,
@@ -185,11 +254,18 @@ class SampleStore:
         if self.path.is_dir():
             raise StoreError(f"{self.path}: is a directory, not a store file")
         try:
+            if not readonly:
+                self._one_name()
             self._identify()
             if not readonly:
                 self._create()
+                self._one_name()  # made just now, or linked while we opened it
             self._check()
+        except StoreError:
+            self.close()
+            raise
         except sqlite3.DatabaseError as exc:
+            self.close()
             if _is_damage(exc) and not isinstance(exc, sqlite3.OperationalError):
                 raise damaged(self.path, exc) from None
             raise StoreError(f"{self.path}: cannot be opened as a tealeaves store ({exc})") \
@@ -200,16 +276,7 @@ class SampleStore:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             if self.readonly:
-                conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout,
-                                       check_same_thread=False)
-                try:
-                    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
-                except sqlite3.OperationalError:
-                    # a WAL store on a read-only mount: SQLite cannot make its shared-memory
-                    # file, so read the file as it is (nobody can be writing it there)
-                    conn.close()
-                    conn = sqlite3.connect(f"file:{self.path}?mode=ro&immutable=1", uri=True,
-                                           timeout=self.timeout, check_same_thread=False)
+                conn = _connect_ro(self.path, self.timeout)
             else:
                 conn = sqlite3.connect(self.path, timeout=self.timeout, check_same_thread=False)
                 conn.execute("PRAGMA journal_mode=WAL")
@@ -227,6 +294,30 @@ class SampleStore:
                 self._all = live
         return conn
 
+    def _one_name(self) -> None:
+        """Refuse to write a store file that has several names (hard links).
+
+        SQLite keeps its write-ahead log and shared memory beside the name a connection opened
+        (``<name>-wal``; a symbolic link is followed to its target, a hard link cannot be):
+        two writers through two names of one file each keep a log of their own, and the
+        first checkpoint overwrites the other's rows (sqlite.org/howtocorrupt.html, 2.5).  So
+        one file is written through one name; the collector locks (``claim_writer``) are
+        then one per file too.
+
+        Raises:
+            StoreError: the file has more than one name (``st_nlink`` > 1).
+        """
+        try:
+            links = os.stat(self.path).st_nlink
+        except FileNotFoundError:
+            return
+        if links > 1:
+            raise StoreError(f"{self.path}: the store file has {links} names (hard links); "
+                             f"SQLite keeps a write-ahead log per name, so writing through one "
+                             f"while another is in use loses rows. Nothing was written; remove "
+                             f"the other names (find / -samefile {self.path}) or copy the file "
+                             f"(cp, not ln), then write through one name")
+
     def claim_writer(self, host: str) -> None:
         """Take this store's collector lock for ``host`` until ``close`` (or the process ends,
         ``kill -9`` included: the lock is an ``flock`` on ``<store>.<host>.lock`` beside it).
@@ -234,9 +325,15 @@ class SampleStore:
         Two collectors writing one host into one store would interleave their samples as one
         GPU set at twice the rate; a second collector of another host (``--host``) is welcome.
 
+        The lock is one per store FILE whatever names it: a symbolic link or a path through
+        ``..`` is resolved to the file's own path, and a file with several names (hard links)
+        is refused for writing (``_one_name``).
+
         Raises:
-            StoreError: another live process holds the lock (its pid is named).
+            StoreError: another live process holds the lock (its pid is named), or the file
+                has several names.
         """
+        self._one_name()
         safe = re.sub(r"[^A-Za-z0-9_.-]", "_", host)[:100] or "host"
         real = self.path.resolve()  # one lock per file, whatever link or path names it
         lock = real.with_name(f"{real.name}.{safe}.lock")
@@ -305,7 +402,7 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (not an SQLite file); the file "
                              f"is left as it was")
         # a read-only look of its own: the writer's connection would switch the file to WAL
-        conn = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=self.timeout)
+        conn = _connect_ro(self.path, self.timeout)
         try:
             app_id = conn.execute("PRAGMA application_id").fetchone()[0]
             version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -314,6 +411,8 @@ class SampleStore:
             tables = {n for t, n in objects if t == "table"}
             sample_cols = ({r[1] for r in conn.execute("PRAGMA table_info(samples)")}
                            if "samples" in tables else set())
+            forged = (_forged(conn, tables) if app_id in (0, APPLICATION_ID)
+                      and "timestamp" in sample_cols else None)
         finally:
             conn.close()
         self._complete = (app_id == APPLICATION_ID and version == STORE_VERSION
@@ -322,6 +421,7 @@ class SampleStore:
             if version > STORE_VERSION or version < 0:
                 raise StoreError(f"{self.path}: a store of another tealeaves layout ({version}; "
                                  f"this one reads {STORE_VERSION}); the file is left as it was")
+            self._refuse_forged(forged)
             return
         if not objects and version == 0:
             return  # an empty SQLite file: made a store
@@ -337,6 +437,13 @@ class SampleStore:
             raise StoreError(f"{self.path}: not a tealeaves store (an SQLite database of another "
                              f"application: {what}); tealeaves opens only its own stores, "
                              f"the file is left as it was")
+        self._refuse_forged(forged)
+
+    def _refuse_forged(self, forged: str | None) -> None:
+        """Raise ``StoreError`` naming the file and what is wrong when ``forged`` (``_forged``)."""
+        if forged:
+            raise StoreError(f"{self.path}: not a store tealeaves wrote ({forged}); tealeaves "
+                             f"opens only its own stores, the file is left as it was")
 
     def _create(self) -> None:
         if getattr(self, "_complete", False):
@@ -469,7 +576,11 @@ class SampleStore:
         stored one, a fact it leaves out (NaN, empty) keeps what is stored.
 
         Returns:
-            ``{"stored", "repeats", "metrics_stored", "metrics_repeats"}`` (rows).
+            ``{"stored", "repeats", "conflicts", "first_conflict", "metrics_stored",
+            "metrics_repeats"}``: rows, except ``first_conflict`` (``_insert_samples``).
+            A conflict is a row of a host, GPU and instant stored or coming already with
+            another value in a column both hold (a reading, the uuid): both rows are kept
+            and counted, for the caller to report.
 
         Raises:
             As ``append_all``.
@@ -480,12 +591,14 @@ class SampleStore:
         metric_frames = [m for m in metrics if m is not None and not m.empty]
         conn = self._conn()
         with conn:
-            stored, repeats = _insert_samples(conn, conformed)
+            # the write lock first: another import of the same file waits here, then finds
+            # this one's rows stored (a deferred transaction would let both look, then insert)
+            conn.execute("BEGIN IMMEDIATE")
+            out = _insert_samples(conn, conformed)
             m_stored, m_repeats = _insert_metrics(conn, metric_frames)
             for d in devices:
                 _merge_devices(conn, d)
-        return {"stored": stored, "repeats": repeats, "metrics_stored": m_stored,
-                "metrics_repeats": m_repeats}
+        return {**out, "metrics_stored": m_stored, "metrics_repeats": m_repeats}
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
@@ -787,8 +900,21 @@ class SampleStore:
         """All key/value facts recorded with ``set_meta``."""
         return dict(self._conn().execute("SELECT key, value FROM meta").fetchall())
 
-    @staticmethod
-    def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    def _typed(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Stored rows as a sample frame: metrics as float64 (a value that is no number, NaN).
+
+        Raises:
+            StoreError: a time or GPU index that is not a number (a store changed by another
+                program after it was opened; names the file and column).
+        """
+        for col in ("timestamp", "gpu"):
+            if pd.api.types.is_numeric_dtype(df[col]):
+                continue
+            bad = next((v for v in df[col] if v is not None and not isinstance(v, int | float)),
+                       None)
+            if bad is not None:
+                raise StoreError(f"{self.path}: samples.{col} holds {bad!r}, not a number: not "
+                                 f"a store tealeaves wrote; nothing was read from it")
         for col in METRIC_NAMES:
             df[col] = pd.to_numeric(df[col], errors="coerce").astype("float64")
         return df
@@ -829,12 +955,41 @@ class HostView:
         return getattr(self._store, name)
 
 
-def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
+#: Sample columns compared for conflicts: the readings and the GPU's uuid (``monotonic`` is
+#: the reading host's own clock, not a reading).
+_COMPARED = tuple(i for i, c in enumerate(COLUMNS) if c not in ("timestamp", "monotonic",
+                                                                 "host", "gpu"))
+_KEY = tuple(COLUMNS.index(c) for c in ("host", "gpu", "timestamp"))
+
+
+def _conflict(row: tuple, others: list[tuple]) -> tuple | None:
+    """The first ``(column, other value, this value)`` where ``row`` and one of ``others``
+    (rows of the same host, GPU and instant) both hold a value and differ, or None (a row
+    that adds other columns of that instant, ``dmon -s u`` beside ``-s p``, is no conflict)."""
+    for other in others:
+        for i in _COMPARED:
+            a, b = other[i], row[i]
+            if a is not None and b is not None and a != b:
+                return COLUMNS[i], a, b
+    return None
+
+
+def _insert_samples(conn, frames: list[pd.DataFrame]) -> dict:
     """Insert conformed sample frames, passing over rows stored already (every value the same)
-    or coming twice; ``(stored, repeats)``.  The caller holds the transaction."""
+    or coming twice, and counting the rows that conflict with a row stored or coming for the
+    same host, GPU and instant (another value in a column both hold: both are kept).  The
+    caller holds the transaction (``BEGIN IMMEDIATE``: no other writer between the look and
+    the insert).
+
+    Returns:
+        ``{"stored", "repeats", "conflicts", "first_conflict"}``; ``first_conflict`` is None
+        or ``{"host", "gpu", "timestamp", "column", "stored", "new"}``.
+    """
     placeholders = ", ".join("?" for _ in COLUMNS)
-    stored = repeats = 0
+    stored = repeats = conflicts = 0
+    first = None
     seen: set[tuple] = set()
+    by_key: dict[tuple, list[tuple]] = {}
     for frame in frames:
         if frame.empty:
             continue
@@ -842,6 +997,8 @@ def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
         have = set(conn.execute(
             f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "
             f"timestamp <= ?", (lo, hi)).fetchall())
+        for old in have - seen:
+            by_key.setdefault(tuple(old[i] for i in _KEY), []).append(old)
         rows = []
         for row in frame.itertuples(index=False, name=None):
             key = tuple(_nullable(v) for v in row)
@@ -849,11 +1006,20 @@ def _insert_samples(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:
                 repeats += 1
                 continue
             seen.add(key)
+            at = tuple(key[i] for i in _KEY)
+            clash = _conflict(key, by_key.get(at, []))
+            if clash is not None:
+                conflicts += 1
+                if first is None:
+                    first = {"host": at[0], "gpu": at[1], "timestamp": at[2],
+                             "column": clash[0], "stored": clash[1], "new": clash[2]}
+            by_key.setdefault(at, []).append(key)
             rows.append(key)
         conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
                          f"({placeholders})", rows)
         stored += len(rows)
-    return stored, repeats
+    return {"stored": stored, "repeats": repeats, "conflicts": conflicts,
+            "first_conflict": first}
 
 
 def _insert_metrics(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:

@@ -53,8 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``tealeaves`` console script.
 
-    Returns the exit status: 0 success, 2 bad input (one line on stderr), 3 no GPU, 130
-    interrupted.  Output piped into a program that stops reading (``| head``) ends quietly.
+    Returns the exit status: 0 success, 2 bad input (one line on stderr), 3 no GPU, 4 samples
+    collected but not stored (``collect``), 130 interrupted.  Output piped into a program that stops reading (``| head``) ends quietly.
     """
     args = build_parser().parse_args(argv)
     bad_zone = zone_error(getattr(args, "tz", None))

@@ -10,12 +10,21 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from .args import DAY, add_model, gpu_indices, port_number, upto
-from .common import EXIT_NO_GPU, fail, package_version
+from .common import (
+    EXIT_NO_GPU,
+    EXIT_SAMPLES_LOST,
+    fail,
+    out_path_problem,
+    package_version,
+    plural,
+    write_atomically,
+)
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
-    summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
+    summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU; 4 samples
+    collected but not stored, counted in the summary and ``dropped_samples``)."""
     from ...collectors.bench import CpuMeter, rss_mb
     from ...collectors.server_log import ServerLogError, resolve_tz
     from ...data.store import StoreError
@@ -26,6 +35,15 @@ def cmd_collect(args: argparse.Namespace) -> int:
             resolve_tz(args.tz)
         except ServerLogError as exc:
             return fail(f"--tz: {exc}")
+    for option, path in (("--parquet", args.parquet), ("--stats-json", args.stats_json)):
+        problem = path is not None and out_path_problem(option, path)
+        if problem:  # refused before anything is collected
+            return fail(problem)
+        if path is not None and _same_file(path, args.store):
+            return fail(f"{option} {path}: is the store; give another file name")
+    if args.parquet is not None and args.stats_json is not None and \
+            _same_file(args.parquet, args.stats_json):
+        return fail(f"--stats-json {args.stats_json}: is the --parquet file; give another name")
     opened = _open_source(args)
     if isinstance(opened, int):
         return opened
@@ -68,8 +86,18 @@ def cmd_collect(args: argparse.Namespace) -> int:
         session.halt()
         cpu_s, elapsed = meter.stop()
         rss.append((round(elapsed, 2), rss_mb()))
-        _finish(args, session, n, start_cursor, {"elapsed_s": elapsed, "cpu_s": cpu_s,
-                                                 "rss_mb": rss})
+        try:
+            _finish(args, session, n, start_cursor, {"elapsed_s": elapsed, "cpu_s": cpu_s,
+                                                     "rss_mb": rss})
+        except OSError as exc:  # the samples are in the store; the file is not half-written
+            return fail(f"{exc.filename or 'output'}: could not be written "
+                        f"({exc.strerror or exc}); the {n} samples collected are in "
+                        f"{args.store}")
+        lost = session.collector.health["dropped_samples"]
+    if lost:
+        return fail(f"{args.store}: {plural(lost, 'sample')} collected but not stored "
+                    f"({plural(session.collector.health['store_errors'], 'write error')}; "
+                    f"a full disk or a store made read-only?)", EXIT_SAMPLES_LOST)
     return 0
 
 
@@ -103,29 +131,32 @@ def _open_source(args: argparse.Namespace):
 
 
 def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict) -> None:
-    """After the loop: ``--stats-json`` (its ``health`` a ``HealthSummary``: ``unsupported``
-    lists the metrics never answered, ``intermittent`` those that failed some reads, with
-    their counts), the store's meta, the summary line and ``--parquet``.
-    ``cost``: ``elapsed_s``, ``cpu_s`` (s) and ``rss_mb`` (``[(s, MB), ...]``)."""
+    """After the loop: the store's meta, the summary line, ``--stats-json`` (its ``health`` a
+    ``HealthSummary``: ``unsupported`` lists the metrics never answered, ``intermittent``
+    those that failed some reads, with their counts) and ``--parquet``, each file written
+    whole or not at all (``write_atomically``).
+    ``cost``: ``elapsed_s``, ``cpu_s`` (s) and ``rss_mb`` (``[(s, MB), ...]``).
+
+    Raises:
+        OSError: a file cannot be written (its ``filename`` the option's path).
+    """
+    import sqlite3
+    import sys
+
     from ...collectors.health import intermittent, intermittent_text
     from ...collectors.nvml import health_summary
 
     collector, store = session.collector, session.store
     h = collector.health
-    if args.stats_json:
-        elapsed, cpu_s = cost["elapsed_s"], cost["cpu_s"]
-        summary = health_summary(h, elapsed)
-        Path(args.stats_json).write_text(json_dumps({
-            "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
-            "gpus": len(session.devices), "stored": n,
-            "elapsed_s": elapsed, "cpu_s": cpu_s,
-            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
-            "health": summary}))
     meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
             "driver": getattr(collector, "driver", None),
             "hostname": socket.gethostname(), "tealeaves": package_version()}
-    for k, v in meta.items():
-        store.set_meta(k, str(v))
+    try:
+        for k, v in meta.items():
+            store.set_meta(k, str(v))
+    except sqlite3.Error as exc:  # a full disk: the samples stored stay, only the notes go
+        print(f"tealeaves: {args.store}: the collector's settings were not recorded ({exc})",
+              file=sys.stderr)
     # a metric that answered but failed some reads is intermittent (with its counts), never
     # unsupported: "intermittent: gpu0:dram_active failed 1 of 1344 reads"
     flaky = intermittent_text(intermittent(h))
@@ -133,14 +164,43 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
           f"{h['missed_deadlines']} missed deadlines, max lateness "
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
           f"{', '.join(sorted(h['unsupported'])) or 'none'}"
-          + (f", intermittent: {flaky}" if flaky else ""))
+          + (f", intermittent: {flaky}" if flaky else "")
+          + (f"; NOT STORED: {h['dropped_samples']} samples ({h['store_errors']} store write "
+             f"errors)" if h["dropped_samples"] else ""), flush=True)
+    if args.stats_json:
+        elapsed, cpu_s = cost["elapsed_s"], cost["cpu_s"]
+        stats = json_dumps({
+            "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
+            "gpus": len(session.devices), "stored": n,
+            "dropped_samples": h["dropped_samples"],
+            "elapsed_s": elapsed, "cpu_s": cpu_s,
+            "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
+            "health": health_summary(h, elapsed)})
+        write_atomically(args.stats_json, lambda tmp: _named(args.stats_json, Path.write_text,
+                                                             tmp, stats))
     if args.parquet:
         from ...data.traces import Trace, write_trace
 
         samples, _ = store.read_since(start_cursor)
         devs = store.devices()
-        write_trace(args.parquet, Trace(samples, devs, meta))
+        write_atomically(args.parquet, lambda tmp: _named(args.parquet, write_trace, tmp,
+                                                          Trace(samples, devs, meta)))
         print(f"wrote {len(samples)} samples to {args.parquet}")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether ``a`` and ``b`` name one file (a link, a hard link or ``..`` included)."""
+    if a.exists() and b.exists():
+        return a.samefile(b)
+    return a.resolve() == b.resolve()
+
+
+def _named(path: Path, write, tmp: Path, *what) -> None:
+    """``write(tmp, *what)``, an ``OSError`` of it naming ``path`` (not the temporary file)."""
+    try:
+        write(tmp, *what)
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from None
 
 
 def add_parser(sub) -> None:

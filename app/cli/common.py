@@ -10,12 +10,63 @@ import sys
 EXIT_BAD_INPUT = 2
 #: Exit status when no GPU (NVML, CUDA) is there to work with.
 EXIT_NO_GPU = 3
+#: Exit status of a collection that ran to its end but could not store every sample (a full
+#: disk, a store locked or made read-only under it): the summary line says how many were lost.
+EXIT_SAMPLES_LOST = 4
 
 
 def fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:
     """Print ``tealeaves: error: <msg>`` on stderr and return ``code`` (the exit status)."""
     print(f"tealeaves: error: {msg}", file=sys.stderr)
     return code
+
+
+def out_path_problem(option: str, path, make_folder: bool = True) -> str | None:
+    """Why ``path`` cannot be written as ``option``'s output file, checked before the work that
+    makes it (a folder given for a file, a missing or unwritable folder), or None.  With
+    ``make_folder`` the folder may be made later (``write_atomically`` makes it): its nearest
+    existing parent must then be writable."""
+    import os
+    from pathlib import Path
+
+    path = Path(path)
+    if path.is_dir():
+        return f"{option} {path}: is a folder; give a file name"
+    if path.exists() and not path.is_file():
+        return f"{option} {path}: not a regular file (a device or pipe); give a file name"
+    if path.exists() and not os.access(path, os.W_OK):
+        return f"{option} {path}: the file is read-only"
+    parent = path.absolute().parent
+    if not make_folder and not parent.is_dir():
+        return f"{option} {path}: the folder {parent} does not exist"
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{option} {path}: {parent} is not a folder"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{option} {path}: the folder {parent} cannot be written"
+    return None
+
+
+def write_atomically(path, write) -> None:
+    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it to ``path``:
+    the file is whole or absent.  On any failure (a full disk, Ctrl-C) the temporary file is
+    removed and the error raised (an existing ``path`` is left as it was).
+
+    Raises:
+        OSError: ``path``'s folder cannot be made or written, or the disk is full.
+    """
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        write(tmp)
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def package_version() -> str:

@@ -15,7 +15,8 @@ from .common import add_utc_flag, fail, plural, time_text
 
 def cmd_import(args: argparse.Namespace) -> int:
     """``tealeaves import``: read every file, then store them all in one transaction.  Returns
-    the exit status (0; 2 when a file is refused or the store cannot be written: nothing stored)."""
+    the exit status (0; 2 when a file is refused, every row of a file is refused, or the store
+    cannot be written: nothing stored)."""
     import sqlite3
 
     from ...data.importers import import_file
@@ -35,6 +36,10 @@ def cmd_import(args: argparse.Namespace) -> int:
             gpu_files.append(path)
         except ValueError as exc:  # ImportFormatError, unknown --format or --tz
             return fail(f"{exc} (nothing was imported)")
+    for path, r in zip(gpu_files, results, strict=True):
+        refused = all_refused(path, r, args.columns)
+        if refused:  # before the store is opened: nothing is stored
+            return fail(refused)
     try:
         store = SampleStore(args.store)
     except StoreError as exc:
@@ -63,7 +68,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     page_report = [page_summary(p) for p in pages]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
-                          "already_stored": repeats, "files": report,
+                          "already_stored": repeats, "conflicts": counts["conflicts"],
+                          "first_conflict": counts["first_conflict"], "files": report,
                           "server_metrics": page_report,
                           "server_metrics_stored": counts["metrics_stored"],
                           "server_metrics_already_stored": counts["metrics_repeats"]}))
@@ -106,7 +112,34 @@ def cmd_import(args: argparse.Namespace) -> int:
             f" ({counts['metrics_repeats']} already stored, passed over)"
             if counts["metrics_repeats"] else "")
     print(f"stored {what} in {args.store}")
+    if counts["conflicts"]:
+        print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     return 0
+
+
+def conflict_note(n: int, first: dict, utc: bool = False) -> str:
+    """The summary line for ``n`` stored rows that conflict with another row of the same host,
+    GPU and instant (``SampleStore.append_import``'s ``first_conflict`` the first)."""
+    return (f"NOTE: {plural(n, 'conflicting sample')}: another reading of the same GPU and "
+            f"instant was stored or read (first: host {first['host']} GPU {first['gpu']} at "
+            f"{time_text(first['timestamp'], utc)}: {first['column']} {first['stored']!r} "
+            f"and {first['new']!r}); all kept as read: rows of one GPU and time that disagree "
+            f"(two hosts of one name, a file of another run, or one GPU listed twice?)")
+
+
+def all_refused(path: Path, result, columns: str | None = None) -> str | None:
+    """The error for a file every row of which was refused (no sample and no device fact to
+    store, some lines skipped): how many, the first line and why (the field it names), and
+    ``--columns`` when given; None when the file gives something to store."""
+    skipped = result.skipped
+    if len(result.samples) or (result.devices is not None and len(result.devices)) \
+            or not skipped:
+        return None
+    line, why = skipped[0]
+    hint = (f"; check --columns {columns} against the file's fields, in their order"
+            if columns else "")
+    return (f"{path}: every row refused ({plural(len(skipped), 'line')}; the first, line "
+            f"{line}: {why}){hint}; nothing was imported")
 
 
 def device_facts(devices) -> list[dict]:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
-from .common import Working, add_utc_flag, fail, time_text
+from .common import Working, add_utc_flag, fail, out_path_problem, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -28,8 +28,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     )
     from ..report.out import write_report
 
-    if args.out.is_dir():
-        return fail(f"--out {args.out}: is a folder; give a file name")
+    problem = out_path_problem("--out", args.out, make_folder=False)
+    if problem:  # before the report is built
+        return fail(problem)
     fmt = args.format or args.out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:  # --format has argparse choices: only the suffix can be wrong here
         said = (f"its suffix {args.out.suffix!r} is not a report format" if args.out.suffix

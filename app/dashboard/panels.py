@@ -252,10 +252,13 @@ def collector_health(health: dict | None) -> list:
     if h.get("offline"):
         out.append(html.Span(f" · GPU {', '.join(map(str, h['offline']))} offline",
                              className="tl-stale"))
-    bad = h.get("dropped_samples", 0) + h.get("store_errors", 0)
+    waiting = h.get("buffered_for_store", 0)
+    bad = h.get("dropped_samples", 0) + h.get("store_errors", 0) + waiting
     if bad:
-        out.append(html.Span(f" · store: {h['store_errors']} write errors, "
-                             f"{h['dropped_samples']} samples dropped", className="tl-stale"))
+        out.append(html.Span(f" · store: {h.get('store_errors', 0)} write errors, "
+                             f"{h.get('dropped_samples', 0)} samples dropped"
+                             + (f", {waiting} waiting" if waiting else ""),
+                             className="tl-stale"))
     if h.get("source_errors"):  # a Prometheus that stopped answering
         ok = h.get("source_last_ok")
         since = f"last good poll {fmt_age(time.time() - ok)} ago" if ok else "no good poll yet"

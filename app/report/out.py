@@ -48,8 +48,12 @@ def write_report(report: Report, fmt: str, out: str | Path) -> Path:
         raise ReportError(f"--out {out}: the file is read-only")
     data = report_bytes(report, fmt)
     tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_bytes(data)
-    tmp.replace(out)
+    try:
+        tmp.write_bytes(data)
+        tmp.replace(out)
+    except BaseException:  # a full disk, Ctrl-C: no half-written file is left behind
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 
