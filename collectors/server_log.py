@@ -68,7 +68,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
 
@@ -105,6 +104,7 @@ from ..data.server_lines import (
 from ..data.server_lines import (
     fields as _fields,
 )
+from ..data.wallclock import LocalClock, parse_zone
 
 __all__ = [
     "FORMATS",
@@ -175,6 +175,9 @@ class ParseResult:
             event's time carried its zone (or none was read).
         year_assumed: the year given to year-less ``MM-DD`` dates (vLLM's default) when none
             was passed; None when no such date was read.
+        clock_note: the zone's clock changes met (``data.wallclock.LocalClock.note``: times
+            of a repeated hour and which pass each was read as, times of a skipped hour
+            refused: their events carry no timestamp); ``""`` when none.
     """
 
     events: list[ServerEvent]
@@ -182,28 +185,29 @@ class ParseResult:
     format: str | None
     zone: str | None = None
     year_assumed: int | None = None
+    clock_note: str = ""
 
     def time_note(self) -> str:
         """How the log's times were read, for a summary line: the zone given to times that
-        carry none, and the year given to vLLM's year-less ``MM-DD`` dates (``""`` when
-        every time read carried its zone and year)."""
+        carry none, the year given to vLLM's year-less ``MM-DD`` dates and the zone's clock
+        changes met (``""`` when every time read carried its zone and year)."""
         parts = []
         if self.zone:
             parts.append(f"times read as {self.zone} (the log prints no zone; --tz to change)")
         if self.year_assumed is not None:
             parts.append(f"year-less dates (MM-DD) dated {self.year_assumed}, the year of the "
                          f"import")
+        if self.clock_note:
+            parts.append(self.clock_note)
         return "; ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
 # time zones and date-times
 
-_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?\s*([+-])([0-9]{1,2})(?::?([0-9]{2}))?$", re.ASCII)
-
-
 def resolve_tz(tz: str | dt.tzinfo | None) -> dt.tzinfo:
-    """Turn a time-zone argument into a ``tzinfo``.
+    """Turn a time-zone argument into a ``tzinfo`` (``data.wallclock.parse_zone``, the one
+    reading of ``--tz``).
 
     Args:
         tz: an IANA name (``"Europe/Berlin"``), ``"UTC"``/``"Z"``/None, a fixed offset
@@ -212,27 +216,10 @@ def resolve_tz(tz: str | dt.tzinfo | None) -> dt.tzinfo:
     Raises:
         ServerLogError: unknown name or offset beyond +-24 h.
     """
-    if tz is None:
-        return dt.UTC
-    if isinstance(tz, dt.tzinfo):
-        return tz
-    if not isinstance(tz, str):
-        raise ServerLogError(f"tz must be a zone name, an offset or a tzinfo, got {tz!r}")
-    s = tz.strip()
-    if s.upper() in ("UTC", "Z", "GMT", ""):
-        return dt.UTC
-    m = _OFFSET_RE.match(s)
-    if m:
-        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
-        if hours > 23 or minutes > 59:
-            raise ServerLogError(f"time-zone offset {tz!r} is out of range")
-        delta = dt.timedelta(hours=hours, minutes=minutes)
-        return dt.timezone(-delta if m.group(1) == "-" else delta)
     try:
-        return ZoneInfo(s)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ServerLogError(f"unknown time zone {tz!r} (IANA name or offset like +02:00)") \
-            from exc
+        return parse_zone(tz)
+    except ValueError as exc:
+        raise ServerLogError(str(exc)) from None
 
 
 _ISO_RE = re.compile(
@@ -299,6 +286,8 @@ class ServerLogParser:
         self.format: str | None = fmt
         self._fixed_fmt = fmt
         self.tz = resolve_tz(tz)
+        #: the log's zone-less times, in line order, around the zone's clock changes
+        self.clock = LocalClock(self.tz)
         self.clock_offset_s = float(clock_offset_s)
         self._year_arg = year
         self._year: int | None = year
@@ -357,12 +346,15 @@ class ServerLogParser:
     def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
         if naive is None:
             return None
-        if zone is self.tz:
-            self.zoneless = True
         try:
-            return naive.replace(tzinfo=zone).timestamp() + self.clock_offset_s
+            if zone is self.tz:
+                self.zoneless = True
+                t = self.clock.epoch(naive)  # None: a time the zone's clocks skipped
+            else:
+                t = naive.replace(tzinfo=zone).timestamp()
         except (OverflowError, ValueError, OSError):
             return None
+        return None if t is None else t + self.clock_offset_s
 
     def _iso_stamp(self, prefix: str) -> float | None:
         m = _ISO_RE.search(prefix)
@@ -475,7 +467,7 @@ def parse_lines(lines: Iterable[str], fmt: str | None = None,
     events, skipped = parser.feed(lines)
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed)
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note())
 
 
 def _zone_label(zone: dt.tzinfo) -> str:
@@ -507,7 +499,7 @@ def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | N
         raise ServerLogError(f"{path}: cannot read ({exc})") from exc
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed)
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note())
 
 
 def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResult:

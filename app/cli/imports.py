@@ -338,7 +338,8 @@ def add_parser(sub) -> None:
                          "(dcgm-exporter text, dcgmi dmon, a dmon without a time column), and "
                          "the date of a dmon -o T file (default: the file's modification time "
                          "is the last instant; the summary says so)")
-    im.add_argument("--tz", help="time zone of the files' wall-clock times (default UTC)")
+    im.add_argument("--tz", help="time zone of the files' wall-clock times: an IANA name "
+                                 "(Europe/Berlin) or an offset (+02:00); default UTC")
     im.add_argument("--host", help="host name where the file names none")
     im.add_argument("--columns", help="query names of a header-less --query-gpu CSV, "
                                       "comma-separated")
