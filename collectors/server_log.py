@@ -22,7 +22,10 @@ Two kinds of line carry the server's own view of what it is doing:
   vLLM's default date has no year (``MM-DD HH:MM:SS``).
 
 Every line that is not one of these (HTTP access lines, warnings, blank lines, lines whose
-message is damaged beyond recognition) is skipped and counted, never an error.
+message is damaged beyond recognition) is skipped and counted, never an error.  A value that
+is no reading (a blank code such as 4294967295 or 2**47, a numeral of thousands of digits, a
+throughput beyond ``data.server_lines.FIELD_BOUNDS``) is left out of its event (missing) and
+counted (``ParseResult.refused``, said by ``ParseResult.value_note``).
 
 Field names (keys of ``ServerEvent.fields``), the log's names, and units:
 
@@ -119,11 +122,14 @@ __all__ = [
     "parse_lines",
     "phase_intervals",
     "read_log",
+    "refused_note",
     "resolve_tz",
     "stats_intervals",
 ]
 
 FORMATS: tuple[str, ...] = ("sglang", "vllm")
+_CANONICAL = {key for table in (_SGLANG_FIELDS, _VLLM_STATS, _VLLM_SPEC, _VLLM_SPEC_V0)
+              for key, _ in table.values()}
 _RANK_KEYS: tuple[str, ...] = ("dp", "pp", "tp", "ep")
 
 
@@ -178,6 +184,10 @@ class ParseResult:
         clock_note: the zone's clock changes met (``data.wallclock.LocalClock.note``: times
             of a repeated hour and which pass each was read as, times of a skipped hour
             refused: their events carry no timestamp); ``""`` when none.
+        refused: values that are no reading (``data.server_lines.no_reading``: blank codes
+            such as 4294967295 or 2**47, numerals too long, values outside the field's
+            bounds), left out of the events (missing, NaN in ``events_frame``): ``(field,
+            "blank" | "impossible")`` -> count.
     """
 
     events: list[ServerEvent]
@@ -186,6 +196,17 @@ class ParseResult:
     zone: str | None = None
     year_assumed: int | None = None
     clock_note: str = ""
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def value_note(self) -> str:
+        """The values left out as no reading, for a summary line (``""`` when none):
+        ``"values read as missing: running_req 2 blank codes, gen_throughput_tok_s 1
+        impossible"``."""
+        return refused_note(self.refused)
+
+    def notes(self) -> str:
+        """``time_note`` and ``value_note`` joined, for the summary line of a log."""
+        return "; ".join(x for x in (self.time_note(), self.value_note()) if x)
 
     def time_note(self) -> str:
         """How the log's times were read, for a summary line: the zone given to times that
@@ -200,6 +221,17 @@ class ParseResult:
         if self.clock_note:
             parts.append(self.clock_note)
         return "; ".join(parts)
+
+
+def refused_note(refused: dict[tuple[str, str], int]) -> str:
+    """A summary of values left out as no reading (``ServerLogParser.refused``): ``"values
+    read as missing (no reading): running_req 2 blank codes, token 1 impossible value"``;
+    ``""`` when none."""
+    if not refused:
+        return ""
+    parts = [f"{k} {n} {'blank code' if why == 'blank' else 'impossible value'}"
+             f"{'s' if n != 1 else ''}" for (k, why), n in sorted(refused.items())]
+    return "values read as missing (no reading): " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
@@ -295,6 +327,9 @@ class ServerLogParser:
         self._prev: dict[tuple, float] = {}
         self.lines_seen = 0
         self.skipped_count = 0
+        #: values that are no reading, left out of the events: ``(field, "blank" |
+        #: "impossible")`` -> count (``data.server_lines.fields``)
+        self.refused: dict[tuple[str, str], int] = {}
         #: a time was read without a zone (in ``tz``); the year given to MM-DD dates
         self.zoneless = False
         self.year_assumed: int | None = None
@@ -343,6 +378,10 @@ class ServerLogParser:
         return ev
 
     # -- helpers -------------------------------------------------------------------------
+    def _refuse(self, refused: dict[tuple[str, str], int]) -> None:
+        for k, n in refused.items():
+            self.refused[k] = self.refused.get(k, 0) + n
+
     def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
         if naive is None:
             return None
@@ -366,9 +405,11 @@ class ServerLogParser:
         m = _SGLANG_MSG_RE.search(line)
         if m is None:
             return None
-        known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS)
-        if not known and not extra:
+        refused: dict[tuple[str, str], int] = {}
+        known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS, refused)
+        if not known and not extra and not refused:
             return None
+        self._refuse(refused)
         prefix = line[:m.start()]
         p = _SGLANG_PREFIX_RE.match(prefix)
         if p is not None:
@@ -421,9 +462,11 @@ class ServerLogParser:
             body, table, chain_kind = line[m.end():], _VLLM_SPEC, "vllm-spec"
         else:
             body, table, chain_kind = line[m.end():], _VLLM_SPEC_V0, "vllm-spec"
-        known, extra = _fields(body.rstrip(" ,."), table)
-        if not known:
+        refused: dict[tuple[str, str], int] = {}
+        known, extra = _fields(body.rstrip(" ,."), table, refused)
+        if not known and not any(k in _CANONICAL for k, _ in refused):
             return None
+        self._refuse(refused)
         prefix = line[:m.start()]
         rank: dict[str, int] = {}
         if m.group("eng") is not None:
@@ -467,7 +510,8 @@ def parse_lines(lines: Iterable[str], fmt: str | None = None,
     events, skipped = parser.feed(lines)
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed, clock_note=parser.clock.note())
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note(),
+                       refused=dict(parser.refused))
 
 
 def _zone_label(zone: dt.tzinfo) -> str:
@@ -499,7 +543,8 @@ def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | N
         raise ServerLogError(f"{path}: cannot read ({exc})") from exc
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed, clock_note=parser.clock.note())
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note(),
+                       refused=dict(parser.refused))
 
 
 def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResult:

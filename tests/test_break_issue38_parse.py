@@ -103,3 +103,100 @@ def test_import_with_tz_offset_through_the_cli(tmp_path, capsys):
     assert '"zone": "UTC+02:00"' in out and '"stored": 1' in out
     res = import_file(f, tz="+02:00")
     assert res.samples["timestamp"].iloc[0] == _utc(2026, 6, 1, 10, 0)
+
+
+# -- 1./2. blank codes, impossible values and huge numerals in server logs --------------------
+
+SGLANG_BLANKS = ("[2026-06-01 12:00:00 TP0] Decode batch, #running-req: 4294967295, "
+                 "#token: 11179, token usage: 0.41, cuda graph: True, "
+                 "gen throughput (token/s): 140737488355328, #queue-req: 0, ")
+VLLM_BLANKS = ("INFO 06-01 12:00:05 [loggers.py:271] Engine 000: Avg prompt throughput: "
+               "18446744073709551615 tokens/s, Avg generation throughput: 734.9 tokens/s, "
+               "Running: 18 reqs, Waiting: 9223372036854775807 reqs, GPU KV cache usage: 187.7%, "
+               "Prefix cache hit rate: 0.0%")
+HUGE = "9" * 5000
+
+
+def test_blank_codes_in_an_sglang_line_are_missing_and_counted():
+    got = parse_lines([SGLANG_BLANKS])
+    f = got.events[0].fields
+    # before: running_req 4294967295 and 1.4e14 tok/s were read as values
+    assert "running_req" not in f and "gen_throughput_tok_s" not in f
+    assert f["token"] == 11179 and f["queue_req"] == 0
+    assert got.refused == {("running_req", "blank"): 1, ("gen_throughput_tok_s", "blank"): 1}
+    assert "running_req 1 blank code" in got.notes()
+
+
+def test_blank_codes_and_impossible_values_in_a_vllm_line_are_missing_and_counted():
+    got = parse_lines([VLLM_BLANKS], year=2026)
+    f = got.events[0].fields
+    assert f == {"gen_throughput_tok_s": 734.9, "running_req": 18,
+                 "prefix_cache_hit_rate_pct": 0.0}
+    assert got.refused == {("prompt_throughput_tok_s", "blank"): 1,
+                           ("queue_req", "blank"): 1,
+                           ("kv_cache_usage_pct", "impossible"): 1}
+
+
+@pytest.mark.parametrize("value, why", [("2.34e11", None), ("234000000000", "impossible"),
+                                        ("-5", "impossible"), ("4294967295.00", "blank"),
+                                        ("2147483647", "blank"), ("9007199254740992", "blank")])
+def test_a_throughput_past_its_bound_or_a_code_is_no_reading(value, why):
+    """A throughput past ``FIELD_BOUNDS`` (1e8 tok/s), a negative one, a blank code printed
+    with SGLang's two decimals: no reading.  32767 tokens stays a reading."""
+    line = (f"[2026-06-01 12:00:00 TP0] Decode batch, #running-req: 3, "
+            f"gen throughput (token/s): {value}, ")
+    got = parse_lines([line])
+    if why is None:  # no exponent in a log's numbers: the line's text, not a number
+        assert not got.refused
+        assert got.events[0].extra["gen throughput (token/s)"] == value
+        return
+    assert got.events[0].fields["running_req"] == 3
+    assert "gen_throughput_tok_s" not in got.events[0].fields
+    assert got.refused == {("gen_throughput_tok_s", why): 1}
+
+
+def test_a_5000_digit_number_is_refused_per_value_not_an_exception():
+    lines = [f"[2026-06-01 12:00:00 TP0] Decode batch, #running-req: {HUGE}, #token: 7, ",
+             f"[2026-06-01 12:00:01 TP0] Prefill batch, #new-seq: 1, #new-token: {HUGE}.5, ",
+             f"[2026-06-01 12:00:02 TP0] Decode batch, #token: 8, mystery: -{HUGE}, "]
+    got = parse_lines(lines)  # before: ValueError (Python's 4300-digit limit), no file or line
+    assert [e.fields.get("token") for e in got.events] == [7, None, 8]
+    assert got.refused == {("running_req", "impossible"): 1, ("new_token", "impossible"): 1,
+                           ("mystery", "impossible"): 1}
+    assert "mystery" not in got.events[2].extra
+
+
+def _log_with_attacks(tmp_path):
+    from test_align import sglang_lines
+
+    from tealeaves.data import bundled_labels_path
+    from tealeaves.data.traces import read_labels
+
+    lines = sglang_lines(read_labels(bundled_labels_path()), 0.0)
+    lines[4:4] = [SGLANG_BLANKS, f"[2026-06-01 12:00:00 TP0] Decode batch, #token: {HUGE}, "]
+    log = tmp_path / "sglang.log"
+    log.write_text("\n".join(lines) + "\n")
+    return log
+
+
+def test_classify_and_report_with_such_a_log_say_what_was_left_out(tmp_path, capsys):
+    from tealeaves.data import bundled_trace_path
+
+    log = _log_with_attacks(tmp_path)
+    assert main(["classify", str(bundled_trace_path()), "--server-log", str(log)]) == 0
+    out = capsys.readouterr()
+    said = out.out + out.err
+    assert "values read as missing (no reading): gen_throughput_tok_s 1 blank code, " \
+           "running_req 1 blank code, token 1 impossible value" in said
+    rep = tmp_path / "r.html"
+    assert main(["report", "--trace", str(bundled_trace_path()), "--server-log", str(log),
+                 "--out", str(rep)]) == 0
+    assert "running_req 1 blank code" in capsys.readouterr().err and rep.stat().st_size > 0
+
+
+def test_counts_that_look_like_small_codes_stay_readings():
+    line = ("[2026-06-01 12:00:00 TP0] Decode batch, #running-req: 3, #token: 32767, "
+            "gen throughput (token/s): 65535.00, ")
+    got = parse_lines([line])
+    assert got.events[0].fields["token"] == 32767 and not got.refused
+    assert got.events[0].fields["gen_throughput_tok_s"] == 65535.0

@@ -376,8 +376,8 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
         line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
                 f"no confident clock offset ({a.reason or f'correlation {a.correlation:.2f}'}"
                 f"); not used as ground truth")
-    if log.time_note():
-        line += f"; {log.time_note()}"
+    if log.notes():
+        line += f"; {log.notes()}"
     return {"events": len(events), "format": fmt, "offset_s": a.offset_s,
             "correlation": a.correlation, "runner_up": a.runner_up,
             "confident": a.confident, "labels": labels, "line": line}

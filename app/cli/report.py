@@ -71,7 +71,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
                   + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
                      else "no confident clock offset: taken as written")
-                  + (f"; {log.time_note()}" if log.time_note() else ""), file=sys.stderr)
+                  + (f"; {log.notes()}" if log.notes() else ""), file=sys.stderr)
             inp.server_events = events_frame(events)
             inp.sources.append(Source("server_log", args.server_log))
         if args.server_metrics is not None:
