@@ -385,6 +385,18 @@ def _file_stamp(chunk: str) -> float | None:
     return max(stamps) / 1000.0 if stamps else None
 
 
+def _check_series(chunks: list[str], name: str) -> None:
+    """Refuse a page with a scrape of more ``sglang:``/``vllm:`` series than ``MAX_SERIES``
+    (the cap of a live scrape), counted before anything is parsed."""
+    for i, chunk in enumerate(chunks):
+        n = sum(1 for ln in chunk.splitlines() if ln.lstrip().startswith(DEFAULT_PREFIXES))
+        if n > MAX_SERIES:
+            raise ValueError(f"{name}: scrape {i + 1} of the page holds {n} sglang:/vllm: "
+                             f"series, over the cap of {MAX_SERIES} a scrape may hold (an "
+                             f"SGLang or vLLM server exposes a few hundred; a live scrape "
+                             f"this large is refused too); nothing was read from it")
+
+
 def read_page(text: str, *, start: float | None = None, end: float | None = None,
               interval: float = 1.0, name: str = "<page>") -> PageRead:
     """Read a saved SGLang/vLLM ``/metrics`` page: one scrape or many appended.
@@ -404,11 +416,13 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     scrapes, a ``---``) are left out and listed in ``skipped``.
 
     Raises:
-        ValueError: the page holds no ``sglang:``/``vllm:`` series, or a scrape is not valid
-            exposition (the message names the file and the scrape).
+        ValueError: the page holds no ``sglang:``/``vllm:`` series, a scrape is not valid
+            exposition, or a scrape holds more than ``MAX_SERIES`` series (the live cap;
+            the message names the file and the scrape).
     """
     text, skipped = _drop_strays(text)
     chunks = _split_scrapes(text)
+    _check_series(chunks, name)
     stamps = [_file_stamp(c) for c in chunks]
     if stamps and all(t is not None for t in stamps):
         if min(stamps) < _EARLIEST_S:

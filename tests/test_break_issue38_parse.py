@@ -200,3 +200,28 @@ def test_counts_that_look_like_small_codes_stay_readings():
     got = parse_lines([line])
     assert got.events[0].fields["token"] == 32767 and not got.refused
     assert got.events[0].fields["gen_throughput_tok_s"] == 65535.0
+
+
+# -- 5. a saved /metrics page over the series cap -----------------------------------------------
+
+def _big_page(n: int) -> str:
+    return ("# HELP sglang:num_running_reqs The number of running requests.\n"
+            "# TYPE sglang:num_running_reqs gauge\n"
+            + "".join(f'sglang:num_running_reqs{{dp_rank="{i}"}} 1.0\n' for i in range(n)))
+
+
+def test_a_saved_page_over_the_live_series_cap_is_refused_naming_the_file(tmp_path, capsys):
+    from tealeaves.collectors.server_metrics import MAX_SERIES, read_page
+
+    with pytest.raises(ValueError, match=r"big\.prom: scrape 1 of the page holds 40001"):
+        read_page(_big_page(MAX_SERIES + 1), end=1.8e9, name="big.prom")
+    assert len(read_page(_big_page(50), end=1.8e9).frame) == 50  # a small one still reads
+
+    page = tmp_path / "big.prom"
+    page.write_text(_big_page(MAX_SERIES + 1))
+    store = tmp_path / "s.db"
+    # before: 40001 series (and 300,000 alike) were stored from a saved page
+    assert main(["import", str(page), "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(page) in err[0] and f"cap of {MAX_SERIES}" in err[0]
+    assert "nothing was imported" in err[0] and not store.exists()
