@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..data.server_lines import no_reading
+
 __all__ = [
     "DEFAULT_PREFIXES",
     "FRAME_COLUMNS",
@@ -157,8 +159,18 @@ def parse_labels(s: str) -> dict[str, str]:
     return out
 
 
+#: Series that carry a server-log field, bounded as it is (``data.server_lines.FIELD_BOUNDS``).
+_FIELD_OF = {"sglang:num_running_reqs": "running_req", "vllm:num_requests_running": "running_req",
+             "sglang:num_queue_reqs": "queue_req", "vllm:num_requests_waiting": "queue_req",
+             "sglang:token_usage": "token_usage", "vllm:kv_cache_usage_perc": "token_usage",
+             "vllm:gpu_cache_usage_perc": "token_usage",
+             "sglang:gen_throughput": "gen_throughput_tok_s",
+             "sglang:spec_accept_length": "accept_len"}
+
+
 def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
-                  keep_created: bool = False, own_times: bool = False) -> list[MetricSample]:
+                  keep_created: bool = False, own_times: bool = False,
+                  refused: dict[tuple[str, str], int] | None = None) -> list[MetricSample]:
     """Parse Prometheus text exposition into samples stamped with the scrape time.
 
     Args:
@@ -171,6 +183,11 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
             next to counters, histograms and summaries (creation times, epoch s).
         own_times: a sample that carries its own timestamp (exposition's optional
             milliseconds after the value) keeps it instead of ``t`` (a saved page).
+        refused: when given, counts values that are no reading under ``(sample name,
+            "blank" | "impossible")``: a blank code (``data.server_lines.BLANK_CODES``:
+            4294967295, 2**47, 2**64-1 ...), +-Inf (a numeral too long reads as one), or a
+            value outside the bounds of the server-log field the series carries
+            (``sglang:gen_throughput`` over 1e8 tok/s ...).  Such a value is NaN.
 
     Returns:
         The samples in exposition order.
@@ -195,7 +212,13 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
                     and fam.type != "unknown":
                 continue
             ts = float(s.timestamp) if own_times and s.timestamp is not None else float(t)
-            out.append(MetricSample(name=s.name, labels=dict(s.labels), value=float(s.value),
+            value = float(s.value)
+            why = None if math.isnan(value) else no_reading(_FIELD_OF.get(s.name), value)
+            if why is not None:
+                value = _NAN
+                if refused is not None:
+                    refused[(s.name, why)] = refused.get((s.name, why), 0) + 1
+            out.append(MetricSample(name=s.name, labels=dict(s.labels), value=value,
                                     kind=fam.type, t=ts, family=fam.name))
     return out
 
@@ -292,7 +315,7 @@ class RateTracker:
 # saved pages
 
 #: A sample line of the exposition: series (name and labels), value, optional timestamp (ms).
-_RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d{1,19}))?\s*$")
 _RE_HELP = re.compile(r"^#\s*HELP\s+(\S+)")
 _EARLIEST_S = 946_684_800.0  # 2000-01-01: an older sample timestamp is a misread one
 
@@ -310,7 +333,9 @@ class PageRead:
             ``"end"`` (the last scrape at the caller's ``end``: the file's modification time).
         engine: ``"sglang"``, ``"vllm"`` or both joined with ``+``.
         skipped: ``(line number, line)`` of every non-blank line that is neither a comment
-            nor a sample (a prompt, a ``date`` between scrapes, a ``---``): left out.
+            nor a sample (a prompt, a ``date`` between scrapes, a ``---``, a sample whose
+            timestamp has more than 19 digits): left out.
+        refused: values that are no reading, stored as NaN (``parse_metrics``' ``refused``).
     """
 
     frame: pd.DataFrame
@@ -318,6 +343,7 @@ class PageRead:
     stamped: str
     engine: str
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _sample_line(s: str) -> bool:
@@ -438,11 +464,12 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
         how = "end"
     tracker = RateTracker()
     frames = []
+    refused: dict[tuple[str, str], int] = {}
     for i, (chunk, t) in enumerate(zip(chunks, times, strict=True)):
         try:
             # with stamps in the file each sample keeps its own: a page cut into scrapes
             # where a series repeats need not start at a scrape's first line
-            samples = parse_metrics(chunk, t, own_times=how == "file")
+            samples = parse_metrics(chunk, t, own_times=how == "file", refused=refused)
         except ValueError as exc:
             raise ValueError(f"{name}: scrape {i + 1} is not Prometheus text ({exc})") from None
         frames.append(tracker.update(samples))
@@ -452,7 +479,7 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
         raise ValueError(f"{name}: holds no sglang: or vllm: series")
     engines = sorted({n.split(":", 1)[0] for n in frame["name"].unique()})
     return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines),
-                    skipped=skipped)
+                    skipped=skipped, refused=refused)
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,7 +492,9 @@ class ScrapeHealth:
     since the last success, ``last_error`` (``"Type: message"`` of the latest failure, or
     ``None`` before any), ``last_ok`` (UTC epoch s of the latest success, or ``None``),
     ``errors`` (failure count per exception type name, e.g. ``HTTPError``, ``TimeoutError``,
-    ``ConnectionRefusedError``, ``ValueError`` for a body that is not exposition text)."""
+    ``ConnectionRefusedError``, ``ValueError`` for a body that is not exposition text),
+    ``refused`` (values that were no reading, kept as NaN: ``(sample name, "blank" |
+    "impossible")`` -> count, see :func:`parse_metrics`)."""
 
     scrapes: int = 0
     failures: int = 0
@@ -473,6 +502,7 @@ class ScrapeHealth:
     last_error: str | None = None
     last_ok: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _metrics_url(url: str) -> str:
@@ -551,7 +581,7 @@ class MetricsScraper:
         h.scrapes += 1
         try:
             text, t = self._fetch()
-            samples = parse_metrics(text, t, self.prefixes)
+            samples = parse_metrics(text, t, self.prefixes, refused=h.refused)
             if len(samples) > MAX_SERIES:
                 raise ValueError(f"{len(samples)} series in one scrape, over the cap of "
                                  f"{MAX_SERIES}: not stored")

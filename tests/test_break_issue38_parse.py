@@ -225,3 +225,34 @@ def test_a_saved_page_over_the_live_series_cap_is_refused_naming_the_file(tmp_pa
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(page) in err[0] and f"cap of {MAX_SERIES}" in err[0]
     assert "nothing was imported" in err[0] and not store.exists()
+
+
+def test_blank_codes_and_huge_numerals_in_a_saved_page_are_no_reading(tmp_path, capsys):
+    from tealeaves.collectors.server_metrics import parse_metrics, read_page
+
+    page = ("# TYPE sglang:num_running_reqs gauge\n"
+            'sglang:num_running_reqs{dp_rank="0"} 4294967295\n'
+            'sglang:num_running_reqs{dp_rank="1"} 7\n'
+            "# TYPE sglang:gen_throughput gauge\n"
+            f'sglang:gen_throughput{{dp_rank="0"}} {HUGE}\n'
+            'sglang:gen_throughput{dp_rank="1"} 234000000000\n'
+            f'sglang:num_queue_reqs{{dp_rank="0"}} 3 {HUGE}\n')
+    r = read_page(page, end=1.8e9, name="p.prom")  # before: a ValueError naming no file
+    vals = dict(zip(r.frame["name"] + r.frame["labels"], r.frame["value"], strict=True))
+    assert vals["sglang:num_running_reqsdp_rank=1"] == 7.0
+    assert np.isnan(vals["sglang:num_running_reqsdp_rank=0"])  # before: 4294967295
+    assert np.isnan(vals["sglang:gen_throughputdp_rank=0"])  # before: inf
+    assert np.isnan(vals["sglang:gen_throughputdp_rank=1"])  # past 1e8 tok/s
+    assert r.refused == {("sglang:num_running_reqs", "blank"): 1,
+                         ("sglang:gen_throughput", "impossible"): 2}
+    assert [n for n, _ in r.skipped] == [7]  # the 5000-digit timestamp: not a sample line
+    refused: dict = {}
+    parse_metrics("sglang:token_usage 18446744073709551615\n", 1.8e9, refused=refused)
+    assert refused == {("sglang:token_usage", "blank"): 1}  # a live scrape counts them too
+
+    f = tmp_path / "p.prom"
+    f.write_text(page)
+    assert main(["import", str(f), "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "sglang:num_running_reqs: 1 blank code (no reading; stored as NaN)" in out
+    assert "sglang:gen_throughput: 2 impossible values (no reading; stored as NaN)" in out

@@ -224,7 +224,7 @@ def metrics_file(path: Path):
 
 def page_summary(page: dict) -> dict:
     """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
-    came from, and per DP rank the mean generation throughput, running and queued requests
+    came from, values that were no reading (``no_reading``), and per DP rank the mean generation throughput, running and queued requests
     and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
     from ...classifier.server_balance import (
         balancedness_line,
@@ -261,7 +261,9 @@ def page_summary(page: dict) -> dict:
             "uneven_ranks": spread["uneven_ranks"] if spread else [],
             "expert_balance": experts, "normalised": page["notes"],
             "skipped": [{"line": n, "reason": f"not Prometheus text: {t}"}
-                        for n, t in r.skipped]}
+                        for n, t in r.skipped],
+            "no_reading": [{"series": name, "why": why, "values": n}
+                           for (name, why), n in sorted(r.refused.items())]}
 
 
 def print_page(p: dict, utc: bool) -> None:
@@ -277,6 +279,9 @@ def print_page(p: dict, utc: bool) -> None:
         print(f"  NOTE: no timestamps in the page: scrapes placed 1 s apart {how}")
     if p["normalised"]:
         print(f"  pasted text: {'; '.join(p['normalised'])}")
+    for x in p["no_reading"]:
+        what = "blank code" if x["why"] == "blank" else "impossible value"
+        print(f"  {x['series']}: {plural(x['values'], what)} (no reading; stored as NaN)")
     for sk in p["skipped"][:20]:
         print(f"  line {sk['line']}: {sk['reason']}")
     if len(p["skipped"]) > 20:
