@@ -256,3 +256,17 @@ def test_blank_codes_and_huge_numerals_in_a_saved_page_are_no_reading(tmp_path, 
     out = capsys.readouterr().out
     assert "sglang:num_running_reqs: 1 blank code (no reading; stored as NaN)" in out
     assert "sglang:gen_throughput: 2 impossible values (no reading; stored as NaN)" in out
+
+
+def test_a_screenshot_time_from_its_name_is_read_with_a_tz_offset_too():
+    """``report --screenshot P --tz +02:00``: the CLI takes the offset; the screenshot's
+    time from its name was dropped (None) because only IANA names were read."""
+    from tealeaves.data.screenshots import CaptureTime, ScreenshotError
+
+    when = CaptureTime(local=dt.datetime(2026, 6, 1, 12, 0), offset_s=None, instant=None,
+                       source="file name (scrot)")
+    assert when.resolve("+02:00") == _utc(2026, 6, 1, 10, 0)
+    assert when.resolve("-0530") == _utc(2026, 6, 1, 17, 30)
+    assert when.resolve("Europe/Berlin") == _utc(2026, 6, 1, 10, 0)
+    with pytest.raises(ScreenshotError, match="unknown time zone"):
+        when.resolve("+25:00")
