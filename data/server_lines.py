@@ -44,6 +44,7 @@ BLANK_CODES: frozenset[float] = frozenset(
      float(2**64 - 1), float(2**64)}
     | {c for codes in SENTINELS.values() for c in codes})
 
+_SMALLEST_CODE = 0.999 * min(BLANK_CODES)  # below it no code can match (a fast test)
 _REQS = (0.0, 1e6)        # requests in one scheduler: SGLang's --max-running-requests is
 #                           thousands, a KV pool cannot hold a million requests
 _TOKENS = (0.0, 1e10)     # tokens: a KV pool holds ~1e7 tokens per GPU; 1e10 is far past a node
@@ -158,7 +159,7 @@ def no_reading(key: str | None, val: float) -> str | None:
     v = float(val)
     if not math.isfinite(v):
         return "impossible"
-    if v in BLANK_CODES or bool(is_blank(v)):
+    if v in BLANK_CODES or (abs(v) >= _SMALLEST_CODE and bool(is_blank(v))):
         return "blank"
     lo, hi = FIELD_BOUNDS.get(key, (-math.inf, math.inf)) if key else (-math.inf, math.inf)
     return None if lo <= v <= hi else "impossible"
