@@ -49,19 +49,20 @@ def parse_zone(tz: str | dt.tzinfo | None) -> dt.tzinfo:
         # a ValueError like every other refusal here: callers catch that one
         raise ValueError(f"tz must be a zone name, an offset or a tzinfo, got {tz!r}")  # noqa: TRY004
     s = tz.strip()
+    shown = repr(s) if len(s) <= 64 else f"{s[:40]!r}... ({len(s)} characters)"
     if s.upper() in ("UTC", "Z", "GMT", ""):
         return dt.UTC
     m = _OFFSET_RE.match(s)
     if m:
         hours, minutes = int(m.group(2)), int(m.group(3) or 0)
         if hours > 23 or minutes > 59:
-            raise ValueError(f"time-zone offset {tz!r} is out of range")
+            raise ValueError(f"time-zone offset {shown} is out of range")
         delta = dt.timedelta(hours=hours, minutes=minutes)
         return dt.timezone(-delta if m.group(1) == "-" else delta)
     try:
         return ZoneInfo(s)
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise ValueError(f"unknown time zone {tz!r} (IANA name such as Europe/Berlin, UTC, "
+        raise ValueError(f"unknown time zone {shown} (IANA name such as Europe/Berlin, UTC, "
                          f"or an offset like +02:00)") from exc
 
 

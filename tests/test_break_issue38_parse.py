@@ -270,3 +270,12 @@ def test_a_screenshot_time_from_its_name_is_read_with_a_tz_offset_too():
     assert when.resolve("Europe/Berlin") == _utc(2026, 6, 1, 10, 0)
     with pytest.raises(ScreenshotError, match="unknown time zone"):
         when.resolve("+25:00")
+
+
+def test_a_5000_character_tz_is_one_short_line(tmp_path, capsys):
+    f = tmp_path / "dmon.txt"
+    f.write_text(_dmon([("20260601", "12:00:00", 7)]))
+    assert main(["import", str(f), "--store", str(tmp_path / "s.db"), "--tz", "a" * 5000]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "(5000 characters)" in err[0] and len(err[0]) < 250
+    assert not (tmp_path / "s.db").exists()
