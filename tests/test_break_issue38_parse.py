@@ -279,3 +279,28 @@ def test_a_5000_character_tz_is_one_short_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "(5000 characters)" in err[0] and len(err[0]) < 250
     assert not (tmp_path / "s.db").exists()
+
+
+def test_dcgmi_and_the_smi_table_read_the_clock_changes_too():
+    dcgmi = "#Entity   GPUTL\nID\n" + "".join(
+        f"{d} {t} GPU 0   {v}\n" for d, t, v in (
+            ("2026-10-25", "02:10:00", 1), ("2026-10-25", "02:50:00", 2),
+            ("2026-10-25", "02:10:00", 3), ("2026-03-29", "02:30:00", 4)))
+    res = import_text(dcgmi, "dcgmi", tz=BERLIN)
+    ts = res.samples.sort_values("gpu_util")["timestamp"].to_numpy()
+    assert list(res.samples.sort_values("gpu_util")["gpu_util"]) == [1.0, 2.0, 3.0]
+    assert ts[2] - ts[0] == 3600.0  # before: the same instant
+    assert [n for n, _ in res.skipped] == [6]
+
+    from pathlib import Path
+
+    table = (Path(__file__).parent / "published" /
+             "smi_table_h100x8_535_dated_procs_09.txt").read_text()
+    body = table.split("\n", 1)[1]
+    two = f"Sun Oct 25 02:40:00 2026\n{body}\nSun Oct 25 02:10:00 2026\n{body}"
+    res = import_text(two, "table", tz=BERLIN)
+    stamps = sorted(set(res.samples["timestamp"]))
+    assert stamps == [_utc(2026, 10, 25, 0, 40), _utc(2026, 10, 25, 1, 10)]
+    assert "1 read as its second pass" in " ".join(res.notes)
+    gap = import_text(f"Sun Mar 29 02:30:00 2026\n{body}", "table", tz=BERLIN, end_time=1.8e9)
+    assert gap.skipped[0][0] == 1 and "does not exist" in gap.skipped[0][1]
