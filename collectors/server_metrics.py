@@ -318,6 +318,7 @@ class RateTracker:
 _RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d{1,19}))?\s*$")
 _RE_HELP = re.compile(r"^#\s*HELP\s+(\S+)")
 _EARLIEST_S = 946_684_800.0  # 2000-01-01: an older sample timestamp is a misread one
+_FUTURE_SLACK_S = 86_400.0  # a sample more than a day after now is a misread one too
 
 
 @dataclass
@@ -336,6 +337,8 @@ class PageRead:
             nor a sample (a prompt, a ``date`` between scrapes, a ``---``, a sample whose
             timestamp has more than 19 digits): left out.
         refused: values that are no reading, stored as NaN (``parse_metrics``' ``refused``).
+        stamps_refused: why the samples' own timestamps were not used (misread ones, with
+            ``start`` given), else None.
     """
 
     frame: pd.DataFrame
@@ -344,6 +347,7 @@ class PageRead:
     engine: str
     skipped: list[tuple[int, str]] = field(default_factory=list)
     refused: dict[tuple[str, str], int] = field(default_factory=dict)
+    stamps_refused: str | None = None
 
 
 def _sample_line(s: str) -> bool:
@@ -404,11 +408,24 @@ def _split_scrapes(text: str) -> list[str]:
             if any(x.strip() and not x.strip().startswith("#") for x in c)]
 
 
-def _file_stamp(chunk: str) -> float | None:
-    """The newest sample timestamp written in a scrape (epoch s), or None."""
+def _stamp_range(chunk: str) -> tuple[float, float] | None:
+    """The oldest and newest sample timestamps written in a scrape (epoch s), or None."""
     stamps = [int(m.group(3)) for ln in chunk.splitlines()
               if (m := _RE_SAMPLE.match(ln.strip())) and m.group(3) is not None]
-    return max(stamps) / 1000.0 if stamps else None
+    return (min(stamps) / 1000.0, max(stamps) / 1000.0) if stamps else None
+
+
+def _bad_stamps(ranges: list[tuple[float, float]]) -> str | None:
+    """Why a page's sample timestamps (``_stamp_range`` of each scrape) are misread ones, or
+    None when they are all from 2000 to a day after now."""
+    if min(r[0] for r in ranges) < _EARLIEST_S:
+        return ("before 2000 (written in seconds? the exposition format's are "
+                "milliseconds)")
+    newest = max(r[1] for r in ranges)
+    if newest > time.time() + _FUTURE_SLACK_S:
+        return (f"more than a day after now (up to epoch {newest:.0f} s: a misread or "
+                f"mistyped number?)")
+    return None
 
 
 def _check_series(chunks: list[str], name: str) -> None:
@@ -429,7 +446,9 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
 
     Args:
         text: the page (Prometheus text exposition; pasted forms already undone).
-        start: UTC epoch s of the first scrape when the samples carry no timestamps.
+        start: UTC epoch s of the first scrape when the samples carry no timestamps, or
+            carry ones before 2000 or more than a day after now (misread: refused without
+            ``start``).
         end: UTC epoch s of the last scrape when neither the samples nor ``start`` give one
             (the file's modification time); default now.
         interval: seconds between scrapes placed by ``start`` or ``end``.
@@ -449,13 +468,14 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     text, skipped = _drop_strays(text)
     chunks = _split_scrapes(text)
     _check_series(chunks, name)
-    stamps = [_file_stamp(c) for c in chunks]
-    if stamps and all(t is not None for t in stamps):
-        if min(stamps) < _EARLIEST_S:
-            raise ValueError(f"{name}: its sample timestamps read as before 2000 (written in "
-                             f"seconds? the exposition format's are milliseconds); give "
-                             f"--start-time instead")
-        times, how = [float(t) for t in stamps], "file"
+    ranges = [_stamp_range(c) for c in chunks]
+    stamped = bool(ranges) and all(r is not None for r in ranges)
+    bad = _bad_stamps(ranges) if stamped else None
+    if bad is not None and start is None:
+        raise ValueError(f"{name}: its sample timestamps read as {bad}; give --start-time to "
+                         f"place its scrapes instead")
+    if stamped and bad is None:
+        times, how = [r[1] for r in ranges], "file"
     elif start is not None:
         times, how = [start + i * interval for i in range(len(chunks))], "start_time"
     else:
@@ -479,7 +499,7 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
         raise ValueError(f"{name}: holds no sglang: or vllm: series")
     engines = sorted({n.split(":", 1)[0] for n in frame["name"].unique()})
     return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines),
-                    skipped=skipped, refused=refused)
+                    skipped=skipped, refused=refused, stamps_refused=bad)
 
 
 # --------------------------------------------------------------------------------------------

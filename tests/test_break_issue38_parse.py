@@ -304,3 +304,23 @@ def test_dcgmi_and_the_smi_table_read_the_clock_changes_too():
     assert "1 read as its second pass" in " ".join(res.notes)
     gap = import_text(f"Sun Mar 29 02:30:00 2026\n{body}", "table", tz=BERLIN, end_time=1.8e9)
     assert gap.skipped[0][0] == 1 and "does not exist" in gap.skipped[0][1]
+
+
+def test_a_saved_page_stamped_far_in_the_future_is_refused_or_placed_by_start_time(
+        tmp_path, capsys):
+    from tealeaves.collectors.server_metrics import read_page
+
+    page = tmp_path / "fut.prom"
+    page.write_text("sglang:num_running_reqs 1 1780000000000\n"
+                    "sglang:num_running_reqs 2 9999999999999999999\n")
+    store = tmp_path / "s.db"
+    # before: stored at year 316,889,355, then a ValueError traceback printing the summary
+    assert main(["import", str(page), "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "more than a day after now" in err[0] and str(page) in err[0]
+    assert not store.exists()
+    assert main(["import", str(page), "--store", str(store), "--start-time", "1780000000"]) == 0
+    assert "not used: scrapes placed 1 s apart from --start-time" in capsys.readouterr().out
+    r = read_page(page.read_text(), start=1_780_000_000.0, name="fut.prom")
+    assert list(r.frame["timestamp"]) == [1_780_000_000.0, 1_780_000_001.0]
+    assert r.stamped == "start_time" and "more than a day" in r.stamps_refused

@@ -262,6 +262,7 @@ def page_summary(page: dict) -> dict:
             "expert_balance": experts, "normalised": page["notes"],
             "skipped": [{"line": n, "reason": f"not Prometheus text: {t}"}
                         for n, t in r.skipped],
+            "stamps_refused": r.stamps_refused,
             "no_reading": [{"series": name, "why": why, "values": n}
                            for (name, why), n in sorted(r.refused.items())]}
 
@@ -276,7 +277,9 @@ def print_page(p: dict, utc: bool) -> None:
     if p["stamped"] != "file":
         how = ("from --start-time" if p["stamped"] == "start_time"
                else "with the last at its modification time; give --start-time to place it")
-        print(f"  NOTE: no timestamps in the page: scrapes placed 1 s apart {how}")
+        why = (f"its timestamps read as {p['stamps_refused']}, not used"
+               if p.get("stamps_refused") else "no timestamps in the page")
+        print(f"  NOTE: {why}: scrapes placed 1 s apart {how}")
     if p["normalised"]:
         print(f"  pasted text: {'; '.join(p['normalised'])}")
     for x in p["no_reading"]:
