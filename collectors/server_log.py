@@ -154,7 +154,9 @@ class ServerEvent:
         kind: ``'prefill'`` or ``'decode'`` (SGLang batches) or ``'stats'`` (vLLM stats and
             speculative-decoding lines).
         fields: known fields by their canonical keys (see the module docstring); counts are
-            ints, rates and fractions floats, ``cuda_graph`` a bool.
+            ints, rates and fractions floats, ``cuda_graph`` a bool.  A value that is no
+            reading (a blank code, a value past its bounds) is absent, and counted by the
+            parser (``ServerLogParser.refused``).
         source_line: 1-based line number in the input (in ``follow``: counted across rotations).
         extra: fields this parser does not know, under their names as written in the log.
     """
@@ -200,8 +202,8 @@ class ParseResult:
 
     def value_note(self) -> str:
         """The values left out as no reading, for a summary line (``""`` when none):
-        ``"values read as missing: running_req 2 blank codes, gen_throughput_tok_s 1
-        impossible"``."""
+        ``"values read as missing (no reading): gen_throughput_tok_s 1 impossible value,
+        running_req 2 blank codes"`` (``refused_note``)."""
         return refused_note(self.refused)
 
     def notes(self) -> str:
