@@ -324,3 +324,28 @@ def test_a_saved_page_stamped_far_in_the_future_is_refused_or_placed_by_start_ti
     r = read_page(page.read_text(), start=1_780_000_000.0, name="fut.prom")
     assert list(r.frame["timestamp"]) == [1_780_000_000.0, 1_780_000_001.0]
     assert r.stamped == "start_time" and "more than a day" in r.stamps_refused
+
+
+def test_collect_following_a_log_says_what_it_left_out_when_it_stops(tmp_path, capsys):
+    import threading
+    import time
+
+    from tealeaves.collectors import start_server_signals
+    from tealeaves.data.store import SampleStore
+
+    log = tmp_path / "sglang.log"
+    log.write_text(SGLANG_BLANKS + "\n")
+    stop = threading.Event()
+    with SampleStore(tmp_path / "s.db") as store:
+        threads = start_server_signals(store, stop, server_log=log, from_start=True)
+        deadline = time.monotonic() + 30  # a hang guard, not a timing assertion
+        while not len(store.server_events()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(timeout=10)
+        ev = store.server_events()
+    assert len(ev) == 1 and ev["token"].iloc[0] == 11179
+    assert "running_req" not in ev.columns or np.isnan(ev["running_req"].iloc[0])
+    err = capsys.readouterr().err
+    assert "server log" in err and "running_req 1 blank code" in err
