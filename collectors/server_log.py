@@ -361,18 +361,20 @@ class ServerLogParser:
     def parse_line(self, line: str, lineno: int = 0) -> ServerEvent | None:
         """One line -> an event, or None when it is not a (wanted) server line."""
         clean = _ANSI_RE.sub("", line)
-        found: tuple[str, ServerEvent, tuple] | None = None
+        found: tuple[str, ServerEvent, tuple, dict] | None = None
         if self._fixed_fmt in (None, "sglang"):
             found = self._sglang(clean, lineno)
         if found is None and self._fixed_fmt in (None, "vllm"):
             found = self._vllm(clean, lineno)
         if found is None:
             return None
-        fmt, ev, chain = found
+        fmt, ev, chain, refused = found
         if self.format is None:
             self.format = fmt
         elif fmt != self.format:
             return None
+        for k, n in refused.items():  # counted only for a line taken as an event
+            self.refused[k] = self.refused.get(k, 0) + n
         if chain:
             ev.start = self._prev.get(chain) if ev.timestamp is not None else None
             if ev.timestamp is not None:
@@ -380,10 +382,6 @@ class ServerLogParser:
         return ev
 
     # -- helpers -------------------------------------------------------------------------
-    def _refuse(self, refused: dict[tuple[str, str], int]) -> None:
-        for k, n in refused.items():
-            self.refused[k] = self.refused.get(k, 0) + n
-
     def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
         if naive is None:
             return None
@@ -411,7 +409,6 @@ class ServerLogParser:
         known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS, refused)
         if not known and not extra and not refused:
             return None
-        self._refuse(refused)
         prefix = line[:m.start()]
         p = _SGLANG_PREFIX_RE.match(prefix)
         if p is not None:
@@ -424,7 +421,7 @@ class ServerLogParser:
         ev = ServerEvent(timestamp=ts, start=ts if kind == "prefill" else None, rank=rank,
                          kind=kind, fields=known, source_line=lineno, extra=extra)
         chain = ("sglang-decode", *sorted(rank.items())) if kind == "decode" else ()
-        return "sglang", ev, chain
+        return "sglang", ev, chain, refused
 
     def _vllm_stamp(self, prefix: str) -> float | None:
         iso = _ISO_RE.search(prefix)
@@ -468,7 +465,6 @@ class ServerLogParser:
         known, extra = _fields(body.rstrip(" ,."), table, refused)
         if not known and not any(k in _CANONICAL for k, _ in refused):
             return None
-        self._refuse(refused)
         prefix = line[:m.start()]
         rank: dict[str, int] = {}
         if m.group("eng") is not None:
@@ -483,7 +479,7 @@ class ServerLogParser:
         ts = self._vllm_stamp(prefix)
         ev = ServerEvent(timestamp=ts, start=None, rank=rank, kind="stats", fields=known,
                          source_line=lineno, extra=extra)
-        return "vllm", ev, (chain_kind, *sorted(rank.items()))
+        return "vllm", ev, (chain_kind, *sorted(rank.items())), refused
 
 
 # --------------------------------------------------------------------------------------------

@@ -217,8 +217,9 @@ def line_format(line: str) -> str | None:
     clean = ANSI_RE.sub("", line)
     m = SGLANG_MSG_RE.search(clean)
     if m is not None:
-        known, extra = fields(clean[m.end():].rstrip(" ,."), SGLANG_FIELDS)
-        if known or extra:
+        refused: dict[tuple[str, str], int] = {}
+        known, extra = fields(clean[m.end():].rstrip(" ,."), SGLANG_FIELDS, refused)
+        if known or extra or refused:  # a line of blank codes alone is still the server's
             return "sglang"
     m = VLLM_MSG_RE.search(clean)
     if m is not None:
@@ -229,6 +230,9 @@ def line_format(line: str) -> str | None:
             body, table = clean[m.end():], VLLM_SPEC
         else:
             body, table = clean[m.end():], VLLM_SPEC_V0
-        if fields(body.rstrip(" ,."), table)[0]:
+        refused = {}
+        canonical = {key for key, _ in table.values()}
+        if fields(body.rstrip(" ,."), table, refused)[0] or any(
+                k in canonical for k, _ in refused):
             return "vllm"
     return None

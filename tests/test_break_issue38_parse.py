@@ -127,6 +127,25 @@ def test_blank_codes_in_an_sglang_line_are_missing_and_counted():
     assert "running_req 1 blank code" in got.notes()
 
 
+def test_a_line_of_blank_codes_alone_is_still_a_server_line_and_counted(tmp_path):
+    from tealeaves.data.importers import ImportFormatError
+    from tealeaves.data.server_lines import line_format
+
+    sg = "[2026-06-01 12:00:00 TP0] Decode batch, #running-req: 4294967295, "
+    vl = "INFO 06-01 12:00:05 [loggers.py:271] Avg prompt throughput: 140737488355328 tokens/s"
+    got = parse_lines([sg, vl])
+    assert got.refused == {("running_req", "blank"): 1}  # vl: a vLLM line in an SGLang log
+    assert got.events[0].fields == {}
+    got = parse_lines([vl], year=2026)
+    assert got.refused == {("prompt_throughput_tok_s", "blank"): 1}
+    assert len(got.events) == 1 and got.events[0].fields == {}
+    assert (line_format(sg), line_format(vl)) == ("sglang", "vllm")
+    f = tmp_path / "blank.log"
+    f.write_text(sg + "\n")
+    with pytest.raises(ImportFormatError, match="--server-log"):
+        import_file(f)
+
+
 def test_blank_codes_and_impossible_values_in_a_vllm_line_are_missing_and_counted():
     got = parse_lines([VLLM_BLANKS], year=2026)
     f = got.events[0].fields
@@ -349,3 +368,4 @@ def test_collect_following_a_log_says_what_it_left_out_when_it_stops(tmp_path, c
     assert "running_req" not in ev.columns or np.isnan(ev["running_req"].iloc[0])
     err = capsys.readouterr().err
     assert "server log" in err and "running_req 1 blank code" in err
+
