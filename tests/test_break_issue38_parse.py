@@ -369,3 +369,22 @@ def test_collect_following_a_log_says_what_it_left_out_when_it_stops(tmp_path, c
     err = capsys.readouterr().err
     assert "server log" in err and "running_req 1 blank code" in err
 
+
+
+def test_classify_with_a_saved_page_of_blank_codes_says_so(tmp_path, capsys):
+    import json
+
+    from tealeaves.data import bundled_trace_path
+
+    page = tmp_path / "p.prom"
+    page.write_text("# TYPE sglang:num_running_reqs gauge\n"
+                    'sglang:num_running_reqs{dp_rank="0"} 4294967295\n'
+                    'sglang:num_running_reqs{dp_rank="1"} 7\n')
+    assert main(["classify", str(bundled_trace_path()), "--server-metrics", str(page)]) == 0
+    said = capsys.readouterr()
+    assert "sglang:num_running_reqs 1 blank code" in said.out + said.err
+    assert main(["classify", str(bundled_trace_path()), "--server-metrics", str(page),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["server_metrics"]["no_reading"] == [
+        {"series": "sglang:num_running_reqs", "why": "blank", "values": 1}]

@@ -343,10 +343,16 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
              f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
              + ("" if inside else "; NOT within the trace's time span: read as it is")]
+    from ...collectors.server_log import refused_note
+
+    if page.refused:  # blank codes and impossible values, stored as NaN
+        lines.append(f"  {refused_note(page.refused)}")
     b = read_balance(frame)
     spread, heat = b["spread"], b["heat"]
     out = {"file": str(path), "span": [t0, t1], "stamped": page.stamped,
-           "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None}
+           "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None,
+           "no_reading": [{"series": n, "why": why, "values": k}
+                          for (n, why), k in sorted(page.refused.items())]}
     if heat is not None:
         out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                                  for k, v in heat.items()}
