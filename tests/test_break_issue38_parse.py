@@ -388,3 +388,8 @@ def test_classify_with_a_saved_page_of_blank_codes_says_so(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["server_metrics"]["no_reading"] == [
         {"series": "sglang:num_running_reqs", "why": "blank", "values": 1}]
+
+    rep = tmp_path / "r.html"
+    assert main(["report", "--trace", str(bundled_trace_path()), "--server-metrics", str(page),
+                 "--out", str(rep)]) == 0
+    assert "sglang:num_running_reqs 1 blank code" in capsys.readouterr().err

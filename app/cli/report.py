@@ -78,6 +78,10 @@ def cmd_report(args: argparse.Namespace) -> int:
             from .imports import metrics_file
 
             page = metrics_file(args.server_metrics)
+            if page.refused:  # blank codes and impossible values, read as NaN
+                from ...collectors.server_log import refused_note
+
+                print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
             inp.server_metrics = page.frame
             inp.sources.append(Source("server_metrics", args.server_metrics))
         for pic in args.screenshot or ():
