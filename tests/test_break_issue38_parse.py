@@ -393,3 +393,15 @@ def test_classify_with_a_saved_page_of_blank_codes_says_so(tmp_path, capsys):
     assert main(["report", "--trace", str(bundled_trace_path()), "--server-metrics", str(page),
                  "--out", str(rep)]) == 0
     assert "sglang:num_running_reqs 1 blank code" in capsys.readouterr().err
+
+
+def test_a_repeated_time_with_microseconds_is_not_taken_for_a_skipped_one():
+    from zoneinfo import ZoneInfo
+
+    from tealeaves.data.wallclock import LocalClock
+
+    clock = LocalClock(ZoneInfo(BERLIN))
+    got = [clock.epoch(dt.datetime(2026, 10, 25, 2, 10, 0, us)) for us in range(0, 10**6, 997)]
+    assert None not in got and clock.gaps == 0 and clock.ambiguous == len(got)
+    lord_howe = LocalClock(ZoneInfo("Australia/Lord_Howe"))  # a 30-minute change
+    assert lord_howe.epoch(dt.datetime(2026, 10, 4, 2, 15)) is None and lord_howe.gaps == 1
