@@ -1121,6 +1121,20 @@ _RE_LEADING_TS = re.compile(
     r"^\[?(\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]?\s+(?=[A-Za-z#])", re.ASCII)
 
 
+def _leading_stamp(s: str, clock: LocalClock) -> tuple[float | None, str, str | None]:
+    """A line's leading date-time (a ``dcgmi dmon`` line under ``ts``/``date``): ``(UTC epoch
+    s or None, the rest of the line, why it is refused: a time the zone's clocks skipped)``."""
+    m = _RE_LEADING_TS.match(s)
+    if not m:
+        return None, s, None
+    try:
+        dt = datetime.fromisoformat(m.group(1).replace("/", "-"))
+    except ValueError:
+        return None, s, None
+    ts = clock.epoch(dt)
+    return ts, s[m.end():], (clock.gap_reason(dt) if ts is None else None)
+
+
 def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
                  interval: float, clock: LocalClock | None = None
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
@@ -1134,19 +1148,10 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
         s = line.strip()
         if not s:
             continue
-        ts = None
-        m = _RE_LEADING_TS.match(s)
-        if m:
-            try:
-                dt = datetime.fromisoformat(m.group(1).replace("/", "-"))
-            except ValueError:
-                dt = None
-            if dt is not None:
-                ts = clock.epoch(dt)
-                if ts is None:
-                    skipped.append((n, clock.gap_reason(dt)))
-                    continue
-                s = s[m.end():]
+        ts, s, why = _leading_stamp(s, clock)
+        if why:
+            skipped.append((n, why))
+            continue
         if _RE_DCGMI_HEADER.match(s):
             names = s.lstrip("#").split()[1:]
             if names and len(set(names)) == len(names):
