@@ -183,7 +183,7 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
     """
     threads = []
     if server_log is not None:
-        from .server_log import ServerLogParser, follow
+        from .server_log import ServerLogParser, follow, refused_note
 
         parser = ServerLogParser(tz=tz)
 
@@ -194,6 +194,10 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
                     store.put_server_events(events)
             except Exception as exc:  # noqa: BLE001 - reported, collection goes on
                 print(f"tealeaves: server log {server_log}: {exc}", file=sys.stderr)
+            note = "; ".join(x for x in (refused_note(parser.refused), parser.clock.note())
+                             if x)
+            if note:
+                print(f"tealeaves: server log {server_log}: {note}", file=sys.stderr)
 
         threads.append(threading.Thread(target=tail, name="tealeaves-server-log", daemon=True))
     if server_metrics:

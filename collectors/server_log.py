@@ -22,7 +22,10 @@ Two kinds of line carry the server's own view of what it is doing:
   vLLM's default date has no year (``MM-DD HH:MM:SS``).
 
 Every line that is not one of these (HTTP access lines, warnings, blank lines, lines whose
-message is damaged beyond recognition) is skipped and counted, never an error.
+message is damaged beyond recognition) is skipped and counted, never an error.  A value that
+is no reading (a blank code such as 4294967295 or 2**47, a numeral of thousands of digits, a
+throughput beyond ``data.server_lines.FIELD_BOUNDS``) is left out of its event (missing) and
+counted (``ParseResult.refused``, said by ``ParseResult.value_note``).
 
 Field names (keys of ``ServerEvent.fields``), the log's names, and units:
 
@@ -68,7 +71,6 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Self
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import pandas as pd
 
@@ -105,6 +107,7 @@ from ..data.server_lines import (
 from ..data.server_lines import (
     fields as _fields,
 )
+from ..data.wallclock import LocalClock, parse_zone
 
 __all__ = [
     "FORMATS",
@@ -119,11 +122,14 @@ __all__ = [
     "parse_lines",
     "phase_intervals",
     "read_log",
+    "refused_note",
     "resolve_tz",
     "stats_intervals",
 ]
 
 FORMATS: tuple[str, ...] = ("sglang", "vllm")
+_CANONICAL = {key for table in (_SGLANG_FIELDS, _VLLM_STATS, _VLLM_SPEC, _VLLM_SPEC_V0)
+              for key, _ in table.values()}
 _RANK_KEYS: tuple[str, ...] = ("dp", "pp", "tp", "ep")
 
 
@@ -148,7 +154,9 @@ class ServerEvent:
         kind: ``'prefill'`` or ``'decode'`` (SGLang batches) or ``'stats'`` (vLLM stats and
             speculative-decoding lines).
         fields: known fields by their canonical keys (see the module docstring); counts are
-            ints, rates and fractions floats, ``cuda_graph`` a bool.
+            ints, rates and fractions floats, ``cuda_graph`` a bool.  A value that is no
+            reading (a blank code, a value past its bounds) is absent, and counted by the
+            parser (``ServerLogParser.refused``).
         source_line: 1-based line number in the input (in ``follow``: counted across rotations).
         extra: fields this parser does not know, under their names as written in the log.
     """
@@ -175,6 +183,13 @@ class ParseResult:
             event's time carried its zone (or none was read).
         year_assumed: the year given to year-less ``MM-DD`` dates (vLLM's default) when none
             was passed; None when no such date was read.
+        clock_note: the zone's clock changes met (``data.wallclock.LocalClock.note``: times
+            of a repeated hour and which pass each was read as, times of a skipped hour
+            refused: their events carry no timestamp); ``""`` when none.
+        refused: values that are no reading (``data.server_lines.no_reading``: blank codes
+            such as 4294967295 or 2**47, numerals too long, values outside the field's
+            bounds), left out of the events (missing, NaN in ``events_frame``): ``(field,
+            "blank" | "impossible")`` -> count.
     """
 
     events: list[ServerEvent]
@@ -182,28 +197,51 @@ class ParseResult:
     format: str | None
     zone: str | None = None
     year_assumed: int | None = None
+    clock_note: str = ""
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
+
+    def value_note(self) -> str:
+        """The values left out as no reading, for a summary line (``""`` when none):
+        ``"values read as missing (no reading): gen_throughput_tok_s 1 impossible value,
+        running_req 2 blank codes"`` (``refused_note``)."""
+        return refused_note(self.refused)
+
+    def notes(self) -> str:
+        """``time_note`` and ``value_note`` joined, for the summary line of a log."""
+        return "; ".join(x for x in (self.time_note(), self.value_note()) if x)
 
     def time_note(self) -> str:
         """How the log's times were read, for a summary line: the zone given to times that
-        carry none, and the year given to vLLM's year-less ``MM-DD`` dates (``""`` when
-        every time read carried its zone and year)."""
+        carry none, the year given to vLLM's year-less ``MM-DD`` dates and the zone's clock
+        changes met (``""`` when every time read carried its zone and year)."""
         parts = []
         if self.zone:
             parts.append(f"times read as {self.zone} (the log prints no zone; --tz to change)")
         if self.year_assumed is not None:
             parts.append(f"year-less dates (MM-DD) dated {self.year_assumed}, the year of the "
                          f"import")
+        if self.clock_note:
+            parts.append(self.clock_note)
         return "; ".join(parts)
+
+
+def refused_note(refused: dict[tuple[str, str], int]) -> str:
+    """A summary of values left out as no reading (``ServerLogParser.refused``): ``"values
+    read as missing (no reading): running_req 2 blank codes, token 1 impossible value"``;
+    ``""`` when none."""
+    if not refused:
+        return ""
+    parts = [f"{k} {n} {'blank code' if why == 'blank' else 'impossible value'}"
+             f"{'s' if n != 1 else ''}" for (k, why), n in sorted(refused.items())]
+    return "values read as missing (no reading): " + ", ".join(parts)
 
 
 # --------------------------------------------------------------------------------------------
 # time zones and date-times
 
-_OFFSET_RE = re.compile(r"^(?:UTC|GMT)?\s*([+-])([0-9]{1,2})(?::?([0-9]{2}))?$", re.ASCII)
-
-
 def resolve_tz(tz: str | dt.tzinfo | None) -> dt.tzinfo:
-    """Turn a time-zone argument into a ``tzinfo``.
+    """Turn a time-zone argument into a ``tzinfo`` (``data.wallclock.parse_zone``, the one
+    reading of ``--tz``).
 
     Args:
         tz: an IANA name (``"Europe/Berlin"``), ``"UTC"``/``"Z"``/None, a fixed offset
@@ -212,27 +250,10 @@ def resolve_tz(tz: str | dt.tzinfo | None) -> dt.tzinfo:
     Raises:
         ServerLogError: unknown name or offset beyond +-24 h.
     """
-    if tz is None:
-        return dt.UTC
-    if isinstance(tz, dt.tzinfo):
-        return tz
-    if not isinstance(tz, str):
-        raise ServerLogError(f"tz must be a zone name, an offset or a tzinfo, got {tz!r}")
-    s = tz.strip()
-    if s.upper() in ("UTC", "Z", "GMT", ""):
-        return dt.UTC
-    m = _OFFSET_RE.match(s)
-    if m:
-        hours, minutes = int(m.group(2)), int(m.group(3) or 0)
-        if hours > 23 or minutes > 59:
-            raise ServerLogError(f"time-zone offset {tz!r} is out of range")
-        delta = dt.timedelta(hours=hours, minutes=minutes)
-        return dt.timezone(-delta if m.group(1) == "-" else delta)
     try:
-        return ZoneInfo(s)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ServerLogError(f"unknown time zone {tz!r} (IANA name or offset like +02:00)") \
-            from exc
+        return parse_zone(tz)
+    except ValueError as exc:
+        raise ServerLogError(str(exc)) from None
 
 
 _ISO_RE = re.compile(
@@ -299,6 +320,8 @@ class ServerLogParser:
         self.format: str | None = fmt
         self._fixed_fmt = fmt
         self.tz = resolve_tz(tz)
+        #: the log's zone-less times, in line order, around the zone's clock changes
+        self.clock = LocalClock(self.tz)
         self.clock_offset_s = float(clock_offset_s)
         self._year_arg = year
         self._year: int | None = year
@@ -306,6 +329,9 @@ class ServerLogParser:
         self._prev: dict[tuple, float] = {}
         self.lines_seen = 0
         self.skipped_count = 0
+        #: values that are no reading, left out of the events: ``(field, "blank" |
+        #: "impossible")`` -> count (``data.server_lines.fields``)
+        self.refused: dict[tuple[str, str], int] = {}
         #: a time was read without a zone (in ``tz``); the year given to MM-DD dates
         self.zoneless = False
         self.year_assumed: int | None = None
@@ -335,18 +361,20 @@ class ServerLogParser:
     def parse_line(self, line: str, lineno: int = 0) -> ServerEvent | None:
         """One line -> an event, or None when it is not a (wanted) server line."""
         clean = _ANSI_RE.sub("", line)
-        found: tuple[str, ServerEvent, tuple] | None = None
+        found: tuple[str, ServerEvent, tuple, dict] | None = None
         if self._fixed_fmt in (None, "sglang"):
             found = self._sglang(clean, lineno)
         if found is None and self._fixed_fmt in (None, "vllm"):
             found = self._vllm(clean, lineno)
         if found is None:
             return None
-        fmt, ev, chain = found
+        fmt, ev, chain, refused = found
         if self.format is None:
             self.format = fmt
         elif fmt != self.format:
             return None
+        for k, n in refused.items():  # counted only for a line taken as an event
+            self.refused[k] = self.refused.get(k, 0) + n
         if chain:
             ev.start = self._prev.get(chain) if ev.timestamp is not None else None
             if ev.timestamp is not None:
@@ -357,12 +385,15 @@ class ServerLogParser:
     def _stamp(self, naive: dt.datetime | None, zone: dt.tzinfo) -> float | None:
         if naive is None:
             return None
-        if zone is self.tz:
-            self.zoneless = True
         try:
-            return naive.replace(tzinfo=zone).timestamp() + self.clock_offset_s
+            if zone is self.tz:
+                self.zoneless = True
+                t = self.clock.epoch(naive)  # None: a time the zone's clocks skipped
+            else:
+                t = naive.replace(tzinfo=zone).timestamp()
         except (OverflowError, ValueError, OSError):
             return None
+        return None if t is None else t + self.clock_offset_s
 
     def _iso_stamp(self, prefix: str) -> float | None:
         m = _ISO_RE.search(prefix)
@@ -374,8 +405,9 @@ class ServerLogParser:
         m = _SGLANG_MSG_RE.search(line)
         if m is None:
             return None
-        known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS)
-        if not known and not extra:
+        refused: dict[tuple[str, str], int] = {}
+        known, extra = _fields(line[m.end():].rstrip(" ,."), _SGLANG_FIELDS, refused)
+        if not known and not extra and not refused:
             return None
         prefix = line[:m.start()]
         p = _SGLANG_PREFIX_RE.match(prefix)
@@ -389,7 +421,7 @@ class ServerLogParser:
         ev = ServerEvent(timestamp=ts, start=ts if kind == "prefill" else None, rank=rank,
                          kind=kind, fields=known, source_line=lineno, extra=extra)
         chain = ("sglang-decode", *sorted(rank.items())) if kind == "decode" else ()
-        return "sglang", ev, chain
+        return "sglang", ev, chain, refused
 
     def _vllm_stamp(self, prefix: str) -> float | None:
         iso = _ISO_RE.search(prefix)
@@ -429,8 +461,9 @@ class ServerLogParser:
             body, table, chain_kind = line[m.end():], _VLLM_SPEC, "vllm-spec"
         else:
             body, table, chain_kind = line[m.end():], _VLLM_SPEC_V0, "vllm-spec"
-        known, extra = _fields(body.rstrip(" ,."), table)
-        if not known:
+        refused: dict[tuple[str, str], int] = {}
+        known, extra = _fields(body.rstrip(" ,."), table, refused)
+        if not known and not any(k in _CANONICAL for k, _ in refused):
             return None
         prefix = line[:m.start()]
         rank: dict[str, int] = {}
@@ -446,7 +479,7 @@ class ServerLogParser:
         ts = self._vllm_stamp(prefix)
         ev = ServerEvent(timestamp=ts, start=None, rank=rank, kind="stats", fields=known,
                          source_line=lineno, extra=extra)
-        return "vllm", ev, (chain_kind, *sorted(rank.items()))
+        return "vllm", ev, (chain_kind, *sorted(rank.items())), refused
 
 
 # --------------------------------------------------------------------------------------------
@@ -475,7 +508,8 @@ def parse_lines(lines: Iterable[str], fmt: str | None = None,
     events, skipped = parser.feed(lines)
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed)
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note(),
+                       refused=dict(parser.refused))
 
 
 def _zone_label(zone: dt.tzinfo) -> str:
@@ -507,7 +541,8 @@ def parse_file(path: str | Path, fmt: str | None = None, tz: str | dt.tzinfo | N
         raise ServerLogError(f"{path}: cannot read ({exc})") from exc
     return ParseResult(events=events, skipped=skipped, format=parser.format,
                        zone=_zone_label(parser.tz) if parser.zoneless else None,
-                       year_assumed=parser.year_assumed)
+                       year_assumed=parser.year_assumed, clock_note=parser.clock.note(),
+                       refused=dict(parser.refused))
 
 
 def read_log(path: str | Path, tz: str | dt.tzinfo | None = "UTC") -> ParseResult:

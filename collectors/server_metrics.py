@@ -53,6 +53,8 @@ from dataclasses import dataclass, field
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
+from ..data.server_lines import no_reading
+
 __all__ = [
     "DEFAULT_PREFIXES",
     "FRAME_COLUMNS",
@@ -157,8 +159,18 @@ def parse_labels(s: str) -> dict[str, str]:
     return out
 
 
+#: Series that carry a server-log field, bounded as it is (``data.server_lines.FIELD_BOUNDS``).
+_FIELD_OF = {"sglang:num_running_reqs": "running_req", "vllm:num_requests_running": "running_req",
+             "sglang:num_queue_reqs": "queue_req", "vllm:num_requests_waiting": "queue_req",
+             "sglang:token_usage": "token_usage", "vllm:kv_cache_usage_perc": "token_usage",
+             "vllm:gpu_cache_usage_perc": "token_usage",
+             "sglang:gen_throughput": "gen_throughput_tok_s",
+             "sglang:spec_accept_length": "accept_len"}
+
+
 def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_PREFIXES,
-                  keep_created: bool = False, own_times: bool = False) -> list[MetricSample]:
+                  keep_created: bool = False, own_times: bool = False,
+                  refused: dict[tuple[str, str], int] | None = None) -> list[MetricSample]:
     """Parse Prometheus text exposition into samples stamped with the scrape time.
 
     Args:
@@ -171,6 +183,11 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
             next to counters, histograms and summaries (creation times, epoch s).
         own_times: a sample that carries its own timestamp (exposition's optional
             milliseconds after the value) keeps it instead of ``t`` (a saved page).
+        refused: when given, counts values that are no reading under ``(sample name,
+            "blank" | "impossible")``: a blank code (``data.server_lines.BLANK_CODES``:
+            4294967295, 2**47, 2**64-1 ...), +-Inf (a numeral too long reads as one), or a
+            value outside the bounds of the server-log field the series carries
+            (``sglang:gen_throughput`` over 1e8 tok/s ...).  Such a value is NaN.
 
     Returns:
         The samples in exposition order.
@@ -195,7 +212,13 @@ def parse_metrics(text: str, t: float, prefixes: Sequence[str] | None = DEFAULT_
                     and fam.type != "unknown":
                 continue
             ts = float(s.timestamp) if own_times and s.timestamp is not None else float(t)
-            out.append(MetricSample(name=s.name, labels=dict(s.labels), value=float(s.value),
+            value = float(s.value)
+            why = None if math.isnan(value) else no_reading(_FIELD_OF.get(s.name), value)
+            if why is not None:
+                value = _NAN
+                if refused is not None:
+                    refused[(s.name, why)] = refused.get((s.name, why), 0) + 1
+            out.append(MetricSample(name=s.name, labels=dict(s.labels), value=value,
                                     kind=fam.type, t=ts, family=fam.name))
     return out
 
@@ -292,9 +315,10 @@ class RateTracker:
 # saved pages
 
 #: A sample line of the exposition: series (name and labels), value, optional timestamp (ms).
-_RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d+))?\s*$")
+_RE_SAMPLE = re.compile(r"^([A-Za-z_:][\w:]*(?:\{.*\})?)\s+(\S+)(?:\s+(-?\d{1,19}))?\s*$")
 _RE_HELP = re.compile(r"^#\s*HELP\s+(\S+)")
 _EARLIEST_S = 946_684_800.0  # 2000-01-01: an older sample timestamp is a misread one
+_FUTURE_SLACK_S = 86_400.0  # a sample more than a day after now is a misread one too
 
 
 @dataclass
@@ -310,7 +334,11 @@ class PageRead:
             ``"end"`` (the last scrape at the caller's ``end``: the file's modification time).
         engine: ``"sglang"``, ``"vllm"`` or both joined with ``+``.
         skipped: ``(line number, line)`` of every non-blank line that is neither a comment
-            nor a sample (a prompt, a ``date`` between scrapes, a ``---``): left out.
+            nor a sample (a prompt, a ``date`` between scrapes, a ``---``, a sample whose
+            timestamp has more than 19 digits): left out.
+        refused: values that are no reading, stored as NaN (``parse_metrics``' ``refused``).
+        stamps_refused: why the samples' own timestamps were not used (misread ones, with
+            ``start`` given), else None.
     """
 
     frame: pd.DataFrame
@@ -318,6 +346,8 @@ class PageRead:
     stamped: str
     engine: str
     skipped: list[tuple[int, str]] = field(default_factory=list)
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
+    stamps_refused: str | None = None
 
 
 def _sample_line(s: str) -> bool:
@@ -378,11 +408,36 @@ def _split_scrapes(text: str) -> list[str]:
             if any(x.strip() and not x.strip().startswith("#") for x in c)]
 
 
-def _file_stamp(chunk: str) -> float | None:
-    """The newest sample timestamp written in a scrape (epoch s), or None."""
+def _stamp_range(chunk: str) -> tuple[float, float] | None:
+    """The oldest and newest sample timestamps written in a scrape (epoch s), or None."""
     stamps = [int(m.group(3)) for ln in chunk.splitlines()
               if (m := _RE_SAMPLE.match(ln.strip())) and m.group(3) is not None]
-    return max(stamps) / 1000.0 if stamps else None
+    return (min(stamps) / 1000.0, max(stamps) / 1000.0) if stamps else None
+
+
+def _bad_stamps(ranges: list[tuple[float, float]]) -> str | None:
+    """Why a page's sample timestamps (``_stamp_range`` of each scrape) are misread ones, or
+    None when they are all from 2000 to a day after now."""
+    if min(r[0] for r in ranges) < _EARLIEST_S:
+        return ("before 2000 (written in seconds? the exposition format's are "
+                "milliseconds)")
+    newest = max(r[1] for r in ranges)
+    if newest > time.time() + _FUTURE_SLACK_S:
+        return (f"more than a day after now (up to epoch {newest:.0f} s: a misread or "
+                f"mistyped number?)")
+    return None
+
+
+def _check_series(chunks: list[str], name: str) -> None:
+    """Refuse a page with a scrape of more ``sglang:``/``vllm:`` series than ``MAX_SERIES``
+    (the cap of a live scrape), counted before anything is parsed."""
+    for i, chunk in enumerate(chunks):
+        n = sum(1 for ln in chunk.splitlines() if ln.lstrip().startswith(DEFAULT_PREFIXES))
+        if n > MAX_SERIES:
+            raise ValueError(f"{name}: scrape {i + 1} of the page holds {n} sglang:/vllm: "
+                             f"series, over the cap of {MAX_SERIES} a scrape may hold (an "
+                             f"SGLang or vLLM server exposes a few hundred; a live scrape "
+                             f"this large is refused too); nothing was read from it")
 
 
 def read_page(text: str, *, start: float | None = None, end: float | None = None,
@@ -391,7 +446,9 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
 
     Args:
         text: the page (Prometheus text exposition; pasted forms already undone).
-        start: UTC epoch s of the first scrape when the samples carry no timestamps.
+        start: UTC epoch s of the first scrape when the samples carry no timestamps, or
+            carry ones before 2000 or more than a day after now (misread: refused without
+            ``start``).
         end: UTC epoch s of the last scrape when neither the samples nor ``start`` give one
             (the file's modification time); default now.
         interval: seconds between scrapes placed by ``start`` or ``end``.
@@ -404,18 +461,21 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
     scrapes, a ``---``) are left out and listed in ``skipped``.
 
     Raises:
-        ValueError: the page holds no ``sglang:``/``vllm:`` series, or a scrape is not valid
-            exposition (the message names the file and the scrape).
+        ValueError: the page holds no ``sglang:``/``vllm:`` series, a scrape is not valid
+            exposition, or a scrape holds more than ``MAX_SERIES`` series (the live cap;
+            the message names the file and the scrape).
     """
     text, skipped = _drop_strays(text)
     chunks = _split_scrapes(text)
-    stamps = [_file_stamp(c) for c in chunks]
-    if stamps and all(t is not None for t in stamps):
-        if min(stamps) < _EARLIEST_S:
-            raise ValueError(f"{name}: its sample timestamps read as before 2000 (written in "
-                             f"seconds? the exposition format's are milliseconds); give "
-                             f"--start-time instead")
-        times, how = [float(t) for t in stamps], "file"
+    _check_series(chunks, name)
+    ranges = [_stamp_range(c) for c in chunks]
+    stamped = bool(ranges) and all(r is not None for r in ranges)
+    bad = _bad_stamps(ranges) if stamped else None
+    if bad is not None and start is None:
+        raise ValueError(f"{name}: its sample timestamps read as {bad}; give --start-time to "
+                         f"place its scrapes instead")
+    if stamped and bad is None:
+        times, how = [r[1] for r in ranges], "file"
     elif start is not None:
         times, how = [start + i * interval for i in range(len(chunks))], "start_time"
     else:
@@ -424,11 +484,12 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
         how = "end"
     tracker = RateTracker()
     frames = []
+    refused: dict[tuple[str, str], int] = {}
     for i, (chunk, t) in enumerate(zip(chunks, times, strict=True)):
         try:
             # with stamps in the file each sample keeps its own: a page cut into scrapes
             # where a series repeats need not start at a scrape's first line
-            samples = parse_metrics(chunk, t, own_times=how == "file")
+            samples = parse_metrics(chunk, t, own_times=how == "file", refused=refused)
         except ValueError as exc:
             raise ValueError(f"{name}: scrape {i + 1} is not Prometheus text ({exc})") from None
         frames.append(tracker.update(samples))
@@ -438,7 +499,7 @@ def read_page(text: str, *, start: float | None = None, end: float | None = None
         raise ValueError(f"{name}: holds no sglang: or vllm: series")
     engines = sorted({n.split(":", 1)[0] for n in frame["name"].unique()})
     return PageRead(frame=frame, scrapes=len(chunks), stamped=how, engine="+".join(engines),
-                    skipped=skipped)
+                    skipped=skipped, refused=refused, stamps_refused=bad)
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,7 +512,9 @@ class ScrapeHealth:
     since the last success, ``last_error`` (``"Type: message"`` of the latest failure, or
     ``None`` before any), ``last_ok`` (UTC epoch s of the latest success, or ``None``),
     ``errors`` (failure count per exception type name, e.g. ``HTTPError``, ``TimeoutError``,
-    ``ConnectionRefusedError``, ``ValueError`` for a body that is not exposition text)."""
+    ``ConnectionRefusedError``, ``ValueError`` for a body that is not exposition text),
+    ``refused`` (values that were no reading, kept as NaN: ``(sample name, "blank" |
+    "impossible")`` -> count, see :func:`parse_metrics`)."""
 
     scrapes: int = 0
     failures: int = 0
@@ -459,6 +522,7 @@ class ScrapeHealth:
     last_error: str | None = None
     last_ok: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
+    refused: dict[tuple[str, str], int] = field(default_factory=dict)
 
 
 def _metrics_url(url: str) -> str:
@@ -537,7 +601,7 @@ class MetricsScraper:
         h.scrapes += 1
         try:
             text, t = self._fetch()
-            samples = parse_metrics(text, t, self.prefixes)
+            samples = parse_metrics(text, t, self.prefixes, refused=h.refused)
             if len(samples) > MAX_SERIES:
                 raise ValueError(f"{len(samples)} series in one scrape, over the cap of "
                                  f"{MAX_SERIES}: not stored")

@@ -68,7 +68,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta, tzinfo
 from pathlib import Path
-from zoneinfo import ZoneInfo
 
 import numpy as np
 import pandas as pd
@@ -100,6 +99,7 @@ from .schema import (
     valid_entity,
 )
 from .traces import Trace, TraceError, read_trace
+from .wallclock import LocalClock, parse_zone, zone_name
 
 __all__ = [
     "FORMATS",
@@ -490,14 +490,9 @@ class _Cycles:
 
 
 def _tz(tz: str | tzinfo | None) -> tzinfo:
-    if tz is None:
-        return ZoneInfo("UTC")
-    if isinstance(tz, tzinfo):
-        return tz
-    try:
-        return ZoneInfo(tz)
-    except (KeyError, ValueError) as exc:
-        raise ValueError(f"unknown time zone {tz!r}") from exc
+    """``tz`` as a zone: an IANA name, UTC or a fixed offset (``data.wallclock.parse_zone``,
+    as ``--tz`` takes it).  Raises ValueError naming ``tz``."""
+    return parse_zone(tz)
 
 
 def _epoch(t: float | datetime | None, zone: tzinfo) -> float | None:
@@ -506,12 +501,6 @@ def _epoch(t: float | datetime | None, zone: tzinfo) -> float | None:
     if isinstance(t, datetime):
         return (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp()
     return float(t)
-
-
-def zone_name(zone: tzinfo) -> str:
-    """A zone as the summary names it (``"UTC"``, ``"Europe/Berlin"``, ``"UTC+02:00"``)."""
-    key = getattr(zone, "key", None)
-    return key if key else str(zone)
 
 
 def _anchor(start: float | None, end: float, n_instants: int, interval: float) -> float:
@@ -699,7 +688,8 @@ def _is_dmon_header(toks: Sequence[str]) -> bool:
 
 
 def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
-                interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
+                interval: float, clock: LocalClock | None = None
+                ) -> tuple[list[dict], int, list[tuple[int, str]]]:
     names: list[str] | None = None
     comma = False
     records: list[dict] = []
@@ -790,14 +780,19 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             base_day = datetime.fromtimestamp(start, zone).date()
         else:
             base_day = datetime.fromtimestamp(end, zone).date() - timedelta(days=day_off)
+        clock = clock or LocalClock(zone)
         for r, off in zip(timed, offs, strict=True):
             tod = r.pop("_tod")
             d = r.pop("_date", None)
             if d is None:
                 d = base_day + timedelta(days=off)
                 r["_dated"] = True
-            dt = datetime(d.year, d.month, d.day, tzinfo=zone) + timedelta(seconds=tod)
-            r["timestamp"] = dt.timestamp()
+            local = datetime(d.year, d.month, d.day) + timedelta(seconds=tod)
+            r["timestamp"] = clock.epoch(local)
+            if r["timestamp"] is None:  # in the hour the clocks skipped: not this zone's
+                skipped.append((r["_line"], clock.gap_reason(local)))
+        records = [r for r in records if r.get("timestamp", 0.0) is not None]
+        skipped.sort(key=lambda x: x[0])
     return records, len(records), skipped
 
 
@@ -849,8 +844,10 @@ def _query_value(tok: str, unit: str) -> float:
 
 
 def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
-                 interval: float, columns: Sequence[str] | None
+                 interval: float, columns: Sequence[str] | None,
+                 clock: LocalClock | None = None
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    clock = clock or LocalClock(zone)
     header: list[str] | None = ([_split_unit(c)[0] for c in columns] if columns else None)
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
@@ -897,7 +894,9 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                         continue
                 else:
                     raise ValueError(f"bad timestamp {row['timestamp']!r}")
-                ts = dt.replace(tzinfo=zone).timestamp()
+                ts = clock.epoch(dt)
+                if ts is None:
+                    raise ValueError(clock.gap_reason(dt))
             bus = row.get("pci.bus_id", "")
             if "index" in row:
                 gpu = _gpu_index(row["index"])
@@ -979,8 +978,8 @@ def _blank_text(tok: str) -> bool:
 
 # --------------------------------------------------------------------------- nvidia-smi table
 
-def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
-                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
+def _parse_table(text: str, *, host: str, zone: tzinfo | LocalClock, start: float | None,
+                 end: float, interval: float) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
     """The plain ``nvidia-smi`` table(s) in ``text`` (``data.smi_table``): records, rows read,
     skipped lines and ``{"devices": [...], "notes": [...]}``.  An undated table is one
     instant placed like the other untimed formats (``_anchor``)."""
@@ -1122,8 +1121,24 @@ _RE_LEADING_TS = re.compile(
     r"^\[?(\d{4}[-/]\d\d[-/]\d\d[ T]\d\d:\d\d:\d\d(?:\.\d+)?)\]?\s+(?=[A-Za-z#])", re.ASCII)
 
 
+def _leading_stamp(s: str, clock: LocalClock) -> tuple[float | None, str, str | None]:
+    """A line's leading date-time (a ``dcgmi dmon`` line under ``ts``/``date``): ``(UTC epoch
+    s or None, the rest of the line, why it is refused: a time the zone's clocks skipped)``."""
+    m = _RE_LEADING_TS.match(s)
+    if not m:
+        return None, s, None
+    try:
+        dt = datetime.fromisoformat(m.group(1).replace("/", "-"))
+    except ValueError:
+        return None, s, None
+    ts = clock.epoch(dt)
+    return ts, s[m.end():], (clock.gap_reason(dt) if ts is None else None)
+
+
 def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
-                 interval: float) -> tuple[list[dict], int, list[tuple[int, str]]]:
+                 interval: float, clock: LocalClock | None = None
+                 ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    clock = clock or LocalClock(zone)
     fields: list[str] | None = None
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
@@ -1133,15 +1148,10 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
         s = line.strip()
         if not s:
             continue
-        ts = None
-        m = _RE_LEADING_TS.match(s)
-        if m:
-            try:
-                dt = datetime.fromisoformat(m.group(1).replace("/", "-"))
-                ts = (dt if dt.tzinfo else dt.replace(tzinfo=zone)).timestamp()
-                s = s[m.end():]
-            except ValueError:
-                ts = None
+        ts, s, why = _leading_stamp(s, clock)
+        if why:
+            skipped.append((n, why))
+            continue
         if _RE_DCGMI_HEADER.match(s):
             names = s.lstrip("#").split()[1:]
             if names and len(set(names)) == len(names):
@@ -1314,21 +1324,23 @@ def import_text(text: str, format: str, *, name: str = "<text>",
         raise ValueError(f"interval must be positive, got {interval!r}")
     h = host or "localhost"
     extra: dict = {}
+    clock = LocalClock(zone)  # one per file: its times in order, around clock changes
     if fmt == "nvidia_smi_dmon":
         records, nread, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
-                                              interval=step)
+                                              interval=step, clock=clock)
     elif fmt == "nvidia_smi_query":
-        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step, columns=columns)
+        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start,
+                                                      end=end, interval=step, columns=columns,
+                                                      clock=clock)
     elif fmt == "nvidia_smi_table":
-        records, nread, skipped, extra = _parse_table(text, host=h, zone=zone, start=start,
+        records, nread, skipped, extra = _parse_table(text, host=h, zone=clock, start=start,
                                                       end=end, interval=step)
     elif fmt == "dcgm_exporter":
         records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
                                                   interval=step)
     elif fmt == "dcgmi_dmon":
         records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step)
+                                               interval=step, clock=clock)
     else:
         records, nread, skipped = _parse_tealeaves_csv(text, host=h)
     if not records and detect_text(text) != fmt:
@@ -1362,6 +1374,8 @@ def import_text(text: str, format: str, *, name: str = "<text>",
         res.devices = pd.DataFrame([{k: v for k, v in d.items() if not k.startswith("_")}
                                     for d in extra["devices"]])
     res.notes = list(extra.get("notes", []))
+    if clock.note():
+        res.notes.append(clock.note())
     if facts_only:
         res.notes.append("no readings in the file (device facts only): no samples stored")
     res.gpu_key = extra.get("gpu_key")

@@ -191,15 +191,32 @@ def to_epoch(local: datetime, tz: str, strict: bool = False) -> float:
     first pass.
 
     Raises:
-        ScreenshotError: unknown zone (see ``zone_name``); with ``strict``, a local time that
+        ScreenshotError: unknown zone (an IANA name as ``zone_name`` reads it, or a fixed
+            offset such as ``+02:00``); with ``strict``, a local time that
             does not exist in the zone.
     """
-    zone = ZoneInfo(zone_name(tz))
+    zone = _zone(tz)
     ts = local.replace(tzinfo=zone).timestamp()
     if strict and datetime.fromtimestamp(ts, tz=zone).replace(tzinfo=None) != local:
         raise ScreenshotError(f"{local:%Y-%m-%d %H:%M:%S} does not exist in {zone.key} (the "
                               f"clocks skipped it that night)")
     return ts
+
+
+def _zone(tz: str):
+    """The zone ``tz`` names: an IANA name (``zone_name``), else a fixed offset such as
+    ``+02:00`` as ``--tz`` takes it (``data.wallclock.parse_zone``; no clock changes)."""
+    try:
+        return ZoneInfo(zone_name(tz))
+    except ScreenshotError:
+        from .wallclock import parse_zone
+
+        if isinstance(tz, str) and tz.strip() and tz.strip()[0] in "+-UuGg":
+            try:
+                return parse_zone(tz)
+            except ValueError:
+                pass
+        raise
 
 
 def time_from_name(name: str) -> CaptureTime | None:

@@ -32,7 +32,8 @@ instant, read in the caller's zone; a table without it is placed like the other 
 formats (``data.importers``).  Several tables in one text (``nvidia-smi -l``) are several
 instants.
 
-Nothing here imports other tealeaves rooms; ``data.importers`` calls :func:`parse_tables`.
+Nothing here imports other tealeaves rooms (``data.wallclock`` reads the date lines' local
+time); ``data.importers`` calls :func:`parse_tables`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
+
+from .wallclock import LocalClock
 
 #: The banner line of a table: what :func:`is_table` looks for.
 RE_BANNER = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*(?:Driver|KMD) Version", re.ASCII)
@@ -126,24 +129,29 @@ def _watts(tok: str) -> float:
         else math.nan
 
 
-def _date(line: str, zone: tzinfo) -> float | None:
+def _date(line: str, clock: LocalClock) -> float | str | None:
+    """The epoch s of a date line (``Mon Dec  7 16:24:10 2026``), the reason it is refused
+    (a local time the zone's clocks skipped), or None for another line."""
     m = _RE_DATE.match(line)
     if not m or m.group(1) not in _MONTHS:
         return None
     try:
         dt = datetime(int(m.group(6)), _MONTHS[m.group(1)], int(m.group(2)), int(m.group(3)),
-                      int(m.group(4)), int(m.group(5)), tzinfo=zone)
-    except ValueError:
+                      int(m.group(4)), int(m.group(5)))
+        ts = clock.epoch(dt)
+    except (ValueError, OverflowError, OSError):
         return None
-    return dt.timestamp()
+    return clock.gap_reason(dt) if ts is None else ts
 
 
-def parse_tables(text: str, zone: tzinfo) -> TableRead:
+def parse_tables(text: str, zone: tzinfo | LocalClock) -> TableRead:
     """Read every ``nvidia-smi`` table in ``text``.
 
     Args:
         text: plain text (``data.pasted.normalise``-d).
-        zone: the zone of the date printed above a table (nvidia-smi prints local time).
+        zone: the zone of the date printed above a table (nvidia-smi prints local time), or
+            the file's ``data.wallclock.LocalClock`` (times read in order around clock
+            changes; a date the zone's clocks skipped is refused into ``skipped``).
 
     Returns:
         A :class:`TableRead`.  Never raises on content: a GPU row that does not parse is
@@ -158,11 +166,15 @@ def parse_tables(text: str, zone: tzinfo) -> TableRead:
     stamp_of_table: float | None = None
     last = -1
     boxed = any(c in text for c in "│┃║")
+    clock = zone if isinstance(zone, LocalClock) else LocalClock(zone)
     for n, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if boxed:
             line = line.translate(_BOX)
-        stamp = _date(line, zone)
+        stamp = _date(line, clock)
+        if isinstance(stamp, str):
+            out.skipped.append((n, stamp))
+            continue
         if stamp is not None:
             pending_date = stamp
             continue

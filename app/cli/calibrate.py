@@ -60,7 +60,8 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
     t = window_shares(feats.index.to_numpy(float), labels, args.window)
     return t, (f"{args.server_log}: {len(log.events)} events, clock offset "
                f"{a.offset_s:+.1f} s (r = {a.correlation:.2f}), "
-               f"{int(np.isfinite(t).all(axis=1).sum())} windows covered")
+               f"{int(np.isfinite(t).all(axis=1).sum())} windows covered"
+               + (f"; {log.notes()}" if log.notes() else ""))
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

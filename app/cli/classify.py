@@ -343,10 +343,16 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
              f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
              + ("" if inside else "; NOT within the trace's time span: read as it is")]
+    from ...collectors.server_log import refused_note
+
+    if page.refused:  # blank codes and impossible values, stored as NaN
+        lines.append(f"  {refused_note(page.refused)}")
     b = read_balance(frame)
     spread, heat = b["spread"], b["heat"]
     out = {"file": str(path), "span": [t0, t1], "stamped": page.stamped,
-           "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None}
+           "within_trace": bool(inside), "server_ranks": spread, "expert_balance": None,
+           "no_reading": [{"series": n, "why": why, "values": k}
+                          for (n, why), k in sorted(page.refused.items())]}
     if heat is not None:
         out["expert_balance"] = {k: (v.tolist() if hasattr(v, "tolist") else v)
                                  for k, v in heat.items()}
@@ -376,8 +382,8 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
         line = (f"server log {args.server_log}: {len(events)} events ({fmt}), "
                 f"no confident clock offset ({a.reason or f'correlation {a.correlation:.2f}'}"
                 f"); not used as ground truth")
-    if log.time_note():
-        line += f"; {log.time_note()}"
+    if log.notes():
+        line += f"; {log.notes()}"
     return {"events": len(events), "format": fmt, "offset_s": a.offset_s,
             "correlation": a.correlation, "runner_up": a.runner_up,
             "confident": a.confident, "labels": labels, "line": line}

@@ -257,7 +257,7 @@ def metrics_file(path: Path):
 
 def page_summary(page: dict) -> dict:
     """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
-    came from, and per DP rank the mean generation throughput, running and queued requests
+    came from, values that were no reading (``no_reading``), and per DP rank the mean generation throughput, running and queued requests
     and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
     from ...classifier.server_balance import (
         balancedness_line,
@@ -294,7 +294,10 @@ def page_summary(page: dict) -> dict:
             "uneven_ranks": spread["uneven_ranks"] if spread else [],
             "expert_balance": experts, "normalised": page["notes"],
             "skipped": [{"line": n, "reason": f"not Prometheus text: {t}"}
-                        for n, t in r.skipped]}
+                        for n, t in r.skipped],
+            "stamps_refused": r.stamps_refused,
+            "no_reading": [{"series": name, "why": why, "values": n}
+                           for (name, why), n in sorted(r.refused.items())]}
 
 
 def print_page(p: dict, utc: bool) -> None:
@@ -307,9 +310,14 @@ def print_page(p: dict, utc: bool) -> None:
     if p["stamped"] != "file":
         how = ("from --start-time" if p["stamped"] == "start_time"
                else "with the last at its modification time; give --start-time to place it")
-        print(f"  NOTE: no timestamps in the page: scrapes placed 1 s apart {how}")
+        why = (f"its timestamps read as {p['stamps_refused']}, not used"
+               if p.get("stamps_refused") else "no timestamps in the page")
+        print(f"  NOTE: {why}: scrapes placed 1 s apart {how}")
     if p["normalised"]:
         print(f"  pasted text: {'; '.join(p['normalised'])}")
+    for x in p["no_reading"]:
+        what = "blank code" if x["why"] == "blank" else "impossible value"
+        print(f"  {x['series']}: {plural(x['values'], what)} (no reading; stored as NaN)")
     for sk in p["skipped"][:20]:
         print(f"  line {sk['line']}: {sk['reason']}")
     if len(p["skipped"]) > 20:
@@ -371,7 +379,8 @@ def add_parser(sub) -> None:
                          "(dcgm-exporter text, dcgmi dmon, a dmon without a time column), and "
                          "the date of a dmon -o T file (default: the file's modification time "
                          "is the last instant; the summary says so)")
-    im.add_argument("--tz", help="time zone of the files' wall-clock times (default UTC)")
+    im.add_argument("--tz", help="time zone of the files' wall-clock times: an IANA name "
+                                 "(Europe/Berlin) or an offset (+02:00); default UTC")
     im.add_argument("--host", help="host name where the file names none")
     im.add_argument("--columns", help="query names of a header-less --query-gpu CSV, "
                                       "comma-separated")

@@ -72,13 +72,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
                   + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
                      else "no confident clock offset: taken as written")
-                  + (f"; {log.time_note()}" if log.time_note() else ""), file=sys.stderr)
+                  + (f"; {log.notes()}" if log.notes() else ""), file=sys.stderr)
             inp.server_events = events_frame(events)
             inp.sources.append(Source("server_log", args.server_log))
         if args.server_metrics is not None:
             from .imports import metrics_file
 
             page = metrics_file(args.server_metrics)
+            if page.refused:  # blank codes and impossible values, read as NaN
+                from ...collectors.server_log import refused_note
+
+                print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
             inp.server_metrics = page.frame
             inp.sources.append(Source("server_metrics", args.server_metrics))
         for pic in args.screenshot or ():
