@@ -11,8 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_nvml import FakeGpu, FakeNvml
 
 from tealeaves.app.report.model import ReportError, from_store
+from tealeaves.collectors.nvml import NvmlCollector, UnknownGpus
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace
@@ -64,3 +66,34 @@ def test_a_range_that_catches_one_sweep_says_so_and_what_the_store_holds(tmp_pat
     with pytest.raises(ReportError,
                        match=r"it holds one instant: one sweep .*widen --from/--to"):
         from_store(db, t0 - 1.0, t0 + 0.01)
+
+
+# -- 2. collect --replay --gpus ------------------------------------------------------------
+
+
+def test_collect_replay_refuses_gpus_the_trace_does_not_hold(tmp_path):
+    db = tmp_path / "c.db"
+    r = tealeaves("collect", "--replay", bundled_trace_path(), "--gpus", "0,7,99",
+                  "--duration", "1", "--speed", "100", "--store", db, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "--gpus: GPUs 7, 99 are not in the replayed trace" in r.stderr, r.stderr
+    assert "holds GPUs 0, 1" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not db.exists() and "stored" not in r.stdout  # nothing opened, nothing claimed
+
+
+def test_collect_replay_gpus_replays_only_those_gpus(tmp_path):
+    db = tmp_path / "c.db"
+    r = tealeaves("collect", "--replay", bundled_trace_path(), "--gpus", "1",
+                  "--duration", "1", "--speed", "100", "--store", db, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with SampleStore(db, readonly=True) as store:
+        assert set(store.read_range()["gpu"]) == {1}
+        assert store.devices()["gpu"].tolist() == [1]
+
+
+def test_nvml_collector_refuses_gpu_indices_nvml_does_not_see():
+    nvml = FakeNvml([FakeGpu(), FakeGpu()])
+    with pytest.raises(UnknownGpus, match=r"no GPU 5 on this host \(NVML sees 2 GPUs: 0-1\)"):
+        NvmlCollector(nvml=nvml, gpus=[1, 5]).open()
+    devices = NvmlCollector(nvml=FakeNvml([FakeGpu(), FakeGpu()]), gpus=[1]).open()
+    assert devices["gpu"].tolist() == [1]
