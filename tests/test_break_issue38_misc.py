@@ -6,6 +6,8 @@ imbalanced decode."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +99,146 @@ def test_nvml_collector_refuses_gpu_indices_nvml_does_not_see():
         NvmlCollector(nvml=nvml, gpus=[1, 5]).open()
     devices = NvmlCollector(nvml=FakeNvml([FakeGpu(), FakeGpu()]), gpus=[1]).open()
     assert devices["gpu"].tolist() == [1]
+
+
+# -- 3. a picture with power N/A -----------------------------------------------------------
+
+_SMI_HEAD = """Wed Dec  2 04:59:09 2026
++-----------------------------------------------------------------------------------------+
+| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
++-----------------------------------------+------------------------+----------------------+
+| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
+| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
+|                                         |                        |               MIG M. |
+|=========================================+========================+======================|
+"""
+
+
+def _smi_text(rows: list[tuple[str, str, str]]) -> str:
+    """nvidia-smi 580's table, one block per (power, cap, util) as printed."""
+    out = _SMI_HEAD
+    for i, (pw, cap, util) in enumerate(rows):
+        out += (f"|   {i}  NVIDIA H200                    On  |   00000000:00:0{6 + i}.0 Off |"
+                f"                    0 |\n"
+                f"| N/A   58C    P0            {pw:>5} / {cap:>5} |   12923MiB / 143771MiB |"
+                f"     {util:>3}      Default |\n"
+                "|                                         |                        |"
+                "             Disabled |\n"
+                "+-----------------------------------------+------------------------+"
+                "----------------------+\n")
+    return out
+
+
+def test_an_smi_or_gpustat_text_with_a_blank_power_keeps_the_gpu_without_a_power():
+    from tealeaves.data.screen_read import parse_text
+
+    text = _smi_text([("590W", "700W", "97%"), ("N/A", "700W", "12%"), ("ERR!", "N/A", "N/A")])
+    tool, gpus = parse_text(text)
+    assert tool == "nvidia-smi" and [g.gpu for g in gpus] == [0, 1, 2]  # none dropped
+    assert gpus[0].values["power_w"] == 590 and gpus[0].blank == ()
+    assert "power_w" not in gpus[1].values and gpus[1].values["util_pct"] == 12
+    assert gpus[1].values["power_limit_w"] == 700 and gpus[1].blank == ("power_w",)
+    assert set(gpus[2].blank) == {"util_pct", "power_w", "power_limit_w"}
+    assert gpus[2].values["mem_used_mib"] == 12923
+    gpustat = ("vm  Wed Dec  2 04:59:10 2026  580.159.04\n"
+               "[0] NVIDIA H200 | 59°C,  97 %,  690 / 700 W | 12922 / 143771 MB | python3\n"
+               "[1] NVIDIA H200 | 41°C,  10 %,   ?? / 700 W | 12922 / 143771 MB | python3\n")
+    tool, gpus = parse_text(gpustat)
+    assert tool == "gpustat" and [g.gpu for g in gpus] == [0, 1]
+    assert gpus[1].blank == ("power_w",) and gpus[1].values["power_limit_w"] == 700
+
+
+@pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract-ocr is not installed")
+def test_a_picture_with_power_na_keeps_that_gpu_with_no_power_and_none_borrowed(tmp_path):
+    from PIL import Image, ImageDraw, ImageFont
+
+    from tealeaves.data.screen_read import read_picture
+
+    text = _smi_text([("590W", "700W", "97%"), ("N/A", "700W", "12%"), ("601W", "700W", "95%"),
+                      ("ERR!", "700W", "3%")])
+    font = ImageFont.truetype("DejaVuSansMono.ttf", 16)  # fonts-dejavu, as the pictures'
+    lines = text.splitlines()
+    img = Image.new("RGB", (int(max(font.getlength(ln) for ln in lines)) + 20,
+                            22 * len(lines) + 20), "black")
+    draw = ImageDraw.Draw(img)
+    for k, ln in enumerate(lines):
+        draw.text((10, 10 + 22 * k), ln, font=font, fill="white")
+    pic = tmp_path / "smi_power_na.png"
+    img.save(pic)
+    r = read_picture(pic.read_bytes(), pic.name)
+    got = {g.gpu: g for g in r.gpus}
+    assert r.tool == "nvidia-smi" and sorted(got) == [0, 1, 2, 3], got  # 0 and 3 were lost
+    for g, util in ((1, 12), (3, 3)):  # no power: not 0, not GPU 0's 590 W from another row
+        assert "power_w" not in got[g].values and "power_w" in got[g].blank, got[g]
+        assert got[g].values["util_pct"] == util
+    assert got[0].values["power_w"] == 590 and got[2].values["power_w"] == 601
+    r = tealeaves("screenshot", "read", pic, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "GPU 1: utilization 12 % " in r.stdout and "power n/a (printed blank)" in r.stdout
+
+
+# -- 4. malformed dashboard callbacks ------------------------------------------------------
+
+
+def _post(url: str, body) -> tuple[int, bytes]:
+    import urllib.error
+    import urllib.request
+
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    req = urllib.request.Request(url.rstrip("/") + "/_dash-update-component", data=data,
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:  # hang guard only
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _hover(t_ms, state, outputs=True) -> dict:
+    """The hover panel's callback request as the browser sends it."""
+    body = {"output": "tl-hover-panel.children",
+            "inputs": [{"id": "tl-hover-t", "property": "data", "value": t_ms}],
+            "state": [{"id": "tl-cursor", "property": "data", "value": state}],
+            "changedPropIds": ["tl-hover-t.data"]}
+    if outputs:
+        body["outputs"] = {"id": "tl-hover-panel", "property": "children"}
+    return body
+
+
+def test_malformed_callback_requests_get_a_400_and_one_log_line_not_a_traceback(
+        tmp_path, caplog):
+    import logging
+    import urllib.request
+
+    from tealeaves.app.dashboard.server import start_in_thread
+
+    db, (t0, _) = _store(tmp_path / "s.db")
+    url, shutdown = start_in_thread(store_path=db, collect=False)
+    try:
+        with urllib.request.urlopen(url, timeout=60) as r:  # the page itself is served
+            assert r.status == 200
+        assert _post(url, _hover(None, {}))[0] == 204  # PreventUpdate keeps Dash's answer
+        code, body = _post(url, _hover(t0 * 1000 + 500, {}))
+        assert code == 200, body[:300]
+        caplog.clear()
+        with caplog.at_level(logging.INFO):
+            bad = [_hover("garbage", {}),  # a value of the wrong type: ValueError
+                   _hover(t0 * 1000 + 500, "zz"),  # a state of the wrong type
+                   {**_hover(1.0, {}), "inputs": []},  # missing inputs
+                   _hover(1.0, {}, outputs=False),  # no outputs
+                   {"output": "nope.children", "outputs": {"id": "nope", "property": "children"},
+                    "inputs": [], "changedPropIds": []},  # no such callback
+                   {}, b"{{{not json"]
+            answers = [_post(url, b) for b in bad]
+    finally:
+        shutdown()
+    for (code, body), b in zip(answers, bad, strict=True):
+        assert code == 400, (b, code, body[:300])  # was 500 with a traceback in the log
+        assert "malformed request" in json.loads(body)["error"], body
+    assert "tl-hover-panel.children" in json.loads(answers[0][1])["error"]
+    assert "ValueError" in json.loads(answers[0][1])["error"]
+    assert not [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR], \
+        [r.getMessage()[:200] for r in caplog.records]
+    said = [r for r in caplog.records if "_dash-update-component" in r.getMessage()]
+    assert len(said) == len(bad), [r.getMessage()[:200] for r in said]  # one line each
+    assert all("\n" not in r.getMessage() for r in said)
