@@ -350,3 +350,12 @@ def test_the_idle_bounds_hold_on_the_bundled_traces_idle_stretches():
     assert len(m) >= 500
     assert (m["tensor_active"] + m["dram_active"]).max() < IDLE_WORK
     assert m["gpu_util"].max() < IDLE_BUSY
+
+
+def test_the_dashboard_calls_a_near_idle_window_idle_not_unknown():
+    from tealeaves.app.dashboard.panels import _ratio_text
+
+    near = {"imbalance_ratio": float("nan"), "load_mean": 2.0, "tensor_active_mean": 0.3,
+            "dram_active_mean": 0.3}
+    assert _ratio_text(near) == "– (idle)"  # was "–": as if unread
+    assert _ratio_text({**near, "tensor_active_mean": 30.0}) == "–"
