@@ -52,6 +52,20 @@ NOISE_LOAD = 10.0
 #: window of the low-load composite (``h200x2_composite_low_load``, real rows at 0.5-16 %
 #: load) lies above it; ``NOISE_K_LOADS`` measures low-load noise from the same load up.
 IDLE_LOAD = 0.5
+#: Near idle, measured on idle H200s: a serving group's window whose mean work by the pipes
+#: (tensor + DRAM activity, percentage points) is under ``IDLE_WORK`` while no GPU of it ran
+#: kernels ``IDLE_BUSY`` % of the time or more (``gpu_util``) has nothing to be uneven about:
+#: no ratio, straggler tax or hot set, however its near-zero readings scatter (issue 38: SM
+#: 2 %, tensor/DRAM 0.3 % on 64 GPUs gave random hot sets of 12-18 GPUs).  Source: the
+#: labelled idle stretches of the 33 bundled traces with labels (``data/traces``, H200,
+#: driver 580; 546 GPU-windows of 0.5 s wholly inside an idle stretch): tensor + DRAM median
+#: 0, 99th percentile and max 0.73 points (tensor max 0.30, DRAM max 0.43, SM active max 1.0
+#: %), ``gpu_util`` 99th percentile 0.7 %, max 2.9 %; each bound is rounded up past the max.
+#: The pipes alone do not say idle: launch-bound decode reads SM 0.13 % and tensor + DRAM
+#: under 0.5 points with kernels running most of the time (``h200x2_launch_bound``), hence
+#: the ``gpu_util`` gate; without ``gpu_util`` readings the pipes decide alone.
+IDLE_WORK = 1.0
+IDLE_BUSY = 5.0
 #: Quantile of the balanced windows' spread taken as the noise (robust to the few windows
 #: at a change that a stretch label calls balanced).
 NOISE_QUANTILE = 0.9
@@ -143,7 +157,9 @@ def imbalance_terms(features: pd.DataFrame, threshold: float = DEFAULT_THRESHOLD
     busy = _matrix(features, "busy_g", gpus)
     load = _matrix(features, "load_g", gpus)
     members = _group_columns(gpus, groups)
-    parts = [_group_terms(work[:, idx], busy[:, idx], threshold, floor, noise_k, load[:, idx])
+    pipes = (_matrix(features, "tensor_g", gpus) + _matrix(features, "dram_g", gpus)) * 100.0
+    parts = [_group_terms(work[:, idx], busy[:, idx], threshold, floor, noise_k, load[:, idx],
+                          pipes[:, idx])
              for idx in members]
     with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: NaN is the answer
@@ -209,13 +225,17 @@ def _group_columns(gpus: list[int], groups) -> list[np.ndarray]:
 
 
 def _group_terms(work: np.ndarray, busy: np.ndarray, threshold: float, floor: float,
-                 noise_k: float, load: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 noise_k: float, load: np.ndarray | None = None,
+                 pipes: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """One group's terms, (n_windows,) or (n_windows, n_gpus of the group): ``ratio``,
     ``tax``, ``hot``, ``share`` (% of the group's summed work), ``n_busy`` (GPUs with a
-    busy reading).  Where the group's mean ``load`` is under ``IDLE_LOAD`` (idle) every
+    busy reading).  Where the group's mean ``load`` is under ``IDLE_LOAD``, or the group is
+    near idle by its ``pipes`` (tensor + DRAM, points) and ``busy`` (``near_idle``), every
     term is NaN, no GPU is hot and ``n_busy`` is 0; without ``load`` no window is idle."""
     idle = loaded_mask(load, invert=True) if load is not None else \
         np.zeros(len(work), dtype=bool)
+    if pipes is not None:
+        idle = idle | near_idle(pipes, busy)
     work = np.where(idle[:, None], np.nan, work)
     busy = np.where(idle[:, None], np.nan, busy)
     n = np.sum(np.isfinite(work), axis=1)
@@ -233,6 +253,21 @@ def _group_terms(work: np.ndarray, busy: np.ndarray, threshold: float, floor: fl
         share = work / wsum[:, None] * 100.0
     return {"ratio": ratio, "tax": tax, "hot": hot, "share": share,
             "n_busy": np.sum(np.isfinite(busy), axis=1)}
+
+
+def near_idle(pipes: np.ndarray, busy: np.ndarray) -> np.ndarray:
+    """(n_windows,) bool: nothing to be uneven about (``IDLE_WORK``, ``IDLE_BUSY``): the
+    mean over the GPUs of ``pipes`` (n_windows, n_gpus: tensor + DRAM activity, points;
+    NaN where unread) is under ``IDLE_WORK`` and no GPU's ``busy`` (``gpu_util``, %) reaches
+    ``IDLE_BUSY`` (a window without any busy reading is judged by the pipes alone).  A
+    window without a pipe reading is not near idle by this test."""
+    pipes = np.asarray(pipes, dtype=float).reshape(len(pipes), -1)
+    busy = np.asarray(busy, dtype=float).reshape(len(busy), -1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN rows: not near idle
+        work = np.nanmean(pipes, axis=1)
+        top = np.nanmax(busy, axis=1) if busy.shape[1] else np.full(len(busy), np.nan)
+    return np.isfinite(work) & (work < IDLE_WORK) & ~(top >= IDLE_BUSY)
 
 
 def loaded_mask(load: np.ndarray, invert: bool = False) -> np.ndarray:

@@ -171,9 +171,10 @@ def summary(reading, regions: list[dict] | None = None,
         cuts: where to cut nvtop's time axis (``stretches``); default where it changes.
 
     Returns:
-        ``{"tool", "gpus": [{"gpu", "values", "confidence", "box"}], "regions": [{"name",
+        ``{"tool", "gpus": [{"gpu", "values", "confidence", "box", "blank"}], "regions": [{"name",
         "box", "gpus": [read GPUs in it], "verdict": verdict(), "loads": {gpu: load %}}],
-        "notes", "charts"}``; no verdict (None) when no monitor was recognised; ``charts``
+        "notes", "charts"}``; no verdict (None) when no monitor was recognised; ``blank``
+        names the values the tool printed blank (N/A: no value, not 0); ``charts``
         is ``stretches()`` of nvtop's charts (None for other pictures).  A picture of two
         captures (``PictureReading.captures``) has no GPUs of its own and a ``captures`` list:
         per capture ``{"name", "box", ...}`` with this same summary of it.
@@ -221,7 +222,8 @@ def summary(reading, regions: list[dict] | None = None,
     return {"tool": reading.tool,
             "gpus": [{"gpu": g.gpu, "values": g.values,
                       "confidence": {k: round(float(c), 3) for k, c in g.confidence.items()},
-                      "box": list(g.box) if g.box else None} for g in reading.gpus],
+                      "box": list(g.box) if g.box else None,
+                      "blank": list(getattr(g, "blank", ()))} for g in reading.gpus],
             "regions": out_regions, "notes": notes, "charts": charts}
 
 

@@ -160,11 +160,12 @@ def figure_windows(windows: pd.DataFrame) -> np.ndarray:
 
 def figures_text(imb: dict) -> str:
     """Which windows a range's imbalance figures are over, from ``imbalance_summary``:
-    ``"over 12 of 100 windows (the decode windows with load)"``; ``"idle: no imbalance figures (no
-    decode window with load of 0.5 % or more)"``; ``"no imbalance figures: no decode
+    ``"over 12 of 100 windows (the decode windows with load)"``; ``"idle: no imbalance figures,
+    nothing to be uneven about (every decode window under 0.5 % load, or under 1 % tensor +
+    DRAM work with no GPU busy 5 % of the time)"``; ``"no imbalance figures: no decode
     window"``; ``"no imbalance figures: no decode window holds the work of two or more
     GPUs"``."""
-    from .imbalance import IDLE_LOAD
+    from .imbalance import IDLE_BUSY, IDLE_LOAD, IDLE_WORK
 
     n, m = imb["windows"], imb["figure_windows"]
     if m:
@@ -172,8 +173,9 @@ def figures_text(imb: dict) -> str:
     if not imb["decode_windows"]:
         return "no imbalance figures: no decode window"
     if imb["idle_decode_windows"] == imb["decode_windows"]:
-        return (f"idle: no imbalance figures (no decode window with load of {IDLE_LOAD:g} % "
-                f"or more)")
+        return (f"idle: no imbalance figures, nothing to be uneven about (every decode "
+                f"window under {IDLE_LOAD:g} % load, or under {IDLE_WORK:g} % tensor + DRAM "
+                f"work with no GPU busy {IDLE_BUSY:g} % of the time)")
     return "no imbalance figures: no decode window holds the work of two or more GPUs"
 
 
@@ -194,8 +196,9 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
 
     Returns:
         ``windows`` (of the range); ``decode_windows``; ``figure_windows`` (decode windows
-        with figures, ``figure_windows``) and ``idle_decode_windows`` (decode windows whose
-        mean load is under ``imbalance.IDLE_LOAD``); ``imbalance_ratio``, ``balancedness``,
+        with figures, ``figure_windows``) and ``idle_decode_windows`` (decode windows without
+        figures whose mean load is under ``imbalance.IDLE_LOAD`` or that are near idle,
+        ``imbalance.near_idle``); ``imbalance_ratio``, ``balancedness``,
         ``straggler_tax``: means over the figure windows, the same windows for all three
         (NaN when none); ``figures_text`` (``figures_text``: which windows they are over, or
         why there are none); ``imbalanced_windows`` (flagged); ``hot_set`` (sorted GPUs of
@@ -211,7 +214,7 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
         ``hot_text`` (``hot_set.HotSetStory.text``: the set, its work against the rest,
         stays or rotates between which sets) and ``hot_story`` (its ``to_json``).
     """
-    from .imbalance import IDLE_LOAD
+    from .imbalance import IDLE_LOAD, IDLE_WORK
 
     n = len(windows)
     dec = windows[windows["phase"] == "decode"] if n else windows
@@ -231,7 +234,13 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
     fig = windows[figure_windows(windows)] if n else windows
     load = dec["load_mean"].to_numpy(dtype=float) if "load_mean" in dec else \
         np.full(len(dec), np.nan)
-    idle = int(np.sum(~(load >= IDLE_LOAD) & ~np.isfinite(
+    pipes = (dec["tensor_active_mean"].to_numpy(dtype=float)
+             + dec["dram_active_mean"].to_numpy(dtype=float)) \
+        if {"tensor_active_mean", "dram_active_mean"} <= set(dec.columns) else \
+        np.full(len(dec), np.nan)
+    # idle: under IDLE_LOAD, or near idle (``imbalance.near_idle``: its pipes under
+    # IDLE_WORK; the busy gate is the detector's, whose ratio is then NaN)
+    idle = int(np.sum((~(load >= IDLE_LOAD) | (pipes < IDLE_WORK)) & ~np.isfinite(
         dec["imbalance_ratio"].to_numpy(dtype=float)))) if len(dec) else 0
     out = {
         "windows": n,

@@ -134,6 +134,10 @@ class _GpuState:
     reads: dict[str, list[int]] = field(default_factory=dict)
 
 
+class UnknownGpus(ValueError):
+    """``gpus`` names GPU indices NVML does not see; the message names them and the count."""
+
+
 class NvmlCollector:
     """Polls all (or the chosen) GPUs through NVML.
 
@@ -206,12 +210,19 @@ class NvmlCollector:
 
         Raises:
             NvmlUnavailable: no driver, or no GPU to read.
+            UnknownGpus: ``gpus`` names an index NVML does not see (NVML is shut down).
         """
         n = self.nvml
         n.init()
         self._gpus = []
         self.driver = self._try(n.driver_version, "")
         count = n.device_count()
+        unknown = sorted(set(self.gpu_filter or ()) - set(range(count)))
+        if unknown:  # asked for by index: never silently read fewer GPUs than asked
+            n.shutdown()
+            raise UnknownGpus(f"no GPU {', '.join(map(str, unknown))} on this host "
+                              f"(NVML sees {count} GPU{'' if count == 1 else 's'}"
+                              + (f": 0-{count - 1})" if count else ")"))
         indices = [i for i in range(count) if self.gpu_filter is None or i in self.gpu_filter]
         if not indices:
             n.shutdown()

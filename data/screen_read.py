@@ -119,19 +119,28 @@ _BUS_ID = re.compile(r"[0-9A-FO]{4,8}:[0-9A-FO]{2}:[0-9A-FO]{2}[.\s]?[0-9]")
 _INDEX = re.compile(r"^\W{0,3}\s*(" + _NUM + r"{1,2})\s")
 # a memory unit as OCR may read it (MiB as Mi8, M1B)
 _UNIT = r"[MG][i1l][B8]|B"
-# the table's second line of a GPU: fan, temp, perf, power/cap | memory | util
+# a cell the tool printed blank: N/A ([N/A], as OCR may read it: N/4, NIA) or ERR!; its value is
+# left out of the reading (no number is made of it), the GPU kept
+_BLANK = r"\[?N\s?[/|Il1]?\s?[A4]\]?|ERR!?"
+# the table's second line of a GPU: fan, temp, perf, power/cap | memory | util; any of temp,
+# power, cap and util may be blank
 _SMI_ROW2 = re.compile(
-    r"(?:N/?A|" + _NUM + r"+\s*%)\s+(" + _NUM + r"+)\s*[C©]\s+P\s*" + _NUM + r"+\s+"
-    r"(" + _NUM + r"+)\s*[Ww?]{1,2}" + _SLASH + r"(" + _NUM + r"+)\s*[Ww?].*?"
+    r"(?:" + _BLANK + r"|" + _NUM + r"+\s*%)\s+(?:(" + _NUM + r"+)\s*[C©]|" + _BLANK +
+    r")\s+P\s*" + _NUM + r"+\s+"
+    r"(?:(" + _NUM + r"+)\s*[Ww?]{1,2}|" + _BLANK + r")" + _SLASH +
+    r"(?:(" + _NUM + r"+)\s*[Ww?]|" + _BLANK + r").*?"
     r"(" + _NUM + r"+(?:\.\d+)?)\s*(" + _UNIT + r")\s*/\s*(" + _NUM + r"+(?:\.\d+)?)\s*(" +
     _UNIT + r")"
-    r".*?(" + _NUM + r"+)\s*[%?]")
+    r".*?(?:(" + _NUM + r"+)\s*[%?]|" + _BLANK + r")")
 _SMI_ROW1 = re.compile(r"^[|│!\[{(]?\s*(" + _NUM + r"{1,2})?\s+[^\s|│]?(?:NVIDIA|Tesla|Quadro|"
                        r"H\d|A\d|GeForce|RTX|L\d|B\d|GH|GB)(?!-SMI)", re.IGNORECASE)
+# gpustat prints a power it could not read as "??" (its ``_repr(v, '??')``)
+_UNKNOWN = r"\?\?|" + _BLANK
 _GPUSTAT = re.compile(
     r"^\W{0,2}(" + _NUM + r"{1,2})?\W{0,2}\s.*?\|\s*(" + _NUM + r"+)\s*°?\s*[C©],?\s*(" +
-    _NUM + r"+)\s*[%?](?:\s*[,.£*?]?\s*(" + _NUM + r"+)" + _SLASH + r"(" + _NUM +
-    r"+)\s*[Ww?]+)?\s*[|?]\s*(" + _NUM + r"+)" + _SLASH + r"(" + _NUM + r"+)\s*MB")
+    _NUM + r"+)\s*[%?](\s*[,.£*?]?\s*(?:(" + _NUM + r"+)|" + _UNKNOWN + r")" + _SLASH +
+    r"(?:(" + _NUM + r"+)|" + _UNKNOWN + r")\s*[Ww?]+)?\s*[|?]\s*(" + _NUM + r"+)" + _SLASH +
+    r"(" + _NUM + r"+)\s*MB")
 
 #: A word that is a number with its unit (``47°C,``, ``12923MiB``, ``90%,``), not a name
 #: holding digits (``H200``, ``python3(12914M)``).
@@ -155,13 +164,18 @@ def _smi(lines: list[tuple]) -> list[GpuReading]:
         m2 = _SMI_ROW2.search(line)
         if m2 and index is not None:
             temp, pw, cap, used, u_unit, total, t_unit, util = m2.groups()
-            vals = {"temp_c": _n(temp), "power_w": _n(pw), "power_limit_w": _n(cap),
-                    "mem_used_mib": _n(used) * _UNIT_MIB[u_unit[0]],
-                    "mem_total_mib": _n(total) * _UNIT_MIB[t_unit[0]], "util_pct": _n(util)}
+            vals = {"mem_used_mib": _n(used) * _UNIT_MIB[u_unit[0]],
+                    "mem_total_mib": _n(total) * _UNIT_MIB[t_unit[0]]}
+            # a blank cell (N/A, ERR!) gives no value: the GPU is kept without it
+            vals.update({k: _n(v) for k, v in (("temp_c", temp), ("power_w", pw),
+                                               ("power_limit_w", cap), ("util_pct", util))
+                         if v is not None})
             cf = _fields_conf(m2, {"temp_c": 1, "power_w": 2, "power_limit_w": 3,
                                    "mem_used_mib": 4, "mem_total_mib": 6, "util_pct": 8},
                               scores, conf)
-            out.append(GpuReading(index, vals, cf, box))
+            blank = tuple(k for k in ("util_pct", "power_w", "power_limit_w", "temp_c")
+                          if k not in vals)
+            out.append(GpuReading(index, vals, cf, box, blank=blank))
             index = None
     return out
 
@@ -173,16 +187,20 @@ def _gpustat(lines: list[tuple]) -> list[GpuReading]:
         m = _GPUSTAT.search(line.strip())
         if not m:
             continue
-        g, temp, util, pw, cap, used, total = m.groups()
+        g, temp, util, power, pw, cap, used, total = m.groups()
         # "[7]" the OCR read as "4" or lost: the next index (gpustat lists them in order)
         index = int(_n(g)) if g and "[" in line[:3] else (out[-1].gpu + 1 if out else 0)
         vals = {"temp_c": _n(temp), "util_pct": _n(util), "mem_used_mib": _n(used),
                 "mem_total_mib": _n(total)}
-        if pw is not None:
-            vals.update(power_w=_n(pw), power_limit_w=_n(cap))
-        cf = _fields_conf(m, {"temp_c": 2, "util_pct": 3, "power_w": 4, "power_limit_w": 5,
-                              "mem_used_mib": 6, "mem_total_mib": 7}, scores, conf, off)
-        out.append(GpuReading(index, vals, cf, box))
+        # power not shown, or shown blank ("??"): no value, the GPU kept
+        vals.update({k: _n(v) for k, v in (("power_w", pw), ("power_limit_w", cap))
+                     if v is not None})
+        cf = _fields_conf(m, {"temp_c": 2, "util_pct": 3, "power_w": 5, "power_limit_w": 6,
+                              "mem_used_mib": 7, "mem_total_mib": 8}, scores, conf, off)
+        # power shown (``power``: gpustat -P) but a side of it blank: that side is blank
+        blank = tuple(k for k in ("power_w", "power_limit_w")
+                      if power is not None and k not in vals)
+        out.append(GpuReading(index, vals, cf, box, blank=blank))
     return out
 
 
@@ -252,16 +270,18 @@ def _dmon(lines: list[tuple]) -> list[GpuReading]:
                     for n, (a, b) in zip(names, spans, strict=False)}
         try:
             g = int(_n(row["gpu"]))
-            vals = {}
-            for col, key in (("pwr", "power_w"), ("gtemp", "temp_c"), ("sm", "util_pct")):
-                if col in row and row[col] not in ("-", "N/A"):
+            vals, blank = {}, []
+            for col, key in (("pwr", "power_w"), ("gtemp", "temp_c"), ("sm", "util_pct"),
+                             ("fb", "mem_used_mib")):
+                if col in row and row[col] in ("-", "N/A"):
+                    blank.append(key)
+                elif col in row:
                     vals[key] = _n(row[col])
-            if "fb" in row and row["fb"] not in ("-", "N/A"):
-                vals["mem_used_mib"] = _n(row["fb"])
         except (ValueError, KeyError):
             continue
         col = {"power_w": "pwr", "temp_c": "gtemp", "util_pct": "sm", "mem_used_mib": "fb"}
-        latest[g] = GpuReading(g, vals, {k: col_conf.get(col[k], conf) for k in vals}, box)
+        latest[g] = GpuReading(g, vals, {k: col_conf.get(col[k], conf) for k in vals}, box,
+                               blank=tuple(blank))
     return [latest[g] for g in sorted(latest)]
 
 
@@ -670,7 +690,8 @@ def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading
     """The GPUs of two readings of one picture (``first`` the steadier): ``first``'s GPUs,
     every one of them (an index read twice there is two screens, both kept), each value
     missing there (or read less sure than ``YIELD_BELOW`` where ``second`` is at least
-    ``YIELD_TO`` sure) taken from ``second``'s GPU of that index; ``second``'s GPUs of other
+    ``YIELD_TO`` sure) taken from ``second``'s GPU of that index on the same row
+    (``_same_place``: a value left blank is never filled from another row); ``second``'s GPUs of other
     indices added (only the first of an index: a duplicate there is a misread index), unless
     on a row ``first`` read (the same GPU, its index misread: ``_same_row``)."""
     by_index: dict[int, GpuReading] = {}
@@ -678,19 +699,29 @@ def _merge(first: list[GpuReading], second: list[GpuReading]) -> list[GpuReading
         by_index.setdefault(g.gpu, g)
     out = list(first)
     for g in out:
-        other = by_index.get(g.gpu)
+        # only the same GPU's row fills a value: a blank (N/A) of GPU 1 never takes the
+        # power of GPU 0's row that the OCR misread as GPU 1
+        other = next((o for o in second if o.gpu == g.gpu and _same_place(o, g)), None)
         if other is not None:
             # a value ``first`` is unsure of (a glyph it never learned, read as a digit:
             # "47°C" as "477C") yields to ``second``'s sure reading
+            got = {k: v for k, v in other.values.items() if k not in g.blank}
             keep = {k: v for k, v in g.values.items()
                     if not (k in other.values and g.confidence.get(k, 1.0) < YIELD_BELOW
                             and other.confidence.get(k, 0.0) >= YIELD_TO)}
             g.confidence = {**other.confidence,
                             **{k: c for k, c in g.confidence.items() if k in keep}}
-            g.values = {**other.values, **keep}
+            g.values = {**got, **keep}
+            g.blank = tuple(k for k in g.blank if k not in g.values)
     have = {g.gpu for g in out}
     out += [g for k, g in by_index.items() if k not in have and not _same_row(g, first)]
     return sorted(out, key=lambda g: g.gpu)
+
+
+def _same_place(g: GpuReading, other: GpuReading) -> bool:
+    """Whether ``g`` and ``other`` may be one GPU's row: on one row (``_same_row``), or
+    either placed nowhere."""
+    return g.box is None or other.box is None or _same_row(g, [other])
 
 
 def _same_row(g: GpuReading, others: list[GpuReading]) -> bool:

@@ -42,6 +42,9 @@ class GpuReading:
     box: tuple[float, float, float, float] | None = None
     #: The device name as printed (nvtop's ``[NVIDIA H200]``), when the tool prints one.
     name: str | None = None
+    #: Values the tool printed blank (``N/A``, ``ERR!``, gpustat's ``??``, dmon's ``-``):
+    #: no reading (NaN where a number is needed), never 0 and never another row's value.
+    blank: tuple[str, ...] = ()
 
 
 def _fields_conf(m: re.Match, keys: dict[str, int], scores, conf: float,

@@ -113,21 +113,44 @@ def _open_source(args: argparse.Namespace):
             tr = load_trace(args.replay)
         except (TraceError, ImportFormatError) as exc:
             return fail(str(exc))
+        if args.gpus is not None:
+            tr = _only_gpus(tr, args.gpus, args.replay)
+            if isinstance(tr, int):
+                return tr
         if args.host:
             tr.samples["host"] = args.host
             if len(tr.devices):
                 tr.devices["host"] = args.host
         collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
         return collector, collector.open()
-    from ...collectors.nvml import NvmlCollector
+    from ...collectors.nvml import NvmlCollector, UnknownGpus
     from ...collectors.nvml_shim import NvmlUnavailable
 
     collector = NvmlCollector(hz=args.hz, gpus=args.gpus, threads=args.threads,
                               pcie_hz=args.pcie_hz)
     try:
         return collector, collector.open()
+    except UnknownGpus as exc:
+        return fail(f"--gpus: {exc}")
     except NvmlUnavailable as exc:
         return fail(f"{exc} (no GPU to collect from)", EXIT_NO_GPU)
+
+
+def _only_gpus(tr, gpus: list[int], path: Path):
+    """The trace ``tr`` cut to the GPU indices ``gpus`` (``--gpus`` with ``--replay``), or the
+    exit status (2, one error naming them) when some are not in the trace."""
+    held = sorted({int(g) for g in tr.samples["gpu"].unique()})
+    missing = sorted(set(gpus) - set(held))
+    if missing:
+        many = len(missing) > 1
+        return fail(f"--gpus: GPU{'s' if many else ''} {', '.join(map(str, missing))} "
+                    f"{'are' if many else 'is'} not in the replayed trace {path} (it holds "
+                    f"GPU{'s' if len(held) > 1 else ''} {', '.join(map(str, held))})")
+    keep = tr.samples["gpu"].isin(gpus)
+    tr.samples = tr.samples[keep].reset_index(drop=True)
+    if len(tr.devices) and "gpu" in tr.devices:
+        tr.devices = tr.devices[tr.devices["gpu"].isin(gpus)].reset_index(drop=True)
+    return tr
 
 
 def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict) -> None:
@@ -211,7 +234,8 @@ def add_parser(sub) -> None:
                    help="SQLite store (default tealeaves.db)")
     c.add_argument("--hz", type=upto(1000, "the sweep rate (Hz)"), default=10.0, help="sweeps per second (default 10)")
     c.add_argument("--duration", type=upto(366 * DAY, "the duration (s)"), help="seconds to collect (default: until Ctrl-C)")
-    c.add_argument("--gpus", type=gpu_indices, help="comma-separated GPU indices (default: all)")
+    c.add_argument("--gpus", type=gpu_indices, help="comma-separated GPU indices (default: all); one not on the host (or "
+                        "not in the --replay trace) is refused")
     c.add_argument("--parquet", type=Path, help="also write the collected samples as a trace")
     c.add_argument("--pcie-hz", type=upto(1000, "the PCIe rate (Hz)"), default=10.0,
                    help="PCIe byte-counter reads per second (default 10; each read costs "

@@ -96,9 +96,11 @@ def _print_one(r: dict, ind: str) -> None:
     print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
           f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
     for g in r["gpus"]:
+        blank = g.get("blank") or ()
         cells = ", ".join(f"{LABELS[k]} {g['values'][k]:g} {r['units'][k]} "
-                          f"({g['confidence'][k]:.0%} sure)"
-                          for k in LABELS if k in g["values"])
+                          f"({g['confidence'][k]:.0%} sure)" if k in g["values"]
+                          else f"{LABELS[k]} n/a (printed blank)"
+                          for k in LABELS if k in g["values"] or k in blank)
         print(f"{ind}GPU {g['gpu']}: {cells}")
     for note in r["notes"]:
         print(f"{ind}{note}")

@@ -25,7 +25,14 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...classifier.imbalance import IDLE_LOAD, describe_ceiling, format_hot_set, hot_set_of
+from ...classifier.imbalance import (
+    IDLE_BUSY,
+    IDLE_LOAD,
+    IDLE_WORK,
+    describe_ceiling,
+    format_hot_set,
+    hot_set_of,
+)
 from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from ...classifier.summary import hot_ceilings
 from ...data.schema import entity_name
@@ -172,6 +179,10 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
         reasons.append(f"max/mean work {ratio:.2f}×: not flagged ({why})")
     elif _f(row, "load_mean") < IDLE_LOAD:
         reasons.append(f"idle (mean load under {IDLE_LOAD:g} %): no imbalance figures")
+    elif tensor + dram < IDLE_WORK:
+        reasons.append(f"near idle (tensor + DRAM {tensor + dram:.1f} %, under {IDLE_WORK:g} %; "
+                       f"no GPU busy {IDLE_BUSY:g} % of the time): nothing to be uneven about, "
+                       f"no imbalance figures")
     features = [
         ("phase scores", " / ".join(f"{p[0]} {_f(row, f'p_{p}'):.2f}" for p in PHASE_ORDER)
          if all(math.isfinite(v) for v in scores.values()) else "n/a"),

@@ -68,6 +68,7 @@ from . import ids
 from .actions import act, export_report
 from .config import IDLE_TICK_MS, MIN_HEIGHT_PX, PACE, PRESETS, STUCK_MS, DashboardConfig
 from .cursor import Action, Cursor, page_state
+from .guard import guard_callbacks
 from .inflight import SingleFlight
 from .live import LiveView, Step, axis_names, not_labelled_yet, selected_trace
 from .panels import (
@@ -120,6 +121,7 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None,
     _register_cluster(app, live)
     _register_server_panel(app, live)
     _register_export(app, live)
+    guard_callbacks(app)  # a malformed callback request: 400 and one log line
     return app
 
 

@@ -121,11 +121,14 @@ def hover_panel(info: dict, order: list[int] | None, tz: str | None = None,
 
 def _ratio_text(win: dict) -> str:
     """A window's max/mean work: ``"1.43×"``, ``"– (idle)"`` for a window under
-    ``classifier.imbalance.IDLE_LOAD`` (no imbalance figures), ``"–"`` when unknown."""
-    from ...classifier.imbalance import IDLE_LOAD
+    ``classifier.imbalance.IDLE_LOAD`` or near idle (``IDLE_WORK``; no imbalance figures),
+    ``"–"`` when unknown."""
+    from ...classifier.imbalance import IDLE_LOAD, IDLE_WORK
 
     text = _num(win.get("imbalance_ratio"), ".2f", "×")
-    return "– (idle)" if text == "–" and _f(win.get("load_mean")) < IDLE_LOAD else text
+    pipes = _f(win.get("tensor_active_mean")) + _f(win.get("dram_active_mean"))
+    idle = _f(win.get("load_mean")) < IDLE_LOAD or pipes < IDLE_WORK  # imbalance.near_idle
+    return "– (idle)" if text == "–" and idle else text
 
 
 def _pill(phase: str, small: bool = True) -> html.Span:

@@ -42,6 +42,7 @@ from ...data import bundled_trace_path
 from ...data.importers import load_trace
 from ...data.store import SampleStore, StoreError
 from ..session import Session
+from .guard import DISPATCH
 
 
 @dataclass
@@ -150,6 +151,9 @@ class _QuietHandler(WSGIRequestHandler):
     """Request handler that does not log every request (the page polls twice a second)."""
 
     def log_request(self, code="-", size="-") -> None:
+        # a refused callback request was said in one line already (``guard``)
+        if str(code) == "400" and self.path.endswith(DISPATCH):
+            return
         if str(code).startswith(("4", "5")):
             super().log_request(code, size)
 

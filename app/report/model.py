@@ -160,7 +160,7 @@ def from_store(path: str | Path, start: float | None = None, end: float | None =
     default: all it holds), opened read-only; see ``read_store``.
 
     Raises:
-        ReportError: no such store, an empty range, or no samples in it.
+        ReportError: no such store, an empty range, no samples in it, or one instant only.
     """
     from ...data.store import SampleStore, StoreError
 
@@ -184,7 +184,8 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     is not False): the cost follows the samples, never the span.
 
     Raises:
-        ReportError: an empty or reversed range, or no samples in it.
+        ReportError: an empty or reversed range, no samples in it, or samples of one instant
+            only (a store of one sample or sweep, whatever the range; a range of one sweep).
     """
     where = str(path) if path is not None else "the store"
     span = store.time_span()
@@ -193,8 +194,10 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
         more = (" (only the server's /metrics scrapes: a report needs GPU telemetry; import a "
                 "GPU file of the same time next to them)" if len(scrapes) else "")
         raise ReportError(f"{where}: holds no GPU samples{more}")
-    if start is None and end is None and span[1] <= span[0]:  # no range was asked for
-        raise ReportError(f"{where}: holds one instant ({_utc(span[0])} UTC): a report needs "
+    if span[1] <= span[0]:  # whatever --from/--to say, no range can hold more than this
+        n = store.count()
+        what = "one instant: one sample" if n == 1 else f"one instant: one sweep ({n} samples)"
+        raise ReportError(f"{where}: holds {what}, at {_utc(span[0])} UTC: a report needs "
                           f"a range of samples over time (record or import more than one "
                           f"sweep)")
     asked_from, asked_to = start, end
@@ -227,12 +230,31 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     if samples.empty:
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
+    per_gpu = samples.groupby([c for c in ("host", "gpu") if c in samples]).size()
+    if per_gpu.max() < 2:  # one sweep (each GPU row may carry its own stamp)
+        _one_sweep(where, samples, span, (start, end))
     events = store.server_events(start, end)
     metrics = store.server_metrics(start, end, names=BALANCE_SERIES)
     sources = [Source("store", Path(path))] if path is not None else []
     return ReportInput(samples, store.devices(), store.meta(),
                        events if len(events) else None, sources,
                        metrics if len(metrics) else None)
+
+
+def _one_sweep(where: str, samples: pd.DataFrame, span: tuple[float, float],
+               asked: tuple[float, float]) -> None:
+    """Raise the ``ReportError`` of a read that holds one sweep (at most one sample a GPU):
+    the store's own when the range covers all it holds, else the range's."""
+    n = len(samples)
+    what = ("one instant: one sample" if n == 1
+            else f"one instant: one sweep ({n} samples, one a GPU)")
+    at = _utc(samples["timestamp"].min())
+    if asked[0] <= span[0] and asked[1] >= span[1]:
+        raise ReportError(f"{where}: holds {what}, at {at} UTC: a report needs a range of "
+                          f"samples over time (record or import more than one sweep)")
+    raise ReportError(f"{where}: between {_utc(asked[0])} and {_utc(asked[1])} UTC it holds "
+                      f"{what}, at {at} UTC: a report needs a range of samples over time; "
+                      f"widen --from/--to (it holds {_utc(span[0])} to {_utc(span[1])} UTC)")
 
 
 # -- the report ---------------------------------------------------------------------------------
