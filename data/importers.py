@@ -62,7 +62,9 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import re
+import stat
 import time as _time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +106,7 @@ from .traces import Trace, TraceError, read_trace
 __all__ = [
     "FORMATS",
     "LOG_FORMATS",
+    "MAX_FILE_BYTES",
     "SERVER_METRICS_FORMAT",
     "ImportFormatError",
     "ImportResult",
@@ -112,6 +115,7 @@ __all__ = [
     "import_file",
     "import_text",
     "read_text",
+    "regular_file",
 ]
 
 #: Formats the importers turn into samples.
@@ -249,15 +253,73 @@ _RE_NUMBER = re.compile(r"^\+?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$", re.ASCII)
 _RE_INDEX = re.compile(r"^\d{1,6}$", re.ASCII)
 
 
-def _read_bytes(path: Path) -> bytes:
-    if not path.exists():
-        raise ImportFormatError(f"{path}: no such file")
-    if path.is_dir():
-        raise ImportFormatError(f"{path}: is a directory, not a telemetry file")
+#: Largest file the importers read, bytes: a bound on what one file may cost, not a format
+#: limit (two hours of ``nvidia-smi dmon`` on 8 GPUs at 1 Hz is some 5 MB); split a larger
+#: file (``split -l``) and import the parts.
+MAX_FILE_BYTES = 2 * 2**30
+#: Bytes read at a time.
+_CHUNK = 4 * 2**20
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular file is, in words (None for a regular file)."""
+    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return what
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def regular_file(path: str | Path) -> Path:
+    """``path`` when it is a regular file (links followed) the importers may read.
+
+    A FIFO would block the read until a writer comes, and a device (``/dev/zero``) never
+    ends: both are refused before anything is opened.
+
+    Raises:
+        ImportFormatError: missing, a directory, a FIFO, a device or a socket, or larger than
+            ``MAX_FILE_BYTES``; the message names the path.
+    """
+    path = Path(path)
     try:
-        return path.read_bytes()
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise ImportFormatError(f"{path}: no such file") from None
     except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot be read ({exc})") from exc
+        raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    kind = _file_kind(st.st_mode)
+    if kind:
+        raise ImportFormatError(f"{path}: is {kind}, not a regular file; give a file")
+    if st.st_size > MAX_FILE_BYTES:
+        raise ImportFormatError(f"{path}: is {st.st_size:,} bytes, over the "
+                                f"{MAX_FILE_BYTES:,}-byte limit of one import; split it "
+                                f"(e.g. `split -l`) and import the parts")
+    return path
+
+
+def _read_bytes(path: Path) -> bytes:
+    """The bytes of a regular file, read in chunks and at most ``MAX_FILE_BYTES`` (a file
+    growing past it while read is refused too).
+
+    Raises:
+        ImportFormatError: as :func:`regular_file`, or unreadable.
+    """
+    path = regular_file(path)
+    parts: list[bytes] = []
+    total = 0
+    try:
+        with open(path, "rb") as f:
+            while chunk := f.read(_CHUNK):
+                total += len(chunk)
+                if total > MAX_FILE_BYTES:
+                    raise ImportFormatError(f"{path}: passed the {MAX_FILE_BYTES:,}-byte limit "
+                                            f"of one import while read; split it and import "
+                                            f"the parts")
+                parts.append(chunk)
+    except OSError as exc:
+        raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    return b"".join(parts)
 
 
 def _binary_kind(data: bytes) -> str | None:
@@ -1477,7 +1539,7 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
     """
     fmt = format or detect_format(path)
     if fmt == "tealeaves_parquet":
-        return read_trace(path)
+        return read_trace(regular_file(path))
     res = import_file(path, format=fmt, **kwargs)
     if res.samples.empty:
         n = len(res.skipped)

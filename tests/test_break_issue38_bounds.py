@@ -145,3 +145,73 @@ def test_dashboard_prometheus_on_a_dripping_server_says_so_and_exits_2(server, m
     assert out == [2]
     assert "total deadline" in err and server.url in err
     assert "Traceback" not in err
+
+
+# -- 3: FIFOs, devices and directories given as files ------------------------------------------
+
+DMON = ("# gpu    sm   mem    fb\n# Idx     %     %    MB\n"
+        "    0    50    20  1000\n    1    60    30  2000\n")
+
+
+def _main_guarded(argv: list[str]) -> int:
+    """``tealeaves ARGV`` in a thread; fails (not hangs) when it is still blocked after 60 s."""
+    from tealeaves.app.cli import main
+
+    out: list[int] = []
+    run = threading.Thread(target=lambda: out.append(main(argv)), daemon=True)
+    run.start()
+    run.join(60)  # hang guard: a FIFO blocks today's open() until a writer comes
+    assert out, f"tealeaves {' '.join(argv)} still blocked"
+    return out[0]
+
+
+@pytest.fixture()
+def odd_file(request, tmp_path):
+    import os
+
+    if request.param == "fifo":
+        path = tmp_path / "telemetry.fifo"
+        os.mkfifo(path)
+        return path, "a FIFO"
+    if request.param == "dir":
+        return tmp_path, "a directory"
+    return "/dev/zero", "a character device"
+
+
+@pytest.mark.parametrize("odd_file", ["fifo", "zero", "dir"], indirect=True)
+@pytest.mark.parametrize("command", ["import", "classify"])
+def test_import_and_classify_refuse_a_fifo_or_device_naming_it(odd_file, command, tmp_path,
+                                                               capsys):
+    path, kind = odd_file
+    db = tmp_path / "s.db"
+    argv = ["import", str(path), "--store", str(db)] if command == "import" else [
+        "classify", str(path)]
+    assert _main_guarded(argv) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: is {kind}" in err and "Traceback" not in err
+    assert not db.exists()  # nothing stored, no store made
+
+
+@pytest.mark.parametrize("odd_file", ["fifo", "zero"], indirect=True)
+@pytest.mark.parametrize("option", ["--labels", "--server-log", "--server-metrics"])
+def test_classify_refuses_a_fifo_or_device_for_its_other_files(odd_file, option, tmp_path,
+                                                               capsys):
+    path, kind = odd_file
+    trace = tmp_path / "dmon.txt"
+    trace.write_text(DMON)
+    assert _main_guarded(["classify", str(trace), option, str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{option} {path}: is {kind}" in err and "Traceback" not in err
+
+
+def test_a_file_over_the_import_limit_is_refused_naming_it(tmp_path, monkeypatch, capsys):
+    from tealeaves.data import importers
+
+    path = tmp_path / "dmon.txt"
+    path.write_text(DMON * 50)  # 4,800 bytes
+    monkeypatch.setattr(importers, "MAX_FILE_BYTES", 1000, raising=False)
+    db = tmp_path / "s.db"
+    assert _main_guarded(["import", str(path), "--store", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: is 4,800 bytes, over the 1,000-byte limit" in err
+    assert not db.exists()
