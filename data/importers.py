@@ -107,6 +107,7 @@ __all__ = [
     "FORMATS",
     "LOG_FORMATS",
     "MAX_FILE_BYTES",
+    "MAX_LINE_BYTES",
     "SERVER_METRICS_FORMAT",
     "ImportFormatError",
     "ImportResult",
@@ -259,6 +260,11 @@ _RE_INDEX = re.compile(r"^\d{1,6}$", re.ASCII)
 MAX_FILE_BYTES = 2 * 2**30
 #: Bytes read at a time.
 _CHUNK = 4 * 2**20
+#: Longest line of a text file the importers read, bytes (its line end not counted).  The
+#: formats' lines are short (a dmon row ~150 bytes, a 60-field ``--query-gpu`` row ~2 kB, a
+#: labelled dcgm-exporter line ~1 kB); a longer one is not telemetry, and parsing a line of
+#: 150 MB cost minutes and gigabytes: the file is refused, naming the line.
+MAX_LINE_BYTES = 2**20
 
 
 def _file_kind(mode: int) -> str | None:
@@ -298,6 +304,54 @@ def regular_file(path: str | Path) -> Path:
     return path
 
 
+class _LineBound:
+    """Checks, chunk by chunk as a file is read, that no line is longer than
+    ``MAX_LINE_BYTES``.  Lines are numbered as the importers number them once
+    ``pasted.normalise`` has read ``\r\n`` and a lone ``\r`` as one line break each.
+    Linear in the bytes, vectorised (NumPy)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.run = 0  # bytes of the line under way, from earlier chunks
+        self.breaks = 0  # line breaks before this chunk
+        self.last_cr = False  # the previous chunk ended in \r
+
+    def feed(self, chunk: bytes) -> None:
+        """Check one more chunk.
+
+        Raises:
+            ImportFormatError: a line passed ``MAX_LINE_BYTES`` (names the file and line).
+        """
+        b = np.frombuffer(chunk, dtype=np.uint8)
+        nl, cr = b == 10, b == 13
+        brk = nl | cr
+        brk[1:] &= ~(cr[:-1] & nl[1:])  # the \n of \r\n ends no line of its own
+        if len(b) and self.last_cr and nl[0]:
+            brk[0] = False
+        self.last_cr = bool(len(b) and cr[-1])
+        # bytes of text (neither a break nor the \n of a \r\n) before each position
+        text = np.concatenate(([0], np.cumsum(~(nl | cr))))
+        ends = np.flatnonzero(brk)
+        if len(ends):
+            starts = np.concatenate(([0], ends[:-1] + 1))
+            lengths = text[ends] - text[starts]
+            lengths[0] += self.run
+            long = np.flatnonzero(lengths > MAX_LINE_BYTES)
+            if len(long):
+                self._refuse(self.breaks + int(long[0]))
+            self.run = int(text[-1] - text[ends[-1] + 1])
+        else:
+            self.run += int(text[-1])
+        self.breaks += len(ends)
+        if self.run > MAX_LINE_BYTES:
+            self._refuse(self.breaks)
+
+    def _refuse(self, newlines_before: int) -> None:
+        raise ImportFormatError(f"{self.name}: line {newlines_before + 1} is longer than "
+                                f"{MAX_LINE_BYTES:,} bytes, the longest line tealeaves reads "
+                                f"(MAX_LINE_BYTES): not telemetry")
+
+
 def _read_bytes(path: Path) -> bytes:
     """The bytes of a regular file, read in chunks and at most ``MAX_FILE_BYTES`` (a file
     growing past it while read is refused too).
@@ -308,6 +362,7 @@ def _read_bytes(path: Path) -> bytes:
     path = regular_file(path)
     parts: list[bytes] = []
     total = 0
+    lines = _LineBound(str(path))
     try:
         with open(path, "rb") as f:
             while chunk := f.read(_CHUNK):
@@ -316,6 +371,11 @@ def _read_bytes(path: Path) -> bytes:
                     raise ImportFormatError(f"{path}: passed the {MAX_FILE_BYTES:,}-byte limit "
                                             f"of one import while read; split it and import "
                                             f"the parts")
+                if not parts and (chunk.startswith(b"PAR1") or _binary_kind(chunk)):
+                    lines = None  # Parquet or binary: no lines to bound (refused later if
+                    # not a trace)
+                if lines is not None:
+                    lines.feed(chunk)
                 parts.append(chunk)
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None

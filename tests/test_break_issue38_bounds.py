@@ -215,3 +215,90 @@ def test_a_file_over_the_import_limit_is_refused_naming_it(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert f"{path}: is 4,800 bytes, over the 1,000-byte limit" in err
     assert not db.exists()
+
+
+# -- 4: huge dmon files and lines ---------------------------------------------------------------
+
+def test_is_blank_and_out_of_range_answer_a_scalar_reading_without_numpy(monkeypatch):
+    """The importers check every value they parse: a plain reading must not pay NumPy's
+    per-call cost (70 us a value made a 630 MB dmon import take hours)."""
+    import numpy as np
+
+    from tealeaves.data import schema
+
+    calls = []
+
+    def counting(*a, **k):
+        calls.append(a)
+        return np.asarray(*a, **k)
+
+    monkeypatch.setattr(schema.np, "asarray", counting)
+    for v in (0.0, 55.0, 700.5, 2.0**31 - 17, np.float64(12.5), 3):
+        assert schema.is_blank(v) is False
+        assert schema.out_of_range("power_w", v) in (False, True)
+    assert not calls
+    monkeypatch.undo()
+    # and the answers did not change: codes (exact or within 1e-12), NaN, arrays
+    for code in (0x7FFFFFF0, 4294967295.0, 2.0**47, 2.0**64 - 1, np.float64(2.0**47 + 1)):
+        assert schema.is_blank(code) is True
+        assert schema.is_blank(float(code) * (1 + 5e-13)) is True
+    assert schema.is_blank(float("nan")) is False
+    assert schema.is_blank(2.0**47 * (1 - 1e-9)) is False
+    assert list(schema.is_blank(np.array([1.0, 2.0**47, np.nan]))) == [False, True, False]
+    assert schema.out_of_range("power_w", 1e9) is True
+    assert schema.out_of_range("power_w", -1) is True
+    assert schema.out_of_range("power_w", float("nan")) is False
+
+
+def test_a_line_over_the_bound_is_refused_naming_file_and_line(tmp_path, monkeypatch, capsys):
+    from tealeaves.data import importers
+
+    monkeypatch.setattr(importers, "MAX_LINE_BYTES", 100, raising=False)
+    monkeypatch.setattr(importers, "_CHUNK", 64, raising=False)  # lines across chunks
+    path = tmp_path / "dmon.txt"
+    path.write_bytes((DMON + "    0    50    20  1000" + " 7" * 60 + "\n" + DMON).encode())
+    db = tmp_path / "s.db"
+    assert _main_guarded(["import", str(path), "--store", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}: line 5 is longer than 100 bytes" in err and "Traceback" not in err
+    assert not db.exists()
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 4096])
+@pytest.mark.parametrize("ends", ["\n", "\r\n", "\r"])
+def test_the_line_bound_numbers_lines_as_the_importers_do_across_chunks(monkeypatch, chunk,
+                                                                       ends):
+    from tealeaves.data import importers
+
+    monkeypatch.setattr(importers, "MAX_LINE_BYTES", 20, raising=False)
+    lines = ["a" * n for n in (3, 0, 20, 19, 5)]
+    for bad in range(len(lines) + 1):
+        body = list(lines)
+        if bad < len(lines):
+            body[bad] = "b" * 21
+        data = ends.join(body).encode()
+        bound = importers._LineBound("f.txt")
+        try:
+            for i in range(0, len(data), chunk):
+                bound.feed(data[i:i + chunk])
+        except importers.ImportFormatError as exc:
+            assert f"f.txt: line {bad + 1} is longer than 20 bytes" in str(exc)
+        else:
+            assert bad == len(lines), f"line {bad + 1} of 21 bytes passed"
+
+
+def test_the_import_size_benchmark_runs_small(capsys):
+    """The benchmark of issue 38 (``app.bench.import_size``), run at 50 kB: one line of
+    figures per version, the file imported whole, the figures in JSON too."""
+    import json
+
+    from tealeaves.app.bench import import_size
+
+    assert import_size.main(["--mb", "0.05", "--gpus", "2", "--json"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].split()[:3] == ["version", "file", "MB"]
+    assert out[1].startswith("this tree")
+    doc = json.loads(out[-1])
+    r = doc["results"]["this tree"]
+    assert r["error"] is None and r["samples"] == r["rows"] > 300
+    assert r["peak_mb"] > 0 and r["seconds"] > 0 and 0.04 < doc["file_mb"] < 0.06
