@@ -85,7 +85,11 @@ def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
             ``what``, default the URL, and the bound that stopped it).
     """
     what = what or url
-    parts = urllib.parse.urlsplit(url)
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- a port that is no number raises here
+    except ValueError as exc:
+        raise PrometheusError(f"{what}: not a usable URL ({exc})") from None
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     left = t_end - time.monotonic()
     if left <= 0:
@@ -155,6 +159,10 @@ class PrometheusReader:
                  deadline_s: float | None = None, max_bytes: int | None = None) -> None:
         if not url.startswith(("http://", "https://")):
             raise PrometheusError(f"{url}: not an http(s) URL")
+        try:
+            urllib.parse.urlsplit(url).port  # noqa: B018 -- a bad host or port raises
+        except ValueError as exc:
+            raise PrometheusError(f"{url}: not a usable URL ({exc})") from None
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.lookback_s = float(lookback_s)

@@ -147,6 +147,14 @@ def test_dashboard_prometheus_on_a_dripping_server_says_so_and_exits_2(server, m
     assert "Traceback" not in err
 
 
+
+@pytest.mark.parametrize("url", ["http://[::1", "http://h:port", "http://127.0.0.1:99999"])
+def test_an_unusable_prometheus_url_is_one_prometheus_error(url):
+    """A guard on the bounded reader (it parses the URL itself): a bad host or port is a
+    PrometheusError naming the URL, as urllib's ValueError was turned into before."""
+    with pytest.raises(prom.PrometheusError, match="not a usable URL"):
+        prom.PrometheusReader(url).samples(1_700_000_000.0, 1_700_000_060.0, 1.0)
+
 # -- 3: FIFOs, devices and directories given as files ------------------------------------------
 
 DMON = ("# gpu    sm   mem    fb\n# Idx     %     %    MB\n"
