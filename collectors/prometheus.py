@@ -70,7 +70,8 @@ def _cut(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
 
 
 def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
-                what: str | None = None) -> tuple[int, bytes]:
+                what: str | None = None, deadline: str = "the total deadline"
+                ) -> tuple[int, bytes]:
     """GET ``url`` (http or https) and return ``(status, body)``, read in chunks and bounded.
 
     Bounds, whatever the server does: each socket operation waits at most ``timeout`` s, the
@@ -82,7 +83,8 @@ def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
     Raises:
         AnswerTooBig: the body is larger than ``max_bytes``.
         PrometheusError: unreachable, a broken answer, or ``t_end`` passed (the message names
-            ``what``, default the URL, and the bound that stopped it).
+            ``what``, default the URL, and the bound that stopped it, ``deadline`` in
+            words for the deadline).
     """
     what = what or url
     try:
@@ -93,7 +95,7 @@ def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
     cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
     left = t_end - time.monotonic()
     if left <= 0:
-        raise PrometheusError(f"{what}: no time left for the query (total deadline passed)")
+        raise PrometheusError(f"{what}: not asked: {deadline} has passed")
     conn = cls(parts.hostname or "", parts.port, timeout=max(0.001, min(timeout, left)))
     expired = threading.Event()
     watchdog = threading.Timer(left, _cut, (conn, expired))
@@ -125,10 +127,10 @@ def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
     except AnswerTooBig:
         raise
     except (OSError, ValueError, http.client.HTTPException) as exc:
-        if expired.is_set() or isinstance(exc, TimeoutError) and time.monotonic() >= t_end:
-            raise PrometheusError(f"{what}: no complete answer within the total deadline "
-                                  f"(reading stopped; the server is too slow or stalled)"
-                                  ) from None
+        if expired.is_set() or (isinstance(exc, TimeoutError)
+                                and time.monotonic() >= t_end):
+            raise PrometheusError(f"{what}: no complete answer within {deadline} (reading "
+                                  f"stopped; the server is too slow or stalled)") from None
         if isinstance(exc, TimeoutError):
             raise PrometheusError(f"{what}: nothing received for {timeout:g} s (reading "
                                   f"stopped)") from None
@@ -182,7 +184,9 @@ class PrometheusReader:
             t_end = time.monotonic() + self.deadline_s
         full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
         status, body = bounded_get(full, timeout=self.timeout, t_end=t_end,
-                                   max_bytes=self.max_bytes, what=f"{self.url}: {path}")
+                                   max_bytes=self.max_bytes, what=f"{self.url}: {path}",
+                                   deadline=f"the total deadline ({self.deadline_s:g} s for "
+                                            f"all queries of one read)")
         try:
             doc = json.loads(body.decode())
         except (ValueError, UnicodeDecodeError):
