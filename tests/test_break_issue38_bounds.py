@@ -310,3 +310,40 @@ def test_the_import_size_benchmark_runs_small(capsys):
     r = doc["results"]["this tree"]
     assert r["error"] is None and r["samples"] == r["rows"] > 300
     assert r["peak_mb"] > 0 and r["seconds"] > 0 and 0.04 < doc["file_mb"] < 0.06
+
+
+MIXED_DMON = (
+    "# gpu   gi   ci    sm   mem    fb\n# Idx   Id   Id     %     %    MB\n"
+    + "".join(f"  {g}  {gi}  {ci}  {t % 100}  {t % 30}  {1000 + t}\n"
+              for t in range(40) for g, gi, ci in ((0, 1, 0), (0, 2, 0), (1, "-", "-")))
+    + "# gpu    sm   pwr\n# Idx     %     W\n"
+    + "".join(f"  {g}  {t}  {'-' if t % 3 == 0 else 100 + t}\n" for t in range(30)
+              for g in range(3)))
+
+
+def test_a_dmon_import_holds_at_most_a_chunk_of_rows_as_python_objects(tmp_path,
+                                                                       monkeypatch):
+    """Rows go to NumPy columns every ``_ROW_CHUNK`` rows (a dict a row cost ~700 bytes);
+    the samples are the same whatever the chunk, columns missing from some chunks too."""
+    import pandas as pd
+
+    from tealeaves.data import importers
+
+    path = tmp_path / "dmon.txt"
+    path.write_text(MIXED_DMON)
+    whole = importers.import_file(path, start_time=1_700_000_000.0)
+    held: list[int] = []
+    flush = importers._DmonRows._flush
+
+    def watched(self):
+        held.append(len(self.buf))
+        flush(self)
+
+    monkeypatch.setattr(importers, "_ROW_CHUNK", 7)
+    monkeypatch.setattr(importers._DmonRows, "_flush", watched)
+    chunked = importers.import_file(path, start_time=1_700_000_000.0)
+    assert held and max(held) <= 7
+    assert len(chunked.samples) == 210 == chunked.rows_read
+    pd.testing.assert_frame_equal(whole.samples, chunked.samples)
+    assert chunked.blanks == whole.blanks == {"power_w": 30}
+    assert chunked.skipped == whole.skipped and chunked.placed == whole.placed
