@@ -15,14 +15,14 @@ NVML and replay collectors do, so ``collectors.run_to_store`` and the dashboard 
 
 from __future__ import annotations
 
+import http.client
 import json
 import math
+import socket
 import sys
 import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 
 import pandas as pd
@@ -39,6 +39,13 @@ TEALEAVES_METRICS: dict[str, tuple[str, float]] = exported_names()
 DCGM_METRICS: dict[str, tuple[str, float]] = dcgm_fields()
 #: Most points one ``query_range`` may return per series (Prometheus refuses over 11,000).
 MAX_POINTS = 10_000
+#: Most bytes one HTTP answer may hold (a cap, not a guess: 10,000 points of a series are
+#: about 0.3 MB of JSON, so 64 MiB is some 200 GPUs at ``MAX_POINTS``); past it the answer is
+#: dropped and the query refused, asking for a coarser step or a smaller range.
+MAX_ANSWER_BYTES = 64 * 2**20
+#: Seconds one ``PrometheusReader.samples`` call (all its queries) may take in all, whatever
+#: the server does: a server dripping bytes never trips a per-read socket timeout.
+DEADLINE_S = 30.0
 
 
 class PrometheusError(RuntimeError):
@@ -46,47 +53,164 @@ class PrometheusError(RuntimeError):
     and Prometheus' own error)."""
 
 
+class AnswerTooBig(PrometheusError):
+    """An HTTP answer went past its byte cap (the message names the URL and the cap)."""
+
+
+def _cut(conn: http.client.HTTPConnection, expired: threading.Event) -> None:
+    """The deadline passed: mark it and shut the connection's socket, so a read blocked in
+    the other thread returns at once."""
+    expired.set()
+    sock = conn.sock
+    if sock is not None:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, ValueError):
+            pass
+
+
+def bounded_get(url: str, *, timeout: float, t_end: float, max_bytes: int,
+                what: str | None = None, deadline: str = "the total deadline"
+                ) -> tuple[int, bytes]:
+    """GET ``url`` (http or https) and return ``(status, body)``, read in chunks and bounded.
+
+    Bounds, whatever the server does: each socket operation waits at most ``timeout`` s, the
+    whole exchange (connect, headers, body) ends by ``t_end`` (``time.monotonic()`` seconds;
+    a watchdog shuts the socket then, so a server dripping a byte every second cannot hold
+    it), and at most ``max_bytes`` of body are read (a larger declared ``Content-Length`` is
+    refused before reading).  No proxy is used and redirects are not followed.
+
+    Raises:
+        AnswerTooBig: the body is larger than ``max_bytes``.
+        PrometheusError: unreachable, a broken answer, or ``t_end`` passed (the message names
+            ``what``, default the URL, and the bound that stopped it, ``deadline`` in
+            words for the deadline).
+    """
+    what = what or url
+    try:
+        parts = urllib.parse.urlsplit(url)
+        parts.port  # noqa: B018 -- a port that is no number raises here
+    except ValueError as exc:
+        raise PrometheusError(f"{what}: not a usable URL ({exc})") from None
+    cls = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    left = t_end - time.monotonic()
+    if left <= 0:
+        raise PrometheusError(f"{what}: not asked: {deadline} has passed")
+    conn = cls(parts.hostname or "", parts.port, timeout=max(0.001, min(timeout, left)))
+    expired = threading.Event()
+    watchdog = threading.Timer(left, _cut, (conn, expired))
+    watchdog.daemon = True
+    watchdog.start()
+    target = parts.path or "/"
+    if parts.query:
+        target += "?" + parts.query
+    try:
+        conn.connect()
+        if expired.is_set():  # the watchdog fired before there was a socket to shut
+            raise TimeoutError
+        conn.request("GET", target, headers={"Accept": "application/json",
+                                             "Accept-Encoding": "identity"})
+        resp = conn.getresponse()
+        declared = resp.getheader("Content-Length")
+        if declared and declared.strip().isdigit() and int(declared) > max_bytes:
+            raise AnswerTooBig(f"{what}: the answer is {int(declared):,} bytes, over the "
+                               f"{max_bytes:,}-byte cap; not read")
+        body = bytearray()
+        while chunk := resp.read1(65536):
+            body += chunk
+            if len(body) > max_bytes:
+                raise AnswerTooBig(f"{what}: the answer passed the {max_bytes:,}-byte cap; "
+                                   f"reading stopped there")
+        if expired.is_set():  # the shut socket read as the end of the answer
+            raise TimeoutError
+        return resp.status, bytes(body)
+    except AnswerTooBig:
+        raise
+    except (OSError, ValueError, http.client.HTTPException) as exc:
+        if expired.is_set() or (isinstance(exc, TimeoutError)
+                                and time.monotonic() >= t_end):
+            raise PrometheusError(f"{what}: no complete answer within {deadline} (reading "
+                                  f"stopped; the server is too slow or stalled)") from None
+        if isinstance(exc, TimeoutError):
+            raise PrometheusError(f"{what}: nothing received for {timeout:g} s (reading "
+                                  f"stopped)") from None
+        raise PrometheusError(f"{what}: cannot read ({exc or type(exc).__name__})") from None
+    finally:
+        watchdog.cancel()
+        conn.close()
+
+
 class PrometheusReader:
     """Reads GPU series from a Prometheus server's HTTP API.
 
     Args:
         url: the server's base URL, e.g. ``http://127.0.0.1:9090``.
-        timeout: seconds per HTTP request.
+        timeout: seconds one socket operation may wait (connect, or a read receiving nothing).
         lookback_s: a reading older than this at a query point counts as missing (Prometheus
             itself would repeat the last one for 5 minutes, drawing a flat line over an
             outage); set it above the scrape interval.
+        deadline_s: seconds one :meth:`samples` call (all its queries, bytes received or not)
+            may take in all (default ``DEADLINE_S``).
+        max_bytes: most bytes one answer may hold (default ``MAX_ANSWER_BYTES``).
+
+    Raises:
+        PrometheusError: ``url`` is not http(s).
     """
 
-    def __init__(self, url: str, timeout: float = 10.0, lookback_s: float = 5.0) -> None:
+    def __init__(self, url: str, timeout: float = 10.0, lookback_s: float = 5.0,
+                 deadline_s: float | None = None, max_bytes: int | None = None) -> None:
         if not url.startswith(("http://", "https://")):
             raise PrometheusError(f"{url}: not an http(s) URL")
+        try:
+            urllib.parse.urlsplit(url).port  # noqa: B018 -- a bad host or port raises
+        except ValueError as exc:
+            raise PrometheusError(f"{url}: not a usable URL ({exc})") from None
         self.url = url.rstrip("/")
         self.timeout = timeout
         self.lookback_s = float(lookback_s)
+        self.deadline_s = float(DEADLINE_S if deadline_s is None else deadline_s)
+        self.max_bytes = int(MAX_ANSWER_BYTES if max_bytes is None else max_bytes)
+        self._t_end: float | None = None  # the deadline of the samples() call under way
 
-    def _get(self, path: str, params: list[tuple[str, str]]) -> dict:
+    def _get(self, path: str, params: list[tuple[str, str]],
+             t_end: float | None = None) -> dict:
+        """The ``data`` of one API answer, read within ``t_end`` (``time.monotonic``; default
+        ``deadline_s`` from now) and ``max_bytes``.
+
+        Raises:
+            PrometheusError: unreachable, too slow, too big, not JSON, or refused.
+        """
+        if t_end is None:
+            t_end = time.monotonic() + self.deadline_s
         full = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        status, body = bounded_get(full, timeout=self.timeout, t_end=t_end,
+                                   max_bytes=self.max_bytes, what=f"{self.url}: {path}",
+                                   deadline=f"the total deadline ({self.deadline_s:g} s for "
+                                            f"all queries of one read)")
         try:
-            with urllib.request.urlopen(full, timeout=self.timeout) as r:
-                doc = json.loads(r.read().decode())
-        except urllib.error.HTTPError as exc:
-            try:
-                why = json.loads(exc.read().decode()).get("error", exc.reason)
-            except (ValueError, OSError):
-                why = exc.reason
-            raise PrometheusError(f"{self.url}: {path} answered {exc.code}: {why}") from None
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            raise PrometheusError(f"{self.url}: cannot read {path}: "
-                                  f"{getattr(exc, 'reason', exc)}") from None
+            doc = json.loads(body.decode())
+        except (ValueError, UnicodeDecodeError):
+            if status != 200:
+                raise PrometheusError(f"{self.url}: {path} answered {status}") from None
+            raise PrometheusError(f"{self.url}: {path}: the answer is not JSON") from None
+        if not isinstance(doc, dict):
+            raise PrometheusError(f"{self.url}: {path}: the answer is not a JSON object")
+        if status != 200:
+            raise PrometheusError(f"{self.url}: {path} answered {status}: "
+                                  f"{doc.get('error', doc)}")
         if doc.get("status") != "success":
             raise PrometheusError(f"{self.url}: {path}: {doc.get('error', doc)}")
         return doc["data"]
 
     def _range(self, metric: str, start: float, end: float, step: float) -> list[dict]:
         query = f"last_over_time({metric}[{max(self.lookback_s, 1.0):g}s])"
-        return self._get("/api/v1/query_range", [
-            ("query", query), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
-            ("step", f"{step:g}")])["result"]
+        try:
+            return self._get("/api/v1/query_range", [
+                ("query", query), ("start", f"{start:.3f}"), ("end", f"{end:.3f}"),
+                ("step", f"{step:g}")], self._t_end)["result"]
+        except AnswerTooBig as exc:
+            raise PrometheusError(f"{exc} ({metric} over {end - start:g} s at a {step:g} s "
+                                  f"step); ask for a coarser step or a smaller range") from None
 
     def samples(self, start: float, end: float, step: float = 1.0) -> tuple[pd.DataFrame,
                                                                            pd.DataFrame]:
@@ -97,10 +221,12 @@ class PrometheusReader:
             evaluation times; ``monotonic`` NaN) and device rows (host, gpu, uuid, name).
 
         Raises:
-            PrometheusError: unreachable or refused.
+            PrometheusError: unreachable, refused, past ``deadline_s`` in all, or an answer
+                over ``max_bytes`` (the message asks for a coarser step or a smaller range).
         """
         if end <= start:
             return empty_frame(), pd.DataFrame(columns=list(DEVICE_COLUMNS))
+        self._t_end = time.monotonic() + self.deadline_s  # for every query of this call
         step = max(step, (end - start) / MAX_POINTS)
         rows: dict[tuple, dict] = {}
         seen_tl: set[tuple] = set()  # (host, gpu) served by tealeaves' exporter
@@ -232,5 +358,6 @@ class PrometheusCollector:
             stop.wait(self.poll_s)
 
 
-__all__ = ["DCGM_METRICS", "MAX_POINTS", "TEALEAVES_METRICS", "PrometheusCollector",
-           "PrometheusError", "PrometheusReader"]
+__all__ = ["DCGM_METRICS", "DEADLINE_S", "MAX_ANSWER_BYTES", "MAX_POINTS",
+           "TEALEAVES_METRICS", "AnswerTooBig", "PrometheusCollector", "PrometheusError",
+           "PrometheusReader", "bounded_get"]

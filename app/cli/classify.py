@@ -138,10 +138,19 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from ...classifier.mig import balance_line, load_balance, window_loads
     from ...classifier.summary import group_summary, imbalance_summary
     from ...collectors.server_log import ServerLogError
-    from ...data.importers import load_trace
+    from ...data.importers import load_trace, regular_file
     from ...data.traces import TraceError, read_labels
 
     try:
+        # every file named, before any is opened: a FIFO would block, a device never end
+        for opt, path in (("", args.trace), ("--labels ", args.labels),
+                          ("--server-log ", args.server_log),
+                          ("--server-metrics ", args.server_metrics)):
+            if path is not None:
+                try:
+                    regular_file(path)
+                except ValueError as exc:
+                    raise ValueError(f"{opt}{exc}") from None
         groups = parse_groups(args.groups) if args.groups is not None else None
         trace = load_trace(args.trace, format=args.format, **file_reading(args))
         labels = read_labels(args.labels) if args.labels else None

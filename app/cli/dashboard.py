@@ -53,7 +53,10 @@ def add_parser(sub) -> None:
                      "current time, so the page shows the file's times shifted to now")
     d.add_argument("--prometheus", metavar="URL",
                    help="read a cluster from this Prometheus server: tealeaves' exporters' and "
-                        "dcgm-exporter's series, every host, with a cluster overview")
+                        "dcgm-exporter's series, every host, with a cluster overview; each "
+                        "poll's queries must all be answered within 30 s in total and each "
+                        "answer within 64 MiB, else the poll is refused and counted "
+                        "(collectors.prometheus DEADLINE_S, MAX_ANSWER_BYTES)")
     d.add_argument("--prometheus-step", type=upto(3600, "the step (s)"), default=0.5,
                    help="resolution asked of Prometheus, s (default 0.5, the classifier's "
                         "window; each point is the newest scrape at that time)")

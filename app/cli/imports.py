@@ -238,16 +238,18 @@ def metrics_file(path: Path):
     modification time).
 
     Raises:
-        ValueError: no such file, or not a ``/metrics`` page (names the file and what to do).
+        ValueError: no such file, not a regular file (a FIFO, a device), or not a ``/metrics``
+            page (names the file and what to do).
     """
     import os
 
     from ...collectors.server_metrics import read_page
     from ...data.importers import read_text
 
-    if not path.is_file():
-        raise ValueError(f"--server-metrics {path}: no such file")
-    text, _ = read_text(path)
+    try:  # missing, a directory, a FIFO or a device: refused before it is opened
+        text, _ = read_text(path)
+    except ValueError as exc:
+        raise ValueError(f"--server-metrics {exc}") from None
     try:
         return read_page(text, end=os.path.getmtime(path), name=str(path))
     except ValueError as exc:
