@@ -1781,5 +1781,7 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
                if len(res.devices) else pd.DataFrame())
     return Trace(samples=res.samples, devices=devices,
                  meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
-                       "skipped": len(res.skipped), "placed": res.placed,
+                       "skipped": len(res.skipped),
+                       "first_skipped": list(res.skipped[0]) if res.skipped else None,
+                       "placed": res.placed,
                        "dated": res.dated, "placed_at": res.placed_at})

@@ -163,11 +163,12 @@ def cmd_classify(args: argparse.Namespace) -> int:
                    if args.server_metrics else None)
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
-    from .imports import placement_note
+    from .imports import placement_note, refusal_note
 
-    note = placement_note(trace.meta, args.utc, fix="give --start-time")
-    if note:
-        print(f"{args.trace}: {note}", file=sys.stderr)
+    for note in (placement_note(trace.meta, args.utc, fix="give --start-time"),
+                 refusal_note(trace.meta)):
+        if note:
+            print(f"{args.trace}: {note}", file=sys.stderr)
     if server is not None:
         print(server["line"], file=sys.stderr if args.json or args.csv else sys.stdout)
         if labels is None:

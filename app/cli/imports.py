@@ -362,6 +362,19 @@ def placement_note(f: dict, utc: bool = False, fix: str = "give --start-time") -
     return ""
 
 
+def refusal_note(meta: dict) -> str:
+    """The warning for a file read with lines refused (a ``load_trace`` trace's meta:
+    ``skipped``, ``first_skipped``): how many and the first, so a verdict on the rest never
+    hides them (a GPU every row of which was refused is not in it at all); ``""`` when none."""
+    n = int(meta.get("skipped") or 0)
+    if not n:
+        return ""
+    first = meta.get("first_skipped")
+    why = f" (first: line {first[0]}: {first[1]})" if first else ""
+    return (f"NOTE: {n} line{'s' if n != 1 else ''} of the file refused, not read{why}; the "
+            f"verdicts stand on the rest")
+
+
 def add_parser(sub) -> None:
     """Add ``import`` to the top-level subparsers ``sub``."""
     im = sub.add_parser("import", help="import nvidia-smi / DCGM / tealeaves files into the store",

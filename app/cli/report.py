@@ -55,11 +55,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         if args.trace is not None:
             inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
-            from .imports import placement_note
+            from .imports import placement_note, refusal_note
 
-            note = placement_note(inp.meta, args.utc)
-            if note:
-                print(f"{args.trace}: {note}", file=sys.stderr)
+            for note in (placement_note(inp.meta, args.utc), refusal_note(inp.meta)):
+                if note:
+                    print(f"{args.trace}: {note}", file=sys.stderr)
         else:
             store = args.store or Path("tealeaves.db")
             t0 = parse_time(args.t_from) if args.t_from else None

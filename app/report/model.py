@@ -687,8 +687,20 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
             "driver": _text(meta.get("driver")),
             "collector": _text(meta.get("collector")),
             "classifier": _classifier_facts(summary["labeller"]),
+            "lines_refused": _refused(meta),
         },
     }
+
+
+def _refused(meta: dict) -> dict | None:
+    """The lines of the input file refused, not read (``load_trace``'s meta): their count and
+    the first (line, reason); None for a store (its rows were refused when imported)."""
+    if "skipped" not in meta:
+        return None
+    first = meta.get("first_skipped")
+    return {"count": int(meta.get("skipped") or 0),
+            "first_line": int(first[0]) if first else None,
+            "first_reason": str(first[1]) if first else None}
 
 
 # -- JSON and CSV -------------------------------------------------------------------------------
