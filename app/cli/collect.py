@@ -18,6 +18,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU)."""
     from ...collectors.bench import CpuMeter, rss_mb
     from ...collectors.server_log import ServerLogError, resolve_tz
+    from ...data.device_facts import DeviceConflictError
     from ...data.store import StoreError
     from ..session import Session
 
@@ -35,6 +36,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     except StoreError as exc:
         return fail(str(exc))
     with session:
+        try:  # the facts first: another GPU's under a stored (host, GPU) is refused up front
+            session.store.put_devices(devices)
+        except DeviceConflictError as exc:
+            return fail(f"{exc} (nothing was collected)")
         start_cursor = session.store.cursor()
         # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the
         # summary.

@@ -18,6 +18,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     the exit status (0; 2 when a file is refused or the store cannot be written: nothing stored)."""
     import sqlite3
 
+    from ...data.device_facts import DeviceConflictError
     from ...data.importers import import_file
     from ...data.store import SampleStore, StoreError
 
@@ -43,8 +44,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
             counts = store.append_import((r.samples for r in results),
                                          (p["read"].frame for p in pages),
-                                         (r.devices for r in results if len(r.devices)))
+                                         (sourced(r.devices, p)
+                                          for p, r in zip(gpu_files, results, strict=True)
+                                          if len(r.devices)))
             stored, repeats = counts["stored"], counts["repeats"]
+        except DeviceConflictError as exc:
+            return fail(f"{exc} (nothing was imported, the store is as it was)")
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
@@ -107,6 +112,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             if counts["metrics_repeats"] else "")
     print(f"stored {what} in {args.store}")
     return 0
+
+
+def sourced(devices, path):
+    """``devices`` (an import's device-fact frame) tagged with the file it came from
+    (``attrs["source"]``), so a refused fact names its file."""
+    devices = devices.copy()
+    devices.attrs["source"] = str(path)
+    return devices
 
 
 def device_facts(devices) -> list[dict]:

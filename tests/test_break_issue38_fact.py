@@ -1,0 +1,91 @@
+"""Issue 38, third round (stored device facts, screenshot verdicts, report output): each test
+is a break found by a hostile tester and fails on the code before its fix."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tealeaves.data.device_facts import DeviceConflictError, same_name
+from tealeaves.data.store import SampleStore
+
+PUB = Path(__file__).parent / "published"
+H100_TABLE = PUB / "smi_table_h100x8_535_dated_procs_09.txt"
+RTX_QUERY = PUB / "query_csv_rtx4090_name_power_clocks_mem_03.txt"
+
+
+def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``tealeaves ARGS`` in a subprocess (the timeout is a hang guard only)."""
+    return subprocess.run([sys.executable, "-m", "tealeaves.app.cli", *map(str, args)],
+                          check=False, capture_output=True, text=True, timeout=timeout)
+
+
+def stored_devices(db: Path) -> list[tuple]:
+    with SampleStore(db, readonly=True) as s:
+        d = s.devices()
+    return list(d[["gpu", "name", "power_limit_w"]].itertuples(index=False, name=None))
+
+
+# -- 1. another machine's inventory never rewrites the stored facts --------------------------
+
+def test_another_machines_inventory_is_refused_and_the_facts_kept(tmp_path):
+    db = tmp_path / "x.db"
+    assert cli("import", H100_TABLE, "--store", db).returncode == 0
+    before = stored_devices(db)
+    out = cli("import", RTX_QUERY, "--store", db)
+    assert out.returncode == 2, out.stdout
+    err = out.stderr.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert str(RTX_QUERY) in err and "GPU 0" in err and "RTX 4090" in err
+    assert stored_devices(db) == before  # still eight H100s at 700 W
+    assert before[0][1] == "NVIDIA H100 80GB HBM3" and before[0][2] == 700
+
+
+def test_conflicting_files_of_one_import_store_nothing(tmp_path):
+    db = tmp_path / "y.db"
+    out = cli("import", H100_TABLE, RTX_QUERY, "--store", db)
+    assert out.returncode == 2 and str(RTX_QUERY) in out.stderr
+    with SampleStore(db, readonly=True) as s:
+        assert s.count() == 0 and s.devices().empty
+
+
+def test_the_same_machine_again_and_another_host_are_stored(tmp_path):
+    db = tmp_path / "z.db"
+    assert cli("import", H100_TABLE, "--store", db).returncode == 0
+    assert cli("import", PUB / "smi_table_h100x8_550_idle_10.txt", "--store", db).returncode == 0
+    assert cli("import", RTX_QUERY, "--store", db, "--host", "rtx").returncode == 0
+    with SampleStore(db, readonly=True) as s:
+        d = s.devices()
+    assert set(d[d.host == "rtx"]["name"]) == {"NVIDIA GeForce RTX 4090"}
+    assert set(d[d.host == "localhost"]["name"]) == {"NVIDIA H100 80GB HBM3"}
+
+
+def test_put_devices_refuses_another_power_limit(tmp_path):
+    with SampleStore(tmp_path / "p.db") as s:
+        s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A", "power_limit_w": 700}])
+        s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A",
+                        "power_limit_w": 700.4}])  # table vs query rounding: the same
+        with pytest.raises(DeviceConflictError, match="power limit 700"):
+            s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A",
+                            "power_limit_w": 450}])
+        with pytest.raises(DeviceConflictError, match="uuid"):
+            s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-2", "name": "A"}])
+        assert s.devices().loc[0, "power_limit_w"] == 700.4
+
+
+def test_collect_into_a_store_of_another_gpu_is_refused_before_collecting(tmp_path):
+    db = tmp_path / "c.db"
+    assert cli("import", H100_TABLE, "--store", db).returncode == 0
+    out = cli("collect", "--replay", PUB / "smi_table_a10_550_dated_01.txt", "--store", db,
+              "--duration", "1")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "NVIDIA A10" in out.stderr and "nothing was collected" in out.stderr
+    assert stored_devices(db)[0][1] == "NVIDIA H100 80GB HBM3"
+
+
+def test_a_name_cut_by_the_table_is_the_same_name():
+    assert same_name("Tesla V100-SXM2...", "Tesla V100-SXM2-16GB")
+    assert not same_name("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090")
