@@ -89,3 +89,44 @@ def test_collect_into_a_store_of_another_gpu_is_refused_before_collecting(tmp_pa
 def test_a_name_cut_by_the_table_is_the_same_name():
     assert same_name("Tesla V100-SXM2...", "Tesla V100-SXM2-16GB")
     assert not same_name("NVIDIA H100 80GB HBM3", "NVIDIA GeForce RTX 4090")
+
+
+# -- 3. no spreadsheet formula from a name in any CSV written ---------------------------------
+
+NAMES_CSV = ("timestamp, index, name, utilization.gpu [%], power.draw [W], power.limit [W]\n"
+             + "".join(f'2025/11/30 10:00:0{s}.000, 0, "=HYPERLINK(""http://evil"",""x"")", '
+                       f'90 %, 600 W, 700 W\n2025/11/30 10:00:0{s}.000, 1, "@SUM(A1)", 10 %, '
+                       f'100 W, 700 W\n' for s in (0, 1)))
+
+
+def test_report_csv_escapes_formula_cells(tmp_path):
+    import csv
+
+    src = tmp_path / "names.csv"
+    src.write_text(NAMES_CSV)
+    out = tmp_path / "r.csv"
+    res = cli("report", src, "--out", out)
+    assert res.returncode == 0, res.stderr
+    with out.open(newline="") as fh:
+        cells = [c for row in csv.reader(fh) for c in row]
+    assert "'=HYPERLINK(\"http://evil\",\"x\")" in cells and "'@SUM(A1)" in cells
+    assert not [c for c in cells if c.startswith(("=", "@", "\t", "\r"))]
+    # numbers stay numbers: a negative or signed value is no formula
+    assert not [c for c in cells if c.startswith(("+", "-")) and not _number(c)]
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def test_safe_cell_follows_owasp():
+    from tealeaves.data.csvtext import safe_cell
+
+    for bad in ("=1+1", "+cmd|' /C calc'!A0", "-2+3", "@SUM(A1)", "\t=1", "\r=1"):
+        assert safe_cell(bad) == "'" + bad
+    for ok in ("-0.5", "+3", "-1e-05", "NVIDIA H100", "", 1.5, None):
+        assert safe_cell(ok) == ok
