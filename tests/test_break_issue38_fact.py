@@ -130,3 +130,63 @@ def test_safe_cell_follows_owasp():
         assert safe_cell(bad) == "'" + bad
     for ok in ("-0.5", "+3", "-1e-05", "NVIDIA H100", "", 1.5, None):
         assert safe_cell(ok) == ok
+
+
+# -- 4. --out - is stdout; a device or pipe is refused ----------------------------------------
+
+def test_report_out_dash_writes_stdout_and_no_file(tmp_path):
+    import json
+
+    src = tmp_path / "names.csv"
+    src.write_text(NAMES_CSV)
+    res = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "report", str(src),
+                          "--out", "-", "--format", "json"], check=False, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["schema_version"] == 2
+    assert "wrote the report to stdout" in res.stderr
+    assert not (tmp_path / "-").exists()
+    res = subprocess.run([sys.executable, "-m", "tealeaves.app.cli", "report", str(src),
+                          "--out", "-"], check=False, capture_output=True, text=True,
+                         timeout=120, cwd=tmp_path)
+    assert res.returncode == 2 and "--format" in res.stderr and not (tmp_path / "-").exists()
+
+
+def test_report_out_to_a_device_or_pipe_is_refused_in_one_line(tmp_path):
+    import os
+
+    src = tmp_path / "names.csv"
+    src.write_text(NAMES_CSV)
+    fifo = tmp_path / "fifo.csv"
+    os.mkfifo(fifo)
+    for target in ("/dev/stdout", "/dev/null", fifo):
+        res = cli("report", src, "--out", target, "--format", "csv")
+        err = res.stderr.strip()
+        assert res.returncode == 2 and "not a regular file" in err, err
+        assert len(err.splitlines()) == 1 and "- for stdout" in err
+
+
+# -- 5. a control character in a file or store name stays on its line ------------------------
+
+def test_a_newline_in_file_and_store_names_keeps_messages_one_line(tmp_path):
+    src = tmp_path / "nl\nname.txt"
+    src.write_text(H100_TABLE.read_text())
+    db = tmp_path / "s\nx.db"
+    res = cli("import", src, "--store", db)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith(f"{tmp_path}/nl\\nname.txt: nvidia_smi_table")
+    assert lines[-1].startswith("stored 8 samples in ") and lines[-1].endswith("s\\nx.db")
+    bad = tmp_path / "bad\n\x1b[31mf.txt"
+    bad.write_text("garbage\n")
+    res = cli("import", bad, "--store", tmp_path / "q.db")
+    err = res.stderr.strip()
+    assert res.returncode == 2 and len(err.splitlines()) == 1, err
+    assert "bad\\n\\x1b[31mf.txt" in err and "\x1b" not in err
+
+
+def test_shown_escapes_control_characters_only():
+    from tealeaves.app.cli.common import shown
+
+    assert shown("a\nb\tc\x1b\u2028d") == "a\\nb\\tc\\x1bd".replace("d", "\\u2028d")
+    assert shown("/tmp/ünï €/a b.txt") == "/tmp/ünï €/a b.txt"

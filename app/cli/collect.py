@@ -10,7 +10,7 @@ from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
 from .args import DAY, add_model, gpu_indices, port_number, upto
-from .common import EXIT_NO_GPU, fail, package_version
+from .common import EXIT_NO_GPU, fail, package_version, shown
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
@@ -134,7 +134,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
     # a metric that answered but failed some reads is intermittent (with its counts), never
     # unsupported: "intermittent: gpu0:dram_active failed 1 of 1344 reads"
     flaky = intermittent_text(intermittent(h))
-    print(f"stored {n} samples in {args.store}: {h['sweeps']} sweeps, "
+    print(f"stored {n} samples in {shown(args.store)}: {h['sweeps']} sweeps, "
           f"{h['missed_deadlines']} missed deadlines, max lateness "
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
           f"{', '.join(sorted(h['unsupported'])) or 'none'}"
@@ -145,7 +145,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
         samples, _ = store.read_since(start_cursor)
         devs = store.devices()
         write_trace(args.parquet, Trace(samples, devs, meta))
-        print(f"wrote {len(samples)} samples to {args.parquet}")
+        print(f"wrote {len(samples)} samples to {shown(args.parquet)}")
 
 
 def add_parser(sub) -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entities_text, entity_name
 from .args import epoch_time
-from .common import add_utc_flag, fail, plural, time_text
+from .common import add_utc_flag, fail, plural, shown, time_text
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -85,7 +85,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             span = (f"{t1 - t0:.3f} s from {time_text(t0, args.utc)} to "
                     f"{time_text(t1, args.utc)}")
         gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
-        print(f"{f['file']}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
+        print(f"{shown(f['file'])}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
               f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
               f"{plural(len(f['skipped']), 'line')} skipped")
         note = placement_note(f, args.utc)
@@ -110,7 +110,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         what += f" and {plural(counts['metrics_stored'], 'server metric row')}" + (
             f" ({counts['metrics_repeats']} already stored, passed over)"
             if counts["metrics_repeats"] else "")
-    print(f"stored {what} in {args.store}")
+    print(f"stored {what} in {shown(args.store)}")
     return 0
 
 
@@ -282,7 +282,7 @@ def print_page(p: dict, utc: bool) -> None:
     t0, t1 = p["time_span"]
     when = (time_text(t0, utc) if t0 == t1
             else f"{time_text(t0, utc)} to {time_text(t1, utc)}")
-    print(f"{p['file']}: {p['engine']} /metrics page, {plural(p['scrapes'], 'scrape')}, "
+    print(f"{shown(p['file'])}: {p['engine']} /metrics page, {plural(p['scrapes'], 'scrape')}, "
           f"{plural(p['series'], 'series', 'series')}, {when}; stored as server metrics")
     if p["stamped"] != "file":
         how = ("from --start-time" if p["stamped"] == "start_time"
