@@ -166,6 +166,51 @@ def test_report_out_to_a_device_or_pipe_is_refused_in_one_line(tmp_path):
         assert len(err.splitlines()) == 1 and "- for stdout" in err
 
 
+# -- 2. saturated utilization is no "uniform" while the power parts ---------------------------
+
+def _picture(util: list[float], watts: list[float | None], cap: float | None = 700.0,
+             power_sure: float = 0.9):
+    from tealeaves.data.screen_read import PictureReading
+    from tealeaves.data.screen_values import GpuReading
+
+    gpus = []
+    for g, (u, w) in enumerate(zip(util, watts, strict=True)):
+        vals = {"util_pct": u, **({"power_w": w} if w is not None else {}),
+                **({"power_limit_w": cap} if cap else {})}
+        gpus.append(GpuReading(g, vals, {**{k: 0.9 for k in vals}, "power_w": power_sure}))
+    return PictureReading("nvidia-smi", gpus)
+
+
+def _whole(reading) -> dict:
+    from tealeaves.classifier.picture import summary
+
+    return summary(reading)["regions"][0]["verdict"]
+
+
+def test_saturated_utilization_with_one_gpu_hot_by_power_is_uneven():
+    # the hostile smi100 picture: every GPU-Util 100 %, GPU 0 at 690 W, the rest 148-160 W
+    v = _whole(_picture([100.0] * 8, [690, 150, 160, 155, 150, 158, 152, 148]))
+    assert v["pattern"] == "uneven" and v["hot_set"] == [0], v
+    assert "power" in v["text"] and "saturated" in v["text"]
+
+
+def test_saturated_utilization_with_watts_but_no_caps_cannot_tell():
+    v = _whole(_picture([100.0] * 4, [690, 150, 160, 155], cap=None))
+    assert v["pattern"] == "n/a" and v["text"].startswith("cannot tell"), v
+
+
+def test_saturated_utilization_with_power_agreeing_stays_uniform_and_says_so():
+    v = _whole(_picture([99.0, 100.0, 100.0, 98.0], [650, 660, 640, 655]))
+    assert v["pattern"] == "uniform" and "power agrees" in v["text"], v
+    v = _whole(_picture([100.0] * 4, [None] * 4))
+    assert v["pattern"] == "uniform" and "no power read" in v["text"], v
+
+
+def test_unsaturated_uniform_verdict_is_unchanged():
+    v = _whole(_picture([60.0, 62.0, 61.0, 60.0], [690, 150, 160, 155]))
+    assert v["pattern"] == "uniform" and "power" not in v["text"], v
+
+
 # -- 5. a control character in a file or store name stays on its line ------------------------
 
 def test_a_newline_in_file_and_store_names_keeps_messages_one_line(tmp_path):
