@@ -34,6 +34,11 @@ ONE_GPU = "one GPU"
 #: the two part by a few points on a busy GPU, by tens in small-batch decode).
 LOAD_TOLERANCE = 25.0
 
+#: Utilization at or above this (%) on every GPU is saturated: GPU-Util counts the time any
+#: kernel runs, so GPUs spinning in NCCL waits for a straggler read 100 % too; the verdict
+#: then stands on power (``by_power``).
+SATURATED_PCT = 95.0
+
 #: What utilization cannot tell, said with every verdict.
 LIMITS_NOTE = ("Utilization alone does not separate prefill from decode: both keep kernels "
                "running. Tensor-pipe and DRAM activity (DCGM_FI_PROF_PIPE_TENSOR_ACTIVE / "
@@ -82,6 +87,53 @@ def _judged(v: dict, inside: list[int], loads: dict[int, float],
                                        f"as doubtful); among the other {len(loads)}: "
                                        f"{v['text']}{source}"}
     return {**v, "text": f"{v['text']}{source} ({which} left out: no sure load read)"}
+
+
+def by_power(v: dict, loads: dict[int, float], vals: dict[int, dict]) -> dict:
+    """A ``uniform`` verdict of saturated utilization (every load read from utilization, all
+    at least ``SATURATED_PCT``) checked against the power read: each GPU's power over its
+    limit (%) judged by the same hot-set rule (``THRESHOLD`` times the mean and ``FLOOR``
+    points over it).  Power that parts that way makes the verdict ``uneven`` by power (its hot
+    set the GPUs hot by power) where every GPU with power read has its limit read too, else
+    ``cannot tell`` (watts alone cannot be compared across unknown limits); power that
+    agrees, or none read, keeps ``uniform`` and says what it stood on.  Any other verdict is
+    returned as it is.
+
+    Args:
+        v: the region's verdict (``verdict``, ``_judged``).
+        loads: ``{gpu: load %}`` it was made from (``loads_of``).
+        vals: ``{gpu: values read}`` (``sure_values``).
+    """
+    util = [vals[g].get("util_pct", math.nan) for g in loads]
+    if v["pattern"] != "uniform" or not util or not all(
+            math.isfinite(u) and u >= SATURATED_PCT for u in util):
+        return v
+    watts = {g: vals[g]["power_w"] for g in loads if vals[g].get("power_w")}
+    capped = {g: 100.0 * w / vals[g]["power_limit_w"] for g, w in watts.items()
+              if vals[g].get("power_limit_w")}
+    sat = (f"utilization saturated at {_span(util)} on every GPU (GPUs waiting in NCCL read "
+           f"100 % too)")
+    if len(watts) < 2:
+        return {**v, "text": f"{v['text']} (by utilization alone, and {sat}: no power read "
+                             f"to tell a straggler)"}
+    shares = capped if len(capped) == len(watts) else {
+        g: 100.0 * w / max(watts.values()) for g, w in watts.items()}
+    pv = verdict(shares)
+    unread = sorted(set(loads) - set(watts))
+    left = (f" (GPU{'s' if len(unread) > 1 else ''} {', '.join(map(str, unread))}: no sure "
+            f"power read, left out)" if unread else "")
+    if pv["pattern"] != "uneven":
+        return {**v, "text": f"{v['text']}; {sat}, and power agrees "
+                             f"({_span(list(shares.values()))} of "
+                             f"{'their limits' if shares is capped else 'the highest'})"
+                             f"{left}"}
+    if shares is not capped or len(unread) * 2 >= len(loads):
+        return {**verdict({}), "text": f"cannot tell: {sat}, and the power read parts "
+                                       f"({', '.join(f'GPU {g} {w:.0f} W' for g, w in watts.items())})"
+                                       f" without every power limit read{left}"}
+    return {**pv, "mean_load": v["mean_load"],
+            "text": f"uneven by power, in % of each GPU's limit ({sat}): "
+                    f"{pv['text'].removeprefix('uneven: ')}{left}"}
 
 
 def verdict(loads: dict[int, float], gpus: dict[int, dict] | None = None) -> dict:
@@ -204,8 +256,8 @@ def summary(reading, regions: list[dict] | None = None,
         inside = [g for g in reading.gpus if in_region(g.box, reg["box"])]
         vals = {g.gpu: sure_values(g) for g in inside}
         loads = loads_of(vals)
-        v = _judged(verdict(loads, vals), [g.gpu for g in inside], loads, vals) \
-            if reading.tool else None
+        v = by_power(_judged(verdict(loads, vals), [g.gpu for g in inside], loads, vals),
+                     loads, vals) if reading.tool else None
         if v is not None and len(vals) < len(inside):  # one index twice: two screens
             twice = sorted({g.gpu for g in inside if [h.gpu for h in inside].count(g.gpu) > 1})
             v = {**verdict({}), "text": f"GPU {', '.join(map(str, twice))} read more than once "

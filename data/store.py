@@ -32,6 +32,7 @@ from typing import Self
 
 import pandas as pd
 
+from .device_facts import check_devices
 from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
 
 _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
@@ -40,9 +41,15 @@ _DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT", "pci_bus_id": "TEXT"}
 
 def _merge_devices(conn, frame: pd.DataFrame) -> None:
     """Upsert device rows: a stated fact (not NULL, not "") replaces the stored one, an
-    unstated one keeps it (``append_import``)."""
+    unstated one keeps it (``append_import``).
+
+    Raises:
+        device_facts.DeviceConflictError: a row states another uuid, name or power limit
+            than the stored one of its (host, GPU) (nothing of the row is written).
+    """
     if frame is None or frame.empty:
         return
+    check_devices(conn, frame)
     frame = frame.copy()
     for col in DEVICE_COLUMNS:
         if col not in frame.columns:
@@ -602,7 +609,13 @@ class SampleStore:
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:
-        """Insert or replace per-GPU device rows (limits used for normalisation)."""
+        """Insert or replace per-GPU device rows (limits used for normalisation).
+
+        Raises:
+            device_facts.DeviceConflictError: a row states another uuid, name or power limit
+                than the one stored for its (host, GPU), whose samples it names and scales
+                (nothing is written).
+        """
         frame = pd.DataFrame(list(devices) if not isinstance(devices, pd.DataFrame) else devices)
         if frame.empty:
             return
@@ -613,6 +626,7 @@ class SampleStore:
                 for r in frame[list(DEVICE_COLUMNS)].itertuples(index=False, name=None)]
         conn = self._conn()
         with conn:
+            check_devices(conn, frame)
             conn.executemany(
                 f"INSERT OR REPLACE INTO devices ({', '.join(DEVICE_COLUMNS)}) "
                 f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)})", rows)

@@ -354,8 +354,8 @@ def test_the_collector_reads_temperature_and_the_bus_id():
 def test_a_stated_fact_keeps_the_facts_it_does_not_state(tmp_path):
     store = SampleStore(tmp_path / "s.db")
     with store:
-        store.put_devices([{"host": "localhost", "gpu": 0, "uuid": "GPU-1", "name": "x",
-                            "power_limit_w": 100.0, "max_sm_clock_mhz": 1980.0,
+        store.put_devices([{"host": "localhost", "gpu": 0, "uuid": "GPU-1", "name": "NVIDIA A10",
+                            "power_limit_w": math.nan, "max_sm_clock_mhz": 1980.0,
                             "mem_total_bytes": 1.0, "gpm_supported": 1}])
         res = import_file(pub("smi_table_a10_550_dated_01.txt"))
         store.append_import([res.samples], [], [res.devices])

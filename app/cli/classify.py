@@ -230,6 +230,10 @@ def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, im
         out = shares_last(windows.copy())
         if "hot_gpu" in out:
             out["hot_gpu"] = out["hot_gpu"].astype("Int64")
+        from ...data.csvtext import safe_cell
+
+        for col in out.columns[out.dtypes == object]:  # no formula from a text cell (OWASP)
+            out[col] = out[col].map(safe_cell)
         out.to_csv(sys.stdout, index=False, float_format="%.4f", na_rep="")
     else:
         print(window_table(windows, args.utc))

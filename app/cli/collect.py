@@ -17,6 +17,7 @@ from .common import (
     out_path_problem,
     package_version,
     plural,
+    shown,
     write_atomically,
 )
 
@@ -27,6 +28,7 @@ def cmd_collect(args: argparse.Namespace) -> int:
     collected but not stored, counted in the summary and ``dropped_samples``)."""
     from ...collectors.bench import CpuMeter, rss_mb
     from ...collectors.server_log import ServerLogError, resolve_tz
+    from ...data.device_facts import DeviceConflictError
     from ...data.store import StoreError
     from ..session import Session
 
@@ -53,6 +55,10 @@ def cmd_collect(args: argparse.Namespace) -> int:
     except StoreError as exc:
         return fail(str(exc))
     with session:
+        try:  # the facts first: another GPU's under a stored (host, GPU) is refused up front
+            session.store.put_devices(devices)
+        except DeviceConflictError as exc:
+            return fail(f"{exc} (nothing was collected)")
         start_cursor = session.store.cursor()
         # Ctrl-C and SIGTERM end the collection cleanly: the last batch is stored, then the
         # summary.
@@ -183,7 +189,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
     # a metric that answered but failed some reads is intermittent (with its counts), never
     # unsupported: "intermittent: gpu0:dram_active failed 1 of 1344 reads"
     flaky = intermittent_text(intermittent(h))
-    print(f"stored {n} samples in {args.store}: {h['sweeps']} sweeps, "
+    print(f"stored {n} samples in {shown(args.store)}: {h['sweeps']} sweeps, "
           f"{h['missed_deadlines']} missed deadlines, max lateness "
           f"{h['max_lateness_s'] * 1e3:.1f} ms, unsupported: "
           f"{', '.join(sorted(h['unsupported'])) or 'none'}"
@@ -208,7 +214,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
         devs = store.devices()
         write_atomically(args.parquet, lambda tmp: _named(args.parquet, write_trace, tmp,
                                                           Trace(samples, devs, meta)))
-        print(f"wrote {len(samples)} samples to {args.parquet}")
+        print(f"wrote {len(samples)} samples to {shown(args.parquet)}")
 
 
 def _same_file(a: Path, b: Path) -> bool:

@@ -16,8 +16,9 @@ EXIT_SAMPLES_LOST = 4
 
 
 def fail(msg: str, code: int = EXIT_BAD_INPUT) -> int:
-    """Print ``tealeaves: error: <msg>`` on stderr and return ``code`` (the exit status)."""
-    print(f"tealeaves: error: {msg}", file=sys.stderr)
+    """Print ``tealeaves: error: <msg>`` on stderr, on one line (``shown``: a control character
+    in a file name it quotes is escaped), and return ``code`` (the exit status)."""
+    print(f"tealeaves: error: {shown(msg)}", file=sys.stderr)
     return code
 
 
@@ -67,6 +68,20 @@ def write_atomically(path, write) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def shown(text) -> str:
+    """``text`` (a path, or a message naming one) for a one-line message: each control
+    character (Unicode category Cc, and the line and paragraph separators U+2028/U+2029)
+    escaped as Python's ``repr`` writes it (``\\n``, ``\\t``, ``\\x1b``, ``\\u2028``), the rest
+    as it is (a file named ``a\\nb.txt`` is ``a\\nb.txt``, never two lines)."""
+    import unicodedata
+
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(repr(ch)[1:-1] if unicodedata.category(ch) in ("Cc", "Zl", "Zp") else ch
+                   for ch in text)
 
 
 def package_version() -> str:

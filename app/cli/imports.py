@@ -10,7 +10,7 @@ from pathlib import Path
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entities_text, entity_name
 from .args import epoch_time
-from .common import add_utc_flag, fail, plural, time_text
+from .common import add_utc_flag, fail, plural, shown, time_text
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -19,6 +19,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     cannot be written: nothing stored)."""
     import sqlite3
 
+    from ...data.device_facts import DeviceConflictError
     from ...data.importers import import_file
     from ...data.store import SampleStore, StoreError
 
@@ -48,8 +49,12 @@ def cmd_import(args: argparse.Namespace) -> int:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
             counts = store.append_import((r.samples for r in results),
                                          (p["read"].frame for p in pages),
-                                         (r.devices for r in results if len(r.devices)))
+                                         (sourced(r.devices, p)
+                                          for p, r in zip(gpu_files, results, strict=True)
+                                          if len(r.devices)))
             stored, repeats = counts["stored"], counts["repeats"]
+        except DeviceConflictError as exc:
+            return fail(f"{exc} (nothing was imported, the store is as it was)")
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
@@ -86,7 +91,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             span = (f"{t1 - t0:.3f} s from {time_text(t0, args.utc)} to "
                     f"{time_text(t1, args.utc)}")
         gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
-        print(f"{f['file']}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
+        print(f"{shown(f['file'])}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
               f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
               f"{plural(len(f['skipped']), 'line')} skipped")
         note = placement_note(f, args.utc)
@@ -111,7 +116,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         what += f" and {plural(counts['metrics_stored'], 'server metric row')}" + (
             f" ({counts['metrics_repeats']} already stored, passed over)"
             if counts["metrics_repeats"] else "")
-    print(f"stored {what} in {args.store}")
+    print(f"stored {what} in {shown(args.store)}")
     if counts["conflicts"]:
         print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     return 0
@@ -140,6 +145,14 @@ def all_refused(path: Path, result, columns: str | None = None) -> str | None:
             if columns else "")
     return (f"{path}: every row refused ({plural(len(skipped), 'line')}; the first, line "
             f"{line}: {why}){hint}; nothing was imported")
+
+
+def sourced(devices, path):
+    """``devices`` (an import's device-fact frame) tagged with the file it came from
+    (``attrs["source"]``), so a refused fact names its file."""
+    devices = devices.copy()
+    devices.attrs["source"] = str(path)
+    return devices
 
 
 def device_facts(devices) -> list[dict]:
@@ -307,7 +320,7 @@ def print_page(p: dict, utc: bool) -> None:
     t0, t1 = p["time_span"]
     when = (time_text(t0, utc) if t0 == t1
             else f"{time_text(t0, utc)} to {time_text(t1, utc)}")
-    print(f"{p['file']}: {p['engine']} /metrics page, {plural(p['scrapes'], 'scrape')}, "
+    print(f"{shown(p['file'])}: {p['engine']} /metrics page, {plural(p['scrapes'], 'scrape')}, "
           f"{plural(p['series'], 'series', 'series')}, {when}; stored as server metrics")
     if p["stamped"] != "file":
         how = ("from --start-time" if p["stamped"] == "start_time"

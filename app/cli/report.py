@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
-from .common import Working, add_utc_flag, fail, out_path_problem, time_text
+from .common import Working, add_utc_flag, fail, out_path_problem, shown, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -26,11 +26,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         from_store,
         from_trace,
     )
-    from ..report.out import write_report
+    from ..report.out import NOT_REGULAR, write_report, write_report_stream
 
-    problem = out_path_problem("--out", args.out, make_folder=False)
+    to_stdout = str(args.out) == "-"
+    if not to_stdout and args.out.exists() and not args.out.is_file() \
+            and not args.out.is_dir():  # /dev/stdout, a pipe: before the work
+        return fail(f"--out {args.out}: {NOT_REGULAR}")
+    problem = None if to_stdout else out_path_problem("--out", args.out, make_folder=False)
     if problem:  # before the report is built
         return fail(problem)
+    if to_stdout and not args.format:
+        return fail(f"--out -: writes the report to stdout, which has no suffix; give "
+                    f"--format ({', '.join(FORMATS)})")
     fmt = args.format or args.out.suffix.lstrip(".").lower()
     if fmt not in FORMATS:  # --format has argparse choices: only the suffix can be wrong here
         said = (f"its suffix {args.out.suffix!r} is not a report format" if args.out.suffix
@@ -46,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         return fail("report takes --trace FILE, or --store DB with --from/--to, not both")
     inputs = [p for p in (args.trace, args.store, args.labels, args.experts, args.server_log,
                           args.server_metrics, *(args.screenshot or ())) if p is not None]
-    if any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
+    if not to_stdout and any(p.exists() and p.resolve() == args.out.resolve() for p in inputs):
         return fail(f"--out {args.out}: is one of the inputs; give another file name")
     try:  # before the data is read: a bad value costs nothing
         groups = parse_groups(args.groups) if args.groups is not None else None
@@ -59,7 +66,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
             for note in (placement_note(inp.meta, args.utc), refusal_note(inp.meta)):
                 if note:
-                    print(f"{args.trace}: {note}", file=sys.stderr)
+                    print(f"{shown(args.trace)}: {note}", file=sys.stderr)
         else:
             store = args.store or Path("tealeaves.db")
             t0 = parse_time(args.t_from) if args.t_from else None
@@ -105,16 +112,34 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"the report has no server section (a log of another run?)",
                   file=sys.stderr)
         if fmt in ("pdf", "png"):  # Chromium takes seconds: say what is going on
-            print(f"rendering {args.out} with Chromium (a few seconds) ...", file=sys.stderr,
+            print(f"rendering {shown(args.out)} with Chromium (a few seconds) ...", file=sys.stderr,
                   flush=True)
-        write_report(report, fmt, args.out)
+        if to_stdout:
+            nbytes = write_report_stream(report, fmt, sys.stdout.buffer)
+        else:
+            write_report(report, fmt, args.out)
+            nbytes = args.out.stat().st_size
     except (ReportError, ServerLogError, ValueError) as exc:
         return fail(str(exc))
+    except BrokenPipeError:
+        return _stdout_closed()
     except OSError as exc:
         return fail(f"--out {args.out}: {exc.strerror or exc}")
-    print(f"wrote {args.out} ({fmt}, {args.out.stat().st_size:,} bytes): "
-          + summary_line(report.data, args.utc))
+    print(f"wrote {'the report to stdout' if to_stdout else shown(args.out)} ({fmt}, "
+          f"{nbytes:,} bytes): "
+          + summary_line(report.data, args.utc), file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _stdout_closed() -> int:
+    """``--out -`` whose reader closed the pipe early (``| head``): say the report was cut,
+    and point stdout at ``os.devnull`` so Python's exit flush raises nothing more.  Returns
+    the exit status (2)."""
+    import os
+
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return fail("--out -: stdout was closed before the whole report was written (the report "
+                "is cut short)")
 
 
 def screenshot_input(path: Path, tz: str) -> dict:
@@ -219,7 +244,10 @@ def add_parser(sub) -> None:
                    help="most imbalanced windows to list (default 10)")
     r.add_argument("--format", choices=["html", "pdf", "png", "csv", "json"],
                    help="output format (default: from --out's suffix)")
-    r.add_argument("--out", type=Path, required=True, help="file to write")
+    r.add_argument("--out", type=Path, required=True,
+                   help="file to write; - writes the report to stdout (give --format; the "
+                        "summary line then goes to stderr). A device, pipe or folder is "
+                        "refused")
     add_utc_flag(r)
     add_model(r)
     r.set_defaults(func=cmd_report)

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from ...data.jsontext import dumps as json_dumps
-from .common import fail
+from .common import fail, shown
 
 
 def read_one(path: Path, halves: bool = False, cuts: list[float] | None = None) -> dict:
@@ -81,7 +81,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
         if "error" in r:
             continue
         if r.get("captures"):
-            print(f"{r['file']}: {r['tool']}, {len(r['captures'])} captures in one picture")
+            print(f"{shown(r['file'])}: {r['tool']}, {len(r['captures'])} captures in one picture")
             for note in r["notes"]:
                 print(f"  {note}")
             for c in r["captures"]:
@@ -93,7 +93,7 @@ def cmd_screenshot(args: argparse.Namespace) -> int:
 
 def _print_one(r: dict, ind: str) -> None:
     """One reading's lines (a picture, or one capture of it), indented by ``ind``."""
-    print(f"{r['file']}: {r['tool'] or 'no GPU monitor recognised'}, "
+    print(f"{shown(r['file'])}: {r['tool'] or 'no GPU monitor recognised'}, "
           f"{len(r['gpus'])} GPU{'s' if len(r['gpus']) != 1 else ''} read")
     for g in r["gpus"]:
         blank = g.get("blank") or ()

@@ -56,6 +56,7 @@ from ...classifier.summary import (
     share_summary,
     top_imbalanced,
 )
+from ...data.csvtext import safe_row
 
 #: Version of the JSON and CSV layouts (``report_schema.json``); 2 added the hot set (every
 #: hot GPU, with its shares of the work) and why, per hot GPU (``hot_ceilings``).
@@ -829,7 +830,7 @@ def to_csv(report: Report) -> str:
     w = csv.DictWriter(buf, fieldnames=["schema_version", "section", "item", "metric", "value",
                                         "unit"], lineterminator="\n")
     w.writeheader()
-    w.writerows(csv_rows(report))
+    w.writerows(safe_row(r) for r in csv_rows(report))  # no formula from a name (OWASP)
     return buf.getvalue()
 
 

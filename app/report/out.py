@@ -31,6 +31,29 @@ def report_bytes(report: Report, fmt: str) -> bytes:
     raise ReportError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")
 
 
+#: Why an ``--out`` that exists and is no regular file (``/dev/stdout``, a pipe, a folder) is
+#: refused: the report is written beside it and renamed, which only a regular file allows.
+NOT_REGULAR = ("not a regular file (a device, pipe or folder); give a file name, or - for "
+               "stdout")
+
+
+def write_report_stream(report: Report, fmt: str, stream) -> int:
+    """Write ``report`` as ``fmt`` to the binary ``stream`` (``sys.stdout.buffer`` for
+    ``--out -``) and flush it.
+
+    Returns:
+        The bytes written.
+
+    Raises:
+        ReportError: as ``report_bytes``; OSError (BrokenPipeError included): the stream
+            cannot be written.
+    """
+    data = report_bytes(report, fmt)
+    stream.write(data)
+    stream.flush()
+    return len(data)
+
+
 def write_report(report: Report, fmt: str, out: str | Path) -> Path:
     """Write ``report`` as ``fmt`` to ``out``: all or nothing (a temporary file beside it,
     renamed when complete).
@@ -39,11 +62,10 @@ def write_report(report: Report, fmt: str, out: str | Path) -> Path:
         ReportError: as ``report_bytes``; OSError: ``out`` cannot be written.
     """
     out = Path(out)
+    if out.exists() and not out.is_file():  # a link is judged by what it names
+        raise ReportError(f"--out {out}: {NOT_REGULAR}")
     if out.is_symlink():
         out = out.resolve()  # write the file the link names, keep the link
-    if out.exists() and not out.is_file():
-        raise ReportError(f"--out {out}: not a regular file (a device, pipe or folder); "
-                          f"give a file name")
     if out.exists() and not os.access(out, os.W_OK):
         raise ReportError(f"--out {out}: the file is read-only")
     data = report_bytes(report, fmt)
@@ -57,4 +79,4 @@ def write_report(report: Report, fmt: str, out: str | Path) -> Path:
     return out
 
 
-__all__ = ["report_bytes", "write_report"]
+__all__ = ["NOT_REGULAR", "report_bytes", "write_report", "write_report_stream"]
