@@ -528,13 +528,16 @@ class _Blank(float):
 
 #: The one blank value; ``v is BLANK`` tells a blank from a plain missing value.
 BLANK = _Blank("nan")
-#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.
-_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", ""})
+#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.  ``ERR!`` is
+#: nvidia-smi's mark for a field whose NVML call failed (the table, ``--query-gpu`` and
+#: ``dmon`` print it alike); bracketed notes (``[Unknown Error]``, ``[GPU is lost]``) are
+#: blanks by their brackets.
+_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", "", "ERR!"})
 
 
 def _number(tok: str) -> float:
-    """Parse one numeric field; '-', 'N/A' and bracketed notes ('[N/A]', '[Not Supported]')
-    are ``BLANK``.
+    """Parse one numeric field; '-', 'N/A', 'ERR!' and bracketed notes ('[N/A]',
+    '[Not Supported]', '[Unknown Error]') are ``BLANK``.
 
     Raises:
         ValueError: not a finite, non-negative number.
@@ -838,7 +841,7 @@ def _split_unit(field_name: str) -> tuple[str, str | None]:
 
 def _query_value(tok: str, unit: str) -> float:
     t = tok.strip()
-    if t in ("N/A", "[N/A]", "") or (t.startswith("[") and t.endswith("]")):
+    if _blank_text(t):
         return BLANK
     m = _RE_VALUE_UNIT.match(t)
     if not m:

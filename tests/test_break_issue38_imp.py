@@ -1,0 +1,54 @@
+"""Issue 38, third round, importers' correctness: a blank field costs only itself, GPUs are
+never renumbered by a missing row, a file's own dates win over its mtime, header units are
+honoured, a field named twice is refused and an assumed interval is said."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tealeaves.data.importers import import_file, import_text
+
+T0 = "2025/11/30 10:00:1"
+
+
+def _query(rows: list[str], header: str = "timestamp, index, utilization.gpu [%], "
+           "power.draw [W]") -> str:
+    return "\n".join([header, *rows]) + "\n"
+
+
+# --------------------------------------------------------------------------- 1: ERR!
+
+@pytest.mark.parametrize("mark", ["ERR!", "[Unknown Error]", "[GPU is lost]"])
+def test_query_error_mark_blanks_one_field_and_keeps_the_row(tmp_path, mark):
+    """/tmp/hostile/vanish.csv: GPU 0's row with power ERR! vanished whole (95 % lost)."""
+    rows = []
+    for s in range(5):
+        rows += [f"{T0}{s}.000, 0, 95 %, {mark}", f"{T0}{s}.000, 1, 20 %, 150.00 W"]
+    f = tmp_path / "vanish.csv"
+    f.write_text(_query(rows))
+    res = import_file(f)
+    assert res.skipped == []
+    g0 = res.samples[res.samples["gpu"] == 0]
+    assert len(g0) == 5
+    assert (g0["gpu_util"] == 95).all() and g0["power_w"].isna().all()
+    assert res.blanks.get("power_w") == 5
+
+
+def test_dmon_err_blanks_one_field_and_keeps_the_row():
+    text = ("# gpu    pwr  gtemp     sm    mem\n# Idx      W      C      %      %\n"
+            "    0   ERR!     50     95     40\n    1    150     40     20     10\n")
+    res = import_text(text, "dmon", start_time=1.76e9)
+    assert res.skipped == [] and len(res.samples) == 2
+    g0 = res.samples[res.samples["gpu"] == 0].iloc[0]
+    assert g0["gpu_util"] == 95 and math.isnan(g0["power_w"])
+    assert res.blanks.get("power_w") == 1
+
+
+def test_dcgmi_err_blanks_one_field_and_keeps_the_row():
+    text = ("#Entity   GRACT   SMACT\nID\nGPU 0     ERR!    0.500\nGPU 1     0.200   0.300\n")
+    res = import_text(text, "dcgmi", start_time=1.76e9)
+    assert res.skipped == [] and len(res.samples) == 2
+    g0 = res.samples[res.samples["gpu"] == 0].iloc[0]
+    assert math.isnan(g0["gr_engine_active"]) and g0["sm_active"] == pytest.approx(50)
