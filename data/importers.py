@@ -717,6 +717,8 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             body = s.lstrip("#").strip()
             comma = "," in body
             toks = [t.strip().lower() for t in (body.split(",") if comma else body.split())]
+            if len(set(toks)) != len(toks) and _is_dmon_header(list(dict.fromkeys(toks))):
+                _check_header(toks, n)
             if _is_dmon_header(toks):
                 names = toks
                 cycles.new_block()
@@ -855,6 +857,8 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                  interval: float, columns: Sequence[str] | None
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
     header: list[str] | None = ([_split_unit(c)[0] for c in columns] if columns else None)
+    if header:
+        _check_header(header, None)
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
     cycles = _Cycles()
@@ -871,6 +875,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
         fields = _csv_fields(s)
         if "," in s and _is_query_header(fields):
             header = [_split_unit(f)[0] for f in fields]
+            _check_header(header, n)
             cycles.new_block()
             continue
         if header is None:
@@ -973,6 +978,27 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
     devs = [{"host": host, "gpu": g, "uuid": "", **d} for g, d in sorted(devices.items())]
     return records, len(records), skipped, {"gpu_key": key, "not_read": not_read,
                                             "devices": devs, "fields": sorted(read)}
+
+
+class _HeaderError(ValueError):
+    """A header the file cannot be read by (a field named twice, a unit tealeaves cannot
+    convert); :func:`import_text` names the file and refuses it whole."""
+
+
+def _check_header(names: Sequence[str], line: int | None) -> None:
+    """Refuse a header that names one field twice (the columns' values would be read into
+    one field, the last one silently winning).
+
+    Raises:
+        _HeaderError: names the field, and the header's line when known.
+    """
+    seen: set[str] = set()
+    for f in names:
+        if f in seen:
+            where = f"line {line}: " if line else ""
+            raise _HeaderError(f"{where}the header names the field {f!r} twice: which of "
+                               f"its columns holds the reading is not known")
+        seen.add(f)
 
 
 def _blank_text(tok: str) -> bool:
@@ -1147,7 +1173,8 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
                 ts = None
         if _RE_DCGMI_HEADER.match(s):
             names = s.lstrip("#").split()[1:]
-            if names and len(set(names)) == len(names):
+            _check_header([f.upper() for f in names], n)
+            if names:
                 fields = [f.upper() for f in names]
                 cycles.new_block()
             else:
@@ -1218,6 +1245,7 @@ def _parse_tealeaves_csv(text: str, *, host: str
         fields = _csv_fields(s)
         if header is None:
             if _is_tealeaves_header(fields):
+                _check_header(fields, n)
                 header = fields
             else:
                 skipped.append((n, f"not data (no tealeaves CSV header yet): {_short(s)}"))
@@ -1271,6 +1299,36 @@ def _normalise_format(fmt: str) -> str:
     return f
 
 
+def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float | None,
+                  end: float, interval: float, columns: Sequence[str] | None
+                  ) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
+    """Run ``fmt``'s parser: ``(records, rows read, skipped, extra facts)``.
+
+    Raises:
+        _HeaderError: the file's header cannot be read (``import_text`` names the file).
+    """
+    h, step = host, interval
+    extra: dict = {}
+    if fmt == "nvidia_smi_dmon":
+        records, nread, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
+                                              interval=step)
+    elif fmt == "nvidia_smi_query":
+        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start, end=end,
+                                               interval=step, columns=columns)
+    elif fmt == "nvidia_smi_table":
+        records, nread, skipped, extra = _parse_table(text, host=h, zone=zone, start=start,
+                                                      end=end, interval=step)
+    elif fmt == "dcgm_exporter":
+        records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
+                                                  interval=step)
+    elif fmt == "dcgmi_dmon":
+        records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
+                                               interval=step)
+    else:
+        records, nread, skipped = _parse_tealeaves_csv(text, host=h)
+    return records, nread, skipped, extra
+
+
 def import_text(text: str, format: str, *, name: str = "<text>",
                 start_time: float | datetime | None = None, end_time: float | None = None,
                 host: str | None = None, columns: Sequence[str] | None = None,
@@ -1316,24 +1374,12 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     if not math.isfinite(step) or step <= 0:
         raise ValueError(f"interval must be positive, got {interval!r}")
     h = host or "localhost"
-    extra: dict = {}
-    if fmt == "nvidia_smi_dmon":
-        records, nread, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
-                                              interval=step)
-    elif fmt == "nvidia_smi_query":
-        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step, columns=columns)
-    elif fmt == "nvidia_smi_table":
-        records, nread, skipped, extra = _parse_table(text, host=h, zone=zone, start=start,
-                                                      end=end, interval=step)
-    elif fmt == "dcgm_exporter":
-        records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
-                                                  interval=step)
-    elif fmt == "dcgmi_dmon":
-        records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step)
-    else:
-        records, nread, skipped = _parse_tealeaves_csv(text, host=h)
+    try:
+        records, nread, skipped, extra = _parse_format(fmt, text, host=h, zone=zone,
+                                                       start=start, end=end, interval=step,
+                                                       columns=columns)
+    except _HeaderError as exc:
+        raise ImportFormatError(f"{name}: {exc}") from exc
     if not records and detect_text(text) != fmt:
         raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                 f"expected {_EXPECTED}")

@@ -8,7 +8,9 @@ import math
 
 import pytest
 
-from tealeaves.data.importers import import_file, import_text
+from tealeaves.app.cli import main
+from tealeaves.data.importers import ImportFormatError, import_file, import_text
+from tealeaves.data.store import SampleStore
 
 T0 = "2025/11/30 10:00:1"
 
@@ -52,3 +54,34 @@ def test_dcgmi_err_blanks_one_field_and_keeps_the_row():
     assert res.skipped == [] and len(res.samples) == 2
     g0 = res.samples[res.samples["gpu"] == 0].iloc[0]
     assert math.isnan(g0["gr_engine_active"]) and g0["sm_active"] == pytest.approx(50)
+
+
+# --------------------------------------------------------------------------- 5: a field twice
+
+DUPLICATES = {
+    "query": (("timestamp, index, utilization.gpu [%], power.draw [W], utilization.gpu [%]\n"
+               "2025/11/30 10:00:00.000, 0, 90, 300, 10\n"), "utilization.gpu"),
+    "dmon": ("# gpu    pwr     sm     sm\n    0    100     90     10\n", "sm"),
+    "dcgmi": ("#Entity   GRACT   GRACT\nID\nGPU 0     0.900   0.100\n", "GRACT"),
+    "csv": ("timestamp,gpu,gpu_util,gpu_util\n1764496800,0,90,10\n", "gpu_util"),
+}
+
+
+@pytest.mark.parametrize("fmt", sorted(DUPLICATES))
+def test_a_header_naming_a_field_twice_is_refused(tmp_path, fmt):
+    """/tmp/hostile/duph.csv: the last utilization.gpu column silently won (10, not 90)."""
+    text, field = DUPLICATES[fmt]
+    f = tmp_path / f"dup_{fmt}.txt"
+    f.write_text(text)
+    with pytest.raises(ImportFormatError, match=rf"{f.name}: line 1: .*'{field}' twice"):
+        import_file(f, format=fmt, start_time=1.76e9)
+
+
+def test_cli_refuses_a_duplicate_header_and_stores_nothing(tmp_path, capsys):
+    f = tmp_path / "duph.csv"
+    f.write_text(DUPLICATES["query"][0])
+    db = tmp_path / "s.db"
+    assert main(["import", str(f), "--store", str(db)]) != 0
+    err = capsys.readouterr().err
+    assert "'utilization.gpu' twice" in err and "Traceback" not in err
+    assert not db.exists() or SampleStore(db).count() == 0
