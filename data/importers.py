@@ -841,6 +841,47 @@ def _split_unit(field_name: str) -> tuple[str, str | None]:
     return field_name.strip().lower(), None
 
 
+#: A unit a --query-gpu header may print -> its factor to the unit tealeaves reads the field
+#: in (the metric table's ``smi_query`` unit; ``""`` for temperature.gpu, read in degrees C).
+#: Binary prefixes are powers of 2**10, decimal ones of 10**3 (MB = 10**6 B).
+_UNIT_FACTORS: dict[str, dict[str, float]] = {
+    "MiB": {"MiB": 1.0, "KiB": 2.0**-10, "GiB": 2.0**10, "B": 2.0**-20,
+            "MB": 1e6 / 2**20, "GB": 1e9 / 2**20},
+    "W": {"W": 1.0, "kW": 1e3, "mW": 1e-3},
+    "MHz": {"MHz": 1.0, "GHz": 1e3, "kHz": 1e-3},
+    "%": {"%": 1.0},
+    "": {"": 1.0, "C": 1.0, "°C": 1.0},
+}
+
+
+def _header_units(fields: Sequence[str], line: int | None) -> dict[str, tuple[str, float]]:
+    """The units a --query-gpu header prints for the fields tealeaves reads: ``{query name:
+    (unit its values may print, factor to the field's unit)}``; a field without a unit is
+    left out (read in its own unit).
+
+    Raises:
+        _HeaderError: a read field's unit is not one ``_UNIT_FACTORS`` converts (names the
+            field, its unit and the units known).
+    """
+    out: dict[str, tuple[str, float]] = {}
+    for raw in fields:
+        name, unit = _split_unit(raw)
+        if unit is None:
+            continue
+        want = (QUERY_COLUMNS[name][2] if name in QUERY_COLUMNS
+                else _QUERY_FACT_UNITS.get(name))
+        if want is None:
+            continue
+        known = _UNIT_FACTORS.get(want, {want: 1.0})
+        if unit not in known:
+            where = f"line {line}: " if line else ""
+            raise _HeaderError(f"{where}field {raw.strip()!r}: unit {unit!r} is not one "
+                               f"tealeaves converts (it reads {name} in "
+                               f"{', '.join(repr(u) for u in known if u)})")
+        out[name] = (unit, known[unit])
+    return out
+
+
 def _query_value(tok: str, unit: str) -> float:
     t = tok.strip()
     if _blank_text(t):
@@ -857,6 +898,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                  interval: float, columns: Sequence[str] | None
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
     header: list[str] | None = ([_split_unit(c)[0] for c in columns] if columns else None)
+    units = _header_units(columns, None) if columns else {}
     if header:
         _check_header(header, None)
     records: list[dict] = []
@@ -876,6 +918,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
         if "," in s and _is_query_header(fields):
             header = [_split_unit(f)[0] for f in fields]
             _check_header(header, n)
+            units = _header_units(fields, n)
             cycles.new_block()
             continue
         if header is None:
@@ -891,7 +934,8 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             best: dict[str, int] = {}
             for name, (target, factor, unit, prio) in QUERY_COLUMNS.items():
                 if name in row and prio < best.get(target, 99):
-                    rec[target] = _scaled(target, _query_value(row[name], unit), factor)
+                    unit, conv = units.get(name, (unit, 1.0))
+                    rec[target] = _scaled(target, _query_value(row[name], unit), factor * conv)
                     best[target] = prio
             ts = None
             if "timestamp" in row:
@@ -944,13 +988,13 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                     if col == "name":
                         facts[col] = row[qname].strip()
                     else:
-                        unit = _QUERY_FACT_UNITS.get(qname, "")
+                        unit, conv = units.get(qname, (_QUERY_FACT_UNITS.get(qname, ""), 1.0))
                         try:
                             v = _query_value(row[qname], unit) if unit else _number(row[qname])
                         except ValueError:
                             continue
                         if v is not BLANK and math.isfinite(v):
-                            facts[col] = v * factor
+                            facts[col] = v * factor * conv
             if bus and not _blank_text(bus):
                 facts["pci_bus_id"] = bus
             if facts:

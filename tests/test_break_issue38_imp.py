@@ -5,6 +5,7 @@ honoured, a field named twice is refused and an assumed interval is said."""
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 
@@ -85,3 +86,47 @@ def test_cli_refuses_a_duplicate_header_and_stores_nothing(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "'utilization.gpu' twice" in err and "Traceback" not in err
     assert not db.exists() or SampleStore(db).count() == 0
+
+
+# --------------------------------------------------------------------------- 4: header units
+
+@pytest.mark.parametrize(("field", "value", "column", "expected"), [
+    ("memory.used [KiB]", "1000", "mem_used_bytes", 1000 * 1024),
+    ("memory.used [GiB]", "2 GiB", "mem_used_bytes", 2 * 2**30),
+    ("memory.used [MB]", "1", "mem_used_bytes", 1e6),
+    ("power.draw [kW]", "0.3", "power_w", 300),
+    ("power.draw [mW]", "250000 mW", "power_w", 250),
+    ("clocks.sm [GHz]", "1.98", "sm_clock_mhz", 1980),
+    ("memory.used [MiB]", "1000 MiB", "mem_used_bytes", 1000 * 2**20),
+])
+def test_a_unit_in_the_header_is_converted(field, value, column, expected):
+    """Before: `memory.used [KiB]` 1000 was stored as 1000 MiB (the header's unit ignored)."""
+    text = _query([f"2025/11/30 10:00:00.000, 0, 50 %, {value}"],
+                  header=f"timestamp, index, utilization.gpu [%], {field}")
+    res = import_text(text, "query")
+    assert res.skipped == []
+    assert res.samples.iloc[0][column] == pytest.approx(expected)
+
+
+def test_a_device_fact_in_another_unit_is_converted():
+    text = _query(["2025/11/30 10:00:00.000, 0, 50 %, 80, 0.7"],
+                  header="timestamp, index, utilization.gpu [%], memory.total [GiB], "
+                         "power.limit [kW]")
+    dev = import_text(text, "query").devices.iloc[0]
+    assert dev["mem_total_bytes"] == 80 * 2**30 and dev["power_limit_w"] == pytest.approx(700)
+
+
+@pytest.mark.parametrize("field", ["temperature.gpu [F]", "memory.used [pages]",
+                                   "power.draw [hp]", "utilization.gpu [ratio]"])
+def test_a_unit_tealeaves_cannot_convert_refuses_the_file_by_field(tmp_path, field):
+    f = tmp_path / "unit.csv"
+    f.write_text(_query(["2025/11/30 10:00:00.000, 0, 50"],
+                        header=f"timestamp, index, {field}"))
+    with pytest.raises(ImportFormatError, match=rf"unit.csv: line 1: field '{re.escape(field)}'"):
+        import_file(f)
+
+
+def test_a_unit_in_given_columns_is_converted():
+    res = import_text("2025/11/30 10:00:00.000, 0, 1000\n", "query",
+                      columns=["timestamp", "index", "memory.used [KiB]"])
+    assert res.samples.iloc[0]["mem_used_bytes"] == 1000 * 1024
