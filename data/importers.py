@@ -964,9 +964,10 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                 # one query instant: a run of rows printed with the same timestamp (one
                 # sweep over the GPUs); a GPU is its place in the run
                 if instant is None or row["timestamp"] != instant[0]:
-                    instant = [row["timestamp"], 0]
+                    instant = [row["timestamp"], 0, n]
                 gpu = instant[1]
                 instant[1] += 1
+                rec["_sweep"] = instant[2]
                 keys.add("name and place" if gpu else "single")
             else:
                 name = row.get("name", row.get("gpu_name", ""))
@@ -1004,6 +1005,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             skipped.append((n, f"bad value ({exc}): {_short(s)}"))
             continue
         records.append(rec)
+    records = _short_sweeps(records, skipped)
     t0 = _anchor(start, end, cycles.count, interval)
     for r in records:
         if "_instant" in r:
@@ -1043,6 +1045,36 @@ def _check_header(names: Sequence[str], line: int | None) -> None:
             raise _HeaderError(f"{where}the header names the field {f!r} twice: which of "
                                f"its columns holds the reading is not known")
         seen.add(f)
+
+
+def _short_sweeps(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the rows of short sweeps of a --query-gpu CSV whose GPUs are numbered by place.
+
+    Without an index, uuid or pci.bus_id field a row's GPU is its place among the rows
+    printed with one timestamp (``_sweep``: the sweep's first line).  A sweep with fewer rows
+    than the file's fullest one lacks a GPU (nvidia-smi printed an error line instead, or the
+    row was refused), and which one is not known: numbering its rows by place would store a
+    GPU's readings as another's.  Its rows are appended to ``skipped`` with the reason.
+
+    Returns:
+        The records kept (``_sweep`` removed).
+    """
+    sizes: dict[int, int] = {}
+    for r in records:
+        if "_sweep" in r:
+            sizes[r["_sweep"]] = sizes.get(r["_sweep"], 0) + 1
+    full = max(sizes.values(), default=0)
+    kept = []
+    for r in records:
+        sweep = r.pop("_sweep", None)
+        if sweep is not None and sizes[sweep] < full:
+            why = (f"the sweep from line {sweep} (one timestamp) holds {sizes[sweep]} rows, "
+                   f"a full one {full}, and the file has no index, uuid or pci.bus_id field: "
+                   f"which GPU each row is is not known; row refused")
+            skipped.append((r["_line"], why))
+            continue
+        kept.append(r)
+    return kept
 
 
 def _blank_text(tok: str) -> bool:

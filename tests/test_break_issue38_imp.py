@@ -130,3 +130,42 @@ def test_a_unit_in_given_columns_is_converted():
     res = import_text("2025/11/30 10:00:00.000, 0, 1000\n", "query",
                       columns=["timestamp", "index", "memory.used [KiB]"])
     assert res.samples.iloc[0]["mem_used_bytes"] == 1000 * 1024
+
+
+# --------------------------------------------------------------------------- 2: GPU by place
+
+def _sweeps(gap: str | None) -> str:
+    """Three sweeps of 4 GPUs (util 0/30/60/90 %) without an index field; the second sweep's
+    GPU 1 row is missing, or replaced by ``gap``."""
+    rows = []
+    for s in range(3):
+        for g in range(4):
+            if s == 1 and g == 1:
+                if gap is not None:
+                    rows.append(gap)
+                continue
+            rows.append(f"{T0}{s}.000, NVIDIA H100 80GB HBM3, {30 * g} %, {100 * (g + 1)} W")
+        rows.append("")
+    return _query(rows, header="timestamp, name, utilization.gpu [%], power.draw [W]")
+
+
+SMI_ERROR = "Unable to determine the device handle for GPU 00000000:43:00.0: Unknown Error"
+
+
+@pytest.mark.parametrize("gap", [None, SMI_ERROR])
+def test_a_short_sweep_is_refused_not_renumbered(gap):
+    """/tmp/hostile/pos3.csv, pos.csv: GPU 2's 60 % was stored as GPU 1, GPU 3's as GPU 2."""
+    res = import_text(_sweeps(gap), "query")
+    df = res.samples
+    # every GPU keeps its own readings: GPU g is always 30*g %
+    assert (df["gpu_util"] == 30 * df["gpu"]).all()
+    assert sorted(df.groupby("gpu").size().tolist()) == [2, 2, 2, 2]
+    refused = [why for _, why in res.skipped if "row refused" in why]
+    assert len(refused) == 3 and "holds 3 rows, a full one 4" in refused[0]
+    assert res.rows_read == 8
+
+
+def test_full_sweeps_without_index_still_number_by_place():
+    res = import_text(_sweeps(f"{T0}1.000, NVIDIA H100 80GB HBM3, 30 %, 200 W"), "query")
+    assert res.skipped == [] and len(res.samples) == 12
+    assert (res.samples["gpu_util"] == 30 * res.samples["gpu"]).all()
