@@ -1090,6 +1090,8 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
     skipped lines and ``{"devices": [...], "notes": [...]}``.  An undated table is one
     instant placed like the other untimed formats (``_anchor``)."""
     read = smi_table.parse_tables(text, zone)
+    skipped = list(read.skipped)
+    read.records = _undated_among_dated(read.records, skipped)
     undated = sorted({r["_table"] for r in read.records if "timestamp" not in r})
     t0 = _anchor(start, end, len(undated), interval)
     slot = {t: i for i, t in enumerate(undated)}
@@ -1119,8 +1121,32 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
     if records:
         notes.append("fan and performance state are printed but not stored (not sample "
                      "columns)")
-    return records, len(records), read.skipped, {"devices": devices, "notes": notes,
+    return records, len(records), skipped, {"devices": devices, "notes": notes,
                                                  "dated": read.dated}
+
+
+def _undated_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the GPU rows of undated tables in a file whose other tables are dated.
+
+    Such a file carries its own times: placing an undated table at the file's modification
+    time (or a start time) would put it hours or months away from the rest, and where it
+    falls among the dated tables is not known.  Its rows are appended to ``skipped`` with
+    the reason; a file with no dated table keeps them all (placed like other untimed files).
+
+    Returns:
+        The records kept.
+    """
+    if not any("timestamp" in r for r in records):
+        return records
+    kept = []
+    for r in records:
+        if "timestamp" in r:
+            kept.append(r)
+        else:
+            why = (f"GPU {r['gpu']} row of table {r['_table'] + 1}, which has no date line "
+                   f"while the file's other tables do: its time is not known; row refused")
+            skipped.append((r["_line"], why))
+    return kept
 
 
 # --------------------------------------------------------------------------- dcgm-exporter

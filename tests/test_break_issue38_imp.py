@@ -5,7 +5,9 @@ honoured, a field named twice is refused and an assumed interval is said."""
 from __future__ import annotations
 
 import math
+import os
 import re
+from datetime import UTC, datetime
 
 import pytest
 
@@ -169,3 +171,43 @@ def test_full_sweeps_without_index_still_number_by_place():
     res = import_text(_sweeps(f"{T0}1.000, NVIDIA H100 80GB HBM3, 30 %, 200 W"), "query")
     assert res.skipped == [] and len(res.samples) == 12
     assert (res.samples["gpu_util"] == 30 * res.samples["gpu"]).all()
+
+
+# --------------------------------------------------------------------------- 3: mixed tables
+
+def _table_file(tmp_path):
+    """/tmp/hostile/tab_mixed.txt's shape: an undated one-GPU table, then the same table
+    dated ``Mon Oct  6 03:29:23 2025``; the file's mtime 14 months later."""
+    table = (
+        "+-----------------------------------------------------------------------------+\n"
+        "| NVIDIA-SMI 535.129.03   Driver Version: 535.129.03   CUDA Version: 12.2     |\n"
+        "|-------------------------------+----------------------+----------------------+\n"
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |\n"
+        "| Fan  Temp  Perf  Pwr:Usage/Cap|         Memory-Usage | GPU-Util  Compute M. |\n"
+        "|===============================+======================+======================|\n"
+        "|   0  NVIDIA H100 80GB    On   | 00000000:1B:00.0 Off |                    0 |\n"
+        "| N/A   36C    P0   259W / 700W |  18449MiB / 81559MiB |     25%      Default |\n"
+        "+-------------------------------+----------------------+----------------------+\n"
+    )
+    f = tmp_path / "tab_mixed.txt"
+    f.write_text(f"{table}\nMon Oct  6 03:29:23 2025\n{table}")
+    late = datetime(2026, 12, 7, tzinfo=UTC).timestamp()
+    os.utime(f, (late, late))
+    return f
+
+
+def test_an_undated_table_among_dated_ones_is_refused_not_put_at_the_mtime(tmp_path):
+    f = _table_file(tmp_path)
+    res = import_file(f)
+    dated = datetime(2025, 10, 6, 3, 29, 23, tzinfo=UTC).timestamp()
+    assert res.samples["timestamp"].tolist() == [dated]
+    assert res.placed is None  # no "no timestamps in the file" note
+    assert len(res.skipped) == 1 and "no date line" in res.skipped[0][1]
+    assert res.skipped[0][0] == 7 and res.rows_read == 1
+
+
+def test_undated_tables_alone_are_still_placed(tmp_path):
+    f = tmp_path / "undated.txt"
+    f.write_text(_table_file(tmp_path).read_text().split("\n\nMon")[0] + "\n")
+    res = import_file(f)
+    assert len(res.samples) == 1 and res.placed == "mtime" and res.skipped == []
