@@ -204,6 +204,11 @@ class ImportResult:
             None where the format always names its GPU.
         not_read: the file's fields tealeaves does not read (outside the schema), by name.
         notes: other facts the summary must say (sections counted and not read, ...).
+        interval: seconds between the instants of rows placed without a time of their own
+            (``placed`` not None), else None.
+        interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
+            dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
+            none, so the spacing of its instants is a guess the summary must say.
     """
 
     samples: pd.DataFrame
@@ -224,6 +229,8 @@ class ImportResult:
     gpu_key: str | None = None
     not_read: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    interval: float | None = None
+    interval_assumed: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -1508,6 +1515,8 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     res = _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
                    name, blanks)
     res.placed, res.dated = placed, dated
+    if placed:
+        res.interval, res.interval_assumed = step, interval is None
     res.normalised = plain.notes
     if extra.get("devices"):
         res.devices = pd.DataFrame([{k: v for k, v in d.items() if not k.startswith("_")}
@@ -1639,4 +1648,5 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
     return Trace(samples=res.samples, devices=devices,
                  meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
                        "skipped": len(res.skipped), "placed": res.placed,
-                       "dated": res.dated, "placed_at": res.placed_at})
+                       "dated": res.dated, "placed_at": res.placed_at,
+                       "interval": res.interval, "interval_assumed": res.interval_assumed})

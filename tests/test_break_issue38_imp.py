@@ -4,6 +4,7 @@ honoured, a field named twice is refused and an assumed interval is said."""
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -211,3 +212,40 @@ def test_undated_tables_alone_are_still_placed(tmp_path):
     f.write_text(_table_file(tmp_path).read_text().split("\n\nMon")[0] + "\n")
     res = import_file(f)
     assert len(res.samples) == 1 and res.placed == "mtime" and res.skipped == []
+
+
+# --------------------------------------------------------------------------- 6: assumed cadence
+
+EXPORTER = "".join(
+    f'DCGM_FI_DEV_GPU_UTIL{{gpu="{g}",UUID="GPU-{g}",modelName="H100"}} {90 - 80 * g + s}\n'
+    for s in range(3) for g in range(2))
+
+
+@pytest.mark.parametrize(("fmt", "text", "step"), [
+    ("dcgm_exporter", EXPORTER, 30.0),
+    ("dmon", "# gpu    sm\n    0    90\n    0    91\n", 1.0),
+    ("dcgmi", "#Entity   GRACT\nID\nGPU 0     0.900\nGPU 0     0.910\n", 1.0),
+])
+def test_an_assumed_interval_is_recorded(fmt, text, step):
+    res = import_text(text, fmt, end_time=1.76e9)
+    assert res.placed == "mtime" and res.interval == step and res.interval_assumed
+    given = import_text(text, fmt, end_time=1.76e9, interval=5)
+    assert given.interval == 5 and not given.interval_assumed
+    dated = import_text(_query([f"{T0}0.000, 0, 50 %, 100 W"]), "query")
+    assert dated.interval is None and not dated.interval_assumed
+
+
+def test_import_classify_and_report_say_the_assumed_interval(tmp_path, capsys):
+    """/tmp/hostile/dxm.txt: dcgm-exporter scrapes placed 30 s apart, never said."""
+    f = tmp_path / "dxm.txt"
+    f.write_text(EXPORTER)
+    said = "instants 30 s apart (an assumed interval"
+    assert main(["import", str(f), "--store", str(tmp_path / "s.db")]) == 0
+    assert said in capsys.readouterr().out
+    assert main(["import", str(f), "--store", str(tmp_path / "j.db"), "--json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["files"][0]
+    assert entry["interval"] == 30 and entry["interval_assumed"] is True
+    main(["classify", str(f)])
+    assert said in capsys.readouterr().err
+    main(["report", "--trace", str(f), "--out", str(tmp_path / "r.html")])
+    assert said in capsys.readouterr().err
