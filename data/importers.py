@@ -1098,7 +1098,8 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
     instant placed like the other untimed formats (``_anchor``)."""
     read = smi_table.parse_tables(text, zone)
     skipped = list(read.skipped)
-    read.records = _undated_among_dated(read.records, skipped)
+    if start is None:  # a start time given places them where the caller says
+        read.records = _undated_among_dated(read.records, skipped)
     undated = sorted({r["_table"] for r in read.records if "timestamp" not in r})
     t0 = _anchor(start, end, len(undated), interval)
     slot = {t: i for i, t in enumerate(undated)}
@@ -1133,7 +1134,8 @@ def _parse_table(text: str, *, host: str, zone: tzinfo, start: float | None, end
 
 
 def _undated_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
-    """Refuse the GPU rows of undated tables in a file whose other tables are dated.
+    """Refuse the GPU rows of undated tables in a file whose other tables are dated (when no
+    start time is given: those rows would be placed by the file's mtime).
 
     Such a file carries its own times: placing an undated table at the file's modification
     time (or a start time) would put it hours or months away from the rest, and where it
@@ -1435,7 +1437,29 @@ def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float 
                                                interval=step)
     else:
         records, nread, skipped = _parse_tealeaves_csv(text, host=h)
-    return records, nread, skipped, extra
+    kept = records if start is not None else _placed_among_dated(records, skipped)
+    return kept, nread - (len(records) - len(kept)), skipped, extra
+
+
+def _placed_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the rows without a time of their own (``_placed``, placed by the file's mtime:
+    no start time given) of a file whose other rows carry full timestamps (a dmon block without ``-o DT`` after one with it, dcgmi lines with
+    and without a leading time, a --query-gpu block without ``timestamp``...).
+
+    The file has its own clock: placing the untimed rows at its modification time (or a
+    start time) would put them anywhere relative to the rest, and the note would falsely say
+    the file has no timestamps.  Their lines are appended to ``skipped`` with the reason.
+
+    Returns:
+        The records kept (all of them unless both kinds are present).
+    """
+    if not any("_placed" in r for r in records) or not any(
+            "_placed" not in r and "_dated" not in r for r in records):
+        return records
+    why = ("row without a timestamp in a file whose other rows carry theirs: its time is "
+           "not known; row refused")
+    skipped.extend((int(r.get("_line", 0)), why) for r in records if "_placed" in r)
+    return [r for r in records if "_placed" not in r]
 
 
 def import_text(text: str, format: str, *, name: str = "<text>",

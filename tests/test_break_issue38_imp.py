@@ -249,3 +249,22 @@ def test_import_classify_and_report_say_the_assumed_interval(tmp_path, capsys):
     assert said in capsys.readouterr().err
     main(["report", "--trace", str(f), "--out", str(tmp_path / "r.html")])
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("fmt", "text"), [
+    ("dmon", "# gpu sm\n0 50\n0 51\n0 52\n0 53\n# Date Time gpu sm\n20251006 03:29:23 0 60\n"),
+    ("dcgmi", "#Entity GRACT\nID\n" + "GPU 0 0.5\n" * 4 + "2025-10-06 03:29:23 GPU 0 0.6\n"),
+    ("query", "index, utilization.gpu [%]\n" + "0, 50 %\n" * 4
+     + "timestamp, index, utilization.gpu [%]\n2025/10/06 03:29:23.000, 0, 60 %\n"),
+])
+def test_untimed_rows_of_a_file_with_its_own_timestamps_are_refused(fmt, text):
+    """The same class as tab_mixed.txt in the line formats: the untimed rows went to the
+    mtime (14 months away) and the note said the file had no timestamps."""
+    late = datetime(2026, 12, 1, tzinfo=UTC).timestamp()
+    res = import_text(text, fmt, end_time=late)
+    dated = datetime(2025, 10, 6, 3, 29, 23, tzinfo=UTC).timestamp()
+    assert res.samples["timestamp"].tolist() == [dated]
+    assert res.placed is None and res.rows_read == 1
+    assert len(res.skipped) == 4 and all("without a timestamp" in w for _, w in res.skipped)
+    # a start time given places them where the caller says
+    assert import_text(text, fmt, start_time=dated - 100).rows_read == 5
