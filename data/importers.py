@@ -961,12 +961,14 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             if "index" in row:
                 gpu = _gpu_index(row["index"])
                 keys.add("index")
-            elif rec["uuid"] and not _blank_text(rec["uuid"]):
-                gpu = uuid_order.setdefault(("uuid", rec["uuid"]), len(uuid_order))
-                keys.add("uuid")
-            elif bus and not _blank_text(bus):
-                gpu = uuid_order.setdefault(("bus", bus), len(uuid_order))
-                keys.add("pci.bus_id")
+            elif ids := [k for k in (("uuid", rec["uuid"]), ("bus", bus))
+                         if k[1] and not _blank_text(k[1])]:
+                gpu = _gpu_by_id(uuid_order, ids)
+                keys.add("uuid" if ids[0][0] == "uuid" else "pci.bus_id")
+            elif {"uuid", "gpu_uuid", "pci.bus_id"} & row.keys():
+                # the file tells GPUs apart by id: a row whose id is blank is no GPU known
+                raise ValueError("its uuid / pci.bus_id is blank: which GPU it is is not "
+                                 "known")
             elif ts is not None:
                 # one query instant: a run of rows printed with the same timestamp (one
                 # sweep over the GPUs); a GPU is its place in the run
@@ -1052,6 +1054,19 @@ def _check_header(names: Sequence[str], line: int | None) -> None:
             raise _HeaderError(f"{where}the header names the field {f!r} twice: which of "
                                f"its columns holds the reading is not known")
         seen.add(f)
+
+
+def _gpu_by_id(numbers: dict[tuple[str, str], int], ids: list[tuple[str, str]]) -> int:
+    """The GPU number of a --query-gpu row told apart by its ids (``("uuid", ...)``,
+    ``("bus", ...)``, the non-blank ones): the number either id already has, else the next
+    free one (0, 1, ... in order of first appearance).  Both ids are recorded, so a GPU whose
+    uuid is blank in one row keeps its number by its bus id."""
+    gpu = next((numbers[k] for k in ids if k in numbers), None)
+    if gpu is None:
+        gpu = len(set(numbers.values()))
+    for k in ids:
+        numbers.setdefault(k, gpu)
+    return gpu
 
 
 def _short_sweeps(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:

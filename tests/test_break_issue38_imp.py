@@ -268,3 +268,25 @@ def test_untimed_rows_of_a_file_with_its_own_timestamps_are_refused(fmt, text):
     assert len(res.skipped) == 4 and all("without a timestamp" in w for _, w in res.skipped)
     # a start time given places them where the caller says
     assert import_text(text, fmt, start_time=dated - 100).rows_read == 5
+
+
+def _by_id(header: str, ids: list[list[str]]) -> str:
+    rows = [f"{T0}{s}.000, {i}, {10 * (g + 1)} %" for s, sweep in enumerate(ids)
+            for g, i in enumerate(sweep)]
+    return _query(rows, header=f"timestamp, {header}, utilization.gpu [%]")
+
+
+def test_a_row_whose_bus_id_is_blank_is_refused_not_numbered_by_place():
+    """The same class as pos3.csv: GPU 2 with pci.bus_id [GPU is lost] was stored as GPU 0."""
+    text = _by_id("pci.bus_id", [["0:1B", "0:43", "0:52"], ["0:1B", "0:43", "[GPU is lost]"]])
+    res = import_text(text, "query")
+    assert (res.samples["gpu_util"] == 10 * (res.samples["gpu"] + 1)).all()
+    assert len(res.samples) == 5 and len(res.skipped) == 1 and "blank" in res.skipped[0][1]
+
+
+def test_a_gpu_whose_uuid_is_blank_in_one_row_keeps_its_number_by_bus_id():
+    rows = [f"{T0}{s}.000, {u}, {b}, {v} %" for s, (u, b, v) in enumerate(
+        [("GPU-a", "0:1B", 10), ("GPU-b", "0:43", 20), ("[N/A]", "0:43", 20)])]
+    res = import_text(_query(rows, header="timestamp, uuid, pci.bus_id, utilization.gpu [%]"),
+                      "query")
+    assert res.samples["gpu"].tolist() == [0, 1, 1] and res.skipped == []
