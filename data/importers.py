@@ -42,6 +42,10 @@ Units.  Conversions to the schema's units, and where each comes from:
 * DCGM ``DCGM_FI_PROF_PCIE_*_BYTES`` / ``NVLINK_*_BYTES`` (dcgmi ``PCITX`` ... ``NVLRX``) are
   already bytes per second (DCGM docs): x 1.
 * Power is W, clocks MHz, utilizations % everywhere: x 1.
+* A ``--query-gpu`` header's unit is honoured (``_UNIT_FACTORS``): ``memory.used [KiB]`` is
+  read in KiB, ``[GiB]``/``[MB]``/``[GB]`` likewise, ``power.draw [kW]``/``[mW]``,
+  ``clocks.sm [GHz]``/``[kHz]``; a unit it cannot convert (``temperature.gpu [F]``) refuses
+  the file, naming the field.  A header naming one field twice is refused too.
 
 Time.  nvidia-smi prints wall-clock local time without a zone; ``tz`` says which zone it was
 (default UTC).  Files without timestamps get synthetic ones: each cycle of GPU indices (or each
@@ -49,12 +53,21 @@ header block) is one instant, ``interval`` seconds apart (defaults: dmon 1 s = `
 default, dcgmi 1 s = ``dcgmi dmon -d 1000`` default, query 1 s, dcgm-exporter 30 s = its
 default collect interval).  ``start_time`` pins the first instant; without it the *last*
 instant is the file's modification time (the moment the last line was written);
-``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which, and
-``placed_at`` when, so the caller can say so (``tealeaves import`` does, loudly).
+``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which,
+``placed_at`` when and ``interval``/``interval_assumed`` how far apart, so the caller can
+say so (``tealeaves import`` does, loudly).  Rows without a time in a file whose other rows
+(or tables) carry theirs are refused, not placed, unless ``start_time`` is given.
+
+GPUs.  A ``--query-gpu`` CSV without ``index`` tells GPUs apart by ``uuid``/``pci.bus_id``
+(a row with both blank is refused), else by place among the rows of one timestamp, and
+then only in full sweeps: the rows of a shorter sweep (a GPU missing or replaced by
+nvidia-smi's error line) are refused, never renumbered.
 
 Values are checked, not trusted: a data line with the wrong number of fields, an unparsable
 or non-finite number, a negative value or a percentage outside 0-100 (ratio outside 0-1) is
 skipped whole and recorded, so a mangled line never shifts a value into the wrong column.
+A field the tool marks as no reading (``N/A``, ``-``, ``ERR!``, ``[Unknown Error]``,
+``[GPU is lost]`` ...) is a blank: NaN, counted in ``blanks``; the row's other values kept.
 """
 
 from __future__ import annotations
