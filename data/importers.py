@@ -42,6 +42,10 @@ Units.  Conversions to the schema's units, and where each comes from:
 * DCGM ``DCGM_FI_PROF_PCIE_*_BYTES`` / ``NVLINK_*_BYTES`` (dcgmi ``PCITX`` ... ``NVLRX``) are
   already bytes per second (DCGM docs): x 1.
 * Power is W, clocks MHz, utilizations % everywhere: x 1.
+* A ``--query-gpu`` header's unit is honoured (``_UNIT_FACTORS``): ``memory.used [KiB]`` is
+  read in KiB, ``[GiB]``/``[MB]``/``[GB]`` likewise, ``power.draw [kW]``/``[mW]``,
+  ``clocks.sm [GHz]``/``[kHz]``; a unit it cannot convert (``temperature.gpu [F]``) refuses
+  the file, naming the field.  A header naming one field twice is refused too.
 
 Time.  nvidia-smi prints wall-clock local time without a zone; ``tz`` says which zone it was
 (default UTC).  Files without timestamps get synthetic ones: each cycle of GPU indices (or each
@@ -49,12 +53,21 @@ header block) is one instant, ``interval`` seconds apart (defaults: dmon 1 s = `
 default, dcgmi 1 s = ``dcgmi dmon -d 1000`` default, query 1 s, dcgm-exporter 30 s = its
 default collect interval).  ``start_time`` pins the first instant; without it the *last*
 instant is the file's modification time (the moment the last line was written);
-``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which, and
-``placed_at`` when, so the caller can say so (``tealeaves import`` does, loudly).
+``ImportResult.placed`` (and ``dated``, for a ``dmon -o T`` file's date) says which,
+``placed_at`` when and ``interval``/``interval_assumed`` how far apart, so the caller can
+say so (``tealeaves import`` does, loudly).  Rows without a time in a file whose other rows
+(or tables) carry theirs are refused, not placed, unless ``start_time`` is given.
+
+GPUs.  A ``--query-gpu`` CSV without ``index`` tells GPUs apart by ``uuid``/``pci.bus_id``
+(a row with both blank is refused), else by place among the rows of one timestamp, and
+then only in full sweeps: the rows of a shorter sweep (a GPU missing or replaced by
+nvidia-smi's error line) are refused, never renumbered.
 
 Values are checked, not trusted: a data line with the wrong number of fields, an unparsable
 or non-finite number, a negative value or a percentage outside 0-100 (ratio outside 0-1) is
 skipped whole and recorded, so a mangled line never shifts a value into the wrong column.
+A field the tool marks as no reading (``N/A``, ``-``, ``ERR!``, ``[Unknown Error]``,
+``[GPU is lost]`` ...) is a blank: NaN, counted in ``blanks``; the row's other values kept.
 """
 
 from __future__ import annotations
@@ -209,6 +222,11 @@ class ImportResult:
             None where the format always names its GPU.
         not_read: the file's fields tealeaves does not read (outside the schema), by name.
         notes: other facts the summary must say (sections counted and not read, ...).
+        interval: seconds between the instants of rows placed without a time of their own
+            (``placed`` not None), else None.
+        interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
+            dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
+            none, so the spacing of its instants is a guess the summary must say.
     """
 
     samples: pd.DataFrame
@@ -229,6 +247,8 @@ class ImportResult:
     gpu_key: str | None = None
     not_read: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    interval: float | None = None
+    interval_assumed: bool = False
 
     @property
     def duration_s(self) -> float:
@@ -641,13 +661,16 @@ class _Blank(float):
 
 #: The one blank value; ``v is BLANK`` tells a blank from a plain missing value.
 BLANK = _Blank("nan")
-#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.
-_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", ""})
+#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.  ``ERR!`` is
+#: nvidia-smi's mark for a field whose NVML call failed (the table, ``--query-gpu`` and
+#: ``dmon`` print it alike); bracketed notes (``[Unknown Error]``, ``[GPU is lost]``) are
+#: blanks by their brackets.
+_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", "", "ERR!"})
 
 
 def _number(tok: str) -> float:
-    """Parse one numeric field; '-', 'N/A' and bracketed notes ('[N/A]', '[Not Supported]')
-    are ``BLANK``.
+    """Parse one numeric field; '-', 'N/A', 'ERR!' and bracketed notes ('[N/A]',
+    '[Not Supported]', '[Unknown Error]') are ``BLANK``.
 
     Raises:
         ValueError: not a finite, non-negative number.
@@ -890,7 +913,8 @@ class _DmonRows:
         """Times of the rows.  With a date: local wall clock, read in file order through
         ``clock`` (``data.wallclock.LocalClock``: a repeated fall-back hour's second pass is
         told by the times stepping back; a time the clocks skipped is no time, marked in
-        ``gap`` with its reason in ``gap_why``).  With time only: the date comes from
+        ``gap`` with its reason in ``gap_why``; ``_parse_dmon`` marks there too the rows
+        refused after their times are known).  With time only: the date comes from
         ``start`` (first row) or ``end`` (last row), rolling over at midnight (a time more
         than 12 h before the previous one).  Without time: instants ``interval`` apart,
         anchored at ``start`` or ending at ``end``."""
@@ -952,6 +976,8 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
             body = s.lstrip("#").strip()
             comma = "," in body
             toks = [t.strip().lower() for t in (body.split(",") if comma else body.split())]
+            if len(set(toks)) != len(toks) and _is_dmon_header(list(dict.fromkeys(toks))):
+                _check_header(toks, n)
             if _is_dmon_header(toks):
                 names = toks
                 cycles.new_block()
@@ -1012,8 +1038,14 @@ def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end:
     clock = clock or LocalClock(zone)
     records.resolve(zone=zone, start=start, end=end, interval=interval, n_instants=cycles.count,
                     clock=clock)
+    if start is None:  # rows without a time among rows with their own: not placed anywhere
+        placed = records.instant >= 0
+        if placed.any() and ((records.tod >= 0) & ~records.dated).any():
+            for i in np.flatnonzero(placed):
+                records.gap[i] = True
+                records.gap_why[int(i)] = _UNTIMED_AMONG_TIMED
     gaps = np.flatnonzero(records.gap)
-    if len(gaps):  # in the hour the clocks skipped: not this zone's times
+    if len(gaps):  # in the hour the clocks skipped, or untimed among timed: refused
         skipped.extend((int(records.line[i]), records.gap_why[int(i)]) for i in gaps)
         skipped.sort(key=lambda x: x[0])
     return records, skipped
@@ -1054,9 +1086,50 @@ def _split_unit(field_name: str) -> tuple[str, str | None]:
     return field_name.strip().lower(), None
 
 
+#: A unit a --query-gpu header may print -> its factor to the unit tealeaves reads the field
+#: in (the metric table's ``smi_query`` unit; ``""`` for temperature.gpu, read in degrees C).
+#: Binary prefixes are powers of 2**10, decimal ones of 10**3 (MB = 10**6 B).
+_UNIT_FACTORS: dict[str, dict[str, float]] = {
+    "MiB": {"MiB": 1.0, "KiB": 2.0**-10, "GiB": 2.0**10, "B": 2.0**-20,
+            "MB": 1e6 / 2**20, "GB": 1e9 / 2**20},
+    "W": {"W": 1.0, "kW": 1e3, "mW": 1e-3},
+    "MHz": {"MHz": 1.0, "GHz": 1e3, "kHz": 1e-3},
+    "%": {"%": 1.0},
+    "": {"": 1.0, "C": 1.0, "°C": 1.0},
+}
+
+
+def _header_units(fields: Sequence[str], line: int | None) -> dict[str, tuple[str, float]]:
+    """The units a --query-gpu header prints for the fields tealeaves reads: ``{query name:
+    (unit its values may print, factor to the field's unit)}``; a field without a unit is
+    left out (read in its own unit).
+
+    Raises:
+        _HeaderError: a read field's unit is not one ``_UNIT_FACTORS`` converts (names the
+            field, its unit and the units known).
+    """
+    out: dict[str, tuple[str, float]] = {}
+    for raw in fields:
+        name, unit = _split_unit(raw)
+        if unit is None:
+            continue
+        want = (QUERY_COLUMNS[name][2] if name in QUERY_COLUMNS
+                else _QUERY_FACT_UNITS.get(name))
+        if want is None:
+            continue
+        known = _UNIT_FACTORS.get(want, {want: 1.0})
+        if unit not in known:
+            where = f"line {line}: " if line else ""
+            raise _HeaderError(f"{where}field {raw.strip()!r}: unit {unit!r} is not one "
+                               f"tealeaves converts (it reads {name} in "
+                               f"{', '.join(repr(u) for u in known if u)})")
+        out[name] = (unit, known[unit])
+    return out
+
+
 def _query_value(tok: str, unit: str) -> float:
     t = tok.strip()
-    if t in ("N/A", "[N/A]", "") or (t.startswith("[") and t.endswith("]")):
+    if _blank_text(t):
         return BLANK
     m = _RE_VALUE_UNIT.match(t)
     if not m:
@@ -1072,6 +1145,9 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
     clock = clock or LocalClock(zone)
     header: list[str] | None = ([_split_unit(c)[0] for c in columns] if columns else None)
+    units = _header_units(columns, None) if columns else {}
+    if header:
+        _check_header(header, None)
     records: list[dict] = []
     skipped: list[tuple[int, str]] = []
     cycles = _Cycles()
@@ -1088,6 +1164,8 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
         fields = _csv_fields(s)
         if "," in s and _is_query_header(fields):
             header = [_split_unit(f)[0] for f in fields]
+            _check_header(header, n)
+            units = _header_units(fields, n)
             cycles.new_block()
             continue
         if header is None:
@@ -1103,7 +1181,8 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             best: dict[str, int] = {}
             for name, (target, factor, unit, prio) in QUERY_COLUMNS.items():
                 if name in row and prio < best.get(target, 99):
-                    rec[target] = _scaled(target, _query_value(row[name], unit), factor)
+                    unit, conv = units.get(name, (unit, 1.0))
+                    rec[target] = _scaled(target, _query_value(row[name], unit), factor * conv)
                     best[target] = prio
             ts = None
             if "timestamp" in row:
@@ -1124,19 +1203,22 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             if "index" in row:
                 gpu = _gpu_index(row["index"])
                 keys.add("index")
-            elif rec["uuid"] and not _blank_text(rec["uuid"]):
-                gpu = uuid_order.setdefault(("uuid", rec["uuid"]), len(uuid_order))
-                keys.add("uuid")
-            elif bus and not _blank_text(bus):
-                gpu = uuid_order.setdefault(("bus", bus), len(uuid_order))
-                keys.add("pci.bus_id")
+            elif ids := [k for k in (("uuid", rec["uuid"]), ("bus", bus))
+                         if k[1] and not _blank_text(k[1])]:
+                gpu = _gpu_by_id(uuid_order, ids)
+                keys.add("uuid" if ids[0][0] == "uuid" else "pci.bus_id")
+            elif {"uuid", "gpu_uuid", "pci.bus_id"} & row.keys():
+                # the file tells GPUs apart by id: a row whose id is blank is no GPU known
+                raise ValueError("its uuid / pci.bus_id is blank: which GPU it is is not "
+                                 "known")
             elif ts is not None:
                 # one query instant: a run of rows printed with the same timestamp (one
                 # sweep over the GPUs); a GPU is its place in the run
                 if instant is None or row["timestamp"] != instant[0]:
-                    instant = [row["timestamp"], 0]
+                    instant = [row["timestamp"], 0, n]
                 gpu = instant[1]
                 instant[1] += 1
+                rec["_sweep"] = instant[2]
                 keys.add("name and place" if gpu else "single")
             else:
                 name = row.get("name", row.get("gpu_name", ""))
@@ -1158,13 +1240,13 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                     if col == "name":
                         facts[col] = row[qname].strip()
                     else:
-                        unit = _QUERY_FACT_UNITS.get(qname, "")
+                        unit, conv = units.get(qname, (_QUERY_FACT_UNITS.get(qname, ""), 1.0))
                         try:
                             v = _query_value(row[qname], unit) if unit else _number(row[qname])
                         except ValueError:
                             continue
                         if v is not BLANK and math.isfinite(v):
-                            facts[col] = v * factor
+                            facts[col] = v * factor * conv
             if bus and not _blank_text(bus):
                 facts["pci_bus_id"] = bus
             if facts:
@@ -1174,6 +1256,7 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
             skipped.append((n, f"bad value ({exc}): {_short(s)}"))
             continue
         records.append(rec)
+    records = _short_sweeps(records, skipped)
     t0 = _anchor(start, end, cycles.count, interval)
     for r in records:
         if "_instant" in r:
@@ -1194,6 +1277,70 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
                                             "devices": devs, "fields": sorted(read)}
 
 
+class _HeaderError(ValueError):
+    """A header the file cannot be read by (a field named twice, a unit tealeaves cannot
+    convert); :func:`import_text` names the file and refuses it whole."""
+
+
+def _check_header(names: Sequence[str], line: int | None) -> None:
+    """Refuse a header that names one field twice (the columns' values would be read into
+    one field, the last one silently winning).
+
+    Raises:
+        _HeaderError: names the field, and the header's line when known.
+    """
+    seen: set[str] = set()
+    for f in names:
+        if f in seen:
+            where = f"line {line}: " if line else ""
+            raise _HeaderError(f"{where}the header names the field {f!r} twice: which of "
+                               f"its columns holds the reading is not known")
+        seen.add(f)
+
+
+def _gpu_by_id(numbers: dict[tuple[str, str], int], ids: list[tuple[str, str]]) -> int:
+    """The GPU number of a --query-gpu row told apart by its ids (``("uuid", ...)``,
+    ``("bus", ...)``, the non-blank ones): the number either id already has, else the next
+    free one (0, 1, ... in order of first appearance).  Both ids are recorded, so a GPU whose
+    uuid is blank in one row keeps its number by its bus id."""
+    gpu = next((numbers[k] for k in ids if k in numbers), None)
+    if gpu is None:
+        gpu = len(set(numbers.values()))
+    for k in ids:
+        numbers.setdefault(k, gpu)
+    return gpu
+
+
+def _short_sweeps(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the rows of short sweeps of a --query-gpu CSV whose GPUs are numbered by place.
+
+    Without an index, uuid or pci.bus_id field a row's GPU is its place among the rows
+    printed with one timestamp (``_sweep``: the sweep's first line).  A sweep with fewer rows
+    than the file's fullest one lacks a GPU (nvidia-smi printed an error line instead, or the
+    row was refused), and which one is not known: numbering its rows by place would store a
+    GPU's readings as another's.  Its rows are appended to ``skipped`` with the reason.
+
+    Returns:
+        The records kept (``_sweep`` removed).
+    """
+    sizes: dict[int, int] = {}
+    for r in records:
+        if "_sweep" in r:
+            sizes[r["_sweep"]] = sizes.get(r["_sweep"], 0) + 1
+    full = max(sizes.values(), default=0)
+    kept = []
+    for r in records:
+        sweep = r.pop("_sweep", None)
+        if sweep is not None and sizes[sweep] < full:
+            why = (f"the sweep from line {sweep} (one timestamp) holds {sizes[sweep]} rows, "
+                   f"a full one {full}, and the file has no index, uuid or pci.bus_id field: "
+                   f"which GPU each row is is not known; row refused")
+            skipped.append((r["_line"], why))
+            continue
+        kept.append(r)
+    return kept
+
+
 def _blank_text(tok: str) -> bool:
     t = tok.strip()
     return t in _BLANK_TEXT or (t.startswith("[") and t.endswith("]"))
@@ -1207,6 +1354,9 @@ def _parse_table(text: str, *, host: str, zone: tzinfo | LocalClock, start: floa
     skipped lines and ``{"devices": [...], "notes": [...]}``.  An undated table is one
     instant placed like the other untimed formats (``_anchor``)."""
     read = smi_table.parse_tables(text, zone)
+    skipped = list(read.skipped)
+    if start is None:  # a start time given places them where the caller says
+        read.records = _undated_among_dated(read.records, skipped)
     undated = sorted({r["_table"] for r in read.records if "timestamp" not in r})
     t0 = _anchor(start, end, len(undated), interval)
     slot = {t: i for i, t in enumerate(undated)}
@@ -1236,8 +1386,33 @@ def _parse_table(text: str, *, host: str, zone: tzinfo | LocalClock, start: floa
     if records:
         notes.append("fan and performance state are printed but not stored (not sample "
                      "columns)")
-    return records, len(records), read.skipped, {"devices": devices, "notes": notes,
+    return records, len(records), skipped, {"devices": devices, "notes": notes,
                                                  "dated": read.dated}
+
+
+def _undated_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the GPU rows of undated tables in a file whose other tables are dated (when no
+    start time is given: those rows would be placed by the file's mtime).
+
+    Such a file carries its own times: placing an undated table at the file's modification
+    time (or a start time) would put it hours or months away from the rest, and where it
+    falls among the dated tables is not known.  Its rows are appended to ``skipped`` with
+    the reason; a file with no dated table keeps them all (placed like other untimed files).
+
+    Returns:
+        The records kept.
+    """
+    if not any("timestamp" in r for r in records):
+        return records
+    kept = []
+    for r in records:
+        if "timestamp" in r:
+            kept.append(r)
+        else:
+            why = (f"GPU {r['gpu']} row of table {r['_table'] + 1}, which has no date line "
+                   f"while the file's other tables do: its time is not known; row refused")
+            skipped.append((r["_line"], why))
+    return kept
 
 
 # --------------------------------------------------------------------------- dcgm-exporter
@@ -1377,7 +1552,8 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             continue
         if _RE_DCGMI_HEADER.match(s):
             names = s.lstrip("#").split()[1:]
-            if names and len(set(names)) == len(names):
+            _check_header([f.upper() for f in names], n)
+            if names:
                 fields = [f.upper() for f in names]
                 cycles.new_block()
             else:
@@ -1448,6 +1624,7 @@ def _parse_tealeaves_csv(text: str, *, host: str
         fields = _csv_fields(s)
         if header is None:
             if _is_tealeaves_header(fields):
+                _check_header(fields, n)
                 header = fields
             else:
                 skipped.append((n, f"not data (no tealeaves CSV header yet): {_short(s)}"))
@@ -1514,9 +1691,9 @@ def _dmon_result(rows: _DmonRows, skipped: list[tuple[int, str]], *, name: str, 
             f"{name}: holds no reading tealeaves stores; it reads utilization, "
             f"memory used, power, SM clock, PCIe/NVLink throughput and DCGM's profiling "
             f"ratios; nothing was stored")
-    placed = how if rows.placed.any() else None
-    dated = how if rows.dated.any() else None
-    gap = rows.gap  # times the clocks skipped: in `skipped` already
+    gap = rows.gap  # rows refused once timed (``_parse_dmon``): in `skipped` already
+    placed = how if (rows.placed & ~gap).any() else None
+    dated = how if (rows.dated & ~gap).any() else None
     bad = gap.copy()
     bad[~gap], refused = _refusals(rows.timestamp[~gap], rows.line[~gap], _time.time())
     keep = ~bad
@@ -1546,6 +1723,62 @@ def _dmon_result(rows: _DmonRows, skipped: list[tuple[int, str]], *, name: str, 
         res.placed_at = (float(at.min()) if start is not None else float(at.max())) if len(
             at) else (start if start is not None else end)
     return res
+
+
+def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float | None,
+                  end: float, interval: float, columns: Sequence[str] | None,
+                  clock: LocalClock) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
+    """Run ``fmt``'s parser (any but ``nvidia_smi_dmon``, read as columns by
+    :func:`_parse_dmon`), its local times through ``clock``: ``(records, rows read, skipped,
+    extra facts)``.
+
+    Raises:
+        _HeaderError: the file's header cannot be read (``import_text`` names the file).
+    """
+    h, step = host, interval
+    extra: dict = {}
+    if fmt == "nvidia_smi_query":
+        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start,
+                                                      end=end, interval=step, columns=columns,
+                                                      clock=clock)
+    elif fmt == "nvidia_smi_table":
+        records, nread, skipped, extra = _parse_table(text, host=h, zone=clock, start=start,
+                                                      end=end, interval=step)
+    elif fmt == "dcgm_exporter":
+        records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
+                                                  interval=step)
+    elif fmt == "dcgmi_dmon":
+        records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
+                                               interval=step, clock=clock)
+    else:
+        records, nread, skipped = _parse_tealeaves_csv(text, host=h)
+    kept = records if start is not None else _placed_among_dated(records, skipped)
+    return kept, nread - (len(records) - len(kept)), skipped, extra
+
+
+#: Why a row without a time of its own is refused in a file whose other rows carry theirs.
+_UNTIMED_AMONG_TIMED = ("row without a timestamp in a file whose other rows carry theirs: its "
+                        "time is not known; row refused")
+
+
+def _placed_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the rows without a time of their own (``_placed``, placed by the file's mtime:
+    no start time given) of a file whose other rows carry full timestamps (a dmon block without ``-o DT`` after one with it, dcgmi lines with
+    and without a leading time, a --query-gpu block without ``timestamp``...).
+
+    The file has its own clock: placing the untimed rows at its modification time (or a
+    start time) would put them anywhere relative to the rest, and the note would falsely say
+    the file has no timestamps.  Their lines are appended to ``skipped`` with the reason.
+
+    Returns:
+        The records kept (all of them unless both kinds are present).
+    """
+    if not any("_placed" in r for r in records) or not any(
+            "_placed" not in r and "_dated" not in r for r in records):
+        return records
+    why = _UNTIMED_AMONG_TIMED
+    skipped.extend((int(r.get("_line", 0)), why) for r in records if "_placed" in r)
+    return [r for r in records if "_placed" not in r]
 
 
 def import_text(text: str, format: str, *, name: str = "<text>",
@@ -1597,32 +1830,28 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     clock = LocalClock(zone)  # one per file: its times in order, around clock changes
     how = "start_time" if start is not None else ("mtime" if end_time is not None else "now")
     if fmt == "nvidia_smi_dmon":  # columns, not a dict a row (~4x leaner a row)
-        rows, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
-                                    interval=step, clock=clock)
+        try:
+            rows, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
+                                        interval=step, clock=clock)
+        except _HeaderError as exc:
+            raise ImportFormatError(f"{name}: {exc}") from exc
         if not len(rows) and detect_text(text) != fmt:
             raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                     f"expected {_EXPECTED}")
         res = _dmon_result(rows, skipped, name=name, host=h, how=how, zone=zone,
                            start=start, end=end)
+        if res.placed:
+            res.interval, res.interval_assumed = step, interval is None
         res.normalised = plain.notes
         if clock.note():
             res.notes.append(clock.note())
         return res
-    if fmt == "nvidia_smi_query":
-        records, nread, skipped, extra = _parse_query(text, host=h, zone=zone, start=start,
-                                                      end=end, interval=step, columns=columns,
-                                                      clock=clock)
-    elif fmt == "nvidia_smi_table":
-        records, nread, skipped, extra = _parse_table(text, host=h, zone=clock, start=start,
-                                                      end=end, interval=step)
-    elif fmt == "dcgm_exporter":
-        records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
-                                                  interval=step)
-    elif fmt == "dcgmi_dmon":
-        records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step, clock=clock)
-    else:
-        records, nread, skipped = _parse_tealeaves_csv(text, host=h)
+    try:
+        records, nread, skipped, extra = _parse_format(fmt, text, host=h, zone=zone,
+                                                       start=start, end=end, interval=step,
+                                                       columns=columns, clock=clock)
+    except _HeaderError as exc:
+        raise ImportFormatError(f"{name}: {exc}") from exc
     if not records and detect_text(text) != fmt:
         raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
                                 f"expected {_EXPECTED}")
@@ -1648,6 +1877,8 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     res = _summary(_frame(records, name), fmt, nread - len(refused), [*skipped, *refused],
                    name, blanks)
     res.placed, res.dated = placed, dated
+    if placed:
+        res.interval, res.interval_assumed = step, interval is None
     res.normalised = plain.notes
     if extra.get("devices"):
         res.devices = pd.DataFrame([{k: v for k, v in d.items() if not k.startswith("_")}
@@ -1784,4 +2015,5 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
                        "skipped": len(res.skipped),
                        "first_skipped": list(res.skipped[0]) if res.skipped else None,
                        "placed": res.placed,
-                       "dated": res.dated, "placed_at": res.placed_at})
+                       "dated": res.dated, "placed_at": res.placed_at,
+                       "interval": res.interval, "interval_assumed": res.interval_assumed})

@@ -66,6 +66,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
                "placed": r.placed, "dated": r.dated,
                "placed_at": r.placed_at if r.placed or r.dated else None,
+               "interval": r.interval, "interval_assumed": r.interval_assumed,
                "normalised": r.normalised, "zone": r.zone, "gpu_key": r.gpu_key,
                "not_read": r.not_read, "notes": r.notes,
                "devices": device_facts(r.devices)}
@@ -365,9 +366,9 @@ def placement_note(f: dict, utc: bool = False, fix: str = "give --start-time") -
     if f.get("placed") in ("mtime", "now"):
         where = ("its modification time" if f["placed"] == "mtime" else "the time of the import")
         return (f"NOTE: no timestamps in the file: placed with its last row at {where} {at}; "
-                f"{fix} to place it")
+                f"{fix} to place it{spacing_text(f)}")
     if f.get("placed") == "start_time":
-        return f"no timestamps in the file: placed from --start-time {at}"
+        return f"no timestamps in the file: placed from --start-time {at}{spacing_text(f)}"
     if f.get("dated") in ("mtime", "now"):
         where = ("its modification time" if f["dated"] == "mtime" else "the time of the import")
         return (f"NOTE: times of day without a date: dated by {where} {at}; {fix} to date "
@@ -386,6 +387,19 @@ def refusal_note(meta: dict) -> str:
     why = f" (first: line {first[0]}: {first[1]})" if first else ""
     return (f"NOTE: {n} line{'s' if n != 1 else ''} of the file refused, not read{why}; the "
             f"verdicts stand on the rest")
+
+
+def spacing_text(f: dict) -> str:
+    """How far apart the rows of a file without timestamps were placed, from a ``files``
+    entry of ``import --json`` (or a ``load_trace`` trace's meta): ``"; instants 30 s apart
+    (an assumed interval: ...)"``; ``""`` when no interval was used."""
+    step = f.get("interval")
+    if not step:
+        return ""
+    if f.get("interval_assumed"):
+        return (f"; instants {step:g} s apart (an assumed interval: the format's default; "
+                f"the file states none)")
+    return f"; instants {step:g} s apart (the interval given)"
 
 
 def add_parser(sub) -> None:
