@@ -260,7 +260,8 @@ class TealeavesCollector(Collector):
         if math.isinf(self._counted_end):
             new = new.tail(1)
         for p, hot_set in zip(new["phase"].astype(str), window_hot_sets(new), strict=True):
-            self._phase_s[p] = self._phase_s.get(p, 0.0) + self.window_s
+            if p in PHASE_ORDER:  # a window that cannot be told is no phase's time
+                self._phase_s[p] = self._phase_s.get(p, 0.0) + self.window_s
             for g in hot_set:
                 key = (host, int(g))
                 self._hot_s[key] = self._hot_s.get(key, 0.0) + self.window_s

@@ -93,12 +93,19 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
         ``attrs["labeller"]`` says which labeller ran ("trained" or "rules");
         ``attrs["grouping"]`` the serving groups the imbalance was judged in
         (``groups.Grouping.to_json``: ``groups``, ``source``, ``roles``, ``text`` ...).
+        A window that cannot be told (``evidence.window_doubts``: a GPU still reporting
+        has no reading in it, or one reading alone) has ``phase`` None, NaN confidence,
+        shares and figures, and its ``verdict`` says why; the imbalance compares GPUs only
+        on a counter they share and leaves out GPUs holding no memory
+        (``evidence.comparable_features``).
 
     Raises:
         groups.GroupsError: an explicit grouping that does not fit the samples' GPUs.
     """
+    from .evidence import classify_told
+
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
-    return classify_features(feats, window_s, labeller, groups)
+    return classify_told(feats, samples, window_s, labeller, groups)
 
 
 def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
@@ -255,6 +262,7 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
         ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
     """
+    from .evidence import classify_told, window_doubts
     from .segments import SEGMENT_COLUMNS, classify_segments, hop_features, hop_for, on_grid
 
     hop = hop_for(window_s)
@@ -266,9 +274,11 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     labeller = default_labeller() if labeller is None else labeller
     if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
         labeller = _ScoredOnce(labeller, feats)
-    windows = classify_features(base, window_s, labeller, groups)
+    windows = classify_told(base, samples, window_s, labeller, groups)
     if complete_until is not None and not feats.empty:
         feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
+    if not feats.empty:  # no segment where a window cannot be told (``evidence``)
+        feats = feats[window_doubts(samples, feats.index, window_s) == ""]
     seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"
                     else labeller)
     if windows.attrs.get("labeller_kind") == "shares":

@@ -54,6 +54,13 @@ BALANCE_SERIES: tuple[str, ...] = (
     "vllm:spec_decode_num_drafts_total", HEATMAP_SERIES, *BALANCEDNESS_SERIES)
 
 
+#: Least scrapes the ranks' spread is judged on: one scrape is one instant, and a rank
+#: between batches reads low for a moment (SGLang's gen_throughput is its last log interval's).
+MIN_SCRAPES = 2
+#: What a single scrape's spread says instead of a verdict.
+ONE_SCRAPE = "one scrape: cannot tell steady from momentary (no verdict on uneven ranks)"
+
+
 def _num_key(v: str) -> float:
     try:
         return float(v)
@@ -85,7 +92,8 @@ def rank_spread(frame: pd.DataFrame) -> dict | None:
         requests, ``accept_len`` tokens per verify step: means, NaN where the server exports
         none; ``vs_median`` its throughput over the ranks' median: NaN unless two or more ranks
         have a throughput, which vLLM's, a counter, needs two scrapes for), ``uneven_ranks``
-        the ranks with ``|vs_median - 1| > RANK_SPREAD``, ``scrapes`` the scrape times read,
+        the ranks with ``|vs_median - 1| > RANK_SPREAD`` (none from fewer than ``MIN_SCRAPES``
+        scrapes), ``scrapes`` the scrape times read,
         ``span`` ``[first, last]`` (epoch s), ``spread`` the max - min over ranks of each
         quantity.
     """
@@ -107,11 +115,13 @@ def rank_spread(frame: pd.DataFrame) -> dict | None:
         g = float(row["gen_throughput_tok_s"])
         ranks.append({"rank": str(rank), **{c: float(row[c]) for c in cols},
                       "vs_median": g / overall if overall and math.isfinite(overall) else math.nan})
+    ts = frame["timestamp"].astype(float)
+    # one scrape is one instant: a rank's momentary dip is no uneven rank (issue 38)
     uneven = [r["rank"] for r in ranks
-              if math.isfinite(r["vs_median"]) and abs(r["vs_median"] - 1.0) > RANK_SPREAD]
+              if math.isfinite(r["vs_median"]) and abs(r["vs_median"] - 1.0) > RANK_SPREAD] \
+        if ts.nunique() >= MIN_SCRAPES else []
     spread = {c: float(means[c].max() - means[c].min()) if means[c].notna().any() else math.nan
               for c in cols}
-    ts = frame["timestamp"].astype(float)
     return {"rank_label": label, "ranks": ranks, "uneven_ranks": uneven,
             "scrapes": int(ts.nunique()), "span": [float(ts.min()), float(ts.max())],
             "spread": spread}
@@ -208,6 +218,8 @@ def spread_line(s: dict) -> str:
         why = ("vLLM's is a counter: two scrapes or more give its rate"
                if s["rank_label"] == "engine" else "fewer than two ranks report it")
         return head + f"; spread n/a ({why})"
+    if s["scrapes"] < MIN_SCRAPES:
+        return head + "; " + ONE_SCRAPE
     if not s["uneven_ranks"]:
         return head + f"; even (every rank within {RANK_SPREAD:.0%} of the ranks' median)"
     far = [r for r in s["ranks"] if r["rank"] in s["uneven_ranks"]]

@@ -256,13 +256,15 @@ _COUNTER_OF = {"sm_active": "sm_active", "sm_occupancy": "sm_occupancy",
 _PROFILING = ("sm_active", "tensor_active", "dram_active")
 
 
-def inputs_of(feats: pd.DataFrame, window_s: float) -> dict:
+def inputs_of(feats: pd.DataFrame, window_s: float, rate_hz: float | None = None) -> dict:
     """What a verdict stood on: the counters the models read that have a reading in the
     windows, the per-GPU rate of the first of sm_active, gpu_util, power_w the source reads
-    (the median readings per window over the window where that is 2 or more, else the
-    readings after the first over the time from the first window to the last; NaN for a
-    single reading), and the input kind its confidence map is taken from
-    (``confidence_kind``).  Power read without a power limit is named as not used.
+    (``rate_hz`` when given: ``evidence.sample_rate_hz``, 1 / the median interval between a
+    GPU's readings; else estimated from the windows: the median readings per window over the
+    window where that is 2 or more, else the readings after the first over the time from the
+    first window to the last; NaN for a single reading), and the input kind its confidence
+    map is taken from (``confidence_kind``).  Power read without a power limit is named as
+    not used.
 
     Returns:
         ``{"counters": [...], "rate_hz": float, "kind": str, "text": "sm_active,
@@ -289,6 +291,8 @@ def inputs_of(feats: pd.DataFrame, window_s: float) -> dict:
             elif not single:  # sparser: readings after the first over the time they span
                 rate = (total - 1.0) / (span if span > 0 else window_s)
             break
+    if rate_hz is not None and not single:
+        rate = float(rate_hz)
     kind = confidence_kind(present)
     rate_txt = (" (a single reading per GPU)" if single else
                 f" at {rate:.2g} Hz per GPU" if np.isfinite(rate) else "")

@@ -237,7 +237,9 @@ def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, im
         out.to_csv(sys.stdout, index=False, float_format="%.4f", na_rep="")
     else:
         print(window_table(windows, args.utc))
+    untold = int(windows["phase"].isna().sum()) if len(windows) else 0
     print(f"windows: {len(windows)}  " + "  ".join(f"{k}: {v}" for k, v in counts.items())
+          + (f"  cannot tell: {untold}" if untold else "")
           + f"  (labeller: {windows.attrs.get('labeller')}"
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
     if args.csv:
@@ -246,13 +248,28 @@ def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, im
     print(shares["line"])
     if shares["inputs_line"]:
         print(shares["inputs_line"])
-    print(hot_set_line(imb, grouped))
-    print(imbalance_line(imb, grouped))
+    for line in evidence_lines(windows, [hot_set_line(imb, grouped),
+                                         imbalance_line(imb, grouped)]):
+        print(line)
     if grouped["applies"]:  # given, or roles detected: say which groups were judged
         print(grouped["line"])
     for line in more:
         print(line)
     print(segments_line(segments, t0))
+
+
+def evidence_lines(windows, lines: list[str]) -> list[str]:
+    """The hot set and imbalance ``lines`` followed by what the verdicts left out
+    (``classifier.evidence``: GPUs holding no memory, windows whose GPUs share no counter,
+    windows that cannot be told); where no window with a phase has GPUs sharing a counter,
+    the hot set and imbalance lines say "cannot tell" instead."""
+    ev = windows.attrs.get("evidence") or {}
+    more = list(ev.get("lines", []))
+    if ev.get("told") and not ev.get("compared"):
+        why = next((x.split(": ", 2)[-1] for x in more
+                    if x.startswith("imbalance: cannot tell")), "")
+        lines = [f"hot set: cannot tell: {why}" if why else "hot set: cannot tell"]
+    return lines + more
 
 
 def _print_score(score: dict, timed: dict, utc: bool) -> None:
@@ -277,7 +294,9 @@ def _print_score(score: dict, timed: dict, utc: bool) -> None:
 def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
                    score: dict | None, timed: dict | None, server: dict | None) -> dict:
     """The object ``classify --json`` prints: the run's settings, phase counts, imbalance,
-    every window and 0.1-s segment, ``units``, and the score and server log when given."""
+    every window and 0.1-s segment, ``units``, ``cannot_tell_windows`` (windows with no
+    phase), ``evidence`` (lines on what the verdicts left out, ``classifier.evidence``), and
+    the score and server log when given."""
     from ...classifier.summary import share_summary, window_hot_sets
 
     records = json.loads(shares_last(windows).to_json(orient="records"))
@@ -298,6 +317,8 @@ def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, im
                       "confidence": float(r.confidence)}
                      for r in segments.itertuples(index=False)],
         "units": CLASSIFY_UNITS,
+        "cannot_tell_windows": int(windows["phase"].isna().sum()) if len(windows) else 0,
+        "evidence": (windows.attrs.get("evidence") or {}).get("lines", []),
     }
     if not len(segments):
         out["segments_note"] = segments_line(segments, 0.0).split(": ", 1)[-1]
@@ -313,8 +334,9 @@ def _shares_json(shares: dict) -> dict:
     """``classify --json``'s range shares from ``classifier.summary.share_summary``:
     ``phase_shares`` (``{phase: mean share of the windows' time, 0-1}``, null when no window
     carries shares), ``shares_source`` (``"calibrated"``, ``"rules' scores"`` or null) and
-    ``inputs`` (what the verdicts stood on: ``counters``, ``rate_hz`` (per GPU, null when
-    unknown), ``kind``, ``text``; null when unknown)."""
+    ``inputs`` (what the verdicts stood on: ``counters``, ``rate_hz`` (per GPU: 1 / the
+    median interval between a GPU's readings, ``classifier.evidence.sample_rate_hz``; null
+    when unknown), ``kind``, ``text``; null when unknown)."""
     return {"phase_shares": shares["shares"], "shares_source": shares["source"],
             "inputs": shares["inputs"]}
 
@@ -324,7 +346,7 @@ def segments_line(segments, t0: float, shown: int = 8) -> str:
     seconds after ``t0`` (the trace's first sample)."""
     if segments is None or segments.empty:
         return ("segments (0.1-s): none (the window is not a whole number of 0.1-s hops, or "
-                "no window holds a reading)")
+                "no window holds a reading or can be told)")
     start = segments["start"].to_numpy(dtype=float)
     phase = segments["phase"].to_numpy()
     change = start[1:][phase[1:] != phase[:-1]]

@@ -317,7 +317,10 @@ def page_summary(page: dict) -> dict:
 
 
 def print_page(p: dict, utc: bool) -> None:
-    """The import summary of one ``/metrics`` page (``page_summary``)."""
+    """The import summary of one ``/metrics`` page (``page_summary``); a page of one scrape
+    gives the ranks' values but no verdict on uneven ranks (``server_balance.MIN_SCRAPES``)."""
+    from ...classifier.server_balance import MIN_SCRAPES, ONE_SCRAPE
+
     t0, t1 = p["time_span"]
     when = (time_text(t0, utc) if t0 == t1
             else f"{time_text(t0, utc)} to {time_text(t1, utc)}")
@@ -342,9 +345,11 @@ def print_page(p: dict, utc: bool) -> None:
         cells = ", ".join(f"{x['dp_rank']}: {_num(x['gen_throughput_tok_s'])} tok/s "
                           f"({_num(x['running_req'])} running, {_num(x['queue_req'])} queued)"
                           for x in p["dp_ranks"])
-        print(f"  DP ranks ({p['rank_label']}; generation throughput, mean over scrapes): "
-              f"{cells}")
-        if p["uneven_ranks"]:
+        over = "mean over scrapes" if p["scrapes"] >= MIN_SCRAPES else "one scrape"
+        print(f"  DP ranks ({p['rank_label']}; generation throughput, {over}): {cells}")
+        if p["scrapes"] < MIN_SCRAPES:
+            print(f"  {ONE_SCRAPE}")
+        elif p["uneven_ranks"]:
             far = [x for x in p["dp_ranks"] if x["dp_rank"] in p["uneven_ranks"]]
             print("  UNEVEN DP ranks: " + ", ".join(
                 f"rank {x['dp_rank']} at {x['vs_median']:.2f}x the ranks' median" for x in far))

@@ -165,7 +165,7 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
     sets = window_hot_sets(tail)
     hot_set = sets[-1]
     return HeaderSummary(
-        phase=str(last["phase"]),
+        phase=str(last["phase"]) if isinstance(last["phase"], str) else None,  # cannot tell
         confidence=float(last["confidence"]),
         imbalance_ratio=float(last["imbalance_ratio"]),
         straggler_tax=float(last["straggler_tax"]),
@@ -235,6 +235,7 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
                              range=rng)
     w = windows[(windows["end"] > rng[0]) & (windows["start"] < rng[1])]
+    w = w[w["phase"].notna()]  # a window that cannot be told has no share to give
     if w.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
                              range=rng)

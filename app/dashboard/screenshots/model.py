@@ -118,6 +118,7 @@ def verdict(windows: pd.DataFrame, gpus: list[int], t0: float, t1: float) -> Ver
     if windows is None or windows.empty:
         return Verdict(t0, t1, 0, None)
     w = windows[(windows["end"] > t0) & (windows["start"] < t1)]
+    w = w[w["phase"].notna()]  # windows that cannot be told give no verdict
     if w.empty:
         return Verdict(t0, t1, 0, None)
     counts = w["phase"].value_counts()
