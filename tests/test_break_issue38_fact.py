@@ -68,9 +68,10 @@ def test_put_devices_refuses_another_power_limit(tmp_path):
         s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A", "power_limit_w": 700}])
         s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A",
                         "power_limit_w": 700.4}])  # table vs query rounding: the same
+        # no uuid stated: another cap is another GPU (under the same uuid it is that GPU's
+        # cap changed: test_a_new_power_cap_of_the_same_gpu_uuid_is_no_conflict)
         with pytest.raises(DeviceConflictError, match="power limit 700"):
-            s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-1", "name": "A",
-                            "power_limit_w": 450}])
+            s.put_devices([{"host": "h", "gpu": 0, "name": "A", "power_limit_w": 450}])
         with pytest.raises(DeviceConflictError, match="uuid"):
             s.put_devices([{"host": "h", "gpu": 0, "uuid": "GPU-2", "name": "A"}])
         assert s.devices().loc[0, "power_limit_w"] == 700.4
