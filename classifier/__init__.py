@@ -105,7 +105,8 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     from .evidence import classify_told
 
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
-    return classify_told(feats, samples, window_s, labeller, groups)
+    return classify_told(feats, samples, window_s, labeller, groups,
+                         classify=classify_features)
 
 
 def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
@@ -274,7 +275,8 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     labeller = default_labeller() if labeller is None else labeller
     if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
         labeller = _ScoredOnce(labeller, feats)
-    windows = classify_told(base, samples, window_s, labeller, groups)
+    windows = classify_told(base, samples, window_s, labeller, groups,
+                            classify=classify_features)
     if complete_until is not None and not feats.empty:
         feats = feats[feats.index.to_numpy(dtype=float) + window_s <= complete_until + 1e-6]
     if not feats.empty:  # no segment where a window cannot be told (``evidence``)

@@ -254,8 +254,10 @@ def _cannot_tell_rows(feats: pd.DataFrame, why: np.ndarray, window_s: float,
 
 
 def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
-                  labeller=None, groups=None) -> pd.DataFrame:
-    """``classifier.classify_features`` on the windows that can be told (``window_doubts``),
+                  labeller=None, groups=None, *, classify) -> pd.DataFrame:
+    """``classify`` (``classifier.classify_features``, passed in by the package: this module
+    is one of its parts and does not import it) on the windows that can be told
+    (``window_doubts``),
     the imbalance judged on ``comparable_features``; the others are rows with ``phase`` None,
     NaN confidence, shares and imbalance figures and a ``verdict`` saying why.
 
@@ -265,7 +267,6 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
         where they differ, ``attrs["evidence"]`` ``{"lines": [...], "told": windows with a phase,
         "windows": n, "compared": told windows whose GPUs share a counter}``.
     """
-    from . import classify_features
     from .shares import inputs_of
 
     fcols = [c for c in feats.columns if c.startswith("f_")]
@@ -274,7 +275,7 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
     why = window_doubts(samples, feats.index, window_s)
     ok = why == ""
     masked, lines, compared = comparable_features(feats[ok], samples, window_s)
-    windows = classify_features(masked, window_s, labeller, groups)
+    windows = classify(masked, window_s, labeller, groups)
     attrs = dict(windows.attrs)
     for c in windows.columns:
         if c.startswith("load_g") and c in feats:

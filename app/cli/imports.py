@@ -58,19 +58,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
-    report = [{"file": str(path), "format": r.format, "rows_read": r.rows_read,
-               "samples": len(r.samples), "gpus": r.gpus,
-               "gpu_names": [entity_name(g) for g in r.gpus],
-               "time_span": list(r.time_span), "blanks": r.blanks,
-               "out_of_range": r.out_of_range,
-               "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
-               "placed": r.placed, "dated": r.dated,
-               "placed_at": r.placed_at if r.placed or r.dated else None,
-               "interval": r.interval, "interval_assumed": r.interval_assumed,
-               "normalised": r.normalised, "zone": r.zone, "gpu_key": r.gpu_key,
-               "not_read": r.not_read, "notes": r.notes,
-               "devices": device_facts(r.devices)}
-              for path, r in zip(gpu_files, results, strict=True)]
+    report = [file_entry(path, r) for path, r in zip(gpu_files, results, strict=True)]
     page_report = [page_summary(p) for p in pages]
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
@@ -83,34 +71,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     for p in page_report:
         print_page(p, args.utc)
     for f in report:
-        t0, t1 = f["time_span"]
-        if not math.isfinite(t0):
-            span = "no time span"
-        elif t1 == t0:
-            span = f"one instant, {time_text(t0, args.utc)}"
-        else:
-            span = (f"{t1 - t0:.3f} s from {time_text(t0, args.utc)} to "
-                    f"{time_text(t1, args.utc)}")
-        gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
-        print(f"{shown(f['file'])}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
-              f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
-              f"{plural(len(f['skipped']), 'line')} skipped")
-        note = placement_note(f, args.utc)
-        if note:
-            print(f"  {note}")
-        for line in file_notes(f, args.tz):
-            print(f"  {line}")
-        if f["normalised"]:
-            print(f"  pasted text: {'; '.join(f['normalised'])}")
-        for col, n in f["blanks"].items():
-            print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
-        for col, n in f["out_of_range"].items():
-            print(f"  {col}: {n} value{'s' if n != 1 else ''} outside the field limits "
-                  f"(stored as NaN)")
-        for s in f["skipped"][:20]:
-            print(f"  line {s['line']}: {s['reason']}")
-        if len(f["skipped"]) > 20:
-            print(f"  ... {len(f['skipped']) - 20} more")
+        print_file(f, args.utc, args.tz)
     what = plural(stored, "sample") + (f" ({repeats} already stored, passed over)"
                                          if repeats else "")
     if pages:
@@ -121,6 +82,56 @@ def cmd_import(args: argparse.Namespace) -> int:
     if counts["conflicts"]:
         print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     return 0
+
+
+def file_entry(path, r) -> dict:
+    """One ``files`` entry of ``import --json``: what importing ``path`` gave
+    (``data.importers.ImportResult`` ``r``), JSON-able."""
+    return {"file": str(path), "format": r.format, "rows_read": r.rows_read,
+            "samples": len(r.samples), "gpus": r.gpus,
+            "gpu_names": [entity_name(g) for g in r.gpus],
+            "time_span": list(r.time_span), "blanks": r.blanks,
+            "out_of_range": r.out_of_range,
+            "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
+            "placed": r.placed, "dated": r.dated,
+            "placed_at": r.placed_at if r.placed or r.dated else None,
+            "interval": r.interval, "interval_assumed": r.interval_assumed,
+            "normalised": r.normalised, "zone": r.zone, "gpu_key": r.gpu_key,
+            "not_read": r.not_read, "notes": r.notes,
+            "devices": device_facts(r.devices)}
+
+
+def print_file(f: dict, utc: bool, tz) -> None:
+    """Print one imported file's summary (a ``file_entry``): rows, samples, GPUs, span, lines
+    skipped, then its notes, blanks, values out of range and the first 20 skipped lines."""
+    t0, t1 = f["time_span"]
+    if not math.isfinite(t0):
+        span = "no time span"
+    elif t1 == t0:
+        span = f"one instant, {time_text(t0, utc)}"
+    else:
+        span = (f"{t1 - t0:.3f} s from {time_text(t0, utc)} to "
+                f"{time_text(t1, utc)}")
+    gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
+    print(f"{shown(f['file'])}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
+          f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
+          f"{plural(len(f['skipped']), 'line')} skipped")
+    note = placement_note(f, utc)
+    if note:
+        print(f"  {note}")
+    for line in file_notes(f, tz):
+        print(f"  {line}")
+    if f["normalised"]:
+        print(f"  pasted text: {'; '.join(f['normalised'])}")
+    for col, n in f["blanks"].items():
+        print(f"  {col}: {n} blank value{'s' if n != 1 else ''} (no reading; stored as NaN)")
+    for col, n in f["out_of_range"].items():
+        print(f"  {col}: {n} value{'s' if n != 1 else ''} outside the field limits "
+              f"(stored as NaN)")
+    for s in f["skipped"][:20]:
+        print(f"  line {s['line']}: {s['reason']}")
+    if len(f["skipped"]) > 20:
+        print(f"  ... {len(f['skipped']) - 20} more")
 
 
 def conflict_note(n: int, first: dict, utc: bool = False) -> str:

@@ -14,36 +14,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     """``tealeaves report``: build the report of a trace or a store range and write it in the
     chosen format, then print one summary line.  Returns the exit status (0; 2 bad input or an
     unwritable ``--out``)."""
-    from ...classifier.align import align_events
     from ...classifier.groups import GroupsError, parse_groups
-    from ...collectors.server_log import ServerLogError, events_frame, read_log
-    from ..dashboard.timefmt import parse_time
-    from ..report.model import (
-        FORMATS,
-        ReportError,
-        Source,
-        build_report,
-        from_store,
-        from_trace,
-    )
-    from ..report.out import NOT_REGULAR, write_report, write_report_stream
+    from ...collectors.server_log import ServerLogError
+    from ..report.model import ReportError, build_report
+    from ..report.out import write_report, write_report_stream
 
     to_stdout = str(args.out) == "-"
-    if not to_stdout and args.out.exists() and not args.out.is_file() \
-            and not args.out.is_dir():  # /dev/stdout, a pipe: before the work
-        return fail(f"--out {args.out}: {NOT_REGULAR}")
-    problem = None if to_stdout else out_path_problem("--out", args.out, make_folder=False)
+    fmt, problem = _out_format(args, to_stdout)
     if problem:  # before the report is built
         return fail(problem)
-    if to_stdout and not args.format:
-        return fail(f"--out -: writes the report to stdout, which has no suffix; give "
-                    f"--format ({', '.join(FORMATS)})")
-    fmt = args.format or args.out.suffix.lstrip(".").lower()
-    if fmt not in FORMATS:  # --format has argparse choices: only the suffix can be wrong here
-        said = (f"its suffix {args.out.suffix!r} is not a report format" if args.out.suffix
-                else "it has no suffix")
-        return fail(f"--out {args.out}: {said}; end it in "
-                    f"{', '.join('.' + f for f in FORMATS)} (or give --format)")
     if args.trace_file is not None:  # `tealeaves report TRACE`, as `classify TRACE`
         if args.trace is not None and args.trace != args.trace_file:
             return fail(f"report: give the trace once, as {args.trace_file} or as --trace "
@@ -60,41 +39,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     except GroupsError as exc:
         return fail(str(exc))
     try:
-        if args.trace is not None:
-            inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
-            from .imports import placement_note, refusal_note
-
-            for note in (placement_note(inp.meta, args.utc), refusal_note(inp.meta)):
-                if note:
-                    print(f"{shown(args.trace)}: {note}", file=sys.stderr)
-        else:
-            store = args.store or Path("tealeaves.db")
-            t0 = parse_time(args.t_from) if args.t_from else None
-            t1 = parse_time(args.t_to) if args.t_to else None
-            inp = from_store(store, t0, t1)
-        if args.server_log is not None:
-            log = read_log(args.server_log, tz=args.tz)
-            events, a = align_events(log.events, inp.samples)
-            sfmt = log.format
-            print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
-                  + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
-                     else "no confident clock offset: taken as written")
-                  + (f"; {log.notes()}" if log.notes() else ""), file=sys.stderr)
-            inp.server_events = events_frame(events)
-            inp.sources.append(Source("server_log", args.server_log))
-        if args.server_metrics is not None:
-            from .imports import metrics_file
-
-            page = metrics_file(args.server_metrics)
-            if page.refused:  # blank codes and impossible values, read as NaN
-                from ...collectors.server_log import refused_note
-
-                print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
-            inp.server_metrics = page.frame
-            inp.sources.append(Source("server_metrics", args.server_metrics))
-        for pic in args.screenshot or ():
-            inp.screenshots.append(screenshot_input(pic, args.tz))
-            inp.sources.append(Source("screenshot", pic))
+        inp = _report_input(args)
         # a long range says so on a terminal while it is labelled (an hour of eight GPUs at
         # 20 Hz: ~5 s of the 7 s a PDF takes on two cores, docs/benchmarks.md)
         wait = Working(len(inp.samples), f"labelling {len(inp.samples):,} samples for the "
@@ -112,8 +57,8 @@ def cmd_report(args: argparse.Namespace) -> int:
                   f"the report has no server section (a log of another run?)",
                   file=sys.stderr)
         if fmt in ("pdf", "png"):  # Chromium takes seconds: say what is going on
-            print(f"rendering {shown(args.out)} with Chromium (a few seconds) ...", file=sys.stderr,
-                  flush=True)
+            print(f"rendering {shown(args.out)} with Chromium (a few seconds) ...",
+                  file=sys.stderr, flush=True)
         if to_stdout:
             nbytes = write_report_stream(report, fmt, sys.stdout.buffer)
         else:
@@ -129,6 +74,82 @@ def cmd_report(args: argparse.Namespace) -> int:
           f"{nbytes:,} bytes): "
           + summary_line(report.data, args.utc), file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _out_format(args: argparse.Namespace, to_stdout: bool) -> tuple[str, str | None]:
+    """The report format ``--out``/``--format`` ask for, and why ``--out`` cannot be
+    written (a device or pipe, a folder, an unwritable place, no format), or None; checked
+    before any data is read."""
+    from ..report.model import FORMATS
+    from ..report.out import NOT_REGULAR
+
+    if not to_stdout and args.out.exists() and not args.out.is_file() \
+            and not args.out.is_dir():  # /dev/stdout, a pipe: before the work
+        return "", f"--out {args.out}: {NOT_REGULAR}"
+    problem = None if to_stdout else out_path_problem("--out", args.out, make_folder=False)
+    if problem:
+        return "", problem
+    if to_stdout and not args.format:
+        return "", (f"--out -: writes the report to stdout, which has no suffix; give "
+                    f"--format ({', '.join(FORMATS)})")
+    fmt = args.format or args.out.suffix.lstrip(".").lower()
+    if fmt not in FORMATS:  # --format has argparse choices: only the suffix can be wrong here
+        said = (f"its suffix {args.out.suffix!r} is not a report format" if args.out.suffix
+                else "it has no suffix")
+        return "", (f"--out {args.out}: {said}; end it in "
+                    f"{', '.join('.' + f for f in FORMATS)} (or give --format)")
+    return fmt, None
+
+
+def _report_input(args: argparse.Namespace):
+    """The report's input (``report.model.ReportInput``) from ``--trace`` or the store's
+    range, with the server log, the server's /metrics page and the screenshots named; its
+    notes on stderr.
+
+    Raises:
+        ReportError, ServerLogError, ValueError: an input cannot be read (named).
+    """
+    from ...classifier.align import align_events
+    from ...collectors.server_log import events_frame, read_log
+    from ..dashboard.timefmt import parse_time
+    from ..report.model import Source, from_store, from_trace
+
+    if args.trace is not None:
+        inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
+        from .imports import placement_note, refusal_note
+
+        for note in (placement_note(inp.meta, args.utc), refusal_note(inp.meta)):
+            if note:
+                print(f"{shown(args.trace)}: {note}", file=sys.stderr)
+    else:
+        store = args.store or Path("tealeaves.db")
+        t0 = parse_time(args.t_from) if args.t_from else None
+        t1 = parse_time(args.t_to) if args.t_to else None
+        inp = from_store(store, t0, t1)
+    if args.server_log is not None:
+        log = read_log(args.server_log, tz=args.tz)
+        events, a = align_events(log.events, inp.samples)
+        sfmt = log.format
+        print(f"server log {args.server_log}: {len(events)} events ({sfmt}), "
+              + (f"clock offset {a.offset_s:+.1f} s applied" if a.confident
+                 else "no confident clock offset: taken as written")
+              + (f"; {log.notes()}" if log.notes() else ""), file=sys.stderr)
+        inp.server_events = events_frame(events)
+        inp.sources.append(Source("server_log", args.server_log))
+    if args.server_metrics is not None:
+        from .imports import metrics_file
+
+        page = metrics_file(args.server_metrics)
+        if page.refused:  # blank codes and impossible values, read as NaN
+            from ...collectors.server_log import refused_note
+
+            print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
+        inp.server_metrics = page.frame
+        inp.sources.append(Source("server_metrics", args.server_metrics))
+    for pic in args.screenshot or ():
+        inp.screenshots.append(screenshot_input(pic, args.tz))
+        inp.sources.append(Source("screenshot", pic))
+    return inp
 
 
 def _stdout_closed() -> int:
