@@ -329,9 +329,11 @@ def test_classify_groups_on_the_eight_gpu_split(eight_path, capsys):
     ("0-3", "tealeaves: error: --groups: GPUs 4, 5, 6, 7 of the data are in no group"),
     ("0-3,4-9", "tealeaves: error: --groups: GPUs 8, 9 are not in the data"),
 ])
-def test_a_bad_groups_value_is_one_line_and_exit_2(eight_path, capsys, value, expect):
+def test_a_bad_groups_value_is_one_line_and_exit_2(eight_path, capsys, value, expect,
+                                                   tmp_path):
+    # (an --out that can be written: an unwritable one is refused first, before --groups)
     for cmd in (["classify", str(eight_path)],
-                ["report", "--trace", str(eight_path), "--out", "/nonexistent/x.json"]):
+                ["report", "--trace", str(eight_path), "--out", str(tmp_path / "x.json")]):
         assert main([*cmd, "--groups", value]) == 2
         cap = capsys.readouterr()
         assert cap.err.strip().splitlines() == [cap.err.strip()] and \
