@@ -20,6 +20,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from test_break_it import digest, small_store
 
 from tealeaves.collectors import run_to_store
 from tealeaves.collectors.replay import ReplayCollector
@@ -109,27 +110,6 @@ def test_the_dashboard_status_line_shows_samples_waiting_for_the_store():
 
 
 # -- 2. a second collector through a hard link ---------------------------------------------
-
-def digest(path: Path) -> str:
-    """The store's bytes and its WAL's, as one hash (what "unchanged" means here)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for p in (path, path.with_name(path.name + "-wal")):
-        if p.exists():
-            h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def small_store(path: Path, seconds: float = 10.0) -> int:
-    """A store of the bundled trace's first ``seconds``; its samples."""
-    tr = read_trace(bundled_trace_path())
-    s = tr.samples[tr.samples["timestamp"] < tr.samples["timestamp"].min() + seconds]
-    with SampleStore(path) as store:
-        store.put_devices(tr.devices)
-        store.append(s)
-    return len(s)
-
 
 def test_a_store_file_with_two_names_is_not_written_through_either(tmp_path):
     db, other = tmp_path / "s.db", tmp_path / "hard.db"
