@@ -198,10 +198,14 @@ def comparable_features(feats: pd.DataFrame, samples: pd.DataFrame,
             if f"{p}{g}" in out:
                 out[f"{p}{g}"] = out[f"{p}{g}"].mask(spare[:, j] | mixed)
     lines = []
-    if spare.any():
+    if spare.any():  # said with the windows it holds for (an idle start or end is normal)
         left = [g for j, g in enumerate(gpus) if spare[:, j].any()]
-        lines.append(f"{_gpus_words(left)} hold no memory (under {NO_MEMORY_BYTES / 2**30:g} "
-                     f"GiB used): not serving, left out of the imbalance")
+        n = int(spare.any(axis=1).sum())
+        where = ("in every window" if n == len(index)
+                 else f"in {n} of {len(index)} windows")
+        lines.append(f"{_gpus_words(left)} held no memory (under "
+                     f"{NO_MEMORY_BYTES / 2**30:g} GiB used) {where}: not serving there, "
+                     f"left out of those windows' imbalance")
     if mixed.any():
         had = "; ".join(f"{entity_name(g)}: " + (", ".join(
             c for c in ("tensor_active+dram_active", *LOAD_COUNTERS)

@@ -104,7 +104,7 @@ def test_gpus_holding_no_memory_are_left_out(tmp_path, capsys):
     out = _classify(capsys, p)
     # before: "hot set: GPUs 0-3, stays: 20 of 20", "straggler tax 50.0%"
     assert "hot set: GPUs 0-3" not in out and "50.0%" not in out
-    assert "GPUs 4-7 hold no memory" in out and "not serving, left out" in out
+    assert "GPUs 4-7 held no memory (under 1 GiB used) in every window: not serving" in out
     trace = load_trace(p)
     w = classify_samples(trace.samples, trace.devices, 0.5)
     assert not w["imbalanced"].any()
@@ -175,3 +175,19 @@ def test_rate_is_the_median_interval():
     # before: "at 4 Hz per GPU" (readings in the window over the window)
     assert math.isclose(w.attrs["inputs"]["rate_hz"], 10.0, rel_tol=1e-6)
     assert "at 10 Hz per GPU" in w.attrs["inputs"]["text"]
+
+
+def test_the_no_memory_line_says_in_how_many_windows(capsys):
+    """A serving run's idle start and end (before the model is loaded, after it is freed) hold
+    no memory for a few windows: the line says in how many, never that the GPUs are not
+    serving at all (a newcomer read "GPUs 0-1 hold no memory" on the bundled trace, whose
+    GPUs hold 9.4 GB through its work)."""
+    import re
+
+    from tealeaves.data import bundled_trace_path
+
+    out = _classify(capsys, bundled_trace_path())
+    m = re.search(r"GPUs 0-1 held no memory \(under 1 GiB used\) in (\d+) of (\d+) windows",
+                  out)
+    assert m, out
+    assert 0 < int(m.group(1)) < int(m.group(2)) / 2

@@ -338,7 +338,9 @@ def test_classify_prints_the_spread_and_the_expert_balance_of_a_page(tmp_path, c
     f.write_text(_page() + page())
     assert main(["classify", str(bundled_trace_path()), "--server-metrics", str(f)]) == 0
     out = capsys.readouterr().out
-    assert "UNEVEN: rank 3 at 0.50x the ranks' median" in out
+    # one scrape of the ranks: their values, but no verdict (issue 38: one scrape cannot tell
+    # a steady spread from a momentary one)
+    assert "one scrape: cannot tell steady from momentary" in out and "UNEVEN" not in out
     assert "balancedness 0.17 (mean/max over ranks), most load on GPU rank 8" in out
     assert "the server's eplb_balancedness 0.62 over 1,000 passes" in out
     # the page is dated by its modification time, not within the bundled trace: said so
@@ -346,7 +348,7 @@ def test_classify_prints_the_spread_and_the_expert_balance_of_a_page(tmp_path, c
     assert main(["classify", str(bundled_trace_path()), "--server-metrics", str(f),
                  "--json"]) == 0
     sm = json.loads(capsys.readouterr().out)["server_metrics"]
-    assert sm["server_ranks"]["uneven_ranks"] == ["3"] and sm["expert_balance"]["hot_rank"] == 8
+    assert sm["server_ranks"]["uneven_ranks"] == [] and sm["expert_balance"]["hot_rank"] == 8
     assert sm["expert_balance"]["counts"] == [[float(c) for c in LAYER_27]]
 
 
