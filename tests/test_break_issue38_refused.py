@@ -1,7 +1,8 @@
 """Issue 38, the hostile tester's first break: ``classify`` and ``report`` of a file some lines
 of which are refused said nothing of them (a GPU every row of which was refused vanished from
 the verdict without a word).  Now both say how many lines and the first, and the report's
-provenance records them."""
+provenance records them.  And `evaluate` of a trace the shipped model was fitted on says
+so (a newcomer read a perfect score as a held-out one)."""
 
 from __future__ import annotations
 
@@ -60,3 +61,27 @@ def test_a_file_read_whole_says_nothing_and_records_zero(tmp_path):
     assert "refused" not in r.stderr
     assert json.loads(out.read_text())["provenance"]["lines_refused"] == {
         "count": 0, "first_line": None, "first_reason": None}
+
+
+def test_evaluate_says_a_training_trace_is_in_sample_and_gives_the_held_out_figure(tmp_path):
+    """A newcomer's ``evaluate`` of the bundled trace read macro-F1 1.000 with no word that the
+    shipped model was fitted on it; now it says so and gives the held-out figure.  A trace
+    under another name, or the rules, say nothing of it."""
+    import shutil
+
+    from tealeaves.data import bundled_trace_path
+
+    tr = bundled_trace_path()
+    labels = tr.with_name(tr.name.split(".")[0] + ".labels.csv")
+    r = _cli("evaluate", "--trace", str(tr), "--labels", str(labels))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"NOTE: in-sample: {tr.name.split('.')[0]} is one of the")
+    assert "held out" in r.stdout.splitlines()[0] and "macro-F1 is 0." in r.stdout
+    r = _cli("evaluate", "--trace", str(tr), "--labels", str(labels), "--json")
+    assert json.loads(r.stdout)["in_sample"] is True
+    other = tmp_path / "mine.parquet"
+    shutil.copy(tr, other)
+    r = _cli("evaluate", "--trace", str(other), "--labels", str(labels))
+    assert r.returncode == 0 and "in-sample" not in r.stdout
+    r = _cli("evaluate", "--trace", str(tr), "--labels", str(labels), "--rules")
+    assert r.returncode == 0 and "in-sample" not in r.stdout

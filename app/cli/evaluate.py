@@ -45,11 +45,49 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     windows = classify_trace(trace, labeller=labeller)
     result = {"trace": str(args.trace), "labels": str(args.labels),
               "labeller": windows.attrs.get("labeller"), **score(windows, labels)}
+    note = in_sample_note(args.trace, result["labeller"])
+    result["in_sample"] = bool(note)
     if args.json:
         print(json_dumps(result))
         return 0
+    if note:
+        print(note)
     _print_score(result)
     return 0
+
+
+def in_sample_note(trace, labeller: str | None) -> str:
+    """The warning for a trace the shipped model was fitted on (its name, without suffixes,
+    among the model's ``corpus``): its score is no held-out figure, and the held-out one
+    (``phase_model.validation.json``) is given; ``""`` for another trace, the rules, or a
+    model without a corpus list."""
+    import json
+    from pathlib import Path
+
+    from ...classifier.labellers import model_dir
+    from ...classifier.model import MODEL_STEM
+
+    if labeller not in ("trained", "taught"):
+        return ""
+    folder = Path(model_dir())
+    try:
+        corpus = set(json.loads((folder / f"{MODEL_STEM}.json").read_text()).get("corpus") or [])
+    except (OSError, ValueError):
+        return ""
+    name = Path(trace).name.split(".")[0]
+    if name not in corpus:
+        return ""
+    held = ""
+    try:
+        val = json.loads((folder / f"{MODEL_STEM}.validation.json").read_text())
+        f1 = (val.get("held_out") or {}).get("macro_f1")
+        if f1 is not None:
+            held = (f"; held out ({val.get('scheme', 'leave one trace out')}), the model's "
+                    f"macro-F1 is {float(f1):.3f}")
+    except (OSError, ValueError, TypeError):
+        pass
+    return (f"NOTE: in-sample: {name} is one of the {len(corpus)} traces the shipped model was "
+            f"fitted on (by name), so these figures are no held-out score{held}")
 
 def _print_score(r: dict) -> None:
     print(f"labeller: {r['labeller']}; {r['labelled_windows']} labelled windows")
