@@ -85,3 +85,14 @@ def test_evaluate_says_a_training_trace_is_in_sample_and_gives_the_held_out_figu
     assert r.returncode == 0 and "in-sample" not in r.stdout
     r = _cli("evaluate", "--trace", str(tr), "--labels", str(labels), "--rules")
     assert r.returncode == 0 and "in-sample" not in r.stdout
+
+
+def test_classify_says_which_file_gpus_and_range_its_windows_are_of(tmp_path):
+    """Under the table, before the verdicts: the file, its GPUs, its time range and samples
+    (a newcomer found no line saying what the summary was of)."""
+    f = _query_csv(tmp_path / "half.csv")
+    r = _cli("classify", str(f), "--utc")
+    assert r.returncode == 0, r.stderr
+    line = next(x for x in r.stdout.splitlines() if x.startswith("these windows are of "))
+    assert line == (f"these windows are of {f}: GPU 1, 2025-11-30 10:00:10.000+00:00 to "
+                    f"2025-11-30 10:00:19.000+00:00 (9.0 s), 10 samples"), line

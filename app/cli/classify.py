@@ -9,6 +9,8 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from ...data.jsontext import dumps as json_dumps
 from ...data.schema import entity_name, entity_short
 from .args import add_file_reading, add_groups, add_model, classifier_window, file_reading, upto
@@ -212,18 +214,34 @@ def cmd_classify(args: argparse.Namespace) -> int:
         return 0
     _print_windows(args, windows, segments, counts, imb, grouped,
                    [balance_line(group) for group in mig] + (balance or {}).get("lines", []),
-                   float(trace.samples["timestamp"].min()) if len(trace.samples) else 0.0)
+                   float(trace.samples["timestamp"].min()) if len(trace.samples) else 0.0,
+                   source_line(args.trace, trace.samples, args.utc))
     if score is not None:
         _print_score(score, timed, args.utc)
     return 0
 
 
+def source_line(path, samples, utc: bool) -> str:
+    """What the verdicts under the table are of: the file, its GPUs, its time range and how
+    many samples (``samples``: the trace's, epoch-s ``timestamp``)."""
+    from ...data.schema import entities_text
+    from .common import shown
+
+    ts = samples["timestamp"].to_numpy(dtype=float) if len(samples) else np.zeros(0)
+    gpus = sorted(int(g) for g in samples["gpu"].unique()) if len(samples) else []
+    when = (f"{time_text(float(ts.min()), utc)} to {time_text(float(ts.max()), utc)} "
+            f"({float(ts.max() - ts.min()):.1f} s)" if len(ts) else "no time range")
+    return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}, "
+            f"{when}, {len(samples):,} samples")
+
+
 def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,
-                   grouped: dict, more: list[str], t0: float) -> None:
+                   grouped: dict, more: list[str], t0: float, source: str = "") -> None:
     """Print the windows (the table, or ``--csv``) and the summary lines under them: the
-    phase counts, and (not with ``--csv``) the range's phase shares of time, what the
-    verdicts stood on, the hot set, the imbalance, the serving groups, ``more`` (MIG and
-    server-metrics lines) and the segments (``t0``: the trace's first sample, epoch s)."""
+    phase counts, and (not with ``--csv``) what they are of (``source``: ``source_line``),
+    the range's phase shares of time, what the verdicts stood on, the hot set, the
+    imbalance, the serving groups, ``more`` (MIG and server-metrics lines) and the segments
+    (``t0``: the trace's first sample, epoch s)."""
     from ...classifier.summary import share_summary
 
     if args.csv:  # an unknown value is an empty cell; GPU indices whole numbers
@@ -244,6 +262,8 @@ def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, im
           + (f": {windows.attrs['fallback']})" if windows.attrs.get("fallback") else ")"))
     if args.csv:
         return
+    if source:
+        print(source)
     shares = share_summary(windows)
     print(shares["line"])
     if shares["inputs_line"]:
