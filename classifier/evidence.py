@@ -5,7 +5,8 @@ nothing, and the source's rate as it is.
 - **Enough readings** (``window_doubts``): every GPU still reporting (``data.schema.peers`` of
   the GPUs with a reading in the trace that have a row in the window or a reading within
   ``EXPECT_S`` of it) must have a reading in the window, and at least ``MIN_READINGS``
-  within ``CONTEXT_S`` of it.  A GPU reporting around a window but not in it would make the
+  within ``CONTEXT_S`` of it, or within ``CONTEXT_INTERVALS`` of its own median interval
+  where that is longer (``nvidia-smi -l 5`` reads every 5 s).  A GPU reporting around a window but not in it would make the
   window's across-GPU features those of another set of GPUs (a 90 % GPU alone reads
   prefill, with its 30 % peer decode); one reading alone is an instant, not a phase.  Such a
   window says "cannot tell" (no phase, no confidence, no shares).
@@ -35,6 +36,9 @@ MIN_READINGS = 2
 #: Seconds either side of a window whose readings count towards ``MIN_READINGS`` (nvidia-smi's
 #: slowest default rate, 1 Hz, is one reading a second).
 CONTEXT_S = 1.0
+#: A GPU read more slowly than every ``CONTEXT_S`` (``nvidia-smi -l 2``, ``-l 5``) counts its
+#: readings within this many of its median intervals: the window's and a neighbour's.
+CONTEXT_INTERVALS = 1.5
 #: A GPU with a reading within this many seconds of a window (or a row in it, N/A or not)
 #: is still reporting: the window needs its reading.  nvidia-smi and dcgmi dmon default to
 #: 1-s intervals; a field present in one row of four at 1 Hz comes every 4 s; a GPU
@@ -101,10 +105,12 @@ def window_doubts(samples: pd.DataFrame, starts, window_s: float) -> np.ndarray:
         return (np.searchsorted(t, starts + window_s + after - eps)
                 - np.searchsorted(t, starts - before - eps))
 
-    absent, few = [], []
+    absent, few, reach = [], [], {}
     for g, t in times.items():
         n_in = within(t, 0.0, 0.0)
-        n_ctx = within(t, CONTEXT_S, CONTEXT_S)
+        step = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+        reach[g] = max(CONTEXT_S, CONTEXT_INTERVALS * step)
+        n_ctx = within(t, reach[g], reach[g])
         expected = (within(rows[g], 0.0, 0.0) > 0) | (within(t, EXPECT_S, EXPECT_S) > 0)
         absent.append((g, expected & (n_in == 0)))
         few.append((g, (n_in > 0) & (n_ctx < MIN_READINGS)))
@@ -116,7 +122,7 @@ def window_doubts(samples: pd.DataFrame, starts, window_s: float) -> np.ndarray:
             why.append(f"no reading of {_gpus_words(gone)} in this window")
         if thin:
             why.append(f"under {MIN_READINGS} readings of {_gpus_words(thin)} within "
-                       f"{CONTEXT_S:g} s")
+                       f"{max(reach[g] for g in thin):g} s")
         if why:
             out[i] = "cannot tell: " + "; ".join(why)
     return out
@@ -294,7 +300,8 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
         windows["imbalanced"] = windows["imbalanced"].astype(bool)
         lines.append(f"cannot tell the phase of {int((~ok).sum())} of {len(ok)} windows "
                      f"(no phase, no confidence): every GPU still reporting needs a reading in "
-                     f"the window and {MIN_READINGS} within {CONTEXT_S:g} s")
+                     f"the window and {MIN_READINGS} within {CONTEXT_S:g} s (or "
+                     f"{CONTEXT_INTERVALS:g} of its own intervals, where longer)")
     if not feats.empty:
         inputs = inputs_of(feats, window_s, rate_hz=sample_rate_hz(samples))
         per, none = per_gpu_inputs(samples, inputs["counters"])
