@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from fake_nvml import FakeGpu, FakeNvml
+from test_screen_read import SMI
 
 from tealeaves.app.report.model import ReportError, from_store
 from tealeaves.collectors.nvml import NvmlCollector, UnknownGpus
@@ -103,15 +104,8 @@ def test_nvml_collector_refuses_gpu_indices_nvml_does_not_see():
 
 # -- 3. a picture with power N/A -----------------------------------------------------------
 
-_SMI_HEAD = """Wed Dec  2 04:59:09 2026
-+-----------------------------------------------------------------------------------------+
-| NVIDIA-SMI 580.159.04             Driver Version: 580.159.04     CUDA Version: 13.0     |
-+-----------------------------------------+------------------------+----------------------+
-| GPU  Name                 Persistence-M | Bus-Id          Disp.A | Volatile Uncorr. ECC |
-| Fan  Temp   Perf          Pwr:Usage/Cap |           Memory-Usage | GPU-Util  Compute M. |
-|                                         |                        |               MIG M. |
-|=========================================+========================+======================|
-"""
+# the date line and the table head of test_screen_read's nvidia-smi text (one copy)
+_SMI_HEAD = "".join(SMI.splitlines(keepends=True)[:8])
 
 
 def _smi_text(rows: list[tuple[str, str, str]]) -> str:
