@@ -75,42 +75,63 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
-import stat
 import time as _time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta, tzinfo
+from collections.abc import Sequence
+from datetime import datetime, tzinfo
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from . import pasted, server_lines, smi_table
+from . import import_common, pasted, server_lines, smi_table
+from .dmon import DMON_COLUMNS, DmonImport, FileLines, NotStreamable, text_lines  # noqa: F401
+from .import_common import (  # noqa: F401 - public here too (importers.X)
+    _BLANK_TEXT,
+    _CHUNK,
+    _EXPECTED,
+    _RE_INDEX,
+    _RE_NUMBER,
+    _UNTIMED_AMONG_TIMED,
+    BLANK,
+    MAX_FILE_BYTES,
+    MAX_LINE_BYTES,
+    ImportFormatError,
+    ImportResult,
+    _anchor,
+    _binary_kind,
+    _Blank,
+    _check_header,
+    _Cycles,
+    _file_kind,
+    _gpu_index,
+    _HeaderError,
+    _LineBound,
+    _lines,
+    _number,
+    _read_bytes,
+    _refusals,
+    _scaled,
+    _short,
+    _summary,
+    regular_file,
+)
 from .metrics import (
     MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
     dcgm_fields,
     dcgmi_fields,
-    smi_dmon_columns,
     smi_query_fields,
 )
 from .schema import (
     COLUMNS,
     DEVICE_COLUMNS,
-    EARLIEST_TS,
-    FIELD_LIMITS,
-    FUTURE_SLACK_S,
     MAX_GPUS,
     METRIC_BY_NAME,
     METRIC_NAMES,
     SchemaError,
     conform,
     empty_frame,
-    gpus_in,
-    is_blank,
     mig_entity,
-    out_of_range,
     valid_entity,
 )
 from .traces import Trace, TraceError, read_trace
@@ -166,94 +187,10 @@ _ALIASES = {
     "csv": "tealeaves_csv",
 }
 
-_EXPECTED = ("the nvidia-smi table, nvidia-smi dmon output, nvidia-smi --query-gpu CSV, "
-             "dcgm-exporter Prometheus text, dcgmi dmon output, or a tealeaves Parquet/CSV "
-             "trace")
 
 _DEFAULT_INTERVAL = {"nvidia_smi_dmon": 1.0, "nvidia_smi_query": 1.0, "dcgmi_dmon": 1.0,
                      "dcgm_exporter": 30.0, "nvidia_smi_table": 1.0}
 _SCAN_LINES = 4000
-
-
-class ImportFormatError(ValueError):
-    """A file is not in a format the importers read (or cannot be read); names the file."""
-
-
-@dataclass
-class ImportResult:
-    """What an import produced.
-
-    Attributes:
-        samples: sample frame (``data.schema.COLUMNS``), ``conform()``-ed, sorted by
-            (timestamp, gpu); may be empty when the file held no data rows.
-        format: the format name used (one of ``FORMATS``).
-        rows_read: source data rows accepted (lines for the line formats, metric samples for
-            dcgm-exporter, rows for tealeaves files).
-        skipped: ``(line number, reason)`` for every non-blank, non-header line not imported
-            (a row with a value outside ``schema.FIELD_LIMITS`` or an implausible time too).
-        source: the file name (or the name given to :func:`import_text`).
-        gpus: sorted GPU indices present in ``samples``.
-        time_span: ``(first, last)`` timestamp in UTC epoch seconds; ``(nan, nan)`` if empty.
-        blanks: ``{column: n}``, the fields the source left blank (a ``schema.SENTINELS``
-            code or a text marker such as ``[N/A]``), stored as NaN.
-        out_of_range: ``{column: n}`` of a Parquet trace's values outside
-            ``schema.FIELD_LIMITS``, stored as NaN (a text format refuses their rows instead).
-        placed: how rows without a time of their own were placed: ``"start_time"`` (the
-            caller's), ``"mtime"`` (the file's modification time is the last instant),
-            ``"now"`` (no file time known) or None when every row carries its time.
-        dated: like ``placed``, for rows with a time of day but no date (``dmon -o T``): where
-            their date came from, or None.
-        placed_at: the instant the file was placed at: its last instant for ``"mtime"`` and
-            ``"now"``, its first for ``"start_time"``; NaN when ``placed`` and ``dated`` are
-            None.
-        normalised: what was undone of a paste before reading (``data.pasted``: "read as
-            UTF-16 LE (byte-order mark)", "CR line ends read as line breaks", "quote prefix
-            ('> ') removed from 7 lines", ...); empty for a plain file.
-        devices: what the file states about each GPU (``data.schema.DEVICE_COLUMNS``: name,
-            power limit, max SM clock, memory size, PCI bus id; NaN where it states nothing),
-            one row per GPU; empty when it states nothing.
-        zone: the zone wall-clock times without one were read in (``"UTC"`` by default, the
-            ``tz`` given otherwise); None when no time of the file lacked a zone.
-        gpu_key: how rows were told apart as GPUs: ``"index"``, ``"uuid"``,
-            ``"pci.bus_id"``, ``"name and place"`` (a row's place among the rows printed
-            with one timestamp), ``"name"`` (no id and no timestamp, but every GPU a
-            different name), ``"single"`` (no id and no two rows share a timestamp:
-            one GPU) or ``"none"`` (nothing tells GPUs apart: every row read as GPU 0);
-            None where the format always names its GPU.
-        not_read: the file's fields tealeaves does not read (outside the schema), by name.
-        notes: other facts the summary must say (sections counted and not read, ...).
-        interval: seconds between the instants of rows placed without a time of their own
-            (``placed`` not None), else None.
-        interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
-            dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
-            none, so the spacing of its instants is a guess the summary must say.
-    """
-
-    samples: pd.DataFrame
-    format: str
-    rows_read: int
-    skipped: list[tuple[int, str]] = field(default_factory=list)
-    source: str = ""
-    gpus: list[int] = field(default_factory=list)
-    time_span: tuple[float, float] = (math.nan, math.nan)
-    blanks: dict[str, int] = field(default_factory=dict)
-    out_of_range: dict[str, int] = field(default_factory=dict)
-    placed: str | None = None
-    dated: str | None = None
-    placed_at: float = math.nan
-    normalised: list[str] = field(default_factory=list)
-    devices: pd.DataFrame = field(default_factory=pd.DataFrame)
-    zone: str | None = None
-    gpu_key: str | None = None
-    not_read: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    interval: float | None = None
-    interval_assumed: bool = False
-
-    @property
-    def duration_s(self) -> float:
-        """Last minus first timestamp in seconds (NaN when empty)."""
-        return self.time_span[1] - self.time_span[0]
 
 
 # --------------------------------------------------------------------------- detection
@@ -269,152 +206,6 @@ _RE_SERVER_METRICS = re.compile(r"^(?:#\s*(?:HELP|TYPE)\s+)?(?:sglang|vllm):[A-Z
 _RE_QUERY_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*(?:\s*\[[^\]]*\])?$")
 _RE_QUERY_TS = re.compile(r"^\d{4}/\d\d/\d\d \d\d:\d\d:\d\d(?:\.\d+)?$", re.ASCII)
 _RE_QUERY_UNIT_VALUE = re.compile(r"^\d+(?:\.\d+)? (?:%|MiB|W|MHz)$", re.ASCII)
-#: A plain decimal number, ASCII digits only (``float()`` also takes "1_0" and non-ASCII digits).
-_RE_NUMBER = re.compile(r"^\+?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$", re.ASCII)
-_RE_INDEX = re.compile(r"^\d{1,6}$", re.ASCII)
-
-
-#: Largest file the importers read, bytes: a bound on what one file may cost, not a format
-#: limit (two hours of ``nvidia-smi dmon`` on 8 GPUs at 1 Hz is some 5 MB); split a larger
-#: file (``split -l``) and import the parts.
-MAX_FILE_BYTES = 2 * 2**30
-#: Bytes read at a time.
-_CHUNK = 4 * 2**20
-#: Longest line of a text file the importers read, bytes (its line end not counted).  The
-#: formats' lines are short (a dmon row ~150 bytes, a 60-field ``--query-gpu`` row ~2 kB, a
-#: labelled dcgm-exporter line ~1 kB); a longer one is not telemetry, and parsing a line of
-#: 150 MB cost minutes and gigabytes: the file is refused, naming the line.
-MAX_LINE_BYTES = 2**20
-
-
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular file is, in words (None for a regular file)."""
-    for test, what in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
-                       (stat.S_ISSOCK, "a socket")):
-        if test(mode):
-            return what
-    return None if stat.S_ISREG(mode) else "not a regular file"
-
-
-def regular_file(path: str | Path) -> Path:
-    """``path`` when it is a regular file (links followed) the importers may read.
-
-    A FIFO would block the read until a writer comes, and a device (``/dev/zero``) never
-    ends: both are refused before anything is opened.
-
-    Raises:
-        ImportFormatError: missing, a directory, a FIFO, a device or a socket, or larger than
-            ``MAX_FILE_BYTES``; the message names the path.
-    """
-    path = Path(path)
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise ImportFormatError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    kind = _file_kind(st.st_mode)
-    if kind:
-        raise ImportFormatError(f"{path}: is {kind}, not a regular file; give a file")
-    if st.st_size > MAX_FILE_BYTES:
-        raise ImportFormatError(f"{path}: is {st.st_size:,} bytes, over the "
-                                f"{MAX_FILE_BYTES:,}-byte limit of one import; split it "
-                                f"(e.g. `split -l`) and import the parts")
-    return path
-
-
-class _LineBound:
-    """Checks, chunk by chunk as a file is read, that no line is longer than
-    ``MAX_LINE_BYTES``.  Lines are numbered as the importers number them once
-    ``pasted.normalise`` has read ``\r\n`` and a lone ``\r`` as one line break each.
-    Linear in the bytes, vectorised (NumPy)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.run = 0  # bytes of the line under way, from earlier chunks
-        self.breaks = 0  # line breaks before this chunk
-        self.last_cr = False  # the previous chunk ended in \r
-
-    def feed(self, chunk: bytes) -> None:
-        """Check one more chunk.
-
-        Raises:
-            ImportFormatError: a line passed ``MAX_LINE_BYTES`` (names the file and line).
-        """
-        b = np.frombuffer(chunk, dtype=np.uint8)
-        nl, cr = b == 10, b == 13
-        brk = nl | cr
-        brk[1:] &= ~(cr[:-1] & nl[1:])  # the \n of \r\n ends no line of its own
-        if len(b) and self.last_cr and nl[0]:
-            brk[0] = False
-        self.last_cr = bool(len(b) and cr[-1])
-        # a line's bytes: from after the previous break (less the \n of a \r\n, which can
-        # only come first) to its own break
-        pair_nl = nl & ~brk
-        ends = np.flatnonzero(brk)
-        if len(ends):
-            starts = np.concatenate(([0], ends[:-1] + 1))
-            lengths = ends - starts - pair_nl[starts]
-            lengths[0] += self.run
-            long = np.flatnonzero(lengths > MAX_LINE_BYTES)
-            if len(long):
-                self._refuse(self.breaks + int(long[0]))
-            tail = int(ends[-1]) + 1
-            self.run = len(b) - tail - int(tail < len(b) and pair_nl[tail])
-        else:
-            self.run += len(b) - int(len(b) > 0 and pair_nl[0])
-        self.breaks += len(ends)
-        if self.run > MAX_LINE_BYTES:
-            self._refuse(self.breaks)
-
-    def _refuse(self, newlines_before: int) -> None:
-        raise ImportFormatError(f"{self.name}: line {newlines_before + 1} is longer than "
-                                f"{MAX_LINE_BYTES:,} bytes, the longest line tealeaves reads "
-                                f"(MAX_LINE_BYTES): not telemetry")
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The bytes of a regular file, read in chunks and at most ``MAX_FILE_BYTES`` (a file
-    growing past it while read is refused too).
-
-    Raises:
-        ImportFormatError: as :func:`regular_file`, or unreadable.
-    """
-    path = regular_file(path)
-    parts: list[bytes] = []
-    total = 0
-    lines = _LineBound(str(path))
-    try:
-        with open(path, "rb") as f:
-            while chunk := f.read(_CHUNK):
-                total += len(chunk)
-                if total > MAX_FILE_BYTES:
-                    raise ImportFormatError(f"{path}: passed the {MAX_FILE_BYTES:,}-byte limit "
-                                            f"of one import while read; split it and import "
-                                            f"the parts")
-                if not parts and (chunk.startswith(b"PAR1") or _binary_kind(chunk)):
-                    lines = None  # Parquet or binary: no lines to bound (refused later if
-                    # not a trace)
-                if lines is not None:
-                    lines.feed(chunk)
-                parts.append(chunk)
-    except OSError as exc:
-        raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
-    return b"".join(parts)
-
-
-def _binary_kind(data: bytes) -> str | None:
-    """Name a binary payload that is certainly not text, or None."""
-    if data.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "a PNG image"
-    if data[:3] == b"\xff\xd8\xff":
-        return "a JPEG image"
-    if data[:4] in (b"GIF8", b"%PDF") or data[:2] == b"PK" or data[:3] == b"\x1f\x8b\x08":
-        return "a binary document or archive"
-    if b"\x00" in data[:65536]:
-        return "binary data"
-    return None
 
 
 def _decode(data: bytes, name: str) -> tuple[str, list[str]]:
@@ -604,34 +395,6 @@ def _detect_bytes(data: bytes, name: str) -> str:
 
 # --------------------------------------------------------------------------- helpers
 
-class _Cycles:
-    """Groups rows without timestamps into instants: a new instant on a repeated key."""
-
-    def __init__(self) -> None:
-        self.index = 0
-        self.seen: set = set()
-        self.used = False
-        self.last = 0
-
-    def new_block(self) -> None:
-        if self.seen:
-            self.index += 1
-            self.seen = set()
-
-    def place(self, key) -> int:
-        if key in self.seen:
-            self.index += 1
-            self.seen = set()
-        self.seen.add(key)
-        self.used = True
-        self.last = self.index
-        return self.index
-
-    @property
-    def count(self) -> int:
-        """Instants that hold a row (a header after the last row opens none)."""
-        return self.last + 1 if self.used else 0
-
 
 def _tz(tz: str | tzinfo | None) -> tzinfo:
     """``tz`` as a zone: an IANA name, UTC or a fixed offset (``data.wallclock.parse_zone``,
@@ -645,95 +408,6 @@ def _epoch(t: float | datetime | None, zone: tzinfo) -> float | None:
     if isinstance(t, datetime):
         return (t if t.tzinfo else t.replace(tzinfo=zone)).timestamp()
     return float(t)
-
-
-def _anchor(start: float | None, end: float, n_instants: int, interval: float) -> float:
-    """Time of instant 0: ``start``, or ``end`` minus the span of the instants."""
-    if start is not None:
-        return start
-    return end - max(n_instants - 1, 0) * interval
-
-
-class _Blank(float):
-    """A field the source left blank (a text marker or a ``schema.SENTINELS`` code): NaN that
-    remembers it was a blank, so the import can count it."""
-
-
-#: The one blank value; ``v is BLANK`` tells a blank from a plain missing value.
-BLANK = _Blank("nan")
-#: Text the tools print instead of a reading (nvidia-smi, dcgmi): a blank.  ``ERR!`` is
-#: nvidia-smi's mark for a field whose NVML call failed (the table, ``--query-gpu`` and
-#: ``dmon`` print it alike); bracketed notes (``[Unknown Error]``, ``[GPU is lost]``) are
-#: blanks by their brackets.
-_BLANK_TEXT = frozenset({"-", "N/A", "n/a", "NA", "", "ERR!"})
-
-
-def _number(tok: str) -> float:
-    """Parse one numeric field; '-', 'N/A', 'ERR!' and bracketed notes ('[N/A]',
-    '[Not Supported]', '[Unknown Error]') are ``BLANK``.
-
-    Raises:
-        ValueError: not a finite, non-negative number.
-    """
-    t = tok.strip()
-    if t in _BLANK_TEXT or (t.startswith("[") and t.endswith("]")):
-        return BLANK
-    if not _RE_NUMBER.match(t):
-        raise ValueError(f"not a number: {tok!r}")
-    v = float(t)
-    if not math.isfinite(v):
-        raise ValueError(f"not finite: {tok!r}")
-    if v < 0:
-        raise ValueError(f"negative: {tok!r}")
-    return v
-
-
-def _scaled(col: str, raw: float, factor: float) -> float:
-    """``raw`` in ``col``'s unit: a blank (``BLANK`` or a ``schema.SENTINELS`` code) stays
-    ``BLANK``; otherwise ``raw * factor``, checked against ``schema.FIELD_LIMITS``.
-
-    Raises:
-        ValueError: the value lies outside the column's valid range (the row is refused).
-    """
-    if raw is BLANK or (not math.isnan(raw) and is_blank(raw)):
-        return BLANK
-    v = raw * factor
-    if not math.isnan(v) and out_of_range(col, v):
-        low, high = FIELD_LIMITS[col]
-        unit = METRIC_BY_NAME[col].unit
-        raise ValueError(f"{col} {v:.12g} {unit} is outside its valid range "
-                         f"{low:g}-{high:g} {unit}")
-    return v
-
-
-def _refusals(ts: np.ndarray, lines: np.ndarray, now: float
-              ) -> tuple[np.ndarray, list[tuple[int, str]]]:
-    """The rows of timestamps ``ts`` (n,) refused as implausible (see :func:`_screen`): a bool
-    mask (n,) and ``[(line, reason)]`` in row order, ``lines`` (n,) the rows' line numbers."""
-    bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
-    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now").astype(object)
-    # rows cut off from the bulk of the file by a jump of over a day, in a small group (at
-    # most 3 rows or 1 %), are strays: before the bulk or after it
-    good = np.flatnonzero(~bad)
-    if len(good) > 1:
-        order = good[np.argsort(ts[good], kind="stable")]
-        cuts = np.flatnonzero(np.diff(ts[order]) > FUTURE_SLACK_S) + 1
-        if len(cuts):
-            groups = np.split(order, cuts)
-            bulk = max(range(len(groups)), key=lambda i: len(groups[i]))
-            small = max(3, len(good) // 100)
-            for i, grp in enumerate(groups):
-                if i != bulk and len(grp) <= small:
-                    bad[grp] = True
-                    why[grp] = ("more than a day before the file's other rows" if i < bulk
-                                else "more than a day after the file's other rows")
-    refused = []
-    for i in np.flatnonzero(bad):
-        t = float(ts[i])
-        when = (datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-                if math.isfinite(t) and -6e10 < t < 2.5e11 else "out of any calendar")
-        refused.append((int(lines[i]), f"timestamp {t:.17g} ({when}) is {why[i]}: row refused"))
-    return bad, refused
 
 
 def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int, str]],
@@ -764,20 +438,6 @@ def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int
     return kept, refused, blanks
 
 
-def _gpu_index(tok: str, what: str = "gpu index") -> int:
-    """A GPU index (or, with ``what``, a MIG instance id) 0..``MAX_GPUS``-1 from its text.
-
-    Raises:
-        ValueError: not a whole number, or out of range (names ``what``).
-    """
-    if not _RE_INDEX.match(tok.strip()):
-        raise ValueError(f"{what} {tok!r} is not a whole number 0-{MAX_GPUS - 1}")
-    g = int(tok)
-    if not 0 <= g < MAX_GPUS:
-        raise ValueError(f"{what} {tok!r} out of range 0-{MAX_GPUS - 1}")
-    return g
-
-
 def _entity(tok: str) -> int:
     """A tealeaves file's ``gpu`` cell: a GPU index or a MIG entity number
     (``data.schema.mig_entity``).
@@ -805,250 +465,7 @@ def _frame(records: list[dict], name: str) -> pd.DataFrame:
         raise ImportFormatError(f"{name}: rows do not fit the sample schema ({exc})") from exc
 
 
-def _summary(df: pd.DataFrame, fmt: str, rows_read: int, skipped, name: str,
-             blanks: dict[str, int] | None = None) -> ImportResult:
-    span = ((float(df["timestamp"].min()), float(df["timestamp"].max())) if len(df)
-            else (math.nan, math.nan))
-    return ImportResult(samples=df, format=fmt, rows_read=rows_read,
-                        skipped=sorted(skipped), source=name,
-                        gpus=gpus_in(df) if len(df) else [], time_span=span,
-                        blanks=dict(sorted((blanks or {}).items())))
-
-
-def _lines(text: str) -> Iterable[tuple[int, str]]:
-    for n, raw in enumerate(text.split("\n"), start=1):
-        yield n, raw.rstrip("\r")
-
-
-def _short(line: str, width: int = 60) -> str:
-    s = line.strip()
-    return s if len(s) <= width else s[: width - 3] + "..."
-
-
 # --------------------------------------------------------------------------- nvidia-smi dmon
-
-#: dmon column -> (schema column, factor), from the metric table (``data.metrics``, the rows'
-#: ``smi_dmon``).  See the module docstring for the units.
-DMON_COLUMNS: dict[str, tuple[str, float]] = smi_dmon_columns()
-
-def _is_dmon_header(toks: Sequence[str]) -> bool:
-    """Whether the lower-cased words of a ``#`` line are dmon's header: ``gpu`` first (after
-    ``date`` and ``time`` with ``-o DT``), no word twice, and at least one other word a dmon
-    column tealeaves knows (``#Setting the GPU core Clock ...`` is not)."""
-    rest = list(toks)
-    for lead in ("date", "time"):
-        if rest and rest[0] == lead:
-            rest = rest[1:]
-    return (len(rest) >= 2 and rest[0] == "gpu" and "pid" not in rest
-            and len(set(toks)) == len(toks)
-            and any(t in DMON_COLUMNS or t in ("gi", "ci") for t in rest[1:]))
-
-
-#: Rows a dmon import holds as Python objects before turning them into NumPy columns: the
-#: import's memory beyond its columns (8 bytes a value) is bounded by this many rows.
-_ROW_CHUNK = 16_384
-
-
-class _DmonRows:
-    """A dmon file's rows held as NumPy columns, converted every ``_ROW_CHUNK`` rows (a row
-    dict costs ~700 bytes, its columns ~150).  ``cols[metric]`` float64 (NaN where missing or
-    blank), ``blank[metric]`` bool, ``gpu``, ``line``, ``tod`` (-1: no time), ``day`` (date
-    ordinal, -1: none), ``instant`` (-1: timed), ``uuid`` (object); after :meth:`resolve`,
-    ``timestamp`` and the ``placed`` / ``dated`` masks."""
-
-    _INTS = ("gpu", "line", "tod", "day", "instant")
-
-    def __init__(self) -> None:
-        self.buf: list[dict] = []
-        self.parts: list[dict] = []
-        self.n = 0
-        self.cols: dict[str, np.ndarray] = {}
-        self.blank: dict[str, np.ndarray] = {}
-
-    def __len__(self) -> int:
-        return self.n
-
-    def append(self, rec: dict) -> None:
-        """Add one parsed row (the dict ``_parse_dmon`` builds)."""
-        self.buf.append(rec)
-        self.n += 1
-        if len(self.buf) >= _ROW_CHUNK:
-            self._flush()
-
-    def _flush(self) -> None:
-        buf, self.buf = self.buf, []
-        if not buf:
-            return
-        part: dict = {
-            "gpu": [r["gpu"] for r in buf], "line": [r["_line"] for r in buf],
-            "tod": [r.get("_tod", -1) for r in buf],
-            "day": [r["_date"].toordinal() if "_date" in r else -1 for r in buf],
-            "instant": [r.get("_instant", -1) for r in buf],
-            "uuid": np.array([r["uuid"] for r in buf], dtype=object)}
-        for k in self._INTS:
-            part[k] = np.array(part[k], dtype=np.int64)
-        for col in {k for r in buf for k in r if k in METRIC_BY_NAME}:
-            vals = [r.get(col, math.nan) for r in buf]
-            part["b:" + col] = np.fromiter((v is BLANK for v in vals), dtype=bool,
-                                           count=len(vals))
-            part["v:" + col] = np.array(vals, dtype=np.float64)
-        self.parts.append(part)
-
-    def finish(self) -> None:
-        """Join the chunks into whole columns."""
-        self._flush()
-        parts, self.parts = self.parts, []
-        for k in (*self._INTS, "uuid"):
-            setattr(self, k, np.concatenate([p[k] for p in parts]) if parts
-                    else np.zeros(0, dtype=np.int64 if k != "uuid" else object))
-        metrics = sorted({k[2:] for p in parts for k in p if k.startswith("v:")})
-        for col in metrics:
-            self.cols[col] = np.concatenate([p.get("v:" + col, np.full(len(p["gpu"]), np.nan))
-                                             for p in parts])
-            self.blank[col] = np.concatenate([p.get("b:" + col, np.zeros(len(p["gpu"]), bool))
-                                              for p in parts])
-
-    def resolve(self, *, zone: tzinfo, start: float | None, end: float, interval: float,
-                n_instants: int, clock: LocalClock | None = None) -> None:
-        """Times of the rows.  With a date: local wall clock, read in file order through
-        ``clock`` (``data.wallclock.LocalClock``: a repeated fall-back hour's second pass is
-        told by the times stepping back; a time the clocks skipped is no time, marked in
-        ``gap`` with its reason in ``gap_why``; ``_parse_dmon`` marks there too the rows
-        refused after their times are known).  With time only: the date comes from
-        ``start`` (first row) or ``end`` (last row), rolling over at midnight (a time more
-        than 12 h before the previous one).  Without time: instants ``interval`` apart,
-        anchored at ``start`` or ending at ``end``."""
-        clock = clock or LocalClock(zone)
-        ts = np.full(self.n, np.nan)
-        untimed = self.instant >= 0
-        ts[untimed] = _anchor(start, end, n_instants, interval) + self.instant[untimed] * interval
-        timed = np.flatnonzero(self.tod >= 0)
-        undated = timed[self.day[timed] < 0]
-        tod = self.tod[undated]
-        roll = np.zeros(len(undated), dtype=np.int64)
-        roll[1:] = tod[1:] < tod[:-1] - 12 * 3600
-        offs = np.cumsum(roll)
-        day_off = int(offs[-1]) if len(offs) else 0
-        if start is not None:
-            base = datetime.fromtimestamp(start, zone).date().toordinal()
-        else:
-            base = datetime.fromtimestamp(end, zone).date().toordinal() - day_off
-        days = self.day.copy()
-        days[undated] = base + offs
-        self.gap = np.zeros(self.n, dtype=bool)
-        self.gap_why: dict[int, str] = {}
-        last_key, t, why = None, math.nan, ""
-        for i in timed:  # one conversion per run of one (day, time): a second of 8 GPUs is
-            key = (int(days[i]), int(self.tod[i]))  # one, and the clock sees file order
-            if key != last_key:
-                d = date.fromordinal(key[0])
-                local = datetime(d.year, d.month, d.day) + timedelta(seconds=key[1])
-                got = clock.epoch(local)
-                t = math.nan if got is None else got
-                why = clock.gap_reason(local) if got is None else ""
-                last_key = key
-            ts[i] = t
-            if why:
-                self.gap[i] = True
-                self.gap_why[int(i)] = why
-        self.timestamp = ts
-        self.placed = untimed
-        self.dated = np.zeros(self.n, dtype=bool)
-        self.dated[undated] = True
-
-
-def _parse_dmon(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
-                interval: float, clock: LocalClock | None = None
-                ) -> tuple[_DmonRows, list[tuple[int, str]]]:
-    """The rows of a dmon text as columns (``_DmonRows``, times resolved through ``clock``,
-    a new ``LocalClock(zone)`` by default) and the lines skipped ``[(line, reason)]``."""
-    names: list[str] | None = None
-    comma = False
-    records = _DmonRows()
-    skipped: list[tuple[int, str]] = []
-    cycles = _Cycles()
-    cis: dict[int, str] = {}  # the compute instance read for each MIG GPU instance
-    for n, line in _lines(text):
-        s = line.strip()
-        if not s:
-            continue
-        if s.startswith("#"):
-            body = s.lstrip("#").strip()
-            comma = "," in body
-            toks = [t.strip().lower() for t in (body.split(",") if comma else body.split())]
-            if len(set(toks)) != len(toks) and _is_dmon_header(list(dict.fromkeys(toks))):
-                _check_header(toks, n)
-            if _is_dmon_header(toks):
-                names = toks
-                cycles.new_block()
-            elif "idx" in toks:
-                pass  # the units line
-            else:  # another command's message (``#Setting the GPU core Clock ...``)
-                skipped.append((n, f"comment line, not a dmon header: {_short(s)}"))
-            continue
-        if names is None:
-            skipped.append((n, f"not data (no dmon header yet): {_short(s)}"))
-            continue
-        toks = [t.strip() for t in s.split(",")] if comma else s.split()
-        if len(toks) != len(names):
-            skipped.append((n, f"expected {len(names)} fields, got {len(toks)}: {_short(s)}"))
-            continue
-        row = dict(zip(names, toks, strict=True))
-        try:
-            gpu = _gpu_index(row["gpu"])
-            uuid = ""
-            gi, ci = row.get("gi", "-"), row.get("ci", "-")
-            if gi not in ("-", "N/A"):  # a MIG GPU instance: an entity under its GPU
-                uuid = f"MIG-GPU/{gi}" + (f"/{ci}" if ci not in ("-", "N/A") else "")
-                gpu = mig_entity(gpu, _gpu_index(gi, "gi (GPU instance id)"))
-                first_ci = cis.setdefault(gpu, ci)
-                if ci != first_ci:  # one entity per GPU instance: its first compute instance
-                    why = (f"compute instance ci={ci} of GPU {row['gpu']} gi={gi} not imported "
-                           f"(the GPU instance is read from its ci={first_ci} rows)")
-                    skipped.append((n, why))
-                    continue
-            elif ci not in ("-", "N/A"):
-                raise ValueError(f"compute instance {ci!r} without a GPU instance")
-            rec: dict = {"host": host, "gpu": gpu, "uuid": uuid, "_line": n}
-            for col, (target, factor) in DMON_COLUMNS.items():
-                if col in row:
-                    rec[target] = _scaled(target, _number(row[col]), factor)
-            if "time" in row:
-                tm = re.fullmatch(r"(\d\d):(\d\d):(\d\d)", row["time"], re.ASCII)
-                if not tm:
-                    raise ValueError(f"bad time {row['time']!r}")
-                hh, mm, ss = (int(x) for x in tm.groups())
-                if not (0 <= hh < 24 and 0 <= mm < 60 and 0 <= ss < 61):
-                    raise ValueError(f"bad time {row['time']!r}")
-                rec["_tod"] = hh * 3600 + mm * 60 + min(ss, 59)
-                rec["_wall"] = True
-                if "date" in row:
-                    d = row["date"]
-                    if not re.fullmatch(r"\d{8}", d, re.ASCII):
-                        raise ValueError(f"bad date {d!r}")
-                    rec["_date"] = date(int(d[:4]), int(d[4:6]), int(d[6:]))
-            else:
-                rec["_instant"] = cycles.place(gpu)
-        except (ValueError, KeyError) as exc:
-            skipped.append((n, f"bad value ({exc}): {_short(s)}"))
-            continue
-        records.append(rec)
-
-    records.finish()
-    clock = clock or LocalClock(zone)
-    records.resolve(zone=zone, start=start, end=end, interval=interval, n_instants=cycles.count,
-                    clock=clock)
-    if start is None:  # rows without a time among rows with their own: not placed anywhere
-        placed = records.instant >= 0
-        if placed.any() and ((records.tod >= 0) & ~records.dated).any():
-            for i in np.flatnonzero(placed):
-                records.gap[i] = True
-                records.gap_why[int(i)] = _UNTIMED_AMONG_TIMED
-    gaps = np.flatnonzero(records.gap)
-    if len(gaps):  # in the hour the clocks skipped, or untimed among timed: refused
-        skipped.extend((int(records.line[i]), records.gap_why[int(i)]) for i in gaps)
-        skipped.sort(key=lambda x: x[0])
-    return records, skipped
 
 
 # --------------------------------------------------------------------------- --query-gpu CSV
@@ -1275,27 +692,6 @@ def _parse_query(text: str, *, host: str, zone: tzinfo, start: float | None, end
     devs = [{"host": host, "gpu": g, "uuid": "", **d} for g, d in sorted(devices.items())]
     return records, len(records), skipped, {"gpu_key": key, "not_read": not_read,
                                             "devices": devs, "fields": sorted(read)}
-
-
-class _HeaderError(ValueError):
-    """A header the file cannot be read by (a field named twice, a unit tealeaves cannot
-    convert); :func:`import_text` names the file and refuses it whole."""
-
-
-def _check_header(names: Sequence[str], line: int | None) -> None:
-    """Refuse a header that names one field twice (the columns' values would be read into
-    one field, the last one silently winning).
-
-    Raises:
-        _HeaderError: names the field, and the header's line when known.
-    """
-    seen: set[str] = set()
-    for f in names:
-        if f in seen:
-            where = f"line {line}: " if line else ""
-            raise _HeaderError(f"{where}the header names the field {f!r} twice: which of "
-                               f"its columns holds the reading is not known")
-        seen.add(f)
 
 
 def _gpu_by_id(numbers: dict[tuple[str, str], int], ids: list[tuple[str, str]]) -> int:
@@ -1678,53 +1074,6 @@ def _normalise_format(fmt: str) -> str:
     return f
 
 
-def _dmon_result(rows: _DmonRows, skipped: list[tuple[int, str]], *, name: str, host: str,
-                 how: str, zone: tzinfo, start: float | None, end: float) -> ImportResult:
-    """The ``ImportResult`` of a dmon file's rows (as :func:`import_text` makes it from
-    records: implausible times refused, blanks counted, the frame conformed).
-
-    Raises:
-        ImportFormatError: rows read but no reading tealeaves stores among their columns.
-    """
-    if len(rows) and not rows.cols:
-        raise ImportFormatError(
-            f"{name}: holds no reading tealeaves stores; it reads utilization, "
-            f"memory used, power, SM clock, PCIe/NVLink throughput and DCGM's profiling "
-            f"ratios; nothing was stored")
-    gap = rows.gap  # rows refused once timed (``_parse_dmon``): in `skipped` already
-    placed = how if (rows.placed & ~gap).any() else None
-    dated = how if (rows.dated & ~gap).any() else None
-    bad = gap.copy()
-    bad[~gap], refused = _refusals(rows.timestamp[~gap], rows.line[~gap], _time.time())
-    keep = ~bad
-    blanks = {c: int(np.count_nonzero(b & keep)) for c, b in rows.blank.items()}
-    if keep.any():
-        df = pd.DataFrame({"host": host, "gpu": rows.gpu[keep], "uuid": rows.uuid[keep],
-                           **{c: v[keep] for c, v in rows.cols.items()},
-                           "timestamp": rows.timestamp[keep]})
-        for col in METRIC_NAMES:
-            if col not in df.columns:
-                df[col] = np.nan
-        try:
-            df = conform(df[[c for c in df.columns if c in COLUMNS]], source=name)
-        except SchemaError as exc:  # a bug, not bad input
-            raise ImportFormatError(f"{name}: rows do not fit the sample schema ({exc})"
-                                    ) from exc
-    else:
-        df = empty_frame()
-    res = _summary(df, "nvidia_smi_dmon", len(rows) - int(gap.sum()) - len(refused),
-                   [*skipped, *refused],
-                   name, {c: n for c, n in blanks.items() if n})
-    res.placed, res.dated = placed, dated
-    if (rows.tod[keep] >= 0).any():
-        res.zone = zone_name(zone)
-    if placed or dated:
-        at = rows.timestamp[keep & (rows.placed | rows.dated)]
-        res.placed_at = (float(at.min()) if start is not None else float(at.max())) if len(
-            at) else (start if start is not None else end)
-    return res
-
-
 def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float | None,
                   end: float, interval: float, columns: Sequence[str] | None,
                   clock: LocalClock) -> tuple[list[dict], int, list[tuple[int, str]], dict]:
@@ -1754,11 +1103,6 @@ def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float 
         records, nread, skipped = _parse_tealeaves_csv(text, host=h)
     kept = records if start is not None else _placed_among_dated(records, skipped)
     return kept, nread - (len(records) - len(kept)), skipped, extra
-
-
-#: Why a row without a time of its own is refused in a file whose other rows carry theirs.
-_UNTIMED_AMONG_TIMED = ("row without a timestamp in a file whose other rows carry theirs: its "
-                        "time is not known; row refused")
 
 
 def _placed_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
@@ -1829,23 +1173,12 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     extra: dict = {}
     clock = LocalClock(zone)  # one per file: its times in order, around clock changes
     how = "start_time" if start is not None else ("mtime" if end_time is not None else "now")
-    if fmt == "nvidia_smi_dmon":  # columns, not a dict a row (~4x leaner a row)
-        try:
-            rows, skipped = _parse_dmon(text, host=h, zone=zone, start=start, end=end,
-                                        interval=step, clock=clock)
-        except _HeaderError as exc:
-            raise ImportFormatError(f"{name}: {exc}") from exc
-        if not len(rows) and detect_text(text) != fmt:
-            raise ImportFormatError(f"{name}: holds no {fmt} data (forced format); "
-                                    f"expected {_EXPECTED}")
-        res = _dmon_result(rows, skipped, name=name, host=h, how=how, zone=zone,
-                           start=start, end=end)
-        if res.placed:
-            res.interval, res.interval_assumed = step, interval is None
-        res.normalised = plain.notes
-        if clock.note():
-            res.notes.append(clock.note())
-        return res
+    if fmt == "nvidia_smi_dmon":  # a chunk of lines at a time, as columns
+        imp = DmonImport(text_lines(text), name=name, host=h, zone=zone, start=start, end=end,
+                         interval=step, how=how, now=_time.time(), assumed=interval is None,
+                         normalised=plain.notes)
+        _surveyed(imp, name, text)
+        return imp.load()
     try:
         records, nread, skipped, extra = _parse_format(fmt, text, host=h, zone=zone,
                                                        start=start, end=end, interval=step,
@@ -1901,6 +1234,75 @@ def import_text(text: str, format: str, *, name: str = "<text>",
     return res
 
 
+def _surveyed(imp: DmonImport, name: str, head: str) -> None:
+    """Run a dmon import's survey; a file without a dmon row is refused unless it looks
+    like dmon output (a forced format on another file).
+
+    Raises:
+        ImportFormatError: a header the file cannot be read by, no reading, or no dmon data.
+        NotStreamable: as ``DmonImport.survey``.
+    """
+    try:
+        info = imp.survey()
+    except _HeaderError as exc:
+        raise ImportFormatError(f"{name}: {exc}") from exc
+    if not info.rows and detect_text(head) != "nvidia_smi_dmon":
+        raise ImportFormatError(f"{name}: holds no nvidia_smi_dmon data (forced format); "
+                                f"expected {_EXPECTED}")
+
+
+def stream_file(path: str | Path, format: str | None = None,
+                start_time: float | datetime | None = None, host: str | None = None, *,
+                tz: str | tzinfo | None = None, interval: float | None = None
+                ) -> DmonImport | None:
+    """An ``nvidia-smi dmon`` file's import, surveyed and ready to hand its samples over a
+    chunk at a time (``DmonImport.frames``: memory bounded by a chunk, whatever the file's
+    size); None when ``path`` is not a dmon file that can be read so (another format, a
+    paste to undo, another encoding: read it with :func:`import_file`).  Arguments as for
+    :func:`import_file`.
+
+    Raises:
+        ImportFormatError: as :func:`import_file` (the file is refused, naming it).
+        ValueError: ``format`` or ``tz`` is unknown.
+    """
+    path = regular_file(path)
+    if format is not None and _normalise_format(format) != "nvidia_smi_dmon":
+        return None
+    try:
+        with open(path, "rb") as f:
+            head = f.read(import_common._CHUNK)
+        st = path.stat()
+    except OSError:
+        return None  # import_file says why
+    whole = st.st_size <= len(head)
+    cut = len(head) if whole else head.rfind(b"\n") + 1
+    if (not head.strip() or head.startswith(b"PAR1") or _binary_kind(head)
+            or pasted.decode(head)[0] is not None):
+        return None
+    try:
+        text = head[:cut].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if pasted.normalise(text).notes or (not whole and text.count("\n") < _SCAN_LINES):
+        return None  # detection reads the first _SCAN_LINES lines: all in the head
+    if format is None and detect_text(text) != "nvidia_smi_dmon":
+        return None
+    zone = _tz(tz)
+    step = float(interval) if interval is not None else _DEFAULT_INTERVAL["nvidia_smi_dmon"]
+    if not math.isfinite(step) or step <= 0:
+        raise ValueError(f"interval must be positive, got {interval!r}")
+    start = _epoch(start_time, zone)
+    imp = DmonImport(FileLines(path), name=str(path), host=host or "localhost", zone=zone,
+                     start=start, end=st.st_mtime, interval=step,
+                     how="start_time" if start is not None else "mtime", now=_time.time(),
+                     assumed=interval is None)
+    try:
+        _surveyed(imp, str(path), text)
+    except NotStreamable:
+        return None
+    return imp
+
+
 def import_file(path: str | Path, format: str | None = None,
                 start_time: float | datetime | None = None, host: str | None = None,
                 columns: Sequence[str] | None = None, *, tz: str | tzinfo | None = None,
@@ -1929,6 +1331,9 @@ def import_file(path: str | Path, format: str | None = None,
             file that is not a tealeaves trace.  The message names the file.
         ValueError: ``format`` or ``tz`` is unknown.
     """
+    streamed = stream_file(path, format, start_time, host, tz=tz, interval=interval)
+    if streamed is not None:
+        return streamed.load()
     path = Path(path)
     data = _read_bytes(path)
     name = str(path)

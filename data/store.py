@@ -594,7 +594,7 @@ class SampleStore:
         """
         if self.readonly:
             raise StoreError(f"{self.path}: opened read-only")
-        conformed = [conform(f) for f in frames]
+        conformed = (conform(f) for f in frames)  # one at a time: a file's chunks stream
         metric_frames = [m for m in metrics if m is not None and not m.empty]
         conn = self._conn()
         with conn:
@@ -988,7 +988,7 @@ def _conflict(row: tuple, others: list[tuple]) -> tuple | None:
     return None
 
 
-def _insert_samples(conn, frames: list[pd.DataFrame]) -> dict:
+def _insert_samples(conn, frames: Iterable[pd.DataFrame]) -> dict:
     """Insert conformed sample frames, passing over rows stored already (every value the same)
     or coming twice, and counting the rows that conflict with a row stored or coming for the
     same host, GPU and instant (another value in a column both hold: both are kept).  The
@@ -1002,11 +1002,11 @@ def _insert_samples(conn, frames: list[pd.DataFrame]) -> dict:
     placeholders = ", ".join("?" for _ in COLUMNS)
     stored = repeats = conflicts = 0
     first = None
-    seen: set[tuple] = set()
-    by_key: dict[tuple, list[tuple]] = {}
-    for frame in frames:
-        if frame.empty:
+    for frame in frames:  # a frame's rows are inserted before the next one looks: it finds
+        if frame.empty:  # them stored (memory: one frame and the rows stored in its span)
             continue
+        seen: set[tuple] = set()
+        by_key: dict[tuple, list[tuple]] = {}
         lo, hi = float(frame["timestamp"].min()), float(frame["timestamp"].max())
         have = set(conn.execute(
             f"SELECT {', '.join(COLUMNS)} FROM samples WHERE timestamp >= ? AND "

@@ -217,7 +217,7 @@ def test_a_file_over_the_import_limit_is_refused_naming_it(tmp_path, monkeypatch
 
     path = tmp_path / "dmon.txt"
     path.write_text(DMON * 50)  # 4,800 bytes
-    monkeypatch.setattr(importers, "MAX_FILE_BYTES", 1000, raising=False)
+    monkeypatch.setattr(importers.import_common, "MAX_FILE_BYTES", 1000, raising=False)
     db = tmp_path / "s.db"
     assert _main_guarded(["import", str(path), "--store", str(db)]) == 2
     err = capsys.readouterr().err
@@ -261,8 +261,8 @@ def test_is_blank_and_out_of_range_answer_a_scalar_reading_without_numpy(monkeyp
 def test_a_line_over_the_bound_is_refused_naming_file_and_line(tmp_path, monkeypatch, capsys):
     from tealeaves.data import importers
 
-    monkeypatch.setattr(importers, "MAX_LINE_BYTES", 100, raising=False)
-    monkeypatch.setattr(importers, "_CHUNK", 64, raising=False)  # lines across chunks
+    monkeypatch.setattr(importers.import_common, "MAX_LINE_BYTES", 100, raising=False)
+    monkeypatch.setattr(importers.import_common, "_CHUNK", 64, raising=False)  # lines across chunks
     path = tmp_path / "dmon.txt"
     path.write_bytes((DMON + "    0    50    20  1000" + " 7" * 60 + "\n" + DMON).encode())
     db = tmp_path / "s.db"
@@ -278,7 +278,7 @@ def test_the_line_bound_numbers_lines_as_the_importers_do_across_chunks(monkeypa
                                                                        ends):
     from tealeaves.data import importers
 
-    monkeypatch.setattr(importers, "MAX_LINE_BYTES", 20, raising=False)
+    monkeypatch.setattr(importers.import_common, "MAX_LINE_BYTES", 20, raising=False)
     lines = ["a" * n for n in (3, 0, 20, 19, 5)]
     for bad in range(len(lines) + 1):
         body = list(lines)
@@ -305,45 +305,9 @@ def test_the_import_size_benchmark_runs_small(capsys):
     assert import_size.main(["--mb", "0.05", "--gpus", "2", "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0].split()[:3] == ["version", "file", "MB"]
-    assert out[1].startswith("this tree")
+    assert out[1].startswith("this tree/frame") and out[2].startswith("this tree/store")
     doc = json.loads(out[-1])
-    r = doc["results"]["this tree"]
-    assert r["error"] is None and r["samples"] == r["rows"] > 300
+    for how in ("frame", "store"):
+        r = doc["results"][f"this tree/{how}"]
+        assert r["error"] is None and r["samples"] == r["rows"] > 300, how
     assert r["peak_mb"] > 0 and r["seconds"] > 0 and 0.04 < doc["file_mb"] < 0.06
-
-
-MIXED_DMON = (
-    "# gpu   gi   ci    sm   mem    fb\n# Idx   Id   Id     %     %    MB\n"
-    + "".join(f"  {g}  {gi}  {ci}  {t % 100}  {t % 30}  {1000 + t}\n"
-              for t in range(40) for g, gi, ci in ((0, 1, 0), (0, 2, 0), (1, "-", "-")))
-    + "# gpu    sm   pwr\n# Idx     %     W\n"
-    + "".join(f"  {g}  {t}  {'-' if t % 3 == 0 else 100 + t}\n" for t in range(30)
-              for g in range(3)))
-
-
-def test_a_dmon_import_holds_at_most_a_chunk_of_rows_as_python_objects(tmp_path,
-                                                                       monkeypatch):
-    """Rows go to NumPy columns every ``_ROW_CHUNK`` rows (a dict a row cost ~700 bytes);
-    the samples are the same whatever the chunk, columns missing from some chunks too."""
-    import pandas as pd
-
-    from tealeaves.data import importers
-
-    path = tmp_path / "dmon.txt"
-    path.write_text(MIXED_DMON)
-    whole = importers.import_file(path, start_time=1_700_000_000.0)
-    held: list[int] = []
-    flush = importers._DmonRows._flush
-
-    def watched(self):
-        held.append(len(self.buf))
-        flush(self)
-
-    monkeypatch.setattr(importers, "_ROW_CHUNK", 7)
-    monkeypatch.setattr(importers._DmonRows, "_flush", watched)
-    chunked = importers.import_file(path, start_time=1_700_000_000.0)
-    assert held and max(held) <= 7
-    assert len(chunked.samples) == 210 == chunked.rows_read
-    pd.testing.assert_frame_equal(whole.samples, chunked.samples)
-    assert chunked.blanks == whole.blanks == {"power_w": 30}
-    assert chunked.skipped == whole.skipped and chunked.placed == whole.placed

@@ -25,13 +25,26 @@ HEADER = ("#Date       Time        gpu    pwr  gtemp  mtemp     sm    mem    enc
           "      %    MHz    MHz     MB     MB     MB\n")
 
 _CHILD = """
-import json, sys, time
+import contextlib, io, json, os, sys, tempfile, time
 t0 = time.perf_counter()
-from tealeaves.data.importers import import_file
 try:
-    r = import_file(sys.argv[1])
-    out = {"rows": r.rows_read, "samples": len(r.samples), "skipped": len(r.skipped),
-           "error": None}
+    if sys.argv[2] == "store":  # `tealeaves import FILE --store DB --json`
+        from tealeaves.app.cli import main
+        db = os.path.join(tempfile.mkdtemp(prefix="tl_imp_"), "s.db")
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = main(["import", sys.argv[1], "--store", db, "--json"])
+        if rc:
+            raise RuntimeError(f"exit status {rc}")
+        doc = json.loads(buf.getvalue())
+        f = doc["files"][0]
+        out = {"rows": f["rows_read"], "samples": doc["stored"], "skipped": len(f["skipped"]),
+               "error": None}
+    else:  # import_file: the samples as one frame
+        from tealeaves.data.importers import import_file
+        r = import_file(sys.argv[1])
+        out = {"rows": r.rows_read, "samples": len(r.samples), "skipped": len(r.skipped),
+               "error": None}
 except Exception as exc:  # the benchmark reports what the version did, whatever it was
     out = {"rows": 0, "samples": 0, "skipped": 0, "error": f"{type(exc).__name__}: {exc}"[:200]}
 out["seconds"] = time.perf_counter() - t0
@@ -69,9 +82,10 @@ def write_dmon(path: Path, mb: float, gpus: int = 8) -> int:
     return lines
 
 
-def measure(path: Path, root: str | None = None) -> dict:
+def measure(path: Path, root: str | None = None, how: str = "frame") -> dict:
     """Import ``path`` in a fresh Python (``root``: a tree to import ``tealeaves`` from, else
-    this one).  Returns ``{"rows", "samples", "skipped", "error", "seconds", "peak_mb"}``
+    this one): ``how`` ``"frame"`` with ``import_file`` (the samples as one frame) or
+    ``"store"`` with ``tealeaves import`` into a new store.  Returns ``{"rows", "samples", "skipped", "error", "seconds", "peak_mb"}``
     (peak RSS of that process, MB)."""
     env = dict(os.environ)
     if root:
@@ -79,7 +93,7 @@ def measure(path: Path, root: str | None = None) -> dict:
         (pkg / "tealeaves").symlink_to(Path(root).resolve())
         env["PYTHONPATH"] = str(pkg)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path)], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, str(path), how], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     out = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
@@ -95,11 +109,11 @@ def measure(path: Path, root: str | None = None) -> dict:
 
 def table(results: dict[str, dict], size_mb: float) -> str:
     """The figures side by side: one line per version."""
-    head = f"{'version':<10} {'file MB':>8} {'rows':>10} {'samples':>10} {'seconds':>9} " \
+    head = f"{'version':<18} {'file MB':>8} {'rows':>10} {'samples':>10} {'seconds':>9} " \
            f"{'peak MB':>9}  error"
     rows = [head]
     for name, r in results.items():
-        rows.append(f"{name:<10} {size_mb:>8.1f} {r['rows']:>10} {r['samples']:>10} "
+        rows.append(f"{name:<18} {size_mb:>8.1f} {r['rows']:>10} {r['samples']:>10} "
                     f"{r['seconds']:>9.2f} {r['peak_mb']:>9.0f}  {r['error'] or '-'}")
     return "\n".join(rows)
 
@@ -111,15 +125,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--baseline-root", help="another tealeaves tree, measured first")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    ap.add_argument("--how", choices=("frame", "store", "both"), default="both",
+                    help="import_file into one frame, `tealeaves import` into a store, or "
+                         "both (default)")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "dmon.txt"
         write_dmon(path, args.mb, args.gpus)
         size_mb = path.stat().st_size / 1e6
         results = {}
-        if args.baseline_root:
-            results["before"] = measure(path, args.baseline_root)
-        results["this tree"] = measure(path)
+        hows = ("frame", "store") if args.how == "both" else (args.how,)
+        for how in hows:
+            if args.baseline_root:
+                results[f"before/{how}"] = measure(path, args.baseline_root, how)
+            results[f"this tree/{how}"] = measure(path, how=how)
     print(table(results, size_mb))
     if args.json:
         print(json.dumps({"file_mb": size_mb, "results": results}))

@@ -20,25 +20,32 @@ def cmd_import(args: argparse.Namespace) -> int:
     import sqlite3
 
     from ...data.device_facts import DeviceConflictError
-    from ...data.importers import import_file
+    from ...data.importers import import_file, stream_file
     from ...data.store import SampleStore, StoreError
 
-    results, gpu_files, pages = [], [], []
+    pending, gpu_files, pages = [], [], []
     for path in args.files:
         try:
             page = read_saved_page(path, args)
             if page is not None:
                 pages.append(page)
                 continue
-            results.append(import_file(path, format=args.format, start_time=args.start_time,
-                                       host=args.host, tz=args.tz,
-                                       columns=args.columns.split(",") if args.columns
-                                       else None))
+            reading = {"format": args.format, "start_time": args.start_time,
+                       "host": args.host, "tz": args.tz}
+            # a dmon file is surveyed now and stored a chunk at a time below; others whole
+            got = stream_file(path, **reading) if not args.columns else None
+            if got is not None and got.info.kept == 0:  # nothing to store: its result now
+                for _ in got.frames():
+                    pass
+            pending.append(got if got is not None else import_file(
+                path, columns=args.columns.split(",") if args.columns else None, **reading))
             gpu_files.append(path)
         except ValueError as exc:  # ImportFormatError, unknown --format or --tz
             return fail(f"{exc} (nothing was imported)")
-    for path, r in zip(gpu_files, results, strict=True):
-        refused = all_refused(path, r, args.columns)
+    for path, r in zip(gpu_files, pending, strict=True):
+        if hasattr(r, "frames") and r.result is None:
+            continue  # a dmon file with rows to store (its survey says so)
+        refused = all_refused(path, getattr(r, "result", r), args.columns)
         if refused:  # before the store is opened: nothing is stored
             return fail(refused)
     try:
@@ -47,17 +54,20 @@ def cmd_import(args: argparse.Namespace) -> int:
         return fail(str(exc))
     with store:
         try:  # every file in one transaction: all of them, or (disk full, Ctrl-C) none
-            counts = store.append_import((r.samples for r in results),
+            counts = store.append_import(_sample_frames(pending),
                                          (p["read"].frame for p in pages),
                                          (sourced(r.devices, p)
-                                          for p, r in zip(gpu_files, results, strict=True)
-                                          if len(r.devices)))
+                                          for p, r in zip(gpu_files, pending, strict=True)
+                                          if not hasattr(r, "frames") and len(r.devices)))
             stored, repeats = counts["stored"], counts["repeats"]
         except DeviceConflictError as exc:
             return fail(f"{exc} (nothing was imported, the store is as it was)")
         except sqlite3.Error as exc:
             return fail(f"{args.store}: could not store the samples ({exc}); nothing was "
                          f"imported, the store is as it was")
+        except ValueError as exc:  # a file changed between its survey and its storing
+            return fail(f"{exc}; the store is as it was")
+    results = [getattr(r, "result", r) for r in pending]
     report = [file_entry(path, r) for path, r in zip(gpu_files, results, strict=True)]
     page_report = [page_summary(p) for p in pages]
     if args.json:
@@ -84,11 +94,21 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sample_frames(pending):
+    """The sample frames of every file read: an import's ``samples``, or a dmon file's frames
+    one chunk at a time (``data.dmon.DmonImport.frames``)."""
+    for r in pending:
+        if hasattr(r, "frames"):
+            yield from r.frames()
+        else:
+            yield r.samples
+
+
 def file_entry(path, r) -> dict:
     """One ``files`` entry of ``import --json``: what importing ``path`` gave
     (``data.importers.ImportResult`` ``r``), JSON-able."""
     return {"file": str(path), "format": r.format, "rows_read": r.rows_read,
-            "samples": len(r.samples), "gpus": r.gpus,
+            "samples": r.sample_count, "gpus": r.gpus,
             "gpu_names": [entity_name(g) for g in r.gpus],
             "time_span": list(r.time_span), "blanks": r.blanks,
             "out_of_range": r.out_of_range,
