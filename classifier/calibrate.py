@@ -26,8 +26,8 @@ import copy
 import numpy as np
 import pandas as pd
 
-from .rules import PHASE_ORDER
-from .shares import share_error
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.shares import share_error
 
 #: Forward-time counters read for engine shares, in order of preference.
 FORWARD_SECONDS = ("sglang:forward_execution_seconds_total",
@@ -138,7 +138,7 @@ def taught_share_model(feats: list[pd.DataFrame], shares: list[np.ndarray],
     """A ``ShareModel`` fitted on the corpus rows (``feats``/``shares`` per trace and kind)
     and the deployment's (``features`` with ``targets`` (n, 3)), the deployment's rows
     weighted to count for ``weight`` of the corpus's in total."""
-    from .shares import ShareModel
+    from tealeaves.classifier.shares import ShareModel
 
     n_corpus = sum(int(np.isfinite(s).all(axis=1).sum()) for s in shares)
     n_own = max(int(np.isfinite(targets).all(axis=1).sum()), 1)

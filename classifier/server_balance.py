@@ -34,7 +34,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..collectors.server_metrics import parse_labels, summary
+from tealeaves.collectors.server_metrics import parse_labels, summary
 
 #: A rank whose mean generation throughput is further than this from the ranks' median (as a
 #: fraction of it) is flagged: 20 %, above the few-percent scatter of ranks fed from one queue.

@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from ..data.traces import Trace
-from .health import CollectorHealth, new_health
+from tealeaves.collectors.health import CollectorHealth, new_health
+from tealeaves.data.traces import Trace
 
 
 class ReplayCollector:

@@ -74,40 +74,40 @@ from typing import Self
 
 import pandas as pd
 
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     ANSI_RE as _ANSI_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     PID_RE as _PID_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     SGLANG_FIELDS as _SGLANG_FIELDS,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     SGLANG_MSG_RE as _SGLANG_MSG_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     SGLANG_PREFIX_RE as _SGLANG_PREFIX_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     TAG_RE as _TAG_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     VLLM_MSG_RE as _VLLM_MSG_RE,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     VLLM_SPEC as _VLLM_SPEC,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     VLLM_SPEC_V0 as _VLLM_SPEC_V0,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     VLLM_STATS as _VLLM_STATS,
 )
-from ..data.server_lines import (
+from tealeaves.data.server_lines import (
     fields as _fields,
 )
-from ..data.wallclock import LocalClock, parse_zone
+from tealeaves.data.wallclock import LocalClock, parse_zone
 
 __all__ = [
     "FORMATS",

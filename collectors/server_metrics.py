@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 from prometheus_client.parser import text_string_to_metric_families
 
-from ..data.server_lines import no_reading
+from tealeaves.data.server_lines import no_reading
 
 __all__ = [
     "DEFAULT_PREFIXES",

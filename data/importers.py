@@ -87,15 +87,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import pasted, server_lines, smi_table
-from .metrics import (
+from tealeaves.data import pasted, server_lines, smi_table
+from tealeaves.data.metrics import (
     MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
     dcgm_fields,
     dcgmi_fields,
     smi_dmon_columns,
     smi_query_fields,
 )
-from .schema import (
+from tealeaves.data.schema import (
     COLUMNS,
     DEVICE_COLUMNS,
     EARLIEST_TS,
@@ -113,8 +113,8 @@ from .schema import (
     out_of_range,
     valid_entity,
 )
-from .traces import Trace, TraceError, read_trace
-from .wallclock import LocalClock, parse_zone, zone_name
+from tealeaves.data.traces import Trace, TraceError, read_trace
+from tealeaves.data.wallclock import LocalClock, parse_zone, zone_name
 
 __all__ = [
     "FORMATS",

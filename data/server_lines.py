@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 
-from .schema import SENTINELS, is_blank
+from tealeaves.data.schema import SENTINELS, is_blank
 
 __all__ = ["BLANK_CODES", "FIELD_BOUNDS", "MAX_DIGITS", "fields", "line_format", "no_reading",
            "split_fields", "value"]

@@ -32,8 +32,8 @@ from typing import Self
 
 import pandas as pd
 
-from .device_facts import check_devices
-from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
+from tealeaves.data.device_facts import check_devices
+from tealeaves.data.schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
 
 _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
 _DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT", "pci_bus_id": "TEXT"}
