@@ -7,7 +7,7 @@ their targets read from what its server says it did.
 the time between them is that phase's share of the interval, idle the rest (``engine_shares``).
 Host time between forwards counts as idle there (the corpus labels give gaps under 0.05 s to
 the phase around them), so engine shares read a little more idle than the labels.  A server
-log's phase intervals (``server_log.phase_intervals``) serve where no such counter is scraped:
+log's phase intervals (``server_phases.phase_intervals``) serve where no such counter is scraped:
 their windows' shares come from the intervals as for the corpus labels (``shares.window_shares``).
 
 **Teaching** (``teach``): the share model is refitted on the corpus in every input kind plus the
@@ -45,7 +45,7 @@ def engine_shares(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per scrape interval, the engine's shares of time in each phase.
 
     Args:
-        metrics: a metrics frame (``collectors.server_metrics.samples_frame`` columns:
+        metrics: a metrics frame (``data.server_metrics.samples_frame`` columns:
             ``timestamp`` epoch s, ``name``, ``labels`` text, ``value``).
 
     Returns:

@@ -312,8 +312,8 @@ def validate_taught(traces: list[KindTrace], directory: Path | None = None,
         split_time,
         taught_share_model,
     )
-    from tealeaves.collectors.server_metrics import read_page
     from tealeaves.data import TRACES_DIR
+    from tealeaves.data.server_metrics import read_page
 
     directory = Path(directory or TRACES_DIR)
     todo = [t for t in traces if (directory / f"{t.name}.metrics.prom").exists()]

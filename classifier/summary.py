@@ -479,7 +479,7 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
 
 def server_summary(events: pd.DataFrame | None) -> dict | None:
     """The server's own figures over the range, from its log/metrics events
-    (``collectors.server_log.events_frame`` or ``SampleStore.server_events`` rows).
+    (``data.server_log.events_frame`` or ``SampleStore.server_events`` rows).
 
     Returns:
         None without events; else ``events``, ``prefill_batches``, ``prefill_tokens`` (sum of

@@ -183,7 +183,8 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
     """
     threads = []
     if server_log is not None:
-        from tealeaves.collectors.server_log import ServerLogParser, follow, refused_note
+        from tealeaves.collectors.server_log import follow
+        from tealeaves.data.server_log import ServerLogParser, refused_note
 
         parser = ServerLogParser(tz=tz)
 

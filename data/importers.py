@@ -145,7 +145,7 @@ FORMATS: tuple[str, ...] = (
 #: Formats recognised but handled by the server-log parser, not here.
 LOG_FORMATS: tuple[str, ...] = ("sglang_log", "vllm_log")
 #: A saved SGLang/vLLM ``/metrics`` page (Prometheus text of ``sglang:``/``vllm:`` series):
-#: server signals, read by ``collectors.server_metrics.read_page``, not here.
+#: server signals, read by ``data.server_metrics.read_page``, not here.
 SERVER_METRICS_FORMAT = "server_metrics"
 
 _ALIASES = {

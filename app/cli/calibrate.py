@@ -29,7 +29,7 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
     from tealeaves.classifier.shares import window_shares
 
     if args.server_metrics is not None:
-        from tealeaves.collectors.server_metrics import read_page
+        from tealeaves.data.server_metrics import read_page
 
         page = read_page(args.server_metrics.read_text(errors="replace"),
                          name=str(args.server_metrics))
@@ -49,7 +49,8 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
         return (shares_from_engine(feats.index.to_numpy(float), eng, args.window),
                 f"{args.server_metrics}: {len(eng)} scrape intervals of forward time")
     from tealeaves.classifier.align import align_events
-    from tealeaves.collectors.server_log import phase_intervals, read_log
+    from tealeaves.classifier.server_phases import phase_intervals
+    from tealeaves.data.server_log import read_log
 
     log = read_log(args.server_log, tz=args.tz)
     shifted, a = align_events(log.events, trace.samples)
@@ -72,8 +73,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from tealeaves.classifier.features import WindowFeatures
     from tealeaves.classifier.model import MODEL_DIR, ModelError, PhaseModel
     from tealeaves.classifier.share_corpus import load_kinds
-    from tealeaves.collectors.server_log import ServerLogError
     from tealeaves.data.importers import ImportFormatError, load_trace
+    from tealeaves.data.server_log import ServerLogError
     from tealeaves.data.traces import TraceError
 
     if (args.server_metrics is None) == (args.server_log is None):

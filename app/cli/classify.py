@@ -146,8 +146,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
     from tealeaves.classifier.groups import GroupsError, parse_groups
     from tealeaves.classifier.mig import balance_line, load_balance, window_loads
     from tealeaves.classifier.summary import group_summary, imbalance_summary
-    from tealeaves.collectors.server_log import ServerLogError
     from tealeaves.data.importers import load_trace, regular_file
+    from tealeaves.data.server_log import ServerLogError
     from tealeaves.data.traces import TraceError, read_labels
 
     try:
@@ -406,7 +406,7 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
              f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
              + ("" if inside else "; NOT within the trace's time span: read as it is")]
-    from tealeaves.collectors.server_log import refused_note
+    from tealeaves.data.server_log import refused_note
 
     if page.refused:  # blank codes and impossible values, stored as NaN
         lines.append(f"  {refused_note(page.refused)}")
@@ -429,7 +429,8 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
     confident)."""
     from tealeaves.classifier.align import align_events
-    from tealeaves.collectors.server_log import phase_intervals, read_log
+    from tealeaves.classifier.server_phases import phase_intervals
+    from tealeaves.data.server_log import read_log
 
     log = read_log(args.server_log, tz=args.tz)
     events, fmt = log.events, log.format

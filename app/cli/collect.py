@@ -28,8 +28,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
     collected but not stored, counted in the summary and ``dropped_samples``)."""
     from tealeaves.app.session import Session
     from tealeaves.collectors.bench import CpuMeter, rss_mb
-    from tealeaves.collectors.server_log import ServerLogError, resolve_tz
     from tealeaves.data.device_facts import DeviceConflictError
+    from tealeaves.data.server_log import ServerLogError, resolve_tz
     from tealeaves.data.store import StoreError
 
     if args.server_log is not None:  # a bad --tz is refused before anything is opened

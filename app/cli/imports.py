@@ -238,13 +238,13 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
     """
     import os
 
-    from tealeaves.collectors.server_metrics import read_page
     from tealeaves.data.importers import (
         SERVER_METRICS_FORMAT,
         ImportFormatError,
         detect_format,
         read_text,
     )
+    from tealeaves.data.server_metrics import read_page
 
     try:
         fmt = args.format or detect_format(path)
@@ -259,7 +259,7 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
 
 def metrics_file(path: Path):
     """A saved SGLang/vLLM ``/metrics`` page given with ``--server-metrics FILE``, read whole
-    (``collectors.server_metrics.PageRead``; scrapes without timestamps end at the file's
+    (``data.server_metrics.PageRead``; scrapes without timestamps end at the file's
     modification time).
 
     Raises:
@@ -268,8 +268,8 @@ def metrics_file(path: Path):
     """
     import os
 
-    from tealeaves.collectors.server_metrics import read_page
     from tealeaves.data.importers import read_text
+    from tealeaves.data.server_metrics import read_page
 
     try:  # missing, a directory, a FIFO or a device: refused before it is opened
         text, _ = read_text(path)

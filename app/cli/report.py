@@ -24,7 +24,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tealeaves.app.report.model import ReportError, build_report
     from tealeaves.app.report.out import write_report, write_report_stream
     from tealeaves.classifier.groups import GroupsError, parse_groups
-    from tealeaves.collectors.server_log import ServerLogError
+    from tealeaves.data.server_log import ServerLogError
 
     to_stdout = str(args.out) == "-"
     fmt, problem = _out_format(args, to_stdout)
@@ -119,7 +119,7 @@ def _report_input(args: argparse.Namespace):
     from tealeaves.app.dashboard.timefmt import parse_time
     from tealeaves.app.report.model import Source, from_store, from_trace
     from tealeaves.classifier.align import align_events
-    from tealeaves.collectors.server_log import events_frame, read_log
+    from tealeaves.data.server_log import events_frame, read_log
 
     if args.trace is not None:
         inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
@@ -148,7 +148,7 @@ def _report_input(args: argparse.Namespace):
 
         page = metrics_file(args.server_metrics)
         if page.refused:  # blank codes and impossible values, read as NaN
-            from tealeaves.collectors.server_log import refused_note
+            from tealeaves.data.server_log import refused_note
 
             print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
         inp.server_metrics = page.frame

@@ -11,7 +11,7 @@ Source, store, server signals and the collection loop run as one ``app.session.S
 
 Server signals (``server_log``, ``server_metrics``): with live NVML the log is followed (new
 lines only) and the ``/metrics`` URL scraped into the store (``Session.follow_server``).
-With a replay the whole log is parsed (``collectors.server_log.read_log``), its clock offset
+With a replay the whole log is parsed (``data.server_log.read_log``), its clock offset
 against the trace estimated (``classifier.align.align_events``), its events moved onto the
 trace's clock and replayed in step with the samples (``ReplayCollector(events=...)``); the
 offset found is shown in the status line.  The dashboard draws a server lane once the store
@@ -102,7 +102,7 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
                      max_offset_s: float = 60.0) -> tuple[list, str]:
     """Parse a whole server log and move its events onto the clock of ``samples``.
 
-    The log is read by ``collectors.server_log.read_log``; the offset is estimated by
+    The log is read by ``data.server_log.read_log``; the offset is estimated by
     ``classifier.align.align_events`` (``estimate_offset``: prefill lines against
     tensor activity), at the log's timestamp resolution (whole seconds unless a stamp has a
     fraction).  With a confident offset the events are shifted by it; otherwise they are kept
@@ -126,7 +126,7 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
     import math
 
     from tealeaves.classifier.align import align_events
-    from tealeaves.collectors.server_log import read_log
+    from tealeaves.data.server_log import read_log
 
     events, a = align_events(read_log(server_log, tz=tz).events, samples,
                              max_offset_s=max_offset_s)
@@ -395,7 +395,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             unknown ``tz``.
         RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
     """
-    from tealeaves.collectors.server_log import resolve_tz
+    from tealeaves.data.server_log import resolve_tz
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
     if not collect:

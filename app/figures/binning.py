@@ -230,7 +230,7 @@ def server_series(events: pd.DataFrame | None, metrics: pd.DataFrame | None
 
     Log events (``SampleStore.server_events`` frame) are preferred; a series the events do not
     carry is taken from the ``/metrics`` scrapes (``SampleStore.server_metrics`` frame, turned
-    into fields by ``collectors.server_metrics.summary``).  Keys: ``gen_tok_s`` (SGLang decode
+    into fields by ``classifier.server_summary.summary``).  Keys: ``gen_tok_s`` (SGLang decode
     ``gen throughput``, vLLM ``Avg generation throughput``, metrics gen throughput or decode
     token rate), ``prompt_tok_s`` (vLLM ``Avg prompt throughput``, SGLang ``input
     throughput``, metrics prefill token rate), ``running_req``, ``queue_req``, ``accept_len``.
@@ -248,7 +248,7 @@ def server_series(events: pd.DataFrame | None, metrics: pd.DataFrame | None
     }
     summ = None
     if metrics is not None and not metrics.empty:
-        from tealeaves.collectors.server_metrics import summary
+        from tealeaves.classifier.server_summary import summary
 
         summ = summary(metrics).sort_values("timestamp")
     ev = None

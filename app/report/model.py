@@ -102,7 +102,7 @@ class Source:
 class ReportInput:
     """What a report reads: samples (sample schema), device rows, the trace's facts
     (``meta``: driver, collector ...), server events (or None), the files they came from,
-    and the server's ``/metrics`` scrapes (``collectors.server_metrics.FRAME_COLUMNS``, the
+    and the server's ``/metrics`` scrapes (``data.server_metrics.FRAME_COLUMNS``, the
     series of ``classifier.server_balance.BALANCE_SERIES``; or None)."""
 
     samples: pd.DataFrame
