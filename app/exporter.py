@@ -56,14 +56,14 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from ..classifier.rules import PHASE_ORDER
-from ..classifier.summary import window_hot_sets
-from ..collectors.health import intermittent, split_key
-from ..data.metrics import exported_gauges
-from ..data.schema import mig_parent
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.summary import window_hot_sets
+from tealeaves.collectors.health import intermittent, split_key
+from tealeaves.data.metrics import exported_gauges
+from tealeaves.data.schema import mig_parent
 
 if TYPE_CHECKING:
-    from ..collectors.health import CollectorHealth
+    from tealeaves.collectors.health import CollectorHealth
 
 #: Longest stretch classified per scrape (s): counters lose nothing at scrape intervals up to
 #: this long.
@@ -116,7 +116,7 @@ class TealeavesCollector(Collector):
 
     # -- reading -------------------------------------------------------------------------
     def _windows(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        from ..classifier import classify_samples
+        from tealeaves.classifier import classify_samples
 
         span = self.store.time_span()
         if span is None:

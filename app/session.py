@@ -27,8 +27,8 @@ from typing import Self
 
 import pandas as pd
 
-from ..collectors import claim_store, run_to_store, start_server_signals
-from ..data.store import SampleStore
+from tealeaves.collectors import claim_store, run_to_store, start_server_signals
+from tealeaves.data.store import SampleStore
 
 
 class Session:
@@ -106,7 +106,7 @@ class Session:
         Raises:
             OSError: the port cannot be bound.
         """
-        from .exporter import serve
+        from tealeaves.app.exporter import serve
 
         self._exporter = serve(self.store, port, host, health=lambda: self.collector.health,
                                hostname=hostname)

@@ -17,13 +17,13 @@ import logging
 import numpy as np
 import pandas as pd
 
-from ..data.traces import Trace, label_at
-from .features import WindowFeatures
-from .groups import resolve_groups
-from .labellers import default_labeller, labeller_name
-from .rules import PHASE_ORDER, RulePhaseLabeller
-from .shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
-from .windows import DEFAULT_WINDOW_S
+from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.groups import resolve_groups
+from tealeaves.classifier.labellers import default_labeller, labeller_name
+from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from tealeaves.classifier.shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
+from tealeaves.data.traces import Trace, label_at
 
 __all__ = [
     "DEFAULT_WINDOW_S",
@@ -102,7 +102,7 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     Raises:
         groups.GroupsError: an explicit grouping that does not fit the samples' GPUs.
     """
-    from .evidence import classify_told
+    from tealeaves.classifier.evidence import classify_told
 
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
     return classify_told(feats, samples, window_s, labeller, groups,
@@ -128,14 +128,14 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         # rules an NVML-only path where no share model ships.
         why = "no profiling counters (sm_active, tensor_active, dram_active) in the source"
         if getattr(labeller, "shares", None) is not None:
-            from .model import SharesLabeller
+            from tealeaves.classifier.model import SharesLabeller
 
             labeller = SharesLabeller(labeller)
         else:
             labeller = RulePhaseLabeller()
     if getattr(labeller, "phase_from", "trees") == "shares" and \
             getattr(labeller, "shares", None) is not None:
-        from .model import SharesLabeller
+        from tealeaves.classifier.model import SharesLabeller
 
         labeller = SharesLabeller(labeller)  # a model the engine taught labels by its shares
     fcols = [c for c in feats.columns if c.startswith("f_")]
@@ -158,7 +158,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         imb = labeller.imbalance.detect(feats, phase, grouping.groups)
     which = [PHASE_ORDER.index(p) for p in phase.to_numpy()]
     conf = proba.to_numpy()[np.arange(len(proba)), which]
-    from .model import confidence_of
+    from tealeaves.classifier.model import confidence_of
 
     inputs = inputs_of(feats, window_s)
     model = getattr(labeller, "model", labeller)
@@ -263,8 +263,14 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
         ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
     """
-    from .evidence import classify_told, window_doubts
-    from .segments import SEGMENT_COLUMNS, classify_segments, hop_features, hop_for, on_grid
+    from tealeaves.classifier.evidence import classify_told, window_doubts
+    from tealeaves.classifier.segments import (
+        SEGMENT_COLUMNS,
+        classify_segments,
+        hop_features,
+        hop_for,
+        on_grid,
+    )
 
     hop = hop_for(window_s)
     if samples.empty or hop is None:
@@ -284,7 +290,7 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     seg_labeller = (RulePhaseLabeller() if windows.attrs.get("labeller") == "rules"
                     else labeller)
     if windows.attrs.get("labeller_kind") == "shares":
-        from .model import SharesLabeller
+        from tealeaves.classifier.model import SharesLabeller
 
         seg_labeller = SharesLabeller(labeller)
     times = samples["timestamp"].to_numpy(dtype=float)
@@ -297,7 +303,7 @@ def _near_idle(feats: pd.DataFrame) -> np.ndarray:
     """(n_windows,) bool: the window is near idle across all its GPUs
     (``imbalance.near_idle`` on the across-GPU means: tensor + DRAM mean under
     ``IDLE_WORK``, ``gpu_util`` max under ``IDLE_BUSY``)."""
-    from .imbalance import near_idle
+    from tealeaves.classifier.imbalance import near_idle
 
     col = (lambda c: feats[c].to_numpy(dtype=float) if c in feats
            else np.full(len(feats), np.nan))

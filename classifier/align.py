@@ -6,7 +6,7 @@ mark moments of dense tensor-core work, so the series "prefill tokens logged per
 cross-correlated with the GPUs' mean ``tensor_active`` over a range of lags, and the lag with
 the highest normalised correlation is the offset (``gpu_time = server_time + offset_s``).
 
-Everything here is a pure function of already-parsed events (``collectors.server_log`` reads
+Everything here is a pure function of already-parsed events (``data.server_log`` reads
 the logs); nothing opens a file.
 
 Both series are sampled on a common grid (``bin_s``, default 0.1 s); each prefill event is
@@ -84,7 +84,7 @@ def estimate_offset(samples: pd.DataFrame, events: list, max_offset_s: float = 6
 
     Args:
         samples: GPU samples (sample schema), any number of GPUs.
-        events: ``collectors.server_log.ServerEvent`` list: SGLang ``prefill`` events with a
+        events: ``data.server_log.ServerEvent`` list: SGLang ``prefill`` events with a
             timestamp (weight ``new_token``, else 1) and vLLM ``stats`` events with prompt
             throughput > 0 (weight the throughput, spread over the interval they cover).
         max_offset_s: search lags in ``[-max_offset_s, +max_offset_s]``.
@@ -154,10 +154,10 @@ def align_events(events: list, samples: pd.DataFrame,
     """Estimate the clock offset of already-parsed server events against ``samples`` and move
     them onto the samples' clock when the estimate is confident.
 
-    A pure function: the caller parses the log (``collectors.server_log.read_log``).
+    A pure function: the caller parses the log (``data.server_log.read_log``).
 
     Args:
-        events: ``collectors.server_log.ServerEvent`` list, as stamped by the server.
+        events: ``data.server_log.ServerEvent`` list, as stamped by the server.
         samples: GPU samples (sample schema; the clock to align to).
         max_offset_s: largest offset searched, seconds.
 

@@ -75,13 +75,13 @@ def one_core() -> str:
 
 def run(seconds: float = 3600.0, n_gpus: int = 8, repeat: int = 3, log=print) -> dict:
     """Time both labellers on the synthetic hour; returns the figures and logs a table."""
-    from ..data import bundled_trace_path
-    from ..data.traces import read_trace
-    from . import classify_features
-    from .features import WindowFeatures
-    from .model import PhaseModel
-    from .rules import RulePhaseLabeller
-    from .segments import classify_segments, hop_features
+    from tealeaves.classifier import classify_features
+    from tealeaves.classifier.features import WindowFeatures
+    from tealeaves.classifier.model import PhaseModel
+    from tealeaves.classifier.rules import RulePhaseLabeller
+    from tealeaves.classifier.segments import classify_segments, hop_features
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.traces import read_trace
 
     pin = one_core()
     trace = read_trace(bundled_trace_path())

@@ -7,7 +7,7 @@ their targets read from what its server says it did.
 the time between them is that phase's share of the interval, idle the rest (``engine_shares``).
 Host time between forwards counts as idle there (the corpus labels give gaps under 0.05 s to
 the phase around them), so engine shares read a little more idle than the labels.  A server
-log's phase intervals (``server_log.phase_intervals``) serve where no such counter is scraped:
+log's phase intervals (``server_phases.phase_intervals``) serve where no such counter is scraped:
 their windows' shares come from the intervals as for the corpus labels (``shares.window_shares``).
 
 **Teaching** (``teach``): the share model is refitted on the corpus in every input kind plus the
@@ -26,8 +26,8 @@ import copy
 import numpy as np
 import pandas as pd
 
-from .rules import PHASE_ORDER
-from .shares import share_error
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.shares import share_error
 
 #: Forward-time counters read for engine shares, in order of preference.
 FORWARD_SECONDS = ("sglang:forward_execution_seconds_total",
@@ -45,7 +45,7 @@ def engine_shares(metrics: pd.DataFrame) -> pd.DataFrame:
     """Per scrape interval, the engine's shares of time in each phase.
 
     Args:
-        metrics: a metrics frame (``collectors.server_metrics.samples_frame`` columns:
+        metrics: a metrics frame (``data.server_metrics.samples_frame`` columns:
             ``timestamp`` epoch s, ``name``, ``labels`` text, ``value``).
 
     Returns:
@@ -138,7 +138,7 @@ def taught_share_model(feats: list[pd.DataFrame], shares: list[np.ndarray],
     """A ``ShareModel`` fitted on the corpus rows (``feats``/``shares`` per trace and kind)
     and the deployment's (``features`` with ``targets`` (n, 3)), the deployment's rows
     weighted to count for ``weight`` of the corpus's in total."""
-    from .shares import ShareModel
+    from tealeaves.classifier.shares import ShareModel
 
     n_corpus = sum(int(np.isfinite(s).all(axis=1).sum()) for s in shares)
     n_own = max(int(np.isfinite(targets).all(axis=1).sum()), 1)

@@ -32,10 +32,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.traces import TraceError, label_at, read_labels, read_trace
-from .features import WindowFeatures
-from .rules import PHASE_ORDER, RulePhaseLabeller
-from .windows import DEFAULT_WINDOW_S
+from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
+from tealeaves.data.traces import TraceError, label_at, read_labels, read_trace
 
 
 @dataclass
@@ -76,7 +76,7 @@ def check_labels_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> 
 def check_gpus_in_trace(labels: pd.DataFrame, samples: pd.DataFrame, path) -> None:
     """Raise ``TraceError`` naming ``path`` when a label's hot GPU (``hot_set``, else
     ``hot_gpu``) is not a GPU of the trace."""
-    from .imbalance import hot_set_of
+    from tealeaves.classifier.imbalance import hot_set_of
 
     gpus = set(samples["gpu"].astype(int))
     for i, r in enumerate(labels.itertuples(index=False)):
@@ -195,7 +195,7 @@ def time_accuracy(pred: pd.DataFrame, labels: pd.DataFrame,
         F1 over labelled time, unweighted mean of the phases the labels hold) and
         ``labelled_s`` (seconds of labelled time).
     """
-    from .segments import segments_at
+    from tealeaves.classifier.segments import segments_at
 
     ticks = [np.arange(r.start + resolution_s / 2, r.end, resolution_s)
              for r in labels.itertuples(index=False)]
@@ -327,8 +327,8 @@ def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_
     Raises:
         TraceError: a listed trace or label file is missing or bad.
     """
-    from ..data import TRACES_DIR
-    from .segments import hop_features
+    from tealeaves.classifier.segments import hop_features
+    from tealeaves.data import TRACES_DIR
 
     directory = Path(directory or TRACES_DIR)
     manifest = read_manifest(directory)
@@ -352,7 +352,7 @@ def load_corpus(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_
 def train(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDOW_S, seed: int = 0,
           meta: dict | None = None, kind: str = "hgb"):
     """A ``PhaseModel`` of ``kind`` ("hgb" or "tcn") fitted on ``corpus``."""
-    from .model import PhaseModel
+    from tealeaves.classifier.model import PhaseModel
 
     return PhaseModel.fit([c.features for c in corpus], [c.truth for c in corpus], seed=seed,
                           window_s=window_s, meta=meta, kind=kind)
@@ -368,7 +368,7 @@ def torch_available() -> bool:
 
 
 def _windows(trace: LabelledTrace, labeller, window_s: float, smooth: bool = True):
-    from . import classify_features
+    from tealeaves.classifier import classify_features
 
     if not isinstance(labeller, RulePhaseLabeller) and labeller.smooth != smooth:
         labeller = replace(labeller, smooth=smooth)  # a copy: the fitted model is shared
@@ -377,7 +377,7 @@ def _windows(trace: LabelledTrace, labeller, window_s: float, smooth: bool = Tru
 
 def _segment_windows(trace: LabelledTrace, labeller, window_s: float):
     """The windows relabelled by the 0.1-s segments at their midpoints, and the segments."""
-    from .segments import classify_segments, segments_at
+    from tealeaves.classifier.segments import classify_segments, segments_at
 
     w = _windows(trace, labeller, window_s, smooth=True)
     if trace.hop is None or w.empty:

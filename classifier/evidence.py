@@ -26,8 +26,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_name, peers
-from .windows import RATE_METRICS, per_gpu_means
+from tealeaves.classifier.windows import RATE_METRICS, per_gpu_means
+from tealeaves.data.schema import entity_name, peers
 
 #: Least readings of each GPU within ``CONTEXT_S`` of a window for it to be labelled: one
 #: reading is an instant.  A 1-Hz nvidia-smi source gives 2-3 (the window's and its
@@ -74,7 +74,7 @@ def _reading_times(samples: pd.DataFrame, any_row: bool = False) -> dict[int, np
 
 
 def _gpus_words(gpus) -> str:
-    from .groups import group_text
+    from tealeaves.classifier.groups import group_text
 
     gs = sorted(int(g) for g in gpus)
     return f"GPU{'s' if len(gs) > 1 else ''} {group_text(gs)}"
@@ -277,7 +277,7 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
         where they differ, ``attrs["evidence"]`` ``{"lines": [...], "told": windows with a phase,
         "windows": n, "compared": told windows whose GPUs share a counter}``.
     """
-    from .shares import inputs_of
+    from tealeaves.classifier.shares import inputs_of
 
     fcols = [c for c in feats.columns if c.startswith("f_")]
     if fcols and not feats.empty:

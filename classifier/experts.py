@@ -27,7 +27,7 @@ import warnings
 
 import numpy as np
 
-from ..data.experts import check_logical_count
+from tealeaves.data.experts import check_logical_count
 
 __all__ = [
     "balancedness",

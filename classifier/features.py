@@ -12,8 +12,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..data.schema import peers
-from .windows import DEFAULT_WINDOW_S, RATE_METRICS, per_gpu_means
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S, RATE_METRICS, per_gpu_means
+from tealeaves.data.schema import peers
 
 #: Metrics in percent, used as-is (0-100).
 PERCENT_METRICS = ("gpu_util", "mem_copy_util", "sm_active", "sm_occupancy", "tensor_active",

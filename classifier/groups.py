@@ -81,7 +81,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from ..data.schema import MAX_GPUS, entity_name, entity_short, peers, valid_entity
+from tealeaves.data.schema import MAX_GPUS, entity_name, entity_short, peers, valid_entity
 
 #: A GPU's window counts as busy when its tensor + DRAM activity (fractions of their limits,
 #: summed) reaches this.

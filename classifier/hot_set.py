@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..data.schema import MIG_BASE, entity_key, entity_short
+from tealeaves.data.schema import MIG_BASE, entity_key, entity_short
 
 #: Share of the imbalanced windows one hot set must hold for it to "stay".
 STAYS_SHARE = 0.8

@@ -40,7 +40,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_name, peers
+from tealeaves.data.schema import entity_name, peers
 
 #: Balanced decode windows under this mean work (%) measure the noise floor.
 NOISE_LOAD = 10.0
@@ -317,7 +317,7 @@ def format_hot_set(hot_set, hot_share: float = np.nan, cold_share: float = np.na
     """One window's hot set in words, ``hot_set.window_words``: ``"GPUs 1, 3, 5, 7 at 2.6x
     the rest's work (18 % each vs 7 %)"`` (``""`` for an empty set; the shares only when
     known)."""
-    from .hot_set import window_words
+    from tealeaves.classifier.hot_set import window_words
 
     return window_words(hot_set, hot_share, cold_share)
 

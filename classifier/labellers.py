@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import logging
 
-from .rules import RulePhaseLabeller
+from tealeaves.classifier.rules import RulePhaseLabeller
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +21,7 @@ _MODEL_DIR: list = [None]
 
 def model_dir():
     """The folder ``default_labeller`` loads: ``use_model``'s, else the shipped one."""
-    from .model import MODEL_DIR
+    from tealeaves.classifier.model import MODEL_DIR
 
     return _MODEL_DIR[0] or MODEL_DIR
 
@@ -37,7 +37,7 @@ def default_labeller():
     """The shipped trained model (``classifier/model/phase_model.*``), or the folder
     ``use_model`` named, loaded once; the v0 rules when it cannot be loaded (the reason is
     logged once)."""
-    from .model import ModelError, PhaseModel
+    from tealeaves.classifier.model import ModelError, PhaseModel
 
     try:
         return PhaseModel.load(model_dir())

@@ -18,9 +18,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..data.schema import entity_key, entity_name, mig_parent
-from .features import gpu_load
-from .windows import DEFAULT_WINDOW_S, per_gpu_means
+from tealeaves.classifier.features import gpu_load
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S, per_gpu_means
+from tealeaves.data.schema import entity_key, entity_name, mig_parent
 
 #: Least spread between the busiest and the idlest instance of a window that is flagged, in
 #: percentage points: well above the 2-3 points two equally loaded instances differ by in the

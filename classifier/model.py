@@ -39,9 +39,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .features import MODEL_COLUMNS
-from .imbalance import ImbalanceDetector
-from .rules import PHASE_ORDER
+from tealeaves.classifier.features import MODEL_COLUMNS
+from tealeaves.classifier.imbalance import ImbalanceDetector
+from tealeaves.classifier.rules import PHASE_ORDER
 
 #: Where the shipped model lives (package data).
 MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -254,7 +254,7 @@ class PhaseModel:
             groups.append(np.full(int(m.sum()), i))
         Xa, ya = np.vstack(X), np.concatenate(y).astype(str)
         if kind == "tcn":
-            from .temporal import TemporalConvModel
+            from tealeaves.classifier.temporal import TemporalConvModel
 
             est = TemporalConvModel(seed=seed).fit(features, truths).export()
         else:
@@ -381,7 +381,7 @@ class PhaseModel:
             if made:
                 directory.rmdir()
             raise
-        from .trees import beside
+        from tealeaves.classifier.trees import beside
 
         for ext in ("npz", "skops", "shares.skops"):
             if ext not in files:
@@ -414,7 +414,7 @@ class PhaseModel:
             if kind not in ("hgb", "tcn"):
                 raise ModelError(f"{jpath}: kind: {kind!r} is not 'hgb' or 'tcn'")
             if kind == "tcn":
-                from .temporal import ConvPhaseNet
+                from tealeaves.classifier.temporal import ConvPhaseNet
 
                 with np.load(directory / f"{stem}.npz", allow_pickle=False) as arrays:
                     est = ConvPhaseNet.from_arrays(arrays)
@@ -466,7 +466,7 @@ def _check_doc(doc: dict, jpath: Path) -> None:
     model's entry (a file beside the JSON, the share columns) and the confidence maps
     (breakpoints in [0, 1], rising, as many ``y`` as ``x``; a capped map under
     ``shares.CONFIDENT``)."""
-    from .shares import CONFIDENT, share_columns
+    from tealeaves.classifier.shares import CONFIDENT, share_columns
 
     k = len(PHASE_ORDER)
     pri = _numbers(doc.get("priors"), k)
@@ -518,7 +518,7 @@ def _check_estimator(est, n_columns: int, path: Path) -> None:
     """Raise ``ModelError`` unless ``est`` is a fitted gradient-boosting classifier (or its
     ``trees.TreeEnsemble``) over ``n_columns`` features of phases only (a skops file of
     another trusted object)."""
-    from .trees import TreeEnsemble
+    from tealeaves.classifier.trees import TreeEnsemble
 
     classes = getattr(est, "classes_", None)
     if isinstance(est, TreeEnsemble):
@@ -561,7 +561,7 @@ def _load_trees(path: Path):
     """
     import hashlib
 
-    from . import trees
+    from tealeaves.classifier import trees
 
     sha = hashlib.sha256(path.read_bytes()).hexdigest()
     got = trees.cached(path, sha)
@@ -586,7 +586,7 @@ def _archive(est):
     """
     import hashlib
 
-    from .trees import TreeEnsemble
+    from tealeaves.classifier.trees import TreeEnsemble
 
     if isinstance(est, TreeEnsemble):
         raw = est.source.read_bytes() if est.source is not None else b""
@@ -605,7 +605,7 @@ def _keep_trees(est, archive: Path) -> None:
     walk cannot run."""
     import hashlib
 
-    from . import trees
+    from tealeaves.classifier import trees
 
     try:
         t = est if isinstance(est, trees.TreeEnsemble) else trees.TreeEnsemble.from_estimator(est)
@@ -618,7 +618,7 @@ def _keep_trees(est, archive: Path) -> None:
 def _load_shares(path: Path, columns: list[str]):
     """The share model's trees from ``path`` (skops, ``TRUSTED_PREFIXES`` only; run as a
     ``trees.TreeEnsemble``, see ``_load_trees``)."""
-    from .shares import ShareModel
+    from tealeaves.classifier.shares import ShareModel
 
     try:
         est = _load_trees(path)
@@ -640,7 +640,7 @@ def confidence_of(model: PhaseModel | None, kind: str, share: np.ndarray) -> np.
     maps = (model.confidence_maps or {}) if model is not None else {}
     cmap = maps.get(kind)
     if not cmap and maps:
-        from .shares import CONFIDENT
+        from tealeaves.classifier.shares import CONFIDENT
 
         return np.minimum(np.asarray(share, dtype=float), CONFIDENT - 0.01)
     return apply_map(cmap, share)

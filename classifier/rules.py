@@ -99,7 +99,7 @@ class RulePhaseLabeller:
         labeller's threshold and floor and no minimum run (the same terms as the trained
         model's detector: NaN with one GPU, the straggler tax from busy time), judged within
         ``groups`` (serving groups of GPU ids; None: one group)."""
-        from .imbalance import ImbalanceDetector
+        from tealeaves.classifier.imbalance import ImbalanceDetector
 
         det = ImbalanceDetector(self.imbalance_threshold, 1, self.imbalance_floor)
         return det.detect(features, np.asarray(phase), groups)

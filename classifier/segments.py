@@ -22,10 +22,10 @@ import math
 import numpy as np
 import pandas as pd
 
-from .features import WindowFeatures
-from .model import viterbi_log
-from .rules import PHASE_ORDER, RulePhaseLabeller
-from .windows import DEFAULT_WINDOW_S
+from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.model import viterbi_log
+from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 
 #: Up to this many sample rows ``hop_features`` cuts its grids in one feature pass.
 ONE_PASS_ROWS = 50_000
@@ -174,7 +174,7 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
         at all are left out; a gap of more than one slot between covered slots ends a
         segment.
     """
-    from .labellers import default_labeller
+    from tealeaves.classifier.labellers import default_labeller
 
     labeller = default_labeller() if labeller is None else labeller
     fcols = [c for c in feats.columns if c.startswith("f_")]

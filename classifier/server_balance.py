@@ -1,7 +1,7 @@
 """Balance read from the inference server's own ``/metrics``: data-parallel ranks and experts.
 
 Two signals an engine exports about its own imbalance, read from stored scrapes (frames of
-``collectors.server_metrics.FRAME_COLUMNS``):
+``data.server_metrics.FRAME_COLUMNS``):
 
 * **Per-rank spread.**  SGLang labels every scheduler metric with ``dp_rank`` (vLLM with
   ``engine``).  :func:`rank_spread` gives each rank's mean generation throughput, running and
@@ -34,7 +34,8 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..collectors.server_metrics import parse_labels, summary
+from tealeaves.classifier.server_summary import summary
+from tealeaves.data.server_metrics import parse_labels
 
 #: A rank whose mean generation throughput is further than this from the ranks' median (as a
 #: fraction of it) is flagged: 20 %, above the few-percent scatter of ranks fed from one queue.
@@ -45,7 +46,7 @@ RANK_LABELS: tuple[str, ...] = ("dp_rank", "engine")
 HEATMAP_SERIES = "sglang:eplb_gpu_physical_count_bucket"
 BALANCEDNESS_SERIES = ("sglang:eplb_balancedness_sum", "sglang:eplb_balancedness_count")
 #: Every stored series this module reads (the rank quantities of
-#: ``collectors.server_metrics.summary`` and the eplb metrics): a reader asks the store for
+#: ``classifier.server_summary.summary`` and the eplb metrics): a reader asks the store for
 #: these only, so a range's read costs their scrapes, not every series the server exports.
 BALANCE_SERIES: tuple[str, ...] = (
     "sglang:gen_throughput", "sglang:num_running_reqs", "sglang:num_queue_reqs",

@@ -16,10 +16,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.traces import label_at, read_labels, read_trace
-from .features import WindowFeatures
-from .rules import PHASE_ORDER
-from .shares import (
+from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.shares import (
     CONFIDENT,
     INPUT_KINDS,
     NAMED_SHARE,
@@ -29,7 +28,8 @@ from .shares import (
     thin_samples,
     window_shares,
 )
-from .windows import DEFAULT_WINDOW_S
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
+from tealeaves.data.traces import label_at, read_labels, read_trace
 
 #: (``shares.CONFIDENT``: a confident window.)  Issue 34: none of an input kind's confident
 #: windows may be wrong more than this share of the time.
@@ -61,8 +61,8 @@ def load_kinds(directory: Path | None = None, window_s: float = DEFAULT_WINDOW_S
     Raises:
         TraceError: a listed trace or label file is missing or bad.
     """
-    from ..data import TRACES_DIR
-    from .evaluate import read_manifest
+    from tealeaves.classifier.evaluate import read_manifest
+    from tealeaves.data import TRACES_DIR
 
     directory = Path(directory or TRACES_DIR)
     manifest = read_manifest(directory)
@@ -143,7 +143,7 @@ def transfers(x: np.ndarray, right: np.ndarray, family: np.ndarray,
     Returns:
         ``(holds, confident windows, their accuracy)``.
     """
-    from .model import apply_map
+    from tealeaves.classifier.model import apply_map
 
     hits = []
     for f in np.unique(family):
@@ -220,7 +220,7 @@ def validate_shares(traces: list[KindTrace], progress: Callable | None = None) -
         ``{"kinds": [...], "per_kind": {kind: scores}, "per_family": {family: {kind:
         scores}}, "per_kind_serving_loop": {kind: scores}}``; scores as ``_scores``.
     """
-    from .model import apply_map
+    from tealeaves.classifier.model import apply_map
 
     held = held_out(traces, progress)
     families = sorted({t.family for t in traces})
@@ -306,9 +306,14 @@ def validate_taught(traces: list[KindTrace], directory: Path | None = None,
         ``{name: {"family", "windows", "base": {"share_error", "macro_f1"}, "taught":
         {...}}}``.
     """
-    from ..collectors.server_metrics import read_page
-    from ..data import TRACES_DIR
-    from .calibrate import engine_shares, shares_from_engine, split_time, taught_share_model
+    from tealeaves.classifier.calibrate import (
+        engine_shares,
+        shares_from_engine,
+        split_time,
+        taught_share_model,
+    )
+    from tealeaves.data import TRACES_DIR
+    from tealeaves.data.server_metrics import read_page
 
     directory = Path(directory or TRACES_DIR)
     todo = [t for t in traces if (directory / f"{t.name}.metrics.prom").exists()]

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .rules import PHASE_ORDER
+from tealeaves.classifier.rules import PHASE_ORDER
 
 #: Columns of the shares in the windows frame, in ``PHASE_ORDER``.
 SHARE_COLUMNS = tuple(f"share_{p}" for p in PHASE_ORDER)
@@ -68,7 +68,7 @@ def thin_samples(samples: pd.DataFrame, keep: tuple[str, ...] | None,
         keep: metric columns to keep (None: all).
         rate_hz: per-GPU rate to thin to (None: as is).
     """
-    from ..data.schema import METRIC_NAMES
+    from tealeaves.data.schema import METRIC_NAMES
 
     out = samples
     if keep is not None:
@@ -241,7 +241,7 @@ class ShareModel:
 #: ``utilization.memory``: decode's weight reads keep it high, prefill's GEMMs low).
 def share_columns() -> tuple[str, ...]:
     """``features.MODEL_COLUMNS`` plus the ``f_mem_copy_util_*`` features."""
-    from .features import MODEL_COLUMNS
+    from tealeaves.classifier.features import MODEL_COLUMNS
 
     extra = tuple(f"f_mem_copy_util_{k}" for k in ("mean", "max", "min", "std", "slope"))
     return tuple(MODEL_COLUMNS) + extra

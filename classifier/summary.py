@@ -32,11 +32,16 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from ..data.metrics import METRIC_BY_NAME
-from ..data.schema import peers
-from .hot_set import STAYS_SHARE
-from .imbalance import ceilings, describe_ceiling, hot_set_of, persistence_by_gpu
-from .rules import PHASE_ORDER
+from tealeaves.classifier.hot_set import STAYS_SHARE
+from tealeaves.classifier.imbalance import (
+    ceilings,
+    describe_ceiling,
+    hot_set_of,
+    persistence_by_gpu,
+)
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.data.metrics import METRIC_BY_NAME
+from tealeaves.data.schema import peers
 
 #: Per-GPU columns of the sample schema averaged over the range, with their units (from the
 #: metric table, ``data.metrics``).
@@ -165,7 +170,7 @@ def figures_text(imb: dict) -> str:
     DRAM work with no GPU busy 5 % of the time)"``; ``"no imbalance figures: no decode
     window"``; ``"no imbalance figures: no decode window holds the work of two or more
     GPUs"``."""
-    from .imbalance import IDLE_BUSY, IDLE_LOAD, IDLE_WORK
+    from tealeaves.classifier.imbalance import IDLE_BUSY, IDLE_LOAD, IDLE_WORK
 
     n, m = imb["windows"], imb["figure_windows"]
     if m:
@@ -182,7 +187,7 @@ def figures_text(imb: dict) -> str:
 def hot_story(windows: pd.DataFrame):
     """The range's hot set in words (``hot_set.describe_hot_set`` over its windows' hot sets
     and shares)."""
-    from .hot_set import describe_hot_set
+    from tealeaves.classifier.hot_set import describe_hot_set
 
     sets = window_hot_sets(windows)
     col = (lambda c: windows[c].to_numpy(dtype=float) if c in windows
@@ -214,7 +219,7 @@ def imbalance_summary(windows: pd.DataFrame) -> dict:
         ``hot_text`` (``hot_set.HotSetStory.text``: the set, its work against the rest,
         stays or rotates between which sets) and ``hot_story`` (its ``to_json``).
     """
-    from .imbalance import IDLE_LOAD, IDLE_WORK
+    from tealeaves.classifier.imbalance import IDLE_LOAD, IDLE_WORK
 
     n = len(windows)
     dec = windows[windows["phase"] == "decode"] if n else windows
@@ -283,7 +288,7 @@ def group_summary(windows: pd.DataFrame, grouping: dict | None = None) -> dict:
         ``hot_set`` (the group's part of the hot set flagged most often, ``[]`` when none;
         lowest set on a tie), ``hot_set_windows``) and ``line`` (``groups_line``).
     """
-    from .groups import Grouping, feature_gpus, group_text
+    from tealeaves.classifier.groups import Grouping, feature_gpus, group_text
 
     g = Grouping.from_json(grouping if grouping is not None
                            else windows.attrs.get("grouping"))
@@ -318,7 +323,7 @@ def groups_line(summary: dict) -> str:
     decode-only (detected): no hot set, imbalance ratio or straggler tax across roles; tensor
     share of the work 0.64 on GPU 0 vs 0.06 on GPU 1 ..."``,
     ``"one group of 2 GPUs (no grouping given)"``."""
-    from ..data.schema import entity_short
+    from tealeaves.data.schema import entity_short
 
     text = summary["text"]
     if not summary["applies"]:
@@ -360,8 +365,8 @@ def hot_ceilings(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float,
         "line" (``describe_ceiling``)}``, in ``gpus`` order; GPUs never hot are left out, and
         the dict is empty without an imbalanced window or samples.
     """
-    from .features import WindowFeatures
-    from .windows import window_start
+    from tealeaves.classifier.features import WindowFeatures
+    from tealeaves.classifier.windows import window_start
 
     if gpus is None:
         gpus = imbalance_summary(windows)["hot_set"] if len(windows) else []
@@ -474,7 +479,7 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
 
 def server_summary(events: pd.DataFrame | None) -> dict | None:
     """The server's own figures over the range, from its log/metrics events
-    (``collectors.server_log.events_frame`` or ``SampleStore.server_events`` rows).
+    (``data.server_log.events_frame`` or ``SampleStore.server_events`` rows).
 
     Returns:
         None without events; else ``events``, ``prefill_batches``, ``prefill_tokens`` (sum of

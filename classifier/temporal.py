@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .features import MODEL_COLUMNS
-from .rules import PHASE_ORDER
+from tealeaves.classifier.features import MODEL_COLUMNS
+from tealeaves.classifier.rules import PHASE_ORDER
 
 
 class TemporalConvModel:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..data.schema import METRIC_NAMES
+from tealeaves.data.schema import METRIC_NAMES
 
 #: Window length chosen by measurement on the bundled H200 traces (``docs/classifier_v0_rules.md``):
 #: 0.5 s holds 4-5 GPM readings at 10 Hz and keeps boundary windows few.

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data.schema import FIELD_LIMITS, is_blank_scaled, screen_frame
-from ..data.store import SampleStore
+from tealeaves.data.schema import FIELD_LIMITS, is_blank_scaled, screen_frame
+from tealeaves.data.store import SampleStore
 
 #: Samples held in memory while the store cannot be written (about 10 min of 8 GPUs at 20 Hz);
 #: past this the oldest are dropped and counted in ``health['dropped_samples']``.
@@ -183,7 +183,8 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
     """
     threads = []
     if server_log is not None:
-        from .server_log import ServerLogParser, follow, refused_note
+        from tealeaves.collectors.server_log import follow
+        from tealeaves.data.server_log import ServerLogParser, refused_note
 
         parser = ServerLogParser(tz=tz)
 
@@ -201,7 +202,7 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
 
         threads.append(threading.Thread(target=tail, name="tealeaves-server-log", daemon=True))
     if server_metrics:
-        from .server_metrics import MetricsScraper
+        from tealeaves.collectors.server_metrics import MetricsScraper
 
         scraper = MetricsScraper(server_metrics, interval_s=interval_s,
                                  report=lambda line: print(f"tealeaves: {line}",

@@ -108,7 +108,7 @@ def sample_rate(rows) -> float:
 def bench_tealeaves(gpus: int, seconds: float, hz: float, threads: bool,
                     pcie_hz: float = 10.0) -> dict:
     """Run ``tealeaves collect`` in a child process and count what it stored."""
-    from ..data.store import SampleStore
+    from tealeaves.data.store import SampleStore
 
     tmp = Path(tempfile.mkdtemp(prefix="tealeaves-bench-"))
     stats_path = tmp / "stats.json"
@@ -275,7 +275,7 @@ def run(gpus: int, seconds: float, hz: float, out_dir: Path, compare: bool = Tru
         w.writeheader()
         for r in result["rows"]:
             w.writerow(r)
-    from ..data.jsontext import dumps
+    from tealeaves.data.jsontext import dumps
     (out_dir / "collector_bench.json").write_text(dumps(result, indent=1))
     log(format_table(result))
     return result["rows"]

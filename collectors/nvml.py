@@ -32,8 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..data.metrics import nvml_field_ids
-from .health import (  # noqa: F401 - the health record lives in .health; re-exported here
+from tealeaves.collectors.health import (  # noqa: F401 - the health record lives in .health; re-exported here
     GROUPS,
     CollectorHealth,
     HealthSummary,
@@ -41,7 +40,7 @@ from .health import (  # noqa: F401 - the health record lives in .health; re-exp
     new_health,
     read_key,
 )
-from .nvml_shim import (
+from tealeaves.collectors.nvml_shim import (
     GPM_METRICS,
     GPM_SCALE,
     Nvml,
@@ -49,6 +48,7 @@ from .nvml_shim import (
     NvmlNotSupported,
     NvmlUnavailable,
 )
+from tealeaves.data.metrics import nvml_field_ids
 
 #: A PCIe byte rate above this is a counter reset, not traffic (PCIe 6.0 x16 is 128 GB/s a
 #: direction); such a difference becomes NaN.

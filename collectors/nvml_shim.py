@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..data.metrics import gpm_metrics, gpm_scales, nvml_field_ids
+from tealeaves.data.metrics import gpm_metrics, gpm_scales, nvml_field_ids
 
 
 class NvmlNotSupported(Exception):

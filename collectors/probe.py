@@ -18,8 +18,8 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 
-from .health import ReadCounts, intermittent_text, read_key
-from .nvml_shim import (
+from tealeaves.collectors.health import ReadCounts, intermittent_text, read_key
+from tealeaves.collectors.nvml_shim import (
     FI_PCIE_RX_BYTES,
     FI_PCIE_TX_BYTES,
     GPM_METRICS,

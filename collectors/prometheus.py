@@ -27,9 +27,9 @@ from collections.abc import Iterator
 
 import pandas as pd
 
-from ..data.metrics import dcgm_fields, exported_names
-from ..data.schema import DEVICE_COLUMNS, conform, empty_frame, mig_entity
-from .health import CollectorHealth, new_health
+from tealeaves.collectors.health import CollectorHealth, new_health
+from tealeaves.data.metrics import dcgm_fields, exported_names
+from tealeaves.data.schema import DEVICE_COLUMNS, conform, empty_frame, mig_entity
 
 #: tealeaves exporter metric -> (schema column, factor to the schema's unit): the inverse of
 #: the exporter's gauges, from the metric table (``data.metrics.exported_names``).

@@ -4,7 +4,7 @@ Samples come out in their recorded order at real time (``speed=1``) or faster, w
 timestamps moved so that the trace starts now (``rebase=True``) and, with ``loop=True``,
 starting over after the end, each pass shifted by the trace's span plus one sample period.
 
-Server events (``collectors.server_log.ServerEvent``, already on the trace's clock) can be
+Server events (``data.server_log.ServerEvent``, already on the trace's clock) can be
 replayed in step with the samples: each batch's events (those stamped within the trace time the
 batch covers) are shifted by the current pass's ``offset`` and handed to ``on_events`` (e.g.
 ``SampleStore.put_server_events``) just before the batch is yielded, so a reader that sees a
@@ -23,8 +23,8 @@ from collections.abc import Callable, Iterator
 import numpy as np
 import pandas as pd
 
-from ..data.traces import Trace
-from .health import CollectorHealth, new_health
+from tealeaves.collectors.health import CollectorHealth, new_health
+from tealeaves.data.traces import Trace
 
 
 class ReplayCollector:

@@ -36,8 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import import_common, pasted
-from .import_common import (
+from tealeaves.data import import_common, pasted
+from tealeaves.data.import_common import (
     _UNTIMED_AMONG_TIMED,
     BLANK,
     ImportFormatError,
@@ -54,8 +54,8 @@ from .import_common import (
     _short,
     regular_file,
 )
-from .metrics import smi_dmon_columns
-from .schema import (
+from tealeaves.data.metrics import smi_dmon_columns
+from tealeaves.data.schema import (
     COLUMNS,
     EARLIEST_TS,
     FUTURE_SLACK_S,
@@ -67,7 +67,7 @@ from .schema import (
     gpus_in,
     mig_entity,
 )
-from .wallclock import LocalClock, zone_name
+from tealeaves.data.wallclock import LocalClock, zone_name
 
 #: dmon column -> (schema column, factor), from the metric table (``data.metrics``, the rows'
 #: ``smi_dmon``).  See ``data.importers``' module docstring for the units.

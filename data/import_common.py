@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .schema import (
+from tealeaves.data.schema import (
     EARLIEST_TS,
     FIELD_LIMITS,
     FUTURE_SLACK_S,

@@ -84,9 +84,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import import_common, pasted, server_lines, smi_table
-from .dmon import DMON_COLUMNS, DmonImport, FileLines, NotStreamable, text_lines  # noqa: F401
-from .import_common import (  # noqa: F401 - public here too (importers.X)
+from tealeaves.data import import_common, pasted, server_lines, smi_table
+from tealeaves.data.dmon import DMON_COLUMNS, DmonImport, FileLines, NotStreamable, text_lines  # noqa: F401
+from tealeaves.data.import_common import (  # noqa: F401 - public here too (importers.X)
     _BLANK_TEXT,
     _CHUNK,
     _EXPECTED,
@@ -116,13 +116,13 @@ from .import_common import (  # noqa: F401 - public here too (importers.X)
     _summary,
     regular_file,
 )
-from .metrics import (
+from tealeaves.data.metrics import (
     MIB,  # noqa: F401 - public here too (tests, callers: importers.MIB)
     dcgm_fields,
     dcgmi_fields,
     smi_query_fields,
 )
-from .schema import (
+from tealeaves.data.schema import (
     COLUMNS,
     DEVICE_COLUMNS,
     MAX_GPUS,
@@ -134,8 +134,8 @@ from .schema import (
     mig_entity,
     valid_entity,
 )
-from .traces import Trace, TraceError, read_trace
-from .wallclock import LocalClock, parse_zone, zone_name
+from tealeaves.data.traces import Trace, TraceError, read_trace
+from tealeaves.data.wallclock import LocalClock, parse_zone, zone_name
 
 __all__ = [
     "FORMATS",
@@ -166,7 +166,7 @@ FORMATS: tuple[str, ...] = (
 #: Formats recognised but handled by the server-log parser, not here.
 LOG_FORMATS: tuple[str, ...] = ("sglang_log", "vllm_log")
 #: A saved SGLang/vLLM ``/metrics`` page (Prometheus text of ``sglang:``/``vllm:`` series):
-#: server signals, read by ``collectors.server_metrics.read_page``, not here.
+#: server signals, read by ``data.server_metrics.read_page``, not here.
 SERVER_METRICS_FORMAT = "server_metrics"
 
 _ALIASES = {

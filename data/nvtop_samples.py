@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from .screen_nvtop import (
+from tealeaves.data.screen_nvtop import (
     DEFAULT_INTERVAL_S,
     Chart,
     _ages,

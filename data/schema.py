@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .metrics import METRIC_BY_NAME, METRICS, Metric  # noqa: F401 - re-exported
+from tealeaves.data.metrics import METRIC_BY_NAME, METRICS, Metric  # noqa: F401 - re-exported
 
 #: Identity and clock columns, in order.  ``timestamp`` is wall clock, UTC epoch seconds;
 #: ``monotonic`` is the collecting host's monotonic clock in seconds (for intervals only).

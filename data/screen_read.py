@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .nvtop_samples import to_samples
-from .screen_grid import Word, _undot_zeros, read_grid
-from .screen_nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
-from .screen_values import (
+from tealeaves.data.nvtop_samples import to_samples
+from tealeaves.data.screen_grid import Word, _undot_zeros, read_grid
+from tealeaves.data.screen_nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
+from tealeaves.data.screen_values import (
     _NUM,
     FIELDS,  # noqa: F401  (re-exported: the readers' units)
     GpuReading,
@@ -437,7 +437,7 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     """
     from PIL import Image
 
-    from .screenshots import ScreenshotError, inspect_image
+    from tealeaves.data.screenshots import ScreenshotError, inspect_image
 
     try:
         inspect_image(data, name or "picture")

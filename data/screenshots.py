@@ -209,7 +209,7 @@ def _zone(tz: str):
     try:
         return ZoneInfo(zone_name(tz))
     except ScreenshotError:
-        from .wallclock import parse_zone
+        from tealeaves.data.wallclock import parse_zone
 
         if isinstance(tz, str) and tz.strip() and tz.strip()[0] in "+-UuGg":
             try:

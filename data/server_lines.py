@@ -1,6 +1,6 @@
 """What a line of an inference server's log is: the one recogniser of SGLang scheduler lines
 and vLLM stats lines, shared by the importers' format detection (``data.importers``) and the
-server-log parser (``collectors.server_log``), so every line the parser reads is also
+server-log parser (``data.server_log``), so every line the parser reads is also
 recognised as a server log by ``import``, ``report``, ``classify``, ``dashboard`` and
 ``collect``.
 
@@ -10,7 +10,7 @@ least one ``name: value`` field, whatever comes before the message: the default
 ``[``, a bare pid, Ray's ``(SGLangEngine pid=...)``.  It is a vLLM line when it holds ``Avg
 prompt throughput:``, ``SpecDecoding metrics:`` (V1) or ``Speculative metrics:`` (V0) with at
 least one field of that message's table.  The field tables name each field's canonical key
-(``collectors.server_log``'s docstring lists them with units).
+(``data.server_log``'s docstring lists them with units).
 
 A value is a reading only when it can be one: a blank code (``BLANK_CODES``: the all-ones and
 half-range integers a counter or a ``-1`` cast prints where it has no value, and DCGM's and
@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 import re
 
-from .schema import SENTINELS, is_blank
+from tealeaves.data.schema import SENTINELS, is_blank
 
 __all__ = ["BLANK_CODES", "FIELD_BOUNDS", "MAX_DIGITS", "fields", "line_format", "no_reading",
            "split_fields", "value"]

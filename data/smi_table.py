@@ -43,7 +43,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, tzinfo
 
-from .wallclock import LocalClock
+from tealeaves.data.wallclock import LocalClock
 
 #: The banner line of a table: what :func:`is_table` looks for.
 RE_BANNER = re.compile(r"NVIDIA-SMI\s+\d+\.\d+.*(?:Driver|KMD) Version", re.ASCII)

@@ -32,8 +32,8 @@ from typing import Self
 
 import pandas as pd
 
-from .device_facts import check_devices
-from .schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
+from tealeaves.data.device_facts import check_devices
+from tealeaves.data.schema import COLUMNS, DEVICE_COLUMNS, METRIC_NAMES, conform, empty_frame
 
 _SQL_TYPES = {"host": "TEXT", "uuid": "TEXT", "gpu": "INTEGER"}
 _DEVICE_SQL_TYPES = {**_SQL_TYPES, "name": "TEXT", "pci_bus_id": "TEXT"}
@@ -576,7 +576,7 @@ class SampleStore:
                       metrics: Iterable[pd.DataFrame],
                       devices: Iterable[pd.DataFrame] = ()) -> dict[str, int]:
         """``append_all`` of sample frames and of server-metrics frames (saved ``/metrics``
-        pages: ``collectors.server_metrics`` frames) in one transaction; a metrics row
+        pages: ``data.server_metrics`` frames) in one transaction; a metrics row
         already stored (same timestamp, name and labels) or coming twice is stored once.
         ``devices``: what the files state about their GPUs (``DEVICE_COLUMNS``), merged into
         the devices table in the same transaction: a fact the file states replaces the
@@ -653,7 +653,7 @@ class SampleStore:
 
     @_guarded
     def put_server_events(self, events: list) -> None:
-        """Store server events (``collectors.server_log.ServerEvent``): timestamp and start in
+        """Store server events (``data.server_log.ServerEvent``): timestamp and start in
         UTC epoch s (NULL when unknown), kind, rank and fields (incl. ``extra``) as JSON."""
         if not events:
             return
@@ -681,7 +681,7 @@ class SampleStore:
 
     @_guarded
     def put_server_metrics(self, frame: pd.DataFrame) -> None:
-        """Store a scrape (``collectors.server_metrics`` frame: timestamp, name, labels,
+        """Store a scrape (``data.server_metrics`` frame: timestamp, name, labels,
         value, rate_per_s, kind)."""
         if frame is None or frame.empty:
             return

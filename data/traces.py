@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .schema import COLUMNS, SchemaError, conform
+from tealeaves.data.schema import COLUMNS, SchemaError, conform
 
 PHASES: tuple[str, ...] = ("idle", "prefill", "decode", "mixed")
 LABEL_COLUMNS: tuple[str, ...] = ("start", "end", "phase", "hot_gpu")

@@ -23,7 +23,7 @@ from playwright.sync_api import sync_playwright
 from tealeaves.app.report.model import build_report, from_trace
 from tealeaves.app.report.out import report_bytes
 from tealeaves.classifier.align import align_events
-from tealeaves.collectors.server_log import events_frame, read_log
+from tealeaves.data.server_log import events_frame, read_log
 
 HERE = Path(__file__).resolve().parent
 TRACES = HERE.parent / "data" / "traces"

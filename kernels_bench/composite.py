@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..data.traces import Trace, label_at, read_labels, read_trace, write_trace
+from tealeaves.data.traces import Trace, label_at, read_labels, read_trace, write_trace
 
 #: Gaps between kept rows longer than this are closed up (seconds).
 MAX_GAP_S = 0.05
@@ -163,7 +163,7 @@ def build_plan(directory: Path, plan: list[tuple], t0: float, device_trace: str,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..data import TRACES_DIR
+    from tealeaves.data import TRACES_DIR
 
     ap = argparse.ArgumentParser(prog="python -m tealeaves.kernels_bench.composite",
                                  description=__doc__.split("\n\n")[0])

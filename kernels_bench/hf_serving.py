@@ -108,7 +108,7 @@ def build(spec: tuple[str, str, dict], device: str, seed: int, tiny: bool = Fals
     with torch.device("cuda:0" if device == "auto" else device):
         model = getattr(transformers, model_name)(cfg).to(dtype)
     if device == "auto":
-        from .hf_moe import split_layers
+        from tealeaves.kernels_bench.hf_moe import split_layers
 
         model = split_layers(model)
     model.generation_config.eos_token_id = None

@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .nvtop_capture import record
+from tealeaves.kernels_bench.nvtop_capture import record
 
 HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "nvml_standin" / "nvml_standin.c"

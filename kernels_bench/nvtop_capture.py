@@ -28,7 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-from .monitor_capture import spawn_in_pty
+from tealeaves.kernels_bench.monitor_capture import spawn_in_pty
 
 
 def record(argv: list[str], cols: int, rows: int, seconds: float, out: Path) -> int:

@@ -421,7 +421,7 @@ def arrivals(pattern: str, seconds: float, rng: random.Random) -> list[tuple[flo
     out: list[tuple[float, int]] = []
     t = rng.uniform(0.5, 1.5)
     if pattern == "poisson":
-        from .hf_serving import poisson_arrivals
+        from tealeaves.kernels_bench.hf_serving import poisson_arrivals
 
         out = poisson_arrivals(t, seconds, rng, (0.0, 0.5, 1.5, 4.0, 8.0))
     elif pattern == "bursts":
@@ -754,7 +754,7 @@ def serve(engine: Engine, seconds: float, pattern: str, rng: random.Random, long
 def intervals_of(rows, t_begin: float, t_end: float, what: str) -> list[list]:
     """Label intervals from forward rows (``hf_serving.intervals``: token majority, gaps of
     ``IDLE_GAP_S`` or more idle)."""
-    from .hf_serving import intervals
+    from tealeaves.kernels_bench.hf_serving import intervals
 
     return intervals([r[:5] for r in rows], idle_gap_s=IDLE_GAP_S, t_begin=t_begin,
                      t_end=t_end, what=what)

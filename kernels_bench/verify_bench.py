@@ -35,8 +35,8 @@ from pathlib import Path
 
 import torch
 
-from .verify_args import add_arguments, combination_error
-from .verify_ref import (
+from tealeaves.kernels_bench.verify_args import add_arguments, combination_error
+from tealeaves.kernels_bench.verify_ref import (
     D_K,
     D_V,
     HOPPER_KERNELS,
@@ -202,7 +202,7 @@ def run_point(pt: Point, bw: float, mm: float, sms: int, kernels=("gluon", "trit
     ``check``: the NSPLITs checked against the reference (``"chosen"``: the pick, ``"all"``:
     every one timed), where the point is small enough (``REF_FLOPS_MAX``).  Every row carries the chooser's own
     plan for the shape (``plan_kernel``, ``plan_nsplit``: ``verify_ref.choose_plan``)."""
-    from .verify_triton import SplitPlan, verify_unsplit
+    from tealeaves.kernels_bench.verify_triton import SplitPlan, verify_unsplit
 
     copies = rotating_inputs(pt, seed)
     first = copies[0]
@@ -430,7 +430,7 @@ def sustain(seconds: float, kernel: str, pt: Point = SUSTAIN_POINT, idle: float 
     """Idle ``idle`` s, then the verify of ``pt`` with ``kernel`` (``"auto"``: the chooser's
     kernel) at the chooser's split back to back for ``seconds``, then idle again; the times
     (epoch s) of each stretch, the calls made and the shape."""
-    from .verify_triton import SplitPlan
+    from tealeaves.kernels_bench.verify_triton import SplitPlan
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     inp = make_inputs(pt.batch, pt.context, pt.tree, pt.heads, pt.page_size, device="cuda",
@@ -479,7 +479,7 @@ def run(args: argparse.Namespace, error) -> int:
     if not torch.cuda.is_available():
         print("verify-attention needs a CUDA GPU (and Triton)", file=sys.stderr)
         return 3
-    from .verify_triton import gluon_ready
+    from tealeaves.kernels_bench.verify_triton import gluon_ready
 
     why = gluon_ready()
     default = [WIDE_KERNEL, "gluon"] if args.trees else ["gluon", "triton"]

@@ -20,9 +20,14 @@ from pathlib import Path
 
 import torch
 
-from .verify_bench import copy_bandwidth, time_calls
-from .verify_ref import kv_bytes, make_inputs, relative_error, verify_reference
-from .verify_triton import SplitPlan
+from tealeaves.kernels_bench.verify_bench import copy_bandwidth, time_calls
+from tealeaves.kernels_bench.verify_ref import (
+    kv_bytes,
+    make_inputs,
+    relative_error,
+    verify_reference,
+)
+from tealeaves.kernels_bench.verify_triton import SplitPlan
 
 #: (kernel, block_m, block_n, num_warps, num_stages): settings that fit the 227 KB of
 #: shared memory of an H200 (sm_90, Triton 3.6) without spilling in the main loop.

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .verify_args import KERNEL_NAMES, MAX_ROWS
+from tealeaves.kernels_bench.verify_args import KERNEL_NAMES, MAX_ROWS
 
 D_K = 576
 D_V = 512

@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .verify_ref import (
+from tealeaves.kernels_bench.verify_ref import (
     D_K,
     D_ROPE,
     D_V,
@@ -304,14 +304,22 @@ class SplitPlan:
         shape = {"H": H, "PAGE": inp.page_size, "BLOCK_M": self.block_m,
                  "BLOCK_N": self.block_n, "D_V": D_V, "D_R": D_ROPE, "D_K": D_K}
         if self.kernel == "seesaw":
-            from .verify_gluon import SEESAW_MAXNREG, _split_kernel_ss, shared_layouts
+            from tealeaves.kernels_bench.verify_gluon import (
+                SEESAW_MAXNREG,
+                _split_kernel_ss,
+                shared_layouts,
+            )
 
             args = args[:4] + (self.bits,) + args[5:] + (self.bits.shape[2],)
             self.compiled = _split_kernel_ss[self.grid](
                 *args, **shape, **shared_layouts(self.block_m, self.block_n, D_V, D_ROPE),
                 num_warps=self.num_warps, maxnreg=SEESAW_MAXNREG)
         elif self.kernel in ("gluon", "gluon64"):
-            from .verify_gluon import _split_kernel_g, _split_kernel_ws, shared_layouts
+            from tealeaves.kernels_bench.verify_gluon import (
+                _split_kernel_g,
+                _split_kernel_ws,
+                shared_layouts,
+            )
 
             fn = _split_kernel_g if self.kernel == "gluon" else _split_kernel_ws
             self.compiled = fn[self.grid](

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from tealeaves.classifier.align import estimate_offset
-from tealeaves.collectors.server_log import parse_lines
 from tealeaves.data import bundled_labels_path, bundled_trace_path
+from tealeaves.data.server_log import parse_lines
 from tealeaves.data.traces import read_labels, read_trace
 
 
@@ -104,8 +104,8 @@ def test_real_run_log_aligns_with_its_gpu_trace(name):
     or within that resolution of, a labelled prefill stretch (bursts are 0.6-1.6 s long, so
     whole-second stamps cannot all fall inside them)."""
     from tealeaves.classifier.align import shift_events
-    from tealeaves.collectors.server_log import read_log
     from tealeaves.data import TRACES_DIR
+    from tealeaves.data.server_log import read_log
 
     trace = read_trace(TRACES_DIR / f"{name}.parquet")
     labels = read_labels(TRACES_DIR / f"{name}.labels.csv")

@@ -120,7 +120,7 @@ def _page(rows, ranks=(0,)):
 
 def _engine(text):
     from tealeaves.classifier.calibrate import engine_shares
-    from tealeaves.collectors.server_metrics import read_page
+    from tealeaves.data.server_metrics import read_page
 
     return engine_shares(read_page(text, name="m.prom").frame)
 

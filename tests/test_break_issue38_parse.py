@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 from tealeaves.app.cli import main
-from tealeaves.collectors.server_log import parse_lines
 from tealeaves.data.importers import import_file, import_text
+from tealeaves.data.server_log import parse_lines
 
 BERLIN = "Europe/Berlin"
 
@@ -230,7 +230,7 @@ def _big_page(n: int) -> str:
 
 
 def test_a_saved_page_over_the_live_series_cap_is_refused_naming_the_file(tmp_path, capsys):
-    from tealeaves.collectors.server_metrics import MAX_SERIES, read_page
+    from tealeaves.data.server_metrics import MAX_SERIES, read_page
 
     with pytest.raises(ValueError, match=r"big\.prom: scrape 1 of the page holds 40001"):
         read_page(_big_page(MAX_SERIES + 1), end=1.8e9, name="big.prom")
@@ -247,7 +247,7 @@ def test_a_saved_page_over_the_live_series_cap_is_refused_naming_the_file(tmp_pa
 
 
 def test_blank_codes_and_huge_numerals_in_a_saved_page_are_no_reading(tmp_path, capsys):
-    from tealeaves.collectors.server_metrics import parse_metrics, read_page
+    from tealeaves.data.server_metrics import parse_metrics, read_page
 
     page = ("# TYPE sglang:num_running_reqs gauge\n"
             'sglang:num_running_reqs{dp_rank="0"} 4294967295\n'
@@ -327,7 +327,7 @@ def test_dcgmi_and_the_smi_table_read_the_clock_changes_too():
 
 def test_a_saved_page_stamped_far_in_the_future_is_refused_or_placed_by_start_time(
         tmp_path, capsys):
-    from tealeaves.collectors.server_metrics import read_page
+    from tealeaves.data.server_metrics import read_page
 
     page = tmp_path / "fut.prom"
     page.write_text("sglang:num_running_reqs 1 1780000000000\n"

@@ -29,10 +29,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tealeaves.collectors import screen_batch
-from tealeaves.collectors.server_metrics import MAX_SERIES, MetricsScraper
+from tealeaves.collectors.server_metrics import MetricsScraper
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.importers import MIB, import_file, import_text
 from tealeaves.data.schema import FIELD_LIMITS, METRIC_NAMES, SENTINELS, conform
+from tealeaves.data.server_metrics import MAX_SERIES
 from tealeaves.data.store import SampleStore, StoreError
 from tealeaves.data.traces import read_trace
 

@@ -22,7 +22,7 @@ from tealeaves.classifier.server_balance import (
     expert_heatmap,
     rank_spread,
 )
-from tealeaves.collectors.server_metrics import read_page
+from tealeaves.data.server_metrics import read_page
 
 PUBLISHED = """\
 sglang:eplb_gpu_physical_count_count{layer="26"} 128.0

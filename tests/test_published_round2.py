@@ -31,7 +31,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tealeaves.collectors.server_log import ServerLogParser, parse_file
 from tealeaves.data.importers import (
     ImportFormatError,
     detect_format,
@@ -40,6 +39,7 @@ from tealeaves.data.importers import (
     load_trace,
 )
 from tealeaves.data.server_lines import line_format
+from tealeaves.data.server_log import ServerLogParser, parse_file
 from tealeaves.data.store import SampleStore
 
 PUB = Path(__file__).parent / "published"

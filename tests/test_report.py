@@ -409,7 +409,7 @@ def test_store_without_the_range_says_what_it_holds(tmp_path):
 
 
 def test_ranges_are_clamped_to_the_store_and_server_events_to_the_range(tmp_path):
-    from tealeaves.collectors.server_log import parse_file
+    from tealeaves.data.server_log import parse_file
 
     tr = read_trace(bundled_trace_path())
     db, (first, last) = _stored(tmp_path / "s.db")

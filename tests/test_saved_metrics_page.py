@@ -12,8 +12,8 @@ import json
 import pytest
 
 from tealeaves.app.cli import main
-from tealeaves.collectors.server_metrics import read_page
 from tealeaves.data.importers import ImportFormatError, detect_text, import_file
+from tealeaves.data.server_metrics import read_page
 from tealeaves.data.store import SampleStore
 
 LABELS = ('dp_rank="{r}",engine_type="unified",model_name="deepseek-r1",pid="{pid}",'

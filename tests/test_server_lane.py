@@ -21,8 +21,8 @@ from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.server import align_server_log, start_in_thread
 from tealeaves.classifier import classify_samples
 from tealeaves.collectors.replay import ReplayCollector
-from tealeaves.collectors.server_log import parse_lines
 from tealeaves.data import bundled_labels_path, bundled_trace_path
+from tealeaves.data.server_log import parse_lines
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_labels, read_trace
 

@@ -16,17 +16,15 @@ from cases import CASES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tealeaves.collectors.server_log import (
-    LogTailer,
+from tealeaves.classifier.server_phases import phase_intervals, stats_intervals
+from tealeaves.collectors.server_log import LogTailer, follow
+from tealeaves.data.server_log import (
     ServerLogError,
     ServerLogParser,
     events_frame,
-    follow,
     parse_file,
     parse_lines,
-    phase_intervals,
     resolve_tz,
-    stats_intervals,
 )
 from tealeaves.data.traces import label_at, read_labels, write_labels
 

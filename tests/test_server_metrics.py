@@ -17,17 +17,16 @@ from collections.abc import Callable, Iterator
 import pandas as pd
 import pytest
 
-from tealeaves.collectors.server_metrics import (
+from tealeaves.classifier.server_summary import SUMMARY_FIELDS, summary
+from tealeaves.collectors.server_metrics import MetricsScraper
+from tealeaves.data.server_metrics import (
     FRAME_COLUMNS,
-    SUMMARY_FIELDS,
     MetricSample,
-    MetricsScraper,
     RateTracker,
     is_monotonic,
     labels_string,
     parse_labels,
     parse_metrics,
-    summary,
 )
 
 LOOPBACK = "127.0.0.1"

@@ -52,8 +52,8 @@ def test_labels_follow_the_forwards_token_majority(name):
 
 @pytest.mark.parametrize("name", list(SERVING["name"]))
 def test_the_server_signals_beside_each_trace_read(name):
-    from tealeaves.collectors.server_log import read_log
-    from tealeaves.collectors.server_metrics import read_page
+    from tealeaves.data.server_log import read_log
+    from tealeaves.data.server_metrics import read_page
 
     log = read_log(TRACES_DIR / f"{name}.sglang.log")
     kinds = {e.kind for e in log.events}

@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from tealeaves.collectors.server_log import parse_file
+from tealeaves.data.server_log import parse_file
 from tealeaves.kernels_bench.sglang_log import SglangLogWriter
 
 

@@ -64,10 +64,10 @@ def build_store(path: Path, seconds: float = 3600.0, n_gpus: int = 8, log=print,
         ``{"rows", "seconds", "hz", "end", "pattern"}``; ``pattern`` is one bundled-trace
         period of samples (GPUs 0..n-1) the live writer repeats.
     """
-    from ...classifier.bench import synthetic_hour
-    from ...data import bundled_trace_path
-    from ...data.store import SampleStore
-    from ...data.traces import read_trace
+    from tealeaves.classifier.bench import synthetic_hour
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.store import SampleStore
+    from tealeaves.data.traces import read_trace
 
     trace = read_trace(bundled_trace_path())
     samples, devices = synthetic_hour(trace.samples, trace.devices, seconds, n_gpus)
@@ -99,7 +99,7 @@ BENCH_MARK = "tealeaves bench dashboard"
 
 def made_by_bench(path: Path) -> bool:
     """True when ``path`` is a store ``build_store`` wrote (safe to overwrite)."""
-    from ...data.store import SampleStore, StoreError
+    from tealeaves.data.store import SampleStore, StoreError
 
     try:
         with SampleStore(path, readonly=True) as s:
@@ -125,7 +125,7 @@ class Writer:
         return self
 
     def _run(self) -> None:
-        from ...data.store import SampleStore
+        from tealeaves.data.store import SampleStore
 
         store = SampleStore(self.path)
         i = 0
@@ -168,7 +168,7 @@ class Writer:
 
 def _update_body(app, action, state, pull: int = 1) -> dict:
     """The request body of the dashboard's one update callback (as dash-renderer sends it)."""
-    from ..dashboard import ids
+    from tealeaves.app.dashboard import ids
 
     key = next(k for k in app.callback_map if f"{ids.CURSOR}.data" in k
                and f"{ids.GRAPH}.extendData" in k)
@@ -204,8 +204,8 @@ def _stats(times: list[float], sizes: list[int]) -> dict:
 
 def server_figures(path: Path, pattern: pd.DataFrame, repeat: int = 7, log=print) -> dict:
     """Server time and payload of full range, 1-min and 10-s zooms and live ticks."""
-    from ...data.store import SampleStore
-    from ..dashboard.factory import DashboardConfig, create_app
+    from tealeaves.app.dashboard.factory import DashboardConfig, create_app
+    from tealeaves.data.store import SampleStore
 
     out: dict = {}
     store = SampleStore(path)
@@ -292,7 +292,7 @@ def browser_figures(path: Path, pattern: pd.DataFrame, live_s: float = 30.0,
     """Sample-to-screen latency (1 page) and server RSS with 1 and ``pages`` pages."""
     from playwright.sync_api import sync_playwright
 
-    from ..figures import trace_keys
+    from tealeaves.app.figures import trace_keys
 
     port = _free_port()
     cmd = [sys.executable, "-c", "from tealeaves.app.cli import main; raise SystemExit(main())",
@@ -470,7 +470,7 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, store: Path | None = None,
                 browser_figures(Path(store), info["pattern"], live_s, pages, log)
                 if Path(CHROMIUM).exists() else {"error": f"{CHROMIUM} is missing"})
     if resampler:
-        from ..dashboard.views import point_budget
+        from tealeaves.app.dashboard.views import point_budget
 
         figures["plotly_resampler"] = resampler_figures(Path(store), point_budget(PX), pages)
     _report(figures, pages, log)
@@ -519,7 +519,7 @@ def _report(f: dict, pages: int, log) -> None:
 
 def main_json(figures: dict) -> str:
     """The figures as one JSON line (NaN as null)."""
-    from ...data.jsontext import dumps
+    from tealeaves.data.jsontext import dumps
 
     return dumps(figures)
 

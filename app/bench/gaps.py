@@ -34,9 +34,9 @@ def build(path: Path, gap_s: float, copies: int = 2) -> int:
     and later ``gap_s`` seconds after the first ends.  Returns the rows written."""
     import pandas as pd
 
-    from ...data import bundled_trace_path
-    from ...data.store import SampleStore
-    from ...data.traces import read_trace
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.store import SampleStore
+    from tealeaves.data.traces import read_trace
 
     tr = read_trace(bundled_trace_path())
     s = tr.samples
@@ -56,10 +56,10 @@ def build(path: Path, gap_s: float, copies: int = 2) -> int:
 
 def measure(path: Path) -> dict:
     """Time the three steps on the store at ``path`` in this process (see the module doc)."""
-    from ...data.store import SampleStore
-    from ..dashboard.factory import DashboardConfig, create_app
-    from ..report.model import build_report, from_store
-    from .dashboard import _post, _update_body
+    from tealeaves.app.bench.dashboard import _post, _update_body
+    from tealeaves.app.dashboard.factory import DashboardConfig, create_app
+    from tealeaves.app.report.model import build_report, from_store
+    from tealeaves.data.store import SampleStore
 
     out: dict = {}
     t = time.perf_counter()
@@ -118,7 +118,7 @@ def table(res: dict) -> str:
 
 if __name__ == "__main__":  # the measuring child: python -m tealeaves.app.bench.gaps --measure DB
     if len(sys.argv) == 3 and sys.argv[1] == "--measure":
-        from ...data.jsontext import dumps
+        from tealeaves.data.jsontext import dumps
         print(dumps(measure(Path(sys.argv[2]))))
     else:
         sys.exit("usage: python -m tealeaves.app.bench.gaps --measure STORE")

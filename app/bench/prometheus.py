@@ -38,11 +38,11 @@ def exporter_figures(n_gpus: int = 8, scrapes: int = 20) -> dict:
     from prometheus_client import generate_latest
     from prometheus_client.registry import CollectorRegistry
 
-    from ...classifier.bench import synthetic_hour
-    from ...data import bundled_trace_path
-    from ...data.store import SampleStore
-    from ...data.traces import read_trace
-    from ..exporter import TealeavesCollector
+    from tealeaves.app.exporter import TealeavesCollector
+    from tealeaves.classifier.bench import synthetic_hour
+    from tealeaves.data import bundled_trace_path
+    from tealeaves.data.store import SampleStore
+    from tealeaves.data.traces import read_trace
 
     tr = read_trace(bundled_trace_path())
     samples, devices = synthetic_hour(tr.samples, tr.devices, seconds=30.0, n_gpus=n_gpus)
@@ -240,7 +240,7 @@ def main(targets: int = 50, interval: float = 1.0, seconds: float = 60.0,
     result = {"exporter": exp, "prometheus": prom, "fleet": rows,
               "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
     if out is not None:
-        from ...data.jsontext import dumps
+        from tealeaves.data.jsontext import dumps
         out.write_text(dumps(result, indent=1))
     return result
 

@@ -33,7 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from .dashboard import CHROMIUM, JS_DIR, Writer, _free_port, _latencies, build_store
+from tealeaves.app.bench.dashboard import (
+    CHROMIUM,
+    JS_DIR,
+    Writer,
+    _free_port,
+    _latencies,
+    build_store,
+)
 
 #: The picture ``screenshot read`` is timed on (an 8-GPU nvidia-smi screenshot).
 PICTURE = Path(__file__).resolve().parents[2] / "tests" / "pictures" / "06_nvidia-smi_8gpu.png"
@@ -75,7 +82,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _lane(n_gpus: int) -> int:
-    from ..figures import trace_keys
+    from tealeaves.app.figures import trace_keys
 
     return trace_keys(list(range(n_gpus))).index(("lane", "power_w", 0))
 
@@ -152,7 +159,7 @@ def _median(fn, repeat: int) -> float:
 def measure(python: str, work: Path, store: Path, trace: Path, pattern, n_gpus: int,
             pages: int, live_s: float, repeat: int, browser, log=print) -> dict:
     """Every row for one interpreter: ``{row name: seconds}`` plus the latency figures."""
-    from ...data import bundled_trace_path
+    from tealeaves.data import bundled_trace_path
 
     bundled = bundled_trace_path()
     out: dict = {}
@@ -205,8 +212,8 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, pages: int = 4, live_s: float 
     Raises:
         RuntimeError: the store cannot be built.
     """
-    from ...data.store import SampleStore
-    from ...data.traces import Trace, write_trace
+    from tealeaves.data.store import SampleStore
+    from tealeaves.data.traces import Trace, write_trace
 
     python = python or sys.executable
     work = Path(tempfile.mkdtemp(prefix="tealeaves-speed-"))

@@ -16,7 +16,7 @@ import argparse
 import os
 import sys
 
-from . import (
+from tealeaves.app.cli import (
     bench,
     calibrate,
     classify,
@@ -28,8 +28,8 @@ from . import (
     report,
     screenshot,
 )
-from .args import use_model_folder, zone_error
-from .common import fail, package_version
+from tealeaves.app.cli.args import use_model_folder, zone_error
+from tealeaves.app.cli.common import fail, package_version
 
 #: The commands in the order ``tealeaves --help`` lists them.
 COMMANDS = (dashboard, collect, imports, doctor, classify, calibrate, evaluate, report,
@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(devnull, sys.stdout.fileno())
         return 0
     except RuntimeError as exc:
-        from ...data.store import StoreError
+        from tealeaves.data.store import StoreError
 
         if isinstance(exc, StoreError):  # a damaged or foreign store met mid-command
             return fail(str(exc))

@@ -2,6 +2,6 @@
 
 import sys
 
-from . import main
+from tealeaves.app.cli import main
 
 sys.exit(main())

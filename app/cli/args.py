@@ -112,8 +112,8 @@ def gpu_indices(text: str) -> list[int]:
 
 def zone_error(tz: str | None) -> str | None:
     """Why ``tz`` (a ``--tz`` value) is not a time zone, or None when it is one (or absent):
-    an IANA name or an offset like ``+02:00`` (``collectors.server_log.resolve_tz``)."""
-    from ...collectors.server_log import ServerLogError, resolve_tz
+    an IANA name or an offset like ``+02:00`` (``data.server_log.resolve_tz``)."""
+    from tealeaves.data.server_log import ServerLogError, resolve_tz
 
     if tz is None:
         return None
@@ -170,8 +170,8 @@ def add_model(parser) -> None:
 def use_model_folder(directory) -> str | None:
     """Load the model in ``directory`` for this run (``classifier.labellers.use_model``);
     the one-line reason when it cannot be loaded, else None."""
-    from ...classifier.labellers import use_model
-    from ...classifier.model import ModelError, PhaseModel
+    from tealeaves.classifier.labellers import use_model
+    from tealeaves.classifier.model import ModelError, PhaseModel
 
     try:
         PhaseModel.load(directory)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ...data.jsontext import dumps as json_dumps
-from .args import DAY, count, gpu_indices, upto
-from .common import EXIT_NO_GPU, fail
+from tealeaves.app.cli.args import DAY, count, gpu_indices, upto
+from tealeaves.app.cli.common import EXIT_NO_GPU, fail
+from tealeaves.data.jsontext import dumps as json_dumps
 
 
 def add_parser(sub) -> None:
@@ -24,7 +24,7 @@ def add_parser(sub) -> None:
 def cmd_bench_workload(args: argparse.Namespace) -> int:
     """``tealeaves bench workload``: run the labelled phases on the GPUs, writing labels (and an
     SGLang-style log).  Returns the exit status (0; 3 without torch+CUDA GPUs)."""
-    from ...kernels_bench.workload import Workload, scenario_schedule
+    from tealeaves.kernels_bench.workload import Workload, scenario_schedule
 
     try:
         wl = Workload(devices=args.gpus, hot_experts=args.hot_experts, seed=args.seed)
@@ -37,7 +37,7 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
           f"{total:.0f} s; labels -> {args.labels}", flush=True)
     writer = None
     if args.sglang_log:
-        from ...kernels_bench.sglang_log import SglangLogWriter
+        from tealeaves.kernels_bench.sglang_log import SglangLogWriter
 
         writer = SglangLogWriter(args.sglang_log)
     try:
@@ -49,7 +49,7 @@ def cmd_bench_workload(args: argparse.Namespace) -> int:
 
 
 def _add_workload(bsub) -> None:
-    from ...kernels_bench.workload import SCENARIOS
+    from tealeaves.kernels_bench.workload import SCENARIOS
 
     w = bsub.add_parser("workload", help="run the labelled GPU workload (needs torch+CUDA)",
                         description="Run idle/prefill/decode/skewed-decode phases on every "
@@ -76,7 +76,7 @@ def _add_workload(bsub) -> None:
 # -- classifier ------------------------------------------------------------------------------
 def cmd_bench_classifier(args: argparse.Namespace) -> int:
     """``tealeaves bench classifier``: time the phase model and the rules.  Returns 0."""
-    from ...classifier import bench as cbench
+    from tealeaves.classifier import bench as cbench
 
     res = cbench.run(args.seconds, args.gpus, args.repeat)
     if args.json:
@@ -102,7 +102,7 @@ def _add_classifier(bsub) -> None:
 def cmd_bench_gaps(args: argparse.Namespace) -> int:
     """``tealeaves bench gaps``: stores with and without a pause between sessions, side by side.
     Returns 0."""
-    from ..bench import gaps as gap_bench
+    from tealeaves.app.bench import gaps as gap_bench
 
     res = gap_bench.run(args.gap_days, args.copies)
     if args.json:
@@ -128,7 +128,7 @@ def _add_gaps(bsub) -> None:
 def cmd_bench_dashboard(args: argparse.Namespace) -> int:
     """``tealeaves bench dashboard``: server time, payload, latency and memory of the dashboard.
     Returns the exit status (0; 2 when ``--store`` is a file this benchmark did not make)."""
-    from ..bench import dashboard as dbench
+    from tealeaves.app.bench import dashboard as dbench
 
     if args.store is not None and args.store.exists() and not dbench.made_by_bench(args.store):
         return fail(f"{args.store} exists and is not a store `tealeaves bench dashboard` made: "
@@ -168,7 +168,7 @@ def _add_dashboard(bsub) -> None:
 def cmd_bench_speed(args: argparse.Namespace) -> int:
     """``tealeaves bench speed``: start-up and command times, each in a fresh process, beside
     a baseline interpreter's.  Returns the exit status (0; 2 when a --python is no file)."""
-    from ..bench import speed
+    from tealeaves.app.bench import speed
 
     for opt, py in (("--python", args.python), ("--baseline", args.baseline)):
         if py is not None and not Path(py).is_file():
@@ -213,8 +213,8 @@ def _add_speed(bsub) -> None:
 def cmd_bench_collector(args: argparse.Namespace) -> int:
     """``tealeaves bench collector``: the collector against nvitop and nvidia-smi.  Returns the
     exit status (0; 3 no GPU)."""
-    from ...collectors import bench
-    from ...collectors.nvml_shim import Nvml, NvmlUnavailable
+    from tealeaves.collectors import bench
+    from tealeaves.collectors.nvml_shim import Nvml, NvmlUnavailable
 
     try:
         n = Nvml()
@@ -252,7 +252,7 @@ def _add_collector(bsub) -> None:
 def cmd_bench_prometheus(args: argparse.Namespace) -> int:
     """``tealeaves bench prometheus``: the exporter's cost to a real Prometheus.  Returns the
     exit status (0; 2 when the prometheus binary is missing)."""
-    from ..bench.prometheus import main as prom_main
+    from tealeaves.app.bench.prometheus import main as prom_main
 
     try:
         prom_main(args.targets, args.interval, args.seconds, args.json)
@@ -282,13 +282,13 @@ def _add_prometheus(bsub) -> None:
 def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
     """``tealeaves bench verify-attention``: check and time the verify-attention kernels.
     Returns the exit status (0; 2 bad input; 3 without torch and Triton)."""
-    from ...kernels_bench.verify_args import combination_error
+    from tealeaves.kernels_bench.verify_args import combination_error
 
     why_not = combination_error(args)
     if why_not:
         return fail(why_not)
     try:
-        from ...kernels_bench.verify_bench import run
+        from tealeaves.kernels_bench.verify_bench import run
     except ImportError as exc:
         return fail(f"bench verify-attention needs torch and Triton ({exc}): "
                      f"pip install -e '.[bench]' on a machine with a CUDA GPU", EXIT_NO_GPU)
@@ -300,7 +300,7 @@ def cmd_bench_verify_attention(args: argparse.Namespace) -> int:
 
 
 def _add_verify_attention(bsub) -> None:
-    from ...kernels_bench.verify_args import add_arguments as add_verify_arguments
+    from tealeaves.kernels_bench.verify_args import add_arguments as add_verify_arguments
 
     bv = bsub.add_parser("verify-attention",
                          help="DDTree verify attention kernels: NSPLIT x page x context sweep",

@@ -9,8 +9,8 @@ import os
 import sys
 from pathlib import Path
 
-from .args import add_file_reading, file_reading, upto
-from .common import fail, na
+from tealeaves.app.cli.args import add_file_reading, file_reading, upto
+from tealeaves.app.cli.common import fail, na
 
 #: Fewer taught windows than this and the before/after agreement says little.
 MIN_TAUGHT = 30
@@ -20,16 +20,16 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
     """(targets (n, 3), a sentence naming the source) from --server-metrics or --server-log."""
     import numpy as np
 
-    from ...classifier.calibrate import (
+    from tealeaves.classifier.calibrate import (
         FORWARD_SECONDS,
         MAX_INTERVAL_S,
         engine_shares,
         shares_from_engine,
     )
-    from ...classifier.shares import window_shares
+    from tealeaves.classifier.shares import window_shares
 
     if args.server_metrics is not None:
-        from ...collectors.server_metrics import read_page
+        from tealeaves.data.server_metrics import read_page
 
         page = read_page(args.server_metrics.read_text(errors="replace"),
                          name=str(args.server_metrics))
@@ -48,8 +48,9 @@ def _engine_targets(args: argparse.Namespace, trace, feats) -> tuple:
                 "to read the engine's phase shares from; give --server-log instead"))
         return (shares_from_engine(feats.index.to_numpy(float), eng, args.window),
                 f"{args.server_metrics}: {len(eng)} scrape intervals of forward time")
-    from ...classifier.align import align_events
-    from ...collectors.server_log import phase_intervals, read_log
+    from tealeaves.classifier.align import align_events
+    from tealeaves.classifier.server_phases import phase_intervals
+    from tealeaves.data.server_log import read_log
 
     log = read_log(args.server_log, tz=args.tz)
     shifted, a = align_events(log.events, trace.samples)
@@ -68,13 +69,13 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     """``tealeaves calibrate``.  Returns the exit status (0; 2 bad input)."""
     import numpy as np
 
-    from ...classifier.calibrate import agreement, split_time, teach
-    from ...classifier.features import WindowFeatures
-    from ...classifier.model import MODEL_DIR, ModelError, PhaseModel
-    from ...classifier.share_corpus import load_kinds
-    from ...collectors.server_log import ServerLogError
-    from ...data.importers import ImportFormatError, load_trace
-    from ...data.traces import TraceError
+    from tealeaves.classifier.calibrate import agreement, split_time, teach
+    from tealeaves.classifier.features import WindowFeatures
+    from tealeaves.classifier.model import MODEL_DIR, ModelError, PhaseModel
+    from tealeaves.classifier.share_corpus import load_kinds
+    from tealeaves.data.importers import ImportFormatError, load_trace
+    from tealeaves.data.server_log import ServerLogError
+    from tealeaves.data.traces import TraceError
 
     if (args.server_metrics is None) == (args.server_log is None):
         return fail("calibrate needs one of --server-metrics FILE or --server-log LOG")

@@ -11,10 +11,17 @@ from pathlib import Path
 
 import numpy as np
 
-from ...data.jsontext import dumps as json_dumps
-from ...data.schema import entity_name, entity_short
-from .args import add_file_reading, add_groups, add_model, classifier_window, file_reading, upto
-from .common import Working, add_utc_flag, fail, na, plural, time_text
+from tealeaves.app.cli.args import (
+    add_file_reading,
+    add_groups,
+    add_model,
+    classifier_window,
+    file_reading,
+    upto,
+)
+from tealeaves.app.cli.common import Working, add_utc_flag, fail, na, plural, time_text
+from tealeaves.data.jsontext import dumps as json_dumps
+from tealeaves.data.schema import entity_name, entity_short
 
 
 def _alone(groups: dict | None) -> bool:
@@ -85,7 +92,7 @@ def window_table(windows, utc: bool = False) -> str:
     ("-" when none), then the window's phase shares of time (0-1) and its verdict
     ("decode", "mixed: decode 55 % · prefill 30 %"), and an unknown value as an empty cell
     (never NaN)."""
-    from ...classifier.summary import window_hot_sets
+    from tealeaves.classifier.summary import window_hot_sets
 
     def fig(v) -> str:
         return f"{v:.3f}" if isinstance(v, float | int) and math.isfinite(v) else ""
@@ -134,14 +141,14 @@ def cmd_classify(args: argparse.Namespace) -> int:
     """``tealeaves classify``: print the windows (table, ``--csv`` or ``--json``), the phase
     counts, the hot set and, with labels or a confident server log, the accuracy.  Returns the
     exit status (0; 2 bad input)."""
-    from ...classifier import classify_with_segments, default_labeller, score_against_labels
-    from ...classifier.evaluate import time_accuracy
-    from ...classifier.groups import GroupsError, parse_groups
-    from ...classifier.mig import balance_line, load_balance, window_loads
-    from ...classifier.summary import group_summary, imbalance_summary
-    from ...collectors.server_log import ServerLogError
-    from ...data.importers import load_trace, regular_file
-    from ...data.traces import TraceError, read_labels
+    from tealeaves.classifier import classify_with_segments, default_labeller, score_against_labels
+    from tealeaves.classifier.evaluate import time_accuracy
+    from tealeaves.classifier.groups import GroupsError, parse_groups
+    from tealeaves.classifier.mig import balance_line, load_balance, window_loads
+    from tealeaves.classifier.summary import group_summary, imbalance_summary
+    from tealeaves.data.importers import load_trace, regular_file
+    from tealeaves.data.server_log import ServerLogError
+    from tealeaves.data.traces import TraceError, read_labels
 
     try:
         # every file named, before any is opened: a FIFO would block, a device never end
@@ -157,7 +164,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
         trace = load_trace(args.trace, format=args.format, **file_reading(args))
         labels = read_labels(args.labels) if args.labels else None
         if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
-            from ...classifier.evaluate import check_gpus_in_trace
+            from tealeaves.classifier.evaluate import check_gpus_in_trace
 
             check_gpus_in_trace(labels, trace.samples, args.labels)
         server = _server_log_truth(args, trace) if args.server_log else None
@@ -165,7 +172,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
                    if args.server_metrics else None)
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
-    from .imports import placement_note, refusal_note
+    from tealeaves.app.cli.imports import placement_note, refusal_note
 
     for note in (placement_note(trace.meta, args.utc, fix="give --start-time"),
                  refusal_note(trace.meta)):
@@ -224,8 +231,8 @@ def cmd_classify(args: argparse.Namespace) -> int:
 def source_line(path, samples, utc: bool) -> str:
     """What the verdicts under the table are of: the file, its GPUs, its time range and how
     many samples (``samples``: the trace's, epoch-s ``timestamp``)."""
-    from ...data.schema import entities_text
-    from .common import shown
+    from tealeaves.app.cli.common import shown
+    from tealeaves.data.schema import entities_text
 
     ts = samples["timestamp"].to_numpy(dtype=float) if len(samples) else np.zeros(0)
     gpus = sorted(int(g) for g in samples["gpu"].unique()) if len(samples) else []
@@ -242,13 +249,13 @@ def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, im
     the range's phase shares of time, what the verdicts stood on, the hot set, the
     imbalance, the serving groups, ``more`` (MIG and server-metrics lines) and the segments
     (``t0``: the trace's first sample, epoch s)."""
-    from ...classifier.summary import share_summary
+    from tealeaves.classifier.summary import share_summary
 
     if args.csv:  # an unknown value is an empty cell; GPU indices whole numbers
         out = shares_last(windows.copy())
         if "hot_gpu" in out:
             out["hot_gpu"] = out["hot_gpu"].astype("Int64")
-        from ...data.csvtext import safe_cell
+        from tealeaves.data.csvtext import safe_cell
 
         for col in out.columns[out.dtypes == object]:  # no formula from a text cell (OWASP)
             out[col] = out[col].map(safe_cell)
@@ -317,7 +324,7 @@ def _classify_json(args: argparse.Namespace, windows, segments, counts: dict, im
     every window and 0.1-s segment, ``units``, ``cannot_tell_windows`` (windows with no
     phase), ``evidence`` (lines on what the verdicts left out, ``classifier.evidence``), and
     the score and server log when given."""
-    from ...classifier.summary import share_summary, window_hot_sets
+    from tealeaves.classifier.summary import share_summary, window_hot_sets
 
     records = json.loads(shares_last(windows).to_json(orient="records"))
     for rec, hs in zip(records, window_hot_sets(windows), strict=True):
@@ -384,8 +391,8 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     Raises:
         ValueError: not a ``/metrics`` page (names the file).
     """
-    from ...classifier.server_balance import balance_lines, read_balance
-    from .imports import metrics_file
+    from tealeaves.app.cli.imports import metrics_file
+    from tealeaves.classifier.server_balance import balance_lines, read_balance
 
     page = metrics_file(path)
     frame = page.frame
@@ -399,7 +406,7 @@ def _server_balance(path: Path, trace, utc: bool) -> dict:
     lines = [f"{path}: {page.engine} /metrics page, {page.scrapes} scrape"
              f"{'s' if page.scrapes != 1 else ''}, {when} (times from {how})"
              + ("" if inside else "; NOT within the trace's time span: read as it is")]
-    from ...collectors.server_log import refused_note
+    from tealeaves.data.server_log import refused_note
 
     if page.refused:  # blank codes and impossible values, stored as NaN
         lines.append(f"  {refused_note(page.refused)}")
@@ -421,8 +428,9 @@ def _server_log_truth(args: argparse.Namespace, trace) -> dict:
     """Parse ``--server-log``, estimate its clock offset against the trace, and turn it into
     ground-truth intervals on the trace's clock (``labels`` is None unless the offset is
     confident)."""
-    from ...classifier.align import align_events
-    from ...collectors.server_log import phase_intervals, read_log
+    from tealeaves.classifier.align import align_events
+    from tealeaves.classifier.server_phases import phase_intervals
+    from tealeaves.data.server_log import read_log
 
     log = read_log(args.server_log, tz=args.tz)
     events, fmt = log.events, log.format

@@ -8,9 +8,8 @@ import signal
 import socket
 from pathlib import Path
 
-from ...data.jsontext import dumps as json_dumps
-from .args import DAY, add_model, gpu_indices, port_number, upto
-from .common import (
+from tealeaves.app.cli.args import DAY, add_model, gpu_indices, port_number, upto
+from tealeaves.app.cli.common import (
     EXIT_NO_GPU,
     EXIT_SAMPLES_LOST,
     fail,
@@ -20,17 +19,18 @@ from .common import (
     shown,
     write_atomically,
 )
+from tealeaves.data.jsontext import dumps as json_dumps
 
 
 def cmd_collect(args: argparse.Namespace) -> int:
     """``tealeaves collect``: collect until ``--duration``, Ctrl-C or SIGTERM, then print a
     summary line.  Returns the exit status (0; 2 bad input, store or port; 3 no GPU; 4 samples
     collected but not stored, counted in the summary and ``dropped_samples``)."""
-    from ...collectors.bench import CpuMeter, rss_mb
-    from ...collectors.server_log import ServerLogError, resolve_tz
-    from ...data.device_facts import DeviceConflictError
-    from ...data.store import StoreError
-    from ..session import Session
+    from tealeaves.app.session import Session
+    from tealeaves.collectors.bench import CpuMeter, rss_mb
+    from tealeaves.data.device_facts import DeviceConflictError
+    from tealeaves.data.server_log import ServerLogError, resolve_tz
+    from tealeaves.data.store import StoreError
 
     if args.server_log is not None:  # a bad --tz is refused before anything is opened
         try:
@@ -111,9 +111,9 @@ def _open_source(args: argparse.Namespace):
     """The collector of ``collect`` (a replay of ``--replay``, else NVML), opened:
     ``(collector, devices)``, or the exit status when it cannot be."""
     if args.replay is not None:
-        from ...collectors.replay import ReplayCollector
-        from ...data.importers import ImportFormatError, load_trace
-        from ...data.traces import TraceError
+        from tealeaves.collectors.replay import ReplayCollector
+        from tealeaves.data.importers import ImportFormatError, load_trace
+        from tealeaves.data.traces import TraceError
 
         try:
             tr = load_trace(args.replay)
@@ -129,8 +129,8 @@ def _open_source(args: argparse.Namespace):
                 tr.devices["host"] = args.host
         collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
         return collector, collector.open()
-    from ...collectors.nvml import NvmlCollector, UnknownGpus
-    from ...collectors.nvml_shim import NvmlUnavailable
+    from tealeaves.collectors.nvml import NvmlCollector, UnknownGpus
+    from tealeaves.collectors.nvml_shim import NvmlUnavailable
 
     collector = NvmlCollector(hz=args.hz, gpus=args.gpus, threads=args.threads,
                               pcie_hz=args.pcie_hz)
@@ -172,8 +172,8 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
     import sqlite3
     import sys
 
-    from ...collectors.health import intermittent, intermittent_text
-    from ...collectors.nvml import health_summary
+    from tealeaves.collectors.health import intermittent, intermittent_text
+    from tealeaves.collectors.nvml import health_summary
 
     collector, store = session.collector, session.store
     h = collector.health
@@ -208,7 +208,7 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
         write_atomically(args.stats_json, lambda tmp: _named(args.stats_json, Path.write_text,
                                                              tmp, stats))
     if args.parquet:
-        from ...data.traces import Trace, write_trace
+        from tealeaves.data.traces import Trace, write_trace
 
         samples, _ = store.read_since(start_cursor)
         devs = store.devices()

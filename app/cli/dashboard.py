@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .args import DAY, add_file_reading, add_model, file_reading, port_number, upto
-from .common import fail
+from tealeaves.app.cli.args import DAY, add_file_reading, add_model, file_reading, port_number, upto
+from tealeaves.app.cli.common import fail
 
 
 def cmd_dashboard(args: argparse.Namespace) -> int:
     """``tealeaves dashboard``: serve until Ctrl-C.  Returns the exit status (0; 2 when the
     source, store, server log or address is refused)."""
-    from ..dashboard.server import serve
+    from tealeaves.app.dashboard.server import serve
 
     try:
         return serve(trace=args.trace, host=args.host, port=args.port, speed=args.speed,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from ...data.jsontext import dumps as json_dumps
-from .args import upto
-from .common import EXIT_NO_GPU
+from tealeaves.app.cli.args import upto
+from tealeaves.app.cli.common import EXIT_NO_GPU
+from tealeaves.data.jsontext import dumps as json_dumps
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -14,8 +14,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     ``EXIT_NO_GPU`` (3, as ``collect``) when NVML finds no GPU; the output says so then too
     (one line, or ``{"gpus": [], "error": ...}`` with ``--json``), so a script can test for a
     GPU with the exit status alone."""
-    from ...collectors.nvml_shim import NvmlUnavailable
-    from ...collectors.probe import format_table, probe
+    from tealeaves.collectors.nvml_shim import NvmlUnavailable
+    from tealeaves.collectors.probe import format_table, probe
 
     try:
         report = probe(poll_s=args.poll)

@@ -9,9 +9,9 @@ import math
 import sys
 from pathlib import Path
 
-from ...data.jsontext import dumps as json_dumps
-from .args import add_file_reading, file_reading
-from .common import fail, na
+from tealeaves.app.cli.args import add_file_reading, file_reading
+from tealeaves.app.cli.common import fail, na
+from tealeaves.data.jsontext import dumps as json_dumps
 
 
 def _progress(desc: str):
@@ -23,11 +23,11 @@ def _progress(desc: str):
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """``tealeaves evaluate``: score one trace against its labels, or (``--corpus``) validate on
     the corpus.  Returns the exit status (0; 2 bad input)."""
-    from ...classifier import classify_trace, default_labeller
-    from ...classifier.evaluate import check_labels_in_trace, score
-    from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
-    from ...data.importers import ImportFormatError, load_trace
-    from ...data.traces import TraceError, read_labels
+    from tealeaves.classifier import classify_trace, default_labeller
+    from tealeaves.classifier.evaluate import check_labels_in_trace, score
+    from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+    from tealeaves.data.importers import ImportFormatError, load_trace
+    from tealeaves.data.traces import TraceError, read_labels
 
     if args.corpus is not None:
         if args.trace or args.labels:
@@ -64,8 +64,8 @@ def in_sample_note(trace, labeller: str | None) -> str:
     import json
     from pathlib import Path
 
-    from ...classifier.labellers import model_dir
-    from ...classifier.model import MODEL_STEM
+    from tealeaves.classifier.labellers import model_dir
+    from tealeaves.classifier.model import MODEL_STEM
 
     if labeller not in ("trained", "taught"):
         return ""
@@ -111,8 +111,8 @@ def _print_score(r: dict) -> None:
 
 
 def _evaluate_corpus(args: argparse.Namespace) -> int:
-    from ...classifier.evaluate import load_corpus, report_markdown, validate_corpus
-    from ...data.traces import TraceError
+    from tealeaves.classifier.evaluate import load_corpus, report_markdown, validate_corpus
+    from tealeaves.data.traces import TraceError
 
     try:
         corpus = load_corpus(Path(args.corpus) if args.corpus else None,
@@ -182,7 +182,7 @@ def _share_results(args: argparse.Namespace, result: dict) -> list[str]:
     Raises:
         TraceError: a trace of the corpus is missing or bad.
     """
-    from ...classifier.share_corpus import (
+    from tealeaves.classifier.share_corpus import (
         load_kinds,
         shares_markdown,
         shortfalls,
@@ -237,7 +237,7 @@ def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
     (``phase_model.validation.json``), for reports to cite."""
     from datetime import UTC, datetime
 
-    from ...classifier.model import MODEL_DIR, MODEL_STEM
+    from tealeaves.classifier.model import MODEL_DIR, MODEL_STEM
 
     chosen = result["chosen"]
     out = {"command": cmd, "written_utc": datetime.now(UTC).strftime("%Y-%m-%d %H:%M"),
@@ -252,9 +252,9 @@ def _write_validation(result: dict, corpus: list, cmd: str) -> Path:
 def cmd_train(args: argparse.Namespace) -> int:
     """``tealeaves train``: fit the chosen model on the corpus and save it.  Returns the exit
     status (0; 2 bad input or an unwritable ``--out``)."""
-    from ...classifier.evaluate import KIND_OF, load_corpus, torch_available, train
-    from ...classifier.model import MODEL_DIR, MODEL_STEM
-    from ...data.traces import TraceError
+    from tealeaves.classifier.evaluate import KIND_OF, load_corpus, torch_available, train
+    from tealeaves.classifier.model import MODEL_DIR, MODEL_STEM
+    from tealeaves.data.traces import TraceError
 
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         return fail(f"{args.out}: exists and is not a folder (--out takes a folder)")
@@ -281,7 +281,12 @@ def cmd_train(args: argparse.Namespace) -> int:
             "windows": int(sum(c.truth["phase"].notna().sum() for c in corpus))}
     print(f"fitting the {kind} model on {len(corpus)} traces...", file=sys.stderr, flush=True)
     model = train(corpus, seed=args.seed, meta=meta, kind=kind)
-    from ...classifier.share_corpus import confidence_maps, fit_share_model, held_out, load_kinds
+    from tealeaves.classifier.share_corpus import (
+        confidence_maps,
+        fit_share_model,
+        held_out,
+        load_kinds,
+    )
 
     print("fitting the share model on every input kind, confidence maps held out by "
           "family...", file=sys.stderr, flush=True)

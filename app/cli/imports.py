@@ -7,10 +7,10 @@ import argparse
 import math
 from pathlib import Path
 
-from ...data.jsontext import dumps as json_dumps
-from ...data.schema import entities_text, entity_name
-from .args import epoch_time
-from .common import add_utc_flag, fail, plural, shown, time_text
+from tealeaves.app.cli.args import epoch_time
+from tealeaves.app.cli.common import add_utc_flag, fail, plural, shown, time_text
+from tealeaves.data.jsontext import dumps as json_dumps
+from tealeaves.data.schema import entities_text, entity_name
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -19,9 +19,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     cannot be written: nothing stored)."""
     import sqlite3
 
-    from ...data.device_facts import DeviceConflictError
-    from ...data.importers import import_file, stream_file
-    from ...data.store import SampleStore, StoreError
+    from tealeaves.data.device_facts import DeviceConflictError
+    from tealeaves.data.importers import import_file, stream_file
+    from tealeaves.data.store import SampleStore, StoreError
 
     pending, gpu_files, pages = [], [], []
     for path in args.files:
@@ -258,13 +258,13 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
     """
     import os
 
-    from ...collectors.server_metrics import read_page
-    from ...data.importers import (
+    from tealeaves.data.importers import (
         SERVER_METRICS_FORMAT,
         ImportFormatError,
         detect_format,
         read_text,
     )
+    from tealeaves.data.server_metrics import read_page
 
     try:
         fmt = args.format or detect_format(path)
@@ -279,7 +279,7 @@ def read_saved_page(path: Path, args: argparse.Namespace) -> dict | None:
 
 def metrics_file(path: Path):
     """A saved SGLang/vLLM ``/metrics`` page given with ``--server-metrics FILE``, read whole
-    (``collectors.server_metrics.PageRead``; scrapes without timestamps end at the file's
+    (``data.server_metrics.PageRead``; scrapes without timestamps end at the file's
     modification time).
 
     Raises:
@@ -288,8 +288,8 @@ def metrics_file(path: Path):
     """
     import os
 
-    from ...collectors.server_metrics import read_page
-    from ...data.importers import read_text
+    from tealeaves.data.importers import read_text
+    from tealeaves.data.server_metrics import read_page
 
     try:  # missing, a directory, a FIFO or a device: refused before it is opened
         text, _ = read_text(path)
@@ -306,7 +306,7 @@ def page_summary(page: dict) -> dict:
     """What an imported ``/metrics`` page holds: scrapes, series, time span, where its times
     came from, values that were no reading (``no_reading``), and per DP rank the mean generation throughput, running and queued requests
     and accept length with the ranks' spread (``classifier.server_balance.rank_spread``)."""
-    from ...classifier.server_balance import (
+    from tealeaves.classifier.server_balance import (
         balancedness_line,
         balancedness_series,
         expert_heatmap,
@@ -350,7 +350,7 @@ def page_summary(page: dict) -> dict:
 def print_page(p: dict, utc: bool) -> None:
     """The import summary of one ``/metrics`` page (``page_summary``); a page of one scrape
     gives the ranks' values but no verdict on uneven ranks (``server_balance.MIN_SCRAPES``)."""
-    from ...classifier.server_balance import MIN_SCRAPES, ONE_SCRAPE
+    from tealeaves.classifier.server_balance import MIN_SCRAPES, ONE_SCRAPE
 
     t0, t1 = p["time_span"]
     when = (time_text(t0, utc) if t0 == t1

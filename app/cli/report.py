@@ -6,18 +6,25 @@ import argparse
 import sys
 from pathlib import Path
 
-from .args import add_file_reading, add_groups, add_model, classifier_window, count, file_reading
-from .common import Working, add_utc_flag, fail, out_path_problem, shown, time_text
+from tealeaves.app.cli.args import (
+    add_file_reading,
+    add_groups,
+    add_model,
+    classifier_window,
+    count,
+    file_reading,
+)
+from tealeaves.app.cli.common import Working, add_utc_flag, fail, out_path_problem, shown, time_text
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     """``tealeaves report``: build the report of a trace or a store range and write it in the
     chosen format, then print one summary line.  Returns the exit status (0; 2 bad input or an
     unwritable ``--out``)."""
-    from ...classifier.groups import GroupsError, parse_groups
-    from ...collectors.server_log import ServerLogError
-    from ..report.model import ReportError, build_report
-    from ..report.out import write_report, write_report_stream
+    from tealeaves.app.report.model import ReportError, build_report
+    from tealeaves.app.report.out import write_report, write_report_stream
+    from tealeaves.classifier.groups import GroupsError, parse_groups
+    from tealeaves.data.server_log import ServerLogError
 
     to_stdout = str(args.out) == "-"
     fmt, problem = _out_format(args, to_stdout)
@@ -80,8 +87,8 @@ def _out_format(args: argparse.Namespace, to_stdout: bool) -> tuple[str, str | N
     """The report format ``--out``/``--format`` ask for, and why ``--out`` cannot be
     written (a device or pipe, a folder, an unwritable place, no format), or None; checked
     before any data is read."""
-    from ..report.model import FORMATS
-    from ..report.out import NOT_REGULAR
+    from tealeaves.app.report.model import FORMATS
+    from tealeaves.app.report.out import NOT_REGULAR
 
     if not to_stdout and args.out.exists() and not args.out.is_file() \
             and not args.out.is_dir():  # /dev/stdout, a pipe: before the work
@@ -109,14 +116,14 @@ def _report_input(args: argparse.Namespace):
     Raises:
         ReportError, ServerLogError, ValueError: an input cannot be read (named).
     """
-    from ...classifier.align import align_events
-    from ...collectors.server_log import events_frame, read_log
-    from ..dashboard.timefmt import parse_time
-    from ..report.model import Source, from_store, from_trace
+    from tealeaves.app.dashboard.timefmt import parse_time
+    from tealeaves.app.report.model import Source, from_store, from_trace
+    from tealeaves.classifier.align import align_events
+    from tealeaves.data.server_log import events_frame, read_log
 
     if args.trace is not None:
         inp = from_trace(args.trace, format=args.trace_format, **file_reading(args))
-        from .imports import placement_note, refusal_note
+        from tealeaves.app.cli.imports import placement_note, refusal_note
 
         for note in (placement_note(inp.meta, args.utc), refusal_note(inp.meta)):
             if note:
@@ -137,11 +144,11 @@ def _report_input(args: argparse.Namespace):
         inp.server_events = events_frame(events)
         inp.sources.append(Source("server_log", args.server_log))
     if args.server_metrics is not None:
-        from .imports import metrics_file
+        from tealeaves.app.cli.imports import metrics_file
 
         page = metrics_file(args.server_metrics)
         if page.refused:  # blank codes and impossible values, read as NaN
-            from ...collectors.server_log import refused_note
+            from tealeaves.data.server_log import refused_note
 
             print(f"{args.server_metrics}: {refused_note(page.refused)}", file=sys.stderr)
         inp.server_metrics = page.frame
@@ -172,8 +179,8 @@ def screenshot_input(path: Path, tz: str) -> dict:
     """
     from PIL import Image
 
-    from ...data.screenshots import ScreenshotError, capture_time, time_from_metadata
-    from .screenshot import read_one
+    from tealeaves.app.cli.screenshot import read_one
+    from tealeaves.data.screenshots import ScreenshotError, capture_time, time_from_metadata
 
     shot = read_one(path)
     try:
@@ -195,7 +202,7 @@ def summary_line(data: dict, utc: bool = False) -> str:
     2.3x the rest) and GPU 1 (34 windows, 2.3x the rest), imbalance ratio 1.22, straggler
     tax 15.7% over 106 of 121 windows (the decode windows with load)"``; the hot set in
     ``classifier.hot_set``'s words (the report's ``hot_text``)."""
-    from ..figures import fmt_span
+    from tealeaves.app.figures import fmt_span
 
     s, r = data["summary"], data["range"]
     tax, ratio = s["straggler_tax"], s["imbalance_ratio"]

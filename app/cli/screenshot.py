@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ...data.jsontext import dumps as json_dumps
-from .common import fail, shown
+from tealeaves.app.cli.common import fail, shown
+from tealeaves.data.jsontext import dumps as json_dumps
 
 
 def read_one(path: Path, halves: bool = False, cuts: list[float] | None = None) -> dict:
@@ -18,10 +18,10 @@ def read_one(path: Path, halves: bool = False, cuts: list[float] | None = None) 
     Raises:
         ValueError (``ScreenReadError``): not a picture, or no OCR engine (names the file).
     """
-    from ...classifier.picture import summary
-    from ...data.screen_read import FIELDS, ScreenReadError, read_picture
-    from ...data.screenshots import MAX_BYTES
-    from ..figures.read_back import read_back
+    from tealeaves.app.figures.read_back import read_back
+    from tealeaves.classifier.picture import summary
+    from tealeaves.data.screen_read import FIELDS, ScreenReadError, read_picture
+    from tealeaves.data.screenshots import MAX_BYTES
 
     try:
         if not path.is_file():  # a folder, a FIFO, a device: nothing to read as a picture

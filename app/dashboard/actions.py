@@ -10,12 +10,12 @@ from zoneinfo import ZoneInfo
 import dash
 from dash import html
 
-from ...data.schema import EARLIEST_TS
-from .config import LATEST_TS
-from .cursor import Action, Cursor
-from .live import LiveView, Step
-from .panels import follow_note
-from .timefmt import parse_time
+from tealeaves.app.dashboard.config import LATEST_TS
+from tealeaves.app.dashboard.cursor import Action, Cursor
+from tealeaves.app.dashboard.live import LiveView, Step
+from tealeaves.app.dashboard.panels import follow_note
+from tealeaves.app.dashboard.timefmt import parse_time
+from tealeaves.data.schema import EARLIEST_TS
 
 
 def shown_range(live: LiveView, state: Cursor) -> tuple[float, float]:
@@ -45,8 +45,8 @@ def export_report(live: LiveView, state: Cursor, fmt: str) -> tuple[str, bytes]:
     Raises:
         ValueError (``ReportError``): nothing in the range, or PDF/PNG without Chromium.
     """
-    from ..report.model import build_report, read_store
-    from ..report.out import report_bytes
+    from tealeaves.app.report.model import build_report, read_store
+    from tealeaves.app.report.out import report_bytes
 
     t0, t1 = shown_range(live, state)
     path = getattr(live.store, "path", None)

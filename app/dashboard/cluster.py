@@ -16,9 +16,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...classifier.rules import PHASE_ORDER
-from ...data.schema import entity_name
-from ..figures import PHASE_COLORS
+from tealeaves.app.figures import PHASE_COLORS
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.data.schema import entity_name
 
 #: Seconds shown and column width.
 OVERVIEW_S = 600.0

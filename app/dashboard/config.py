@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import ids
+from tealeaves.app.dashboard import ids
 
 #: An update request unanswered this long (ms) is given up and a new one sent.
 STUCK_MS = 10_000

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Literal, TypedDict
 
-from ..figures import trace_keys
-from .config import DashboardConfig
+from tealeaves.app.dashboard.config import DashboardConfig
+from tealeaves.app.figures import trace_keys
 
 
 class Cursor(TypedDict, total=False):

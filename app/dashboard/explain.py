@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ...classifier.imbalance import (
+from tealeaves.classifier.imbalance import (
     IDLE_BUSY,
     IDLE_LOAD,
     IDLE_WORK,
@@ -33,9 +33,9 @@ from ...classifier.imbalance import (
     format_hot_set,
     hot_set_of,
 )
-from ...classifier.rules import PHASE_ORDER, RulePhaseLabeller
-from ...classifier.summary import hot_ceilings
-from ...data.schema import entity_name
+from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from tealeaves.classifier.summary import hot_ceilings
+from tealeaves.data.schema import entity_name
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ def _pct(v: float, digits: int = 0) -> str:
 def imbalance_threshold(labeller: str) -> float:
     """The ``imbalance_ratio`` threshold of the labeller in use (trained detector or rules)."""
     if labeller in ("trained", "taught"):
-        from ...classifier import default_labeller
+        from tealeaves.classifier import default_labeller
 
         lab = default_labeller()
         det = getattr(lab, "imbalance", None)

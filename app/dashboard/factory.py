@@ -58,20 +58,27 @@ from pathlib import Path
 import dash
 from dash import ClientsideFunction, Input, Output, State, dcc, html
 
-from ...data.store import SampleStore, StoreError
-from ..figures import (
-    LABELLING_TEXT,
-    extendable,
-    trace_keys,
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.actions import act, export_report
+from tealeaves.app.dashboard.config import (
+    IDLE_TICK_MS,
+    MIN_HEIGHT_PX,
+    PACE,
+    PRESETS,
+    STUCK_MS,
+    DashboardConfig,
 )
-from . import ids
-from .actions import act, export_report
-from .config import IDLE_TICK_MS, MIN_HEIGHT_PX, PACE, PRESETS, STUCK_MS, DashboardConfig
-from .cursor import Action, Cursor, page_state
-from .guard import guard_callbacks
-from .inflight import SingleFlight
-from .live import LiveView, Step, axis_names, not_labelled_yet, selected_trace
-from .panels import (
+from tealeaves.app.dashboard.cursor import Action, Cursor, page_state
+from tealeaves.app.dashboard.guard import guard_callbacks
+from tealeaves.app.dashboard.inflight import SingleFlight
+from tealeaves.app.dashboard.live import (
+    LiveView,
+    Step,
+    axis_names,
+    not_labelled_yet,
+    selected_trace,
+)
+from tealeaves.app.dashboard.panels import (
     cluster_panel,
     follow_button,
     follow_note,
@@ -81,9 +88,15 @@ from .panels import (
     toolbar,
     window_panel,
 )
-from .screenshots import page as shots_page
-from .screenshots import register as register_screenshots
-from .timefmt import page_zone, picker_value, session_options
+from tealeaves.app.dashboard.screenshots import page as shots_page
+from tealeaves.app.dashboard.screenshots import register as register_screenshots
+from tealeaves.app.dashboard.timefmt import page_zone, picker_value, session_options
+from tealeaves.app.figures import (
+    LABELLING_TEXT,
+    extendable,
+    trace_keys,
+)
+from tealeaves.data.store import SampleStore, StoreError
 
 ASSETS = Path(__file__).resolve().parent / "assets"
 
@@ -477,7 +490,7 @@ def _register_cluster(app: dash.Dash, live: LiveView) -> None:
                           "host": Input(ids.HOST, "value"),
                           "click": Input(ids.CLUSTER_GRAPH, "clickData")})
     def _cluster(_n, host, click):
-        from .cluster import overview_figure
+        from tealeaves.app.dashboard.cluster import overview_figure
 
         nu = dash.no_update
         hosts = live.hosts()
@@ -505,10 +518,10 @@ def _register_server_panel(app: dash.Dash, live: LiveView) -> None:
     ``PANEL_BUSY``, as the live tick): every answer clears ``PANEL_BUSY``, so none raises
     ``PreventUpdate``, and a retry after ``STUCK_MS`` joins the computation still running
     for the same range (``SingleFlight``) rather than superseding it."""
-    from ...classifier.mig import load_balance
-    from ...classifier.server_balance import BALANCE_SERIES
-    from .actions import shown_range
-    from .server_panel import server_panel
+    from tealeaves.app.dashboard.actions import shown_range
+    from tealeaves.app.dashboard.server_panel import server_panel
+    from tealeaves.classifier.mig import load_balance
+    from tealeaves.classifier.server_balance import BALANCE_SERIES
 
     @app.callback(output={"style": Output(ids.SERVER_PANEL, "style"),
                           "body": Output(ids.SERVER_BODY, "children"),
@@ -556,8 +569,8 @@ def _mig_loads(live: LiveView, t0: float, t1: float):
     of the history's windows of that range only); empty when no MIG instance is stored."""
     import pandas as pd
 
-    from ...classifier.mig import window_loads
-    from ...data.schema import is_mig
+    from tealeaves.classifier.mig import window_loads
+    from tealeaves.data.schema import is_mig
 
     if sum(1 for g in live.history.gpus if is_mig(g)) < 2:
         return pd.DataFrame()

@@ -37,11 +37,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from ...classifier import classify_with_segments
-from ...classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
-from ...data.schema import entity_key, gpus_in
-from ...data.store import SampleStore
-from ..figures import (
+from tealeaves.app.figures import (
     INPUTS_COLUMN,
     LANE_COLUMNS,
     SERVER_HOLD_S,
@@ -50,6 +46,10 @@ from ..figures import (
     bin_lanes,
     server_cells,
 )
+from tealeaves.classifier import classify_with_segments
+from tealeaves.classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
+from tealeaves.data.schema import entity_key, gpus_in
+from tealeaves.data.store import SampleStore
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0

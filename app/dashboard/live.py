@@ -24,10 +24,30 @@ import dash
 import numpy as np
 import pandas as pd
 
-from ...classifier.summary import window_hot_sets
-from ...data.schema import EARLIEST_TS
-from ...data.store import HostView, SampleStore, StoreError
-from ..figures import (
+from tealeaves.app.dashboard.config import (
+    ALL_REFRESH_S,
+    LATEST_TS,
+    MAX_LIVE_POINTS,
+    UPDATE_PERIOD_S,
+    UPDATER_IDLE_S,
+    DashboardConfig,
+)
+from tealeaves.app.dashboard.cursor import Cursor
+from tealeaves.app.dashboard.explain import row_hot_set, window_ceilings
+from tealeaves.app.dashboard.history import History
+from tealeaves.app.dashboard.panels import status_line
+from tealeaves.app.dashboard.timefmt import age_s, page_zone
+from tealeaves.app.dashboard.views import (
+    TraceData,
+    bucket_factor,
+    lanes_from_bins,
+    lanes_from_samples,
+    load_order,
+    point_budget,
+    server_traces,
+    window_traces,
+)
+from tealeaves.app.figures import (
     LABELLING_ROWS,
     MIXED_PHASES,
     HeaderSummary,
@@ -50,29 +70,9 @@ from ..figures import (
     shots_between,
     trace_keys,
 )
-from .config import (
-    ALL_REFRESH_S,
-    LATEST_TS,
-    MAX_LIVE_POINTS,
-    UPDATE_PERIOD_S,
-    UPDATER_IDLE_S,
-    DashboardConfig,
-)
-from .cursor import Cursor
-from .explain import row_hot_set, window_ceilings
-from .history import History
-from .panels import status_line
-from .timefmt import age_s, page_zone
-from .views import (
-    TraceData,
-    bucket_factor,
-    lanes_from_bins,
-    lanes_from_samples,
-    load_order,
-    point_budget,
-    server_traces,
-    window_traces,
-)
+from tealeaves.classifier.summary import window_hot_sets
+from tealeaves.data.schema import EARLIEST_TS
+from tealeaves.data.store import HostView, SampleStore, StoreError
 
 
 @dataclass
@@ -775,7 +775,7 @@ def axis_names(server: bool) -> dict:
     """Layout names of the figure's axes: ``x`` (every x axis) and ``bands`` (the load
     bands' y axis), for a figure with or without the server lane."""
     if server not in _AXES:
-        from ..figures import rows
+        from tealeaves.app.figures import rows
 
         fig = build_figure(pd.DataFrame(), pd.DataFrame(), [0], server=(
             pd.DataFrame(columns=["pf_batches"]) if server else None))

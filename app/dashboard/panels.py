@@ -11,15 +11,12 @@ from zoneinfo import ZoneInfo
 
 from dash import dcc, html
 
-from ...collectors.health import intermittent_text
-from ...data.schema import (
-    entities_text,
-    entity_count_text,
-    entity_key,
-    entity_name,
-    entity_short,
-)
-from ..figures import (
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.config import PRESETS, DashboardConfig
+from tealeaves.app.dashboard.cursor import Cursor
+from tealeaves.app.dashboard.explain import explain_window, row_hot_set
+from tealeaves.app.dashboard.timefmt import age_s, clock, fmt_age, page_zone, replay_text
+from tealeaves.app.figures import (
     HOT_COLOR,
     MIN_SHARE_LOAD,
     PHASE_COLORS,
@@ -31,11 +28,14 @@ from ..figures import (
     gpu_color,
     hot_set_text,
 )
-from . import ids
-from .config import PRESETS, DashboardConfig
-from .cursor import Cursor
-from .explain import explain_window, row_hot_set
-from .timefmt import age_s, clock, fmt_age, page_zone, replay_text
+from tealeaves.collectors.health import intermittent_text
+from tealeaves.data.schema import (
+    entities_text,
+    entity_count_text,
+    entity_key,
+    entity_name,
+    entity_short,
+)
 
 
 def _num(v, spec: str, unit: str = "") -> str:
@@ -123,7 +123,7 @@ def _ratio_text(win: dict) -> str:
     """A window's max/mean work: ``"1.43×"``, ``"– (idle)"`` for a window under
     ``classifier.imbalance.IDLE_LOAD`` or near idle (``IDLE_WORK``; no imbalance figures),
     ``"–"`` when unknown."""
-    from ...classifier.imbalance import IDLE_LOAD, IDLE_WORK
+    from tealeaves.classifier.imbalance import IDLE_LOAD, IDLE_WORK
 
     text = _num(win.get("imbalance_ratio"), ".2f", "×")
     pipes = _f(win.get("tensor_active_mean")) + _f(win.get("dram_active_mean"))
@@ -222,7 +222,7 @@ def window_panel(row: dict | None, gpus: list[int], labeller: str,
 
 def labeller_label() -> str:
     """Which phase model labels the windows: the trained one, or the rules as fallback."""
-    from ...classifier import default_labeller, labeller_name
+    from tealeaves.classifier import default_labeller, labeller_name
 
     if default_labeller.cache_info().currsize == 0:  # still loading (server start preloads it)
         return "loading the model"
@@ -404,14 +404,14 @@ def _idle(s: HeaderSummary) -> bool:
 
 
 def _idle_load() -> float:
-    from ...classifier.imbalance import IDLE_LOAD
+    from tealeaves.classifier.imbalance import IDLE_LOAD
 
     return IDLE_LOAD
 
 
 def _pills(gpus, one: bool) -> list:
     """GPU-coloured pills ringed in the hot colour, sorted (``GPU 1`` alone, else ``1``)."""
-    from ...data.schema import entity_key
+    from tealeaves.data.schema import entity_key
 
     pill = {"color": "white", "boxShadow": f"0 0 0 2px {HOT_COLOR}", "marginRight": "3px"}
     return [html.Span(entity_name(g) if one else entity_short(g), className="tl-pill",
@@ -423,7 +423,7 @@ def _hot_value(s: HeaderSummary, hot_set: tuple[int, ...]) -> list | html.Span:
     """The hot set as GPU-coloured pills and its work against the rest's
     (``classifier.hot_set.share_words``), or "none"; a range whose hot set rotates shows
     the sets it rotates between (``ROTATION_SETS`` at most), " / " between them."""
-    from ...classifier.hot_set import ROTATION_SETS, share_words
+    from tealeaves.classifier.hot_set import ROTATION_SETS, share_words
 
     story = s.story() if s.range is not None else None
     if story is not None and story.pattern == "rotates":

@@ -11,7 +11,7 @@ Source, store, server signals and the collection loop run as one ``app.session.S
 
 Server signals (``server_log``, ``server_metrics``): with live NVML the log is followed (new
 lines only) and the ``/metrics`` URL scraped into the store (``Session.follow_server``).
-With a replay the whole log is parsed (``collectors.server_log.read_log``), its clock offset
+With a replay the whole log is parsed (``data.server_log.read_log``), its clock offset
 against the trace estimated (``classifier.align.align_events``), its events moved onto the
 trace's clock and replayed in step with the samples (``ReplayCollector(events=...)``); the
 offset found is shown in the status line.  The dashboard draws a server lane once the store
@@ -37,12 +37,12 @@ from pathlib import Path
 import pandas as pd
 from werkzeug.serving import WSGIRequestHandler, make_server
 
-from ...collectors.nvml import health_summary
-from ...data import bundled_trace_path
-from ...data.importers import load_trace
-from ...data.store import SampleStore, StoreError
-from ..session import Session
-from .guard import DISPATCH
+from tealeaves.app.dashboard.guard import DISPATCH
+from tealeaves.app.session import Session
+from tealeaves.collectors.nvml import health_summary
+from tealeaves.data import bundled_trace_path
+from tealeaves.data.importers import load_trace
+from tealeaves.data.store import SampleStore, StoreError
 
 
 @dataclass
@@ -74,11 +74,11 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
         ValueError: ``trace`` is missing or not a readable trace (``TraceError``), or ``speed``
             / ``hz`` is not positive.
     """
-    from ...collectors.replay import ReplayCollector
+    from tealeaves.collectors.replay import ReplayCollector
 
     if trace is None and not force_replay:
-        from ...collectors.nvml import NvmlCollector
-        from ...collectors.nvml_shim import NvmlUnavailable
+        from tealeaves.collectors.nvml import NvmlCollector
+        from tealeaves.collectors.nvml_shim import NvmlUnavailable
 
         collector = None
         try:
@@ -102,7 +102,7 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
                      max_offset_s: float = 60.0) -> tuple[list, str]:
     """Parse a whole server log and move its events onto the clock of ``samples``.
 
-    The log is read by ``collectors.server_log.read_log``; the offset is estimated by
+    The log is read by ``data.server_log.read_log``; the offset is estimated by
     ``classifier.align.align_events`` (``estimate_offset``: prefill lines against
     tensor activity), at the log's timestamp resolution (whole seconds unless a stamp has a
     fraction).  With a confident offset the events are shifted by it; otherwise they are kept
@@ -125,8 +125,8 @@ def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "U
     """
     import math
 
-    from ...classifier.align import align_events
-    from ...collectors.server_log import read_log
+    from tealeaves.classifier.align import align_events
+    from tealeaves.data.server_log import read_log
 
     events, a = align_events(read_log(server_log, tz=tz).events, samples,
                              max_offset_s=max_offset_s)
@@ -243,7 +243,7 @@ def _prometheus_source(url: str, step_s: float, lookback_s: float, trace, server
     Raises:
         ValueError: a trace or log given, or Prometheus refused (``PrometheusError``).
     """
-    from ...collectors.prometheus import PrometheusCollector, PrometheusError
+    from tealeaves.collectors.prometheus import PrometheusCollector, PrometheusError
 
     if trace is not None or server_log is not None:
         raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
@@ -335,8 +335,8 @@ def _app_and_server(session: Session, source: Source, collect: bool, host: str, 
     Raises:
         RuntimeError: the address cannot be bound.
     """
-    from ...classifier import default_labeller
-    from .factory import DashboardConfig, create_app
+    from tealeaves.app.dashboard.factory import DashboardConfig, create_app
+    from tealeaves.classifier import default_labeller
 
     t_start = time.monotonic()
     health = session.health
@@ -395,7 +395,7 @@ def start(trace: str | Path | None = None, host: str = "127.0.0.1", port: int = 
             unknown ``tz``.
         RuntimeError: the store cannot be opened (``StoreError``) or the address not bound.
     """
-    from ...collectors.server_log import resolve_tz
+    from tealeaves.data.server_log import resolve_tz
 
     resolve_tz(tz)  # a bad zone is refused before anything starts
     if not collect:

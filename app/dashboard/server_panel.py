@@ -11,8 +11,10 @@ from zoneinfo import ZoneInfo
 import plotly.graph_objects as go
 from dash import html
 
-from ...classifier.mig import balance_line
-from ...classifier.server_balance import (
+from tealeaves.app.dashboard.timefmt import clock
+from tealeaves.app.figures.eplb import eplb_figure
+from tealeaves.classifier.mig import balance_line
+from tealeaves.classifier.server_balance import (
     balancedness_line,
     heat_size,
     heat_verdict,
@@ -20,8 +22,6 @@ from ...classifier.server_balance import (
     server_balancedness,
     spread_line,
 )
-from ..figures.eplb import eplb_figure
-from .timefmt import clock
 
 
 def _n(v: float, spec: str = ",.0f") -> str:

@@ -11,10 +11,10 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
-from ...data.screenshots import ScreenshotError, zone_name
-from ..figures import (
+from tealeaves.app.figures import (
     fmt_span,
 )
+from tealeaves.data.screenshots import ScreenshotError, zone_name
 
 
 def page_zone(name: str | None) -> ZoneInfo:

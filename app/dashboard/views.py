@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from ..figures import (
+from tealeaves.app.figures import (
     BAND_SCALE,
     LANES,
     MARKER_Y,

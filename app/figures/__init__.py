@@ -11,7 +11,7 @@ Nothing here touches a store, a clock or Dash callbacks.  The package re-exports
 names of its modules, so ``from tealeaves.app import figures as F; F.build_figure`` works.
 """
 
-from .binning import (  # noqa: F401
+from tealeaves.app.figures.binning import (  # noqa: F401
     INPUTS_COLUMN,
     SHARES_SOURCE_COLUMN,
     as_float,
@@ -26,7 +26,7 @@ from .binning import (  # noqa: F401
     server_cells,
     server_series,
 )
-from .geometry import (  # noqa: F401
+from tealeaves.app.figures.geometry import (  # noqa: F401
     BAND_SCALE,
     COLUMN_DASH,
     COLUMN_SHORT,
@@ -66,7 +66,7 @@ from .geometry import (  # noqa: F401
     rows,
     trace_keys,
 )
-from .header import (  # noqa: F401
+from tealeaves.app.figures.header import (  # noqa: F401
     HeaderSummary,
     certainty,
     fmt_value,
@@ -75,7 +75,7 @@ from .header import (  # noqa: F401
     hot_set_text,
     range_summary,
 )
-from .plot import (  # noqa: F401
+from tealeaves.app.figures.plot import (  # noqa: F401
     band_axis,
     base_shapes,
     build_figure,

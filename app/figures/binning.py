@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from .geometry import (
+from tealeaves.app.figures.geometry import (
     LANE_COLUMNS,
     MIN_SHARE_LOAD,
     PREFILL_SIZES,
@@ -125,8 +125,8 @@ def gpu_shares(windows: pd.DataFrame, gpus: list[int],
 def hot_members(windows: pd.DataFrame, gpus: list[int]) -> np.ndarray:
     """``(len(windows), len(gpus))`` bool: GPU ``gpus[i]`` is in the window's hot set (every
     hot GPU of a flagged window; ``classifier.summary.window_hot_sets``)."""
-    from ...classifier.imbalance import hot_set_of
-    from ...classifier.summary import window_hot_sets
+    from tealeaves.classifier.imbalance import hot_set_of
+    from tealeaves.classifier.summary import window_hot_sets
 
     if not len(windows):
         return np.zeros((0, len(gpus)), dtype=bool)
@@ -155,7 +155,7 @@ def calibrated_rows(windows: pd.DataFrame) -> np.ndarray:
     """``(len(windows),)`` bool: the window's ``share_<phase>`` columns are the share model's
     calibrated shares of time (its ``SHARES_SOURCE_COLUMN``, else the frame's
     ``attrs["shares"]``, is ``"calibrated"``) and all three are known."""
-    from ...classifier.summary import CALIBRATED
+    from tealeaves.classifier.summary import CALIBRATED
 
     n = len(windows)
     cols = [f"share_{p}" for p in RIBBON_PHASES[:3]]
@@ -230,7 +230,7 @@ def server_series(events: pd.DataFrame | None, metrics: pd.DataFrame | None
 
     Log events (``SampleStore.server_events`` frame) are preferred; a series the events do not
     carry is taken from the ``/metrics`` scrapes (``SampleStore.server_metrics`` frame, turned
-    into fields by ``collectors.server_metrics.summary``).  Keys: ``gen_tok_s`` (SGLang decode
+    into fields by ``classifier.server_summary.summary``).  Keys: ``gen_tok_s`` (SGLang decode
     ``gen throughput``, vLLM ``Avg generation throughput``, metrics gen throughput or decode
     token rate), ``prompt_tok_s`` (vLLM ``Avg prompt throughput``, SGLang ``input
     throughput``, metrics prefill token rate), ``running_req``, ``queue_req``, ``accept_len``.
@@ -248,7 +248,7 @@ def server_series(events: pd.DataFrame | None, metrics: pd.DataFrame | None
     }
     summ = None
     if metrics is not None and not metrics.empty:
-        from ...collectors.server_metrics import summary
+        from tealeaves.classifier.server_summary import summary
 
         summ = summary(metrics).sort_values("timestamp")
     ev = None

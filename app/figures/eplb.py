@@ -8,7 +8,7 @@ import numpy as np
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from .geometry import HEAT_COLORSCALE, HOT_COLOR
+from tealeaves.app.figures.geometry import HEAT_COLORSCALE, HOT_COLOR
 
 
 def eplb_figure(layers: list[int], ranks: list[int], counts, bal_t=(), bal=(),

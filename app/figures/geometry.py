@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ...data.schema import mig_parent
+from tealeaves.data.schema import mig_parent
 
 # -- what is drawn ---------------------------------------------------------------------------
 

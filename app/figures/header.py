@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from .binning import INPUTS_COLUMN, as_float, calibrated_rows, ribbon_shares
-from .geometry import RIBBON_PHASES
+from tealeaves.app.figures.binning import INPUTS_COLUMN, as_float, calibrated_rows, ribbon_shares
+from tealeaves.app.figures.geometry import RIBBON_PHASES
 
 
 def fmt_value(v: float | None, spec: str, missing: str = "n/a") -> str:
@@ -24,7 +24,7 @@ def hot_set_text(hot_set, hot_share: float = math.nan, cold_share: float = math.
     """A window's hot set in words (``classifier.hot_set.window_words``): ``"GPUs 1, 3, 5, 7
     at 2.6x the rest's work (18 % each vs 7 %)"`` or ``"GPU 1 at 2.4x the rest's work (71 %
     vs 29 %)"``; ``""`` for none."""
-    from ...classifier.hot_set import window_words
+    from tealeaves.classifier.hot_set import window_words
 
     return window_words(hot_set, as_float(hot_share), as_float(cold_share))
 
@@ -102,7 +102,7 @@ class HeaderSummary:
         """The hot set's ``classifier.hot_set.HotSetStory``: the range's (``hot_story``), or,
         for the newest window, that of the last windows' hot sets (``hot_recent``'s
         ``sets``, a ``HotCounts``); None when neither is known."""
-        from ...classifier.hot_set import HotSetStory, describe_hot_set
+        from tealeaves.classifier.hot_set import HotSetStory, describe_hot_set
 
         if self.hot_story:
             return HotSetStory.from_json(self.hot_story)
@@ -154,7 +154,7 @@ def header_summary(windows: pd.DataFrame, recent: int = 20) -> HeaderSummary:
         windows: classifier windows; may be empty.
         recent: how many trailing windows ``hot_recent`` counts over.
     """
-    from ...classifier.summary import window_hot_sets
+    from tealeaves.classifier.summary import window_hot_sets
 
     if windows is None or windows.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0)
@@ -228,7 +228,7 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     often each GPU was hot; ``inputs`` what the verdicts stood on (``inputs_text``).  With no window
     in the range the phase is None and the numbers NaN.
     """
-    from ...classifier.summary import imbalance_summary
+    from tealeaves.classifier.summary import imbalance_summary
 
     rng = (float(min(t0, t1)), float(max(t0, t1)))
     if windows is None or windows.empty:

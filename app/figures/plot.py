@@ -46,9 +46,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ...data.schema import entity_name, entity_short, is_mig
-from .binning import gpu_shares, hot_members, mixed_with, prefill_size_class
-from .geometry import (
+from tealeaves.app.figures.binning import gpu_shares, hot_members, mixed_with, prefill_size_class
+from tealeaves.app.figures.geometry import (
     BAND_SCALE,
     BAND_TICK,
     COLUMN_DASH,
@@ -77,7 +76,8 @@ from .geometry import (
     rows,
     trace_keys,
 )
-from .header import fmt_value, hot_set_text
+from tealeaves.app.figures.header import fmt_value, hot_set_text
+from tealeaves.data.schema import entity_name, entity_short, is_mig
 
 
 def _ms(seconds: np.ndarray) -> list[float]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...data.screen_read import GpuReading
-from .geometry import BAND_SCALE, BAND_TICK, GPU_COLORS
+from tealeaves.app.figures.geometry import BAND_SCALE, BAND_TICK, GPU_COLORS
+from tealeaves.data.screen_read import GpuReading
 
 #: Largest RGB distance (0-441) of a pixel from a GPU's colour that is that GPU's ink.
 COLOR_TOLERANCE = 25.0

@@ -14,11 +14,7 @@ import plotly.io as pio
 from markupsafe import Markup
 from plotly.subplots import make_subplots
 
-from ...classifier.hot_set import STAYS_SHARE, HotSetStory, describe_hot_set
-from ...classifier.imbalance import IDLE_LOAD
-from ...classifier.server_balance import heat_size, heat_verdict, server_balancedness
-from ...data.schema import entity_name
-from ..figures import (
+from tealeaves.app.figures import (
     HOT_COLOR,
     PHASE_COLORS,
     RIBBON_PHASES,
@@ -27,8 +23,12 @@ from ..figures import (
     hot_set_text,
     ribbon_shares,
 )
-from ..figures.eplb import eplb_figure
-from .model import Report
+from tealeaves.app.figures.eplb import eplb_figure
+from tealeaves.app.report.model import Report
+from tealeaves.classifier.hot_set import STAYS_SHARE, HotSetStory, describe_hot_set
+from tealeaves.classifier.imbalance import IDLE_LOAD
+from tealeaves.classifier.server_balance import heat_size, heat_verdict, server_balancedness
+from tealeaves.data.schema import entity_name
 
 #: Most columns of the timeline (windows are grouped beyond that).
 TIMELINE_COLUMNS = 600

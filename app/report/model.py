@@ -34,10 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ...classifier.imbalance import hot_set_of
-from ...classifier.mig import balance_line, load_balance, window_loads
-from ...classifier.rules import PHASE_ORDER
-from ...classifier.server_balance import (
+from tealeaves.classifier.imbalance import hot_set_of
+from tealeaves.classifier.mig import balance_line, load_balance, window_loads
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.server_balance import (
     BALANCE_SERIES,
     HEATMAP_SERIES,
     balancedness_series,
@@ -45,7 +45,7 @@ from ...classifier.server_balance import (
     rank_spread,
     spread_line,
 )
-from ...classifier.summary import (
+from tealeaves.classifier.summary import (
     GPU_COLUMNS,
     gpu_table,
     group_summary,
@@ -56,7 +56,7 @@ from ...classifier.summary import (
     share_summary,
     top_imbalanced,
 )
-from ...data.csvtext import safe_row
+from tealeaves.data.csvtext import safe_row
 
 #: Version of the JSON and CSV layouts (``report_schema.json``); 2 added the hot set (every
 #: hot GPU, with its shares of the work) and why, per hot GPU (``hot_ceilings``).
@@ -102,7 +102,7 @@ class Source:
 class ReportInput:
     """What a report reads: samples (sample schema), device rows, the trace's facts
     (``meta``: driver, collector ...), server events (or None), the files they came from,
-    and the server's ``/metrics`` scrapes (``collectors.server_metrics.FRAME_COLUMNS``, the
+    and the server's ``/metrics`` scrapes (``data.server_metrics.FRAME_COLUMNS``, the
     series of ``classifier.server_balance.BALANCE_SERIES``; or None)."""
 
     samples: pd.DataFrame
@@ -143,8 +143,8 @@ def from_trace(path: str | Path, format: str | None = None, **reading) -> Report
     Raises:
         ReportError: the file cannot be read (the message names it).
     """
-    from ...data.importers import ImportFormatError, load_trace
-    from ...data.traces import TraceError
+    from tealeaves.data.importers import ImportFormatError, load_trace
+    from tealeaves.data.traces import TraceError
 
     path = Path(path)
     try:
@@ -163,7 +163,7 @@ def from_store(path: str | Path, start: float | None = None, end: float | None =
     Raises:
         ReportError: no such store, an empty range, no samples in it, or one instant only.
     """
-    from ...data.store import SampleStore, StoreError
+    from tealeaves.data.store import SampleStore, StoreError
 
     path = Path(path)
     if not path.exists():
@@ -286,8 +286,8 @@ def _text(v) -> str | None:
 
 
 def _classifier_facts(labeller: str) -> dict:
-    from ...classifier.labellers import model_dir
-    from ...classifier.model import MODEL_STEM
+    from tealeaves.classifier.labellers import model_dir
+    from tealeaves.classifier.model import MODEL_STEM
 
     MODEL_DIR = Path(model_dir())
 
@@ -341,9 +341,9 @@ def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path 
         ReportError: unreadable labels or dump, a dump of another shape, a layout that does
             not divide, no samples, or ``groups`` that do not fit the samples' GPUs.
     """
-    from ...classifier import classify_samples, score_against_labels
-    from ...classifier.groups import GroupsError
-    from ...data.traces import TraceError, read_labels
+    from tealeaves.classifier import classify_samples, score_against_labels
+    from tealeaves.classifier.groups import GroupsError
+    from tealeaves.data.traces import TraceError, read_labels
 
     s = inp.samples
     if s.empty:
@@ -455,7 +455,7 @@ def _screenshot(shot: dict, windows: pd.DataFrame, t0: float, t1: float) -> dict
     when its capture time falls in the range, the telemetry's verdict of the windows within
     ``SCREENSHOT_SPAN_S`` of it (the same rule, ``classifier.picture.verdict``) and whether
     they agree."""
-    from ...classifier.picture import compare, verdict
+    from tealeaves.classifier.picture import compare, verdict
 
     ts = shot.get("capture_ts")
     out = {"file": shot["file"], "tool": shot["tool"], "capture_ts": _num(ts),
@@ -514,8 +514,8 @@ def _mig_group(m: dict) -> dict:
 
 
 def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
-    from ...classifier.experts import expert_summary
-    from ...data.experts import ExpertDumpError, check_logical_count, load_expert_dump
+    from tealeaves.classifier.experts import expert_summary
+    from tealeaves.data.experts import ExpertDumpError, check_logical_count, load_expert_dump
 
     try:
         if isinstance(experts, np.ndarray):
@@ -544,7 +544,7 @@ def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
         "layer_balancedness_greedy": [_num(v) for v in summ["layer_balancedness_greedy"]],
         "estimate_note": str(summ["estimate_note"]),
     }
-    from ...classifier.experts import layer_loads
+    from tealeaves.classifier.experts import layer_loads
 
     arrays = {"layer_load": layer_loads(count), "gpu_load": gpu_load}
     return part, arrays
@@ -553,7 +553,7 @@ def _experts(experts, n_gpus: int, ep_size: int) -> tuple[dict, dict]:
 def _gpu_experts(n_experts: int, n_gpus: int, ep_size: int) -> list[str]:
     """Which experts each GPU holds under the contiguous EP placement: ``"0-47"`` (a slice
     of each at pure TP: ``"all (1/8 of each)"``)."""
-    from ...classifier.experts import expert_to_ep_rank
+    from tealeaves.classifier.experts import expert_to_ep_rank
 
     if ep_size == 1:
         return [f"all (1/{n_gpus} of each)" if n_gpus > 1 else "all"] * n_gpus

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .html import render_html
-from .model import FORMATS, Report, ReportError, to_csv, to_json
+from tealeaves.app.report.html import render_html
+from tealeaves.app.report.model import FORMATS, Report, ReportError, to_csv, to_json
 
 
 def report_bytes(report: Report, fmt: str) -> bytes:
@@ -25,7 +25,7 @@ def report_bytes(report: Report, fmt: str) -> bytes:
     if fmt == "html":
         return render_html(report).encode("utf-8")
     if fmt in ("pdf", "png"):
-        from .render import render_pdf_or_png
+        from tealeaves.app.report.render import render_pdf_or_png
 
         return render_pdf_or_png(render_html(report, print_layout=True), fmt)
     raise ReportError(f"--format {fmt!r}: one of {', '.join(FORMATS)}")

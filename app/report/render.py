@@ -9,7 +9,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from .model import ReportError
+from tealeaves.app.report.model import ReportError
 
 #: Where a Chromium is looked for, in order (``TEALEAVES_CHROMIUM`` first when set).
 CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")

@@ -29,7 +29,7 @@ Only ``page`` and ``register`` are exported here (``app.dashboard.factory`` uses
 
 from __future__ import annotations
 
-from .callbacks import register
-from .layout import page
+from tealeaves.app.dashboard.screenshots.callbacks import register
+from tealeaves.app.dashboard.screenshots.layout import page
 
 __all__ = ["page", "register"]

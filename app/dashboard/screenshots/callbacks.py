@@ -15,10 +15,9 @@ import dash
 import pandas as pd
 from dash import ALL, ClientsideFunction, Input, Output, State, html
 
-from ....data.screenshots import ScreenshotError, plausible, zone_name
-from .. import ids
-from ..live import shots_patch
-from .model import (
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.live import shots_patch
+from tealeaves.app.dashboard.screenshots.model import (
     MAX_REQUEST_BYTES,
     PICTURE_ROUTE,
     SPAN_S,
@@ -32,9 +31,16 @@ from .model import (
     span_note,
     span_seconds,
 )
-from .reading import reading
-from .upload import accept_batch
-from .views import compare_view, detail, picture_figure, picture_reading, shot_table
+from tealeaves.app.dashboard.screenshots.reading import reading
+from tealeaves.app.dashboard.screenshots.upload import accept_batch
+from tealeaves.app.dashboard.screenshots.views import (
+    compare_view,
+    detail,
+    picture_figure,
+    picture_reading,
+    shot_table,
+)
+from tealeaves.data.screenshots import ScreenshotError, plausible, zone_name
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).
@@ -358,7 +364,7 @@ def register_reading(app: dash.Dash, live) -> None:
     """The numbers read from the opened picture itself and its verdict per region (the
     whole picture, then its halves or boxes), next to the telemetry of each region's moment
     where there is some; read in the background (``reading``), asked again each second."""
-    from ....classifier.picture import summary
+    from tealeaves.classifier.picture import summary
 
     store = live.store
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from ....data.screenshots import MAX_BYTES
-from .. import ids
-from .model import MAX_REQUEST_BYTES, SPAN_S
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.screenshots.model import MAX_REQUEST_BYTES, SPAN_S
+from tealeaves.data.screenshots import MAX_BYTES
 
 
 def js_config() -> dict:

@@ -15,9 +15,9 @@ from zoneinfo import ZoneInfo
 
 import pandas as pd
 
-from ....classifier.rules import PHASE_ORDER
-from ....classifier.summary import imbalance_summary
-from ....data.screenshots import (
+from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.summary import imbalance_summary
+from tealeaves.data.screenshots import (
     MAX_BYTES,
     YEARS,
     ScreenshotError,

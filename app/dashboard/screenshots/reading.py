@@ -23,8 +23,8 @@ _readings: dict[str, Future] = {}
 
 
 def _read(data: bytes, name: str):
-    from ....data.screen_read import read_picture
-    from ...figures.read_back import read_back
+    from tealeaves.app.figures.read_back import read_back
+    from tealeaves.data.screen_read import read_picture
 
     return read_picture(data, name, graphs=read_back)
 

@@ -11,8 +11,8 @@ import time
 
 from dash import html
 
-from ....data.screenshots import MAX_BYTES, ScreenshotError, capture_time, inspect_image
-from .model import MAX_REQUEST_BYTES, fmt_local
+from tealeaves.app.dashboard.screenshots.model import MAX_REQUEST_BYTES, fmt_local
+from tealeaves.data.screenshots import MAX_BYTES, ScreenshotError, capture_time, inspect_image
 
 
 def accept(store, content: str, name: str, last_modified, tz: str) -> html.Div:

@@ -15,11 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from dash import dcc, html
 
-from ...figures import (
-    PHASE_COLORS,
-)
-from .. import ids
-from .model import (
+from tealeaves.app.dashboard import ids
+from tealeaves.app.dashboard.screenshots.model import (
     Verdict,
     compare_table,
     fmt_bytes,
@@ -29,6 +26,9 @@ from .model import (
     parse_regions,
     picture_url,
     region_color,
+)
+from tealeaves.app.figures import (
+    PHASE_COLORS,
 )
 
 
@@ -298,7 +298,7 @@ def picture_reading(s: dict, telemetry: list[dict | None],
                                              "it shows is not known"))
             first += len((c.get("charts") or {}).get("stretches") or [])
         return out
-    from ....classifier.picture import compare
+    from tealeaves.classifier.picture import compare
 
     if not s["tool"]:
         return [html.Div([html.B("read from the picture: "),
