@@ -15,8 +15,8 @@ Layout model (SGLang's defaults, no expert replication):
   does the same expert work and balancedness across GPUs is 1.0 whatever the skew; the skew is
   then read per layer over experts (``layer_expert_max_over_mean``).
 
-Terms (``shared/DESIGN.md``): **balancedness** = mean / max of per-GPU load (1.0 = perfect;
-the definition SGLang's and vLLM's EPLB report), **hot GPU** = the GPU holding the max.
+Terms (``docs/measurement.md``, "Terms"): **balancedness** = mean / max of per-GPU load (1.0 =
+perfect; the definition SGLang's and vLLM's EPLB report), **hot GPU** = the GPU holding the max.
 
 Missing is NaN, never 0: a layer with no routed token (a dense layer) has NaN ratios.
 """
@@ -176,7 +176,7 @@ def gpu_loads(layer_load, n_gpus: int, ep_size: int, placement=None) -> np.ndarr
 def balancedness(loads, axis: int = -1):
     """Balancedness = mean / max of the loads along ``axis`` (1.0 = perfectly balanced).
 
-    The definition SGLang's and vLLM's EPLB report (``shared/DESIGN.md``).
+    The definition SGLang's and vLLM's EPLB report (``docs/measurement.md``, "Terms").
 
     Args:
         loads: array of non-negative loads (e.g. ``[layers, n_gpus]``).

@@ -6,10 +6,10 @@ change phase every 0.1-1 s.  So the same windows are cut again at a hop of ``hop
 five overlapping grids), every window is scored, and each ``hop_s`` slot gets the mean
 log-posterior of the windows that cover it, read ``lag_s`` later (the counters lag the work:
 NVML's utilization refreshes about 6 times a second, GPM 10 times, so a change shows 0.1-0.25 s
-after it happens; DESIGN.md, facts measured on an H200; but see ``DEFAULT_LAG_S``).  A Viterbi pass over the slots with
-the model's window transitions spread over the slots of a window (an off-diagonal
-probability divided by ``window_s / hop_s``) picks the path; runs of one phase are the
-segments.
+after it happens, as measured on an H200: ``docs/measurement.md``, "NVML on an H200"; but see
+``DEFAULT_LAG_S``).  A Viterbi pass over the slots with the model's window transitions spread
+over the slots of a window (an off-diagonal probability divided by ``window_s / hop_s``) picks
+the path; runs of one phase are the segments.
 
 Cost follows the samples: ``window_s / hop_s`` feature passes over the same samples, and
 one slot per ``hop_s`` of covered time (never per second of an empty span).

@@ -366,7 +366,7 @@ def taught_markdown(result: dict) -> list[str]:
 GOALS = {"time_macro_f1": 0.95, "share_error": 0.08, "calibration_error": 0.05,
          "taught_macro_f1": 0.95}
 #: The counters' fastest refresh, s: GPM (SM, tensor, DRAM activity) at 10 Hz; NVML's
-#: utilization every 1/6 s (``shared/DESIGN.md``, facts measured on an H200).
+#: utilization every 1/6 s (``docs/measurement.md``, "NVML on an H200").
 COUNTER_PERIOD_S = 0.1
 
 

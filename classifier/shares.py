@@ -7,7 +7,7 @@ share is at least ``NAMED_SHARE`` (otherwise it says "mixed: decode 55 % · pref
 
 **Truth** (``window_shares``): the share of the window's labelled time that each phase's label
 intervals cover (engine truth per step: the token majority of a packed step; a gap of 0.05 s
-or more is idle; ``shared/DESIGN.md``, "Phase shares").
+or more is idle; ``docs/measurement.md``, "Terms").
 
 **Model** (``ShareModel``): gradient boosting over the window features trained on soft labels:
 each window enters three times, once per phase, weighted by its true share, with no class

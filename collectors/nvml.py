@@ -5,7 +5,7 @@ the cumulative PCIe byte counters through field values 197/198 (0.33 ms), differ
 into bytes/s, and, where the GPU supports GPM, ``sm_active``, ``sm_occupancy``,
 ``tensor_active``, ``dram_active`` and NVLink bytes/s between two GPM samples at least
 ``gpm_interval_s`` apart (GPM has a 100 ms floor, like DCGM profiling).  Costs are from
-``shared/DESIGN.md``, "Facts measured on an H200 machine", and ``docs/benchmarks.md``.
+``docs/measurement.md``, "NVML on an H200", and ``docs/benchmarks.md``.
 
 Between sweeps, on a slower round-robin (one GPU per sweep), it drains the driver's power and
 utilization sample buffers (``nvmlDeviceGetSamples``, finer than any poll: extra rows holding

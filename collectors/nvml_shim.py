@@ -3,8 +3,8 @@ ctypes structures into plain Python values.
 
 The collector talks only to this interface, so tests can hand it a fake with the same methods
 (``tests/fake_nvml.py``) and exercise every code path without a GPU.  Only non-blocking NVML
-calls are wrapped: never ``nvmlDeviceGetPcieThroughput`` (it samples for 20 ms per call,
-``shared/DESIGN.md``, "Facts measured on an H200 machine").
+calls are wrapped: never ``nvmlDeviceGetPcieThroughput`` (it blocks, sampling 20 ms per
+direction: 21 ms a call on an H200, ``docs/measurement.md``, "NVML on an H200").
 """
 
 from __future__ import annotations

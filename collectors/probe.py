@@ -1,14 +1,14 @@
 """Capability probe: what each GPU answers, what each NVML call costs, and how fast each metric
 group can be read on this machine (``tealeaves doctor``).
 
-Rates are measured, not assumed: each group's call is timed (median of repeated calls) and,
-for the fast counters, the probe polls tightly for a moment and counts how often the value
-really changes (the counter's own refresh rate).  GPM's refresh is its documented 100 ms floor
-(``shared/DESIGN.md``); the probe reads GPM several times that far apart on every GPU at once
-and counts, per metric, the reads that gave no value: a metric that answered at least once is
-answering (``gpm_metrics``), and one that also failed some reads is intermittent
-(``gpm_intermittent``, with its counts, as the collector's health says), not missing: an H200
-gives ``dram_active`` NaN in about one read of a thousand.
+Rates are measured, not assumed: each group's call is timed (median of repeated calls) and, for
+the fast counters, the probe polls tightly for a moment and counts how often the value really
+changes (the counter's own refresh rate).  GPM's refresh is its documented 100 ms floor (10 Hz,
+as for DCGM profiling; ``docs/measurement.md``, "NVML on an H200"); the probe reads GPM several
+times that far apart on every GPU at once and counts, per metric, the reads that gave no value:
+a metric that answered at least once is answering (``gpm_metrics``), and one that also failed
+some reads is intermittent (``gpm_intermittent``, with its counts, as the collector's health
+says), not missing: an H200 gives ``dram_active`` NaN in about one read of a thousand.
 """
 
 from __future__ import annotations

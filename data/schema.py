@@ -4,7 +4,8 @@ A *sample* is one reading of one GPU (or one MIG GPU instance: ``mig_entity``) a
 instant: one row of a pandas DataFrame in long form (``timestamp``, ``gpu``) with the columns
 below.  Metric names follow NVIDIA's DCGM
 profiling fields in snake_case (``DCGM_FI_PROF_SM_ACTIVE`` -> ``sm_active``), with units in
-the name where they are not obvious (see ``shared/DESIGN.md``, "Terms").  The metric columns,
+the name where they are not obvious (``pcie_tx_bytes_per_s``, ``power_w``; see
+``docs/measurement.md``, "Terms").  The metric columns,
 their units and every source's names for them are the rows of ``data.metrics.METRICS`` (the one
 metric table; ``Metric`` and ``METRICS`` are re-exported here).
 
@@ -41,7 +42,7 @@ FIELD_LIMITS: dict[str, tuple[float, float]] = {m.name: (0.0, UNIT_HIGH[m.unit])
 #:
 #: - DCGM (``dcgm_structs.h``): ``DCGM_INT32_BLANK`` 0x7ffffff0 and the next three codes (not
 #:   found, not supported, no permission); ``DCGM_INT64_BLANK`` 0x7ffffffffffffff0 + 0..3;
-#:   ``DCGM_FP64_BLANK`` 140737488355328.0 (2**47) + 0..3 (DESIGN.md, "Terms").
+#:   ``DCGM_FP64_BLANK`` 140737488355328.0 (2**47) + 0..3 (``docs/measurement.md``, "Terms").
 #: - NVML (``nvml.h``): ``NVML_VALUE_NOT_AVAILABLE`` is -1 in the unsigned type of the call:
 #:   0xFFFFFFFF (32-bit) and 0xFFFFFFFFFFFFFFFF (64-bit).
 #: - nvidia-smi and dcgmi print text instead (``[N/A]``, ``N/A``, ``-``,

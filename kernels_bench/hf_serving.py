@@ -15,16 +15,17 @@ tokens) or long (8k-32k, chunked by the engine into forwards of ``max_batch_toke
 or sampled.  ``--spec`` serves sequential ``generate()`` calls with a small draft model of the
 same vocabulary instead (assisted generation: the target verifies k+1 draft tokens a forward).
 
-Ground truth comes from the engine itself, not this project's schedule: every forward the
-engine runs is stamped between two device synchronisations and its packed query lengths
+Ground truth comes from the engine itself, not this project's schedule: every forward the engine
+runs is stamped between two device synchronisations and its packed query lengths
 (``cu_seq_lens_q``) say how many tokens were prefill (a sequence with more than one query token)
 and how many decode (one token).  Under ``--spec`` a forward that starts at cache position 0 is
 the prompt's prefill; later ones (the target's verify of k+1 tokens, the draft's steps) are
-decode, as DESIGN.md says of verify.  A forward's phase is the one holding most of its tokens;
-consecutive forwards of one phase merge into an interval, and gaps of more than ``idle_gap_s``
-between forwards are ``idle``.  Written: a label CSV ``start,end,phase,hot_gpu,workload`` and,
-beside it, ``*.forwards.csv`` (one row per forward: start, end, prefill_tokens, decode_tokens,
-sequences), so a window holding both can be scored by its shares.
+decode (a verify forward counts as decode: ``docs/measurement.md``, "Terms").  A forward's phase
+is the one holding most of its tokens; consecutive forwards of one phase merge into an interval,
+and gaps of more than ``idle_gap_s`` between forwards are ``idle``.  Written: a label CSV
+``start,end,phase,hot_gpu,workload`` and, beside it, ``*.forwards.csv`` (one row per forward:
+start, end, prefill_tokens, decode_tokens, sequences), so a window holding both can be scored by
+its shares.
 
 Requires torch with CUDA and transformers >= 5.17 (present on the H200 image; not a dependency
 of tealeaves).  ``python -m tealeaves.kernels_bench.hf_serving --help``.

@@ -1,7 +1,7 @@
 """A serving loop shaped like SGLang's and vLLM's, for labelled traces of the engines people run.
 
 Not ``generate()``: a scheduler serves a stream of requests on one GPU with the habits of the
-production engines (``shared/DESIGN.md``, "Server signals"):
+production engines (SGLang's and vLLM's, ``docs/measurement.md``, "Server signals"):
 
 - **Decode replays CUDA graphs**, one per (batch bucket, tokens per request, context bucket),
   captured once with one shared memory pool (SGLang's ``cuda_graph_runner``, vLLM's
@@ -29,12 +29,13 @@ production engines (``shared/DESIGN.md``, "Server signals"):
 Ground truth comes from the loop: every forward is stamped between two device synchronisations
 with its prefill and decode token counts (``*.forwards.csv``: start, end, prefill_tokens,
 decode_tokens, sequences, kind).  A forward's phase is its token majority (a verify's and a
-draft's tokens are decode, as DESIGN.md says); the labels (``*.labels.csv``) merge forwards as
-``hf_serving.intervals`` does, a gap of 0.05 s or more being idle.  Beside them the loop writes
-what a real server gives a user: SGLang-format scheduler lines (``*.sglang.log``, 0.5.5+ fields,
-milliseconds as with ``SGLANG_LOG_MS=1``) and a ``/metrics`` page scraped every second and
-appended (``*.metrics.prom``) with ``sglang:realtime_tokens_total{mode}`` and
-``sglang:forward_execution_seconds_total{category}`` counters.
+draft's tokens are decode: ``docs/measurement.md``, "Terms"); the labels (``*.labels.csv``)
+merge forwards as ``hf_serving.intervals`` does, a gap of 0.05 s or more being idle.  Beside them
+the loop writes what a real server gives a user: SGLang-format scheduler lines
+(``*.sglang.log``, 0.5.5+ fields, milliseconds as with ``SGLANG_LOG_MS=1``) and a ``/metrics``
+page scraped every second and appended (``*.metrics.prom``) with
+``sglang:realtime_tokens_total{mode}`` and ``sglang:forward_execution_seconds_total{category}``
+counters.
 
 Requires torch with CUDA (the H200 image's torch 2.11; not a dependency of tealeaves); ``--tiny
 --device cpu`` runs a small eager version on the CPU (no graphs, experts in a loop) for tests.
@@ -78,7 +79,8 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16)
 #: Context buckets (tokens) of the decode graphs; a step uses the smallest that holds it.
 CTX_BUCKETS = (2048, 8192, 16384, 40960)
 TINY_CTX_BUCKETS = (256, 1024)
-#: A gap between forwards of at least this is idle (DESIGN.md, "Phase shares").
+#: A gap between forwards of at least this is idle (``docs/measurement.md``, "Terms": phase
+#: shares).
 IDLE_GAP_S = 0.05
 
 

@@ -1,7 +1,7 @@
 """SGLang-format scheduler lines written by the labelled workload, so a GPU trace and a server
 log of the same run can be lined up (``classifier/align.py``) as with a real SGLang server.
 
-Lines follow SGLang 0.5.5+ (``shared/DESIGN.md``, "Server signals"): one ``Prefill batch,``
+Lines follow SGLang 0.5.5+ (``docs/measurement.md``, "Server signals"): one ``Prefill batch,``
 line per scheduled prefill batch and one ``Decode batch,`` line every ``decode_log_interval``
 decode steps (SGLang's ``--decode-log-interval``, default 40), covering the steps since the
 previous one; the prefix ``[YYYY-mm-dd HH:MM:SS TP0] `` in the host's local time, whole

@@ -1,7 +1,8 @@
 """DDTree verify attention over an MLA latent KV cache: shapes, inputs, the torch reference, and
 the NSPLIT chooser.  torch only (no Triton); runs on the CPU.
 
-The problem (DESIGN.md, "Shapes for kernels_bench"; Kimi K2.6 per TP8 rank):
+The problem (Kimi K2.6 per TP8 rank: 8 of its 64 query heads, MLA latent rows of 576;
+``docs/measurement.md``, "Kimi K2.6 per TP8 rank", and ``docs/verify-attention.md``):
 
 - A paged latent KV cache shared by every head: rows of ``D_K = 576`` (``kv_lora_rank`` 512 +
   ``qk_rope_head_dim`` 64); V is the first ``D_V = 512`` of each row (MLA with the up-projections

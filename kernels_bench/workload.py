@@ -5,8 +5,8 @@ step every GPU runs its share, a small activation is all-reduced through GPU 0 (
 and the host waits for every GPU before the next step.  A GPU given more work (a hot expert
 shard) therefore makes the others wait, as a straggler rank does at TP8.
 
-Step kinds (``shared/DESIGN.md`` shapes, Kimi K2.6 per TP8 rank, scaled to fit a step in a few
-ms); each is labelled ``idle``, ``prefill`` or ``decode``:
+Step kinds (Kimi K2.6's shapes per TP8 rank, ``docs/measurement.md``, "Kimi K2.6 per TP8
+rank", scaled to fit a step in a few ms); each is labelled ``idle``, ``prefill`` or ``decode``:
 
 - ``idle``: nothing runs.
 - ``prefill``: bf16 GEMMs over ``tokens`` (1k-32k; default cycles 2k/4k/8k) x hidden 7168 and

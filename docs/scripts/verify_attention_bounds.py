@@ -1,4 +1,4 @@
-"""The run behind docs/bench/verify_attention_bounds.json (docs/verify-attention.md, "How far
+"""The run behind docs/results/verify_attention_bounds.json (docs/verify-attention.md, "How far
 70 % is"): on a Hopper GPU, in one run,
 
 1. the ceilings: bf16 matmul rate (burst and sustained) and copy bandwidth, twice each;
@@ -20,7 +20,7 @@
 
 Usage, from the repository root with the project installed (``pip install -e '.[bench]'``)::
 
-    python3 docs/bench/verify_attention_bounds.py OUT_DIR
+    python3 docs/scripts/verify_attention_bounds.py OUT_DIR
 """
 
 import functools

@@ -1,10 +1,10 @@
 """Make ``docs/verify_attention_dashboard.png`` (not a test; needs Chromium and playwright):
-the collector's recording of a sustained verify loop (``docs/bench/verify_attention_trace.parquet``,
+the collector's recording of a sustained verify loop (``docs/results/verify_attention_trace.parquet``,
 ``tealeaves bench verify-attention --sustain 25``) in the dashboard, the whole recording on
 screen and one window inside the verify stretch selected, so the verdict panel shows how the
 shipped phase model labels it.
 
-    python docs/make_verify_trace_screenshot.py [OUT_DIR]
+    python docs/scripts/make_verify_trace_screenshot.py [OUT_DIR]   (default: docs/)
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from tealeaves.app.dashboard.server import start_in_thread
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from make_screenshots import ARGS, _hover_lane, _open, _show, _trace_store
 
-ROOT = Path(__file__).resolve().parents[1]
-TRACE = ROOT / "docs/bench/verify_attention_trace.parquet"
-MARKS = ROOT / "docs/bench/verify_attention_trace.marks.json"
+ROOT = Path(__file__).resolve().parents[2]
+TRACE = ROOT / "docs/results/verify_attention_trace.parquet"
+MARKS = ROOT / "docs/results/verify_attention_trace.marks.json"
 
 
 def main(out: Path) -> None:

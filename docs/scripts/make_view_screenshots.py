@@ -7,7 +7,7 @@
 - ``docs/screenshots_no_telemetry.png``: a picture whose scrot name is an hour off the store's
   data: the page says what the store holds and offers the one-click shift.
 
-Run: ``.venv/bin/python docs/make_view_screenshots.py [OUT_DIR]`` (default ``docs``).
+Run: ``.venv/bin/python docs/scripts/make_view_screenshots.py [OUT_DIR]`` (default ``docs/``).
 """
 
 from __future__ import annotations
@@ -91,4 +91,4 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs"))
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1])

@@ -1,6 +1,6 @@
 """Make the dashboard screenshots in docs/ (not a test; needs Chromium and playwright).
 
-    python docs/make_screenshots.py [OUT_DIR]
+    python docs/scripts/make_screenshots.py [OUT_DIR]   (default: docs/)
 
 1. ``dashboard_history.png``: one hour of eight GPUs (``tealeaves bench dashboard``'s store:
    the bundled real H200 recording repeated to an hour, eight GPUs), the "all" view, load bands
@@ -14,7 +14,7 @@
 6. ``dashboard_h200_aligned.png``: a real two-GPU run replayed at 4x with the SGLang-format log
    the workload wrote, aligned by the estimated offset (``data/traces/h200x2_bursts.*``).
 7. ``screenshots_detail.png`` and ``screenshots_compare.png``: the Screenshots page with two
-   pictures of GPU graphs (this folder's ``dashboard.png`` and ``dashboard_h200_aligned.png``,
+   pictures of GPU graphs (``docs/dashboard.png`` and ``dashboard_h200_aligned.png``,
    uploaded under scrot and GNOME default names) placed on the bundled trace moved to
    2026-05-31, browser in Europe/Berlin: one opened with top/bottom regions, then both compared.
 """
@@ -34,7 +34,7 @@ from tealeaves.app.dashboard.server import start_in_thread
 from tealeaves.data.importers import load_trace
 from tealeaves.data.store import SampleStore
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"
 ARGS = ["--no-sandbox", "--disable-gpu", "--headless"]
 

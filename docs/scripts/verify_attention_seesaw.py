@@ -1,4 +1,4 @@
-"""The run behind docs/bench/verify_attention_seesaw.json (docs/verify-attention.md, "The
+"""The run behind docs/results/verify_attention_seesaw.json (docs/verify-attention.md, "The
 seesaw schedule, tried"): on a Hopper GPU, the matmul ceilings (burst and sustained, twice
 each after two idle seconds) and the copy bandwidth, then the six batch-1 large-tree points
 (64k and 200k context, trees of 16/32/64 nodes, 8 heads, page 1), ``gluon64`` and ``seesaw``
@@ -6,7 +6,7 @@ at ``gluon64``'s chooser NSPLIT, each timed twice, interleaved.
 
 Usage, from the repository root with the project installed (``pip install -e '.[bench]'``)::
 
-    python3 docs/bench/verify_attention_seesaw.py OUT_DIR
+    python3 docs/scripts/verify_attention_seesaw.py OUT_DIR
 """
 
 import json

@@ -1,6 +1,6 @@
 """Make the report pictures in docs/ (not a test; needs Chromium and playwright).
 
-    python docs/make_report_examples.py
+    python docs/scripts/make_report_examples.py
 
 From the real two-GPU H200 run ``data/traces/h200x2_bursts.parquet`` with the SGLang-format log
 its workload wrote and its ground-truth labels, plus a **synthetic** expert-distribution count
@@ -25,8 +25,8 @@ from tealeaves.app.report.out import report_bytes
 from tealeaves.classifier.align import align_events
 from tealeaves.data.server_log import events_frame, read_log
 
-HERE = Path(__file__).resolve().parent
-TRACES = HERE.parent / "data" / "traces"
+DOCS = Path(__file__).resolve().parents[1]
+TRACES = DOCS.parent / "data" / "traces"
 
 
 def synthetic_counts(seed: int = 0) -> np.ndarray:
@@ -49,7 +49,7 @@ def main() -> None:
         pdf_path.write_bytes(report_bytes(rep, "pdf"))
         pdf = pdfium.PdfDocument(str(pdf_path))
         for i in (0, 2):
-            pdf[i].render(scale=1.4).to_pil().save(HERE / f"report_pdf_page{i + 1}.png")
+            pdf[i].render(scale=1.4).to_pil().save(DOCS / f"report_pdf_page{i + 1}.png")
         pdf.close()
         html = Path(tmp) / "r.html"
         html.write_bytes(report_bytes(rep, "html"))
@@ -61,7 +61,7 @@ def main() -> None:
             page.wait_for_function("() => window.Plotly && document.querySelector("
                                    "'.plotly-graph-div')._fullLayout")
             page.wait_for_timeout(1000)
-            page.screenshot(path=str(HERE / "report_html.png"))
+            page.screenshot(path=str(DOCS / "report_html.png"))
             b.close()
 
 

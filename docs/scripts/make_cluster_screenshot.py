@@ -1,10 +1,12 @@
 """Make ``docs/dashboard_cluster.png`` (not a test; needs Debian's prometheus and chromium).
 
-    python docs/make_cluster_screenshot.py
+    python docs/scripts/make_cluster_screenshot.py [DCGM_FILE]
 
 Two tealeaves collectors replay real two-GPU H200 traces as hosts ``h200-node-a`` and
-``h200-node-b`` and publish to Prometheus; a published dcgm-exporter output (``node01``, from
-../shared/cases/public) is a third target; the dashboard reads the cluster back from Prometheus.
+``h200-node-b`` and publish to Prometheus; a published dcgm-exporter output of four V100s
+(``node01``: ``DCGM_FILE``, by default the case file ``dcgm_exporter_prom_4gpu_v100_01.txt`` of
+the published real inputs, looked for where ``tests/cases.py`` looks) is a third target; the
+dashboard reads the cluster back from Prometheus.
 """
 
 from __future__ import annotations
@@ -23,9 +25,22 @@ from tealeaves.app.bench.prometheus import serve_text
 from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.server import start_in_thread
 
-HERE = Path(__file__).resolve().parent
-TRACES = HERE.parent / "data" / "traces"
-DCGM_CASE = HERE.parent.parent / "shared" / "cases" / "public" / "dcgm_exporter_prom_4gpu_v100_01.txt"
+DOCS = Path(__file__).resolve().parents[1]
+ROOT = DOCS.parent
+TRACES = ROOT / "data" / "traces"
+DCGM_NAME = "dcgm_exporter_prom_4gpu_v100_01.txt"
+
+
+def _dcgm_case() -> Path:
+    """The published dcgm-exporter output: the first argument, else the case file where the
+    tests find the published inputs (``tests/cases.py``)."""
+    if len(sys.argv) > 1:
+        return Path(sys.argv[1])
+    for base in (ROOT.parent, ROOT):
+        case = base / "shared" / "cases" / "public" / DCGM_NAME
+        if case.is_file():
+            return case
+    sys.exit(f"{DCGM_NAME} not found beside the checkout; give its path as the argument")
 
 
 def _port() -> int:
@@ -44,7 +59,7 @@ def main() -> None:
             [sys.executable, "-m", "tealeaves.app.cli", "collect", "--replay",
              TRACES / f"{trace}.parquet", "--loop", "--host", host, "--store",
              tmp / f"{host}.db", "--prometheus-port", str(p)], stdout=subprocess.DEVNULL))
-    body = DCGM_CASE.read_bytes()
+    body = _dcgm_case().read_bytes()
     srv = serve_text(lambda: body)
     port = srv.server_address[1]
     targets.append(f"127.0.0.1:{port}")
@@ -68,7 +83,7 @@ def main() -> None:
                 page.wait_for_function(f"() => {gd} && {gd}._fullData && "
                                        f"{gd}._fullData.length > 1", timeout=60_000)
                 page.wait_for_timeout(4000)
-                page.screenshot(path=str(HERE / "dashboard_cluster.png"))
+                page.screenshot(path=str(DOCS / "dashboard_cluster.png"))
                 b.close()
         finally:
             stop()
