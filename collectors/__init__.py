@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from tealeaves.data.schema import FIELD_LIMITS, is_blank_scaled, screen_frame
-from tealeaves.data.store import SampleStore
+from tealeaves.data.store import SampleStore, StoreError
 
 #: Samples held in memory while the store cannot be written (about 10 min of 8 GPUs at 20 Hz);
 #: past this the oldest are dropped and counted in ``health['dropped_samples']``.
@@ -175,13 +175,34 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
         server_metrics: URL of the server's Prometheus endpoint (None: no scraping).
         interval_s: seconds between scrapes.
         health: when given, ``health["server_metrics"]`` is set to the scraper's live
-            ``ScrapeHealth`` (the dashboard's status line reads it).
+            ``ScrapeHealth`` (the dashboard's status line reads it), and
+            ``health["server_not_stored"]`` counts what the store refused (a full disk):
+            ``{"events", "metric_rows", "errors"}``, the first error said once on stderr.
 
     Returns:
         The started threads (join them after setting ``stop``).  A failing log or endpoint
         is reported once on stderr (the scraper counts failures and goes on); never fatal.
+        A batch the store cannot take is counted and the threads go on (nothing is lost
+        without a count).
     """
     threads = []
+    lost = {"events": 0, "metric_rows": 0, "errors": 0}
+    if health is not None:
+        health["server_not_stored"] = lost
+    lock = threading.Lock()
+
+    def put(write, batch, key: str, what: str) -> None:
+        try:
+            write(batch)
+        except (sqlite3.Error, StoreError, OSError) as exc:
+            with lock:
+                first = not lost["errors"]
+                lost["errors"] += 1
+                lost[key] += len(batch)
+            if first:
+                print(f"tealeaves: {what} not stored ({exc}); counted, collection goes on",
+                      file=sys.stderr)
+
     if server_log is not None:
         from tealeaves.collectors.server_log import follow
         from tealeaves.data.server_log import ServerLogParser, refused_note
@@ -192,7 +213,7 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
             try:
                 for events in follow(str(server_log), stop_event=stop, parser=parser,
                                      from_start=from_start):
-                    store.put_server_events(events)
+                    put(store.put_server_events, events, "events", "server events")
             except Exception as exc:  # noqa: BLE001 - reported, collection goes on
                 print(f"tealeaves: server log {server_log}: {exc}", file=sys.stderr)
             note = "; ".join(x for x in (refused_note(parser.refused), parser.clock.note())
@@ -212,7 +233,7 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
 
         def scrape() -> None:
             for frame in scraper.stream(stop):
-                store.put_server_metrics(frame)
+                put(store.put_server_metrics, frame, "metric_rows", "server metrics")
 
         threads.append(threading.Thread(target=scrape, name="tealeaves-metrics", daemon=True))
     for t in threads:

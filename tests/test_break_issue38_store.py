@@ -398,3 +398,60 @@ def test_a_file_whose_every_row_is_refused_is_an_error(tmp_path):
     r = tealeaves("import", query, "--columns", "timestamp,index,power.draw,utilization.gpu",
                   "--store", db)
     assert r.returncode == 0 and "stored 2 samples" in r.stdout
+
+
+# -- 2b. the server's signals under a store that refuses them --------------------------------
+
+SGLANG_LINES = "".join(
+    f"[2026-01-02 03:04:{s:02d}] Decode batch, #running-req: 8, #token: 900, token usage: 0.12, "
+    f"gen throughput (token/s): 512.00, #queue-req: 0\n" for s in range(10))
+
+
+def test_server_events_the_store_refuses_are_counted_and_the_follow_goes_on(tmp_path,
+                                                                            capsys):
+    """A full disk under the log follower: each batch not stored is counted (events, errors),
+    said once, and the follower keeps reading (before, the first error ended the thread and
+    every later line was lost without a count)."""
+    import threading
+    import time
+
+    from tealeaves.collectors import start_server_signals
+
+    log = tmp_path / "server.log"
+    log.write_text(SGLANG_LINES)
+
+    class Refusing(SampleStore):
+        def put_server_events(self, events):
+            raise sqlite3.OperationalError("database or disk is full")
+
+    health: dict = {}
+    stop = threading.Event()
+    with Refusing(tmp_path / "s.db") as store:
+        threads = start_server_signals(store, stop, server_log=str(log), from_start=True,
+                                       health=health)
+        deadline = time.monotonic() + 30
+        while health["server_not_stored"]["events"] < 10 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        with log.open("a") as f:  # read after the first refusal: the follower went on
+            f.write(SGLANG_LINES.replace("03:04:", "03:05:"))
+        while health["server_not_stored"]["events"] < 20 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        stop.set()
+        for t in threads:
+            t.join(10)
+    got = health["server_not_stored"]
+    assert got["events"] == 20 and got["errors"] >= 1 and got["metric_rows"] == 0
+    err = capsys.readouterr().err
+    assert err.count("server events not stored (database or disk is full)") == 1
+
+
+def test_collect_exits_4_and_says_what_of_the_server_was_not_stored(tmp_path):
+    from tealeaves.app.cli.collect import server_not_stored
+
+    assert server_not_stored({}) == ""
+    assert server_not_stored({"server_not_stored": {"events": 0, "metric_rows": 0,
+                                                    "errors": 0}}) == ""
+    line = server_not_stored({"server_not_stored": {"events": 12, "metric_rows": 3,
+                                                    "errors": 2}})
+    assert line == ("12 server events and 3 server metric rows not stored "
+                    "(2 store write errors)")

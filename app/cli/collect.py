@@ -85,7 +85,8 @@ def cmd_collect(args: argparse.Namespace) -> int:
             session.follow_server(server_log=args.server_log,
                                   from_start=args.server_log_from_start, tz=args.tz,
                                   server_metrics=args.server_metrics,
-                                  interval_s=args.server_metrics_interval)
+                                  interval_s=args.server_metrics_interval,
+                                  health=session.health)
         except ServerLogError as exc:  # nothing was collected yet
             return fail(str(exc))
         n = session.run(duration=args.duration, on_batch=sample_rss)
@@ -100,11 +101,27 @@ def cmd_collect(args: argparse.Namespace) -> int:
                         f"({exc.strerror or exc}); the {n} samples collected are in "
                         f"{args.store}")
         lost = session.collector.health["dropped_samples"]
+        side = server_not_stored(session.health)
     if lost:
         return fail(f"{args.store}: {plural(lost, 'sample')} collected but not stored "
                     f"({plural(session.collector.health['store_errors'], 'write error')}; "
                     f"a full disk or a store made read-only?)", EXIT_SAMPLES_LOST)
+    if side:
+        return fail(f"{args.store}: {side}; a full disk or a store made read-only?",
+                    EXIT_SAMPLES_LOST)
     return 0
+
+
+def server_not_stored(health: dict) -> str:
+    """What of the server's signals the store refused while collecting
+    (``collectors.start_server_signals``' ``server_not_stored`` count), in words; "" when
+    everything was stored."""
+    got = health.get("server_not_stored") or {}
+    if not got.get("errors"):
+        return ""
+    return (f"{plural(got['events'], 'server event')} and "
+            f"{plural(got['metric_rows'], 'server metric row')} not stored "
+            f"({plural(got['errors'], 'store write error')})")
 
 
 def _open_source(args: argparse.Namespace):
@@ -195,13 +212,16 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
           f"{', '.join(sorted(h['unsupported'])) or 'none'}"
           + (f", intermittent: {flaky}" if flaky else "")
           + (f"; NOT STORED: {h['dropped_samples']} samples ({h['store_errors']} store write "
-             f"errors)" if h["dropped_samples"] else ""), flush=True)
+             f"errors)" if h["dropped_samples"] else "")
+          + (f"; NOT STORED: {side}" if (side := server_not_stored(session.health)) else ""),
+          flush=True)
     if args.stats_json:
         elapsed, cpu_s = cost["elapsed_s"], cost["cpu_s"]
         stats = json_dumps({
             "hz": args.hz, "pcie_hz": args.pcie_hz, "threads": args.threads,
             "gpus": len(session.devices), "stored": n,
             "dropped_samples": h["dropped_samples"],
+            "server_not_stored": session.health.get("server_not_stored"),
             "elapsed_s": elapsed, "cpu_s": cpu_s,
             "cpu_pct_one_core": 100.0 * cpu_s / max(elapsed, 1e-9), "rss_mb": cost["rss_mb"],
             "health": health_summary(h, elapsed)})
