@@ -363,9 +363,35 @@ def detect_format(path: str | Path) -> str:
         ImportFormatError: the file is missing, empty, binary (PNG, random bytes...), JSON,
             or text in none of the formats; the message names the file and what was expected.
     """
-    path = Path(path)
+    path = regular_file(path)
+    fmt = _detect_head(path)
+    if fmt is not None:
+        return fmt
     data = _read_bytes(path)
     return _detect_bytes(data, str(path))
+
+
+def _detect_head(path: Path) -> str | None:
+    """The format of a file larger than one read (``import_common._CHUNK`` bytes) from its
+    first read alone, when that holds the ``_SCAN_LINES`` lines :func:`detect_text` looks at
+    and is plain text; None otherwise (the caller reads the whole file).  Detecting a
+    600 MB log cost the file's size several times over in memory."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(import_common._CHUNK)
+    except OSError:
+        return None
+    if size <= len(head) or head.startswith(b"PAR1") or _binary_kind(head) \
+            or pasted.decode(head)[0] is not None:
+        return None
+    text = head[:head.rfind(b"\n") + 1].decode("utf-8", errors="replace")
+    if text.count("\ufffd") > max(8, len(text) // 100):
+        return None
+    plain = pasted.normalise(text).text
+    if plain.count("\n") < _SCAN_LINES:
+        return None
+    return detect_text(plain)
 
 
 def _detect_bytes(data: bytes, name: str) -> str:

@@ -187,3 +187,28 @@ def _count(db) -> int:
 
     with SampleStore(db, readonly=True) as st:
         return st.count()
+
+
+def test_a_big_dmon_file_is_never_read_whole(tmp_path, monkeypatch, capsys):
+    """Detection reads the first chunk, the import reads a chunk at a time: the whole-file
+    reader is never called for a plain dmon file larger than a read, by `import` or by
+    `classify` (a 600 MB log cost the file's size several times over in memory)."""
+    from tealeaves.app.cli import main
+
+    path = tmp_path / "dmon.txt"
+    path.write_text(DT_HEAD + "".join(
+        f"20240117 {h:02d}:{m:02d}:{s:02d}  {g}  100  {s}  5\n"
+        for h in range(5) for m in range(60) for s in range(0, 60, 5) for g in range(2)))
+    assert path.stat().st_size > 200_000  # 7,200 rows of ~33 bytes
+    monkeypatch.setattr(import_common, "_CHUNK", 150_000)  # a read holds the 4,000 lines
+    # detection looks at, not the file
+
+    def whole(*a, **k):
+        raise AssertionError("the whole file was read")
+    monkeypatch.setattr(importers, "_read_bytes", whole)
+    monkeypatch.setattr(import_common, "_read_bytes", whole)
+    assert importers.detect_format(path) == "nvidia_smi_dmon"
+    db = tmp_path / "s.db"
+    assert main(["import", str(path), "--store", str(db)]) == 0
+    assert "stored 7200 samples" in capsys.readouterr().out
+    assert main(["classify", str(path)]) == 0
