@@ -53,7 +53,7 @@ def _span(vals: list[float]) -> str:
 
 
 def loads_of(gpus: dict[int, dict]) -> dict[int, float]:
-    """Each GPU's load (%) from its values (``data.screen_read.FIELDS``): utilization, else
+    """Each GPU's load (%) from its values (``data.screen.read.FIELDS``): utilization, else
     power over its limit; a GPU with neither is left out."""
     out = {}
     for g, v in gpus.items():
@@ -217,7 +217,7 @@ def summary(reading, regions: list[dict] | None = None,
     """What a picture shows and its verdict per region, as JSON-ready data.
 
     Args:
-        reading: a ``data.screen_read.PictureReading``.
+        reading: a ``data.screen.read.PictureReading``.
         regions: ``[{"name", "box": [x0, y0, x1, y1]}]`` (fractions of the picture, y down:
             the Screenshots page's halves and boxes); the whole picture is always first.
         cuts: where to cut nvtop's time axis (``stretches``); default where it changes.
@@ -468,7 +468,7 @@ def stretches(charts, cuts: list[float] | None = None, gpus: dict[int, dict] | N
     agree are joined).
 
     Args:
-        charts: ``data.screen_nvtop.Chart`` list (``PictureReading.charts``).
+        charts: ``data.screen.nvtop.Chart`` list (``PictureReading.charts``).
         cuts: fractions of the time axis (0 the oldest moment shown, 1 the newest) to cut at
             instead of the changes, e.g. ``[0.5]`` for the older and the newer half.
         gpus: ``{gpu: header values}`` (``sure_values``), for the PCIe of the newest stretch.

@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import make_pictures as mp
 
-from tealeaves.data.screen_nvtop import parse_nvtop
+from tealeaves.data.screen.nvtop import parse_nvtop
 
 #: Moments shot per look, seconds after nvtop's first frame (the workload's stretches:
 #: idle, prefill, decode, and the idle gap after them).

@@ -24,7 +24,7 @@ import itertools
 
 import numpy as np
 
-from tealeaves.data.screen_nvtop import (
+from tealeaves.data.screen.nvtop import (
     DEFAULT_INTERVAL_S,
     Chart,
     _ages,

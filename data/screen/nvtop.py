@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tealeaves.data.screen_values import _NUM, GpuReading, _fields_conf, _n
+from tealeaves.data.screen.values import _NUM, GpuReading, _fields_conf, _n
 
 #: Bytes per unit of nvtop's PCIe rates (it prints binary units: ``KiB/s``, ``MiB/s``).
 _RATE_UNIT = {"": 1.0, "K": 2.0**10, "M": 2.0**20, "G": 2.0**30, "T": 2.0**40}
@@ -1054,7 +1054,7 @@ def _tick_words(a: np.ndarray, x_left: int, x_right: int, y0: float, words,
     the frame).  Falls back to ``words`` when Tesseract cannot be run."""
     from PIL import Image
 
-    from tealeaves.data.screen_grid import Word, _undot_zeros
+    from tealeaves.data.screen.grid import Word, _undot_zeros
 
     # the frame's bottom line runs through the tick labels: the first row under the plot
     # that is mostly ink, then the glyph rows around it once the long runs are erased

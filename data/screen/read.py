@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tealeaves.data.nvtop_samples import to_samples
-from tealeaves.data.screen_grid import Word, _undot_zeros, read_grid
-from tealeaves.data.screen_nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
-from tealeaves.data.screen_values import (
+from tealeaves.data.screen.grid import Word, _undot_zeros, read_grid
+from tealeaves.data.screen.nvtop import Chart, is_nvtop, name_lines, parse_nvtop, read_charts
+from tealeaves.data.screen.nvtop_samples import to_samples
+from tealeaves.data.screen.values import (
     _NUM,
     FIELDS,  # noqa: F401  (re-exported: the readers' units)
     GpuReading,
@@ -423,8 +423,8 @@ def lines_of(words: list[Word], size: tuple[int, int] = (1, 1)) -> list[tuple[st
 def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     """Read a screenshot's bytes (PNG or JPEG): the tool, each GPU's values, the text.
 
-    The picture is checked as an upload is (``data.screenshots.inspect_image``: size, format,
-    pixels from the header before decoding); a large one is enlarged less, so the OCR never
+    The picture is checked as an upload is (``data.screen.screenshots.inspect_image``: size,
+    format, pixels from the header before decoding); a large one is enlarged less, so the OCR never
     works on more than ``OCR_MAX_PIXELS``; Tesseract gives up after ``OCR_TIMEOUT_S``.
     Values a GPU cannot print (``_plausible``) are left out, not shown; GPU indices out of
     the order every tool prints them in are put back in it (``_renumber``), and a limit or a
@@ -437,7 +437,7 @@ def read_picture(data: bytes, name: str = "", graphs=None) -> PictureReading:
     """
     from PIL import Image
 
-    from tealeaves.data.screenshots import ScreenshotError, inspect_image
+    from tealeaves.data.screen.screenshots import ScreenshotError, inspect_image
 
     try:
         inspect_image(data, name or "picture")
