@@ -124,7 +124,7 @@ def _smi_text(rows: list[tuple[str, str, str]]) -> str:
 
 
 def test_an_smi_or_gpustat_text_with_a_blank_power_keeps_the_gpu_without_a_power():
-    from tealeaves.data.screen.read import parse_text
+    from tealeaves.data.screen.tools import parse_text
 
     text = _smi_text([("590W", "700W", "97%"), ("N/A", "700W", "12%"), ("ERR!", "N/A", "N/A")])
     tool, gpus = parse_text(text)

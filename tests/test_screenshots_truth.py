@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tealeaves.classifier.picture import summary
-from tealeaves.data.screen.read import GpuReading, PictureReading
+from tealeaves.data.screen.read import PictureReading
+from tealeaves.data.screen.values import GpuReading
 
 PICTURES = Path(__file__).with_name("pictures")
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tealeaves.app.figures.geometry import BAND_SCALE, BAND_TICK, GPU_COLORS
-from tealeaves.data.screen.read import GpuReading
+from tealeaves.data.screen.values import GpuReading
 
 #: Largest RGB distance (0-441) of a pixel from a GPU's colour that is that GPU's ink.
 COLOR_TOLERANCE = 25.0

@@ -24,15 +24,10 @@ import itertools
 
 import numpy as np
 
-from tealeaves.data.screen.nvtop import (
-    DEFAULT_INTERVAL_S,
-    Chart,
-    _ages,
-    _cell_height,
-    _glyph_width,
-    _longest_runs,
-    lattice_agreement,
-)
+from tealeaves.data.screen.nvtop_chart import DEFAULT_INTERVAL_S, Chart, _ages
+from tealeaves.data.screen.nvtop_lines import _longest_runs
+from tealeaves.data.screen.nvtop_plot import _glyph_width
+from tealeaves.data.screen.nvtop_scales import _cell_height, lattice_agreement
 
 #: Update intervals nvtop accepts are whole tenths of a second (``-d`` in tenths).
 INTERVAL_QUANTUM_S = 0.1
