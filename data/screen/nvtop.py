@@ -85,11 +85,11 @@ def is_nvtop(text: str) -> bool:
 
 def parse_nvtop(lines: list[tuple]) -> list[GpuReading]:
     """Each GPU's header values from nvtop's lines, ``(text, confidence, box, scores)``
-    tuples (as ``screen_read._boxed`` gives).
+    tuples (as ``tools._boxed`` gives).
 
     A device line opens one GPU per ``Device N [...]`` on it (left to right); the next clock
     line and bar line give their values to those GPUs in the same order.  Values (units in
-    ``screen_values.FIELDS``): ``pcie_gen``, ``pcie_width``, ``pcie_rx_bytes_per_s``,
+    ``values.FIELDS``): ``pcie_gen``, ``pcie_width``, ``pcie_rx_bytes_per_s``,
     ``pcie_tx_bytes_per_s``, ``sm_clock_mhz``, ``mem_clock_mhz``, ``temp_c``, ``fan_pct``,
     ``power_w``, ``power_limit_w``, ``util_pct`` (the GPU bar), ``mem_used_mib`` and
     ``mem_total_mib`` (the MEM bar), ``enc_pct``/``dec_pct``; each value's confidence is its
@@ -210,7 +210,7 @@ def _put(g: GpuReading, m: re.Match, conf: float, scores, spec: dict) -> None:
 
 def read_charts(img, words, header: set[int] | None = None) -> list[Chart]:
     """Digitise nvtop's charts in ``img`` (a PIL image) given Tesseract's ``words``
-    (``screen_grid.Word``, boxes in the picture's pixels).
+    (``grid.Word``, boxes in the picture's pixels).
 
     A chart is found by its y ticks: words reading ``100``, ``75``, ``50``, ``25`` (and ``0``)
     stacked in one column, the plot area right of them.  The value scale is the line through

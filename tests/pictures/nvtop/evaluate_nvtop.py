@@ -36,7 +36,7 @@ CHART_TOL = 5.0
 
 
 def _tolerance(key: str, printed: float) -> float:
-    """+-1 of the unit the value is printed in (``screen_nvtop`` stores bytes/s and MiB)."""
+    """+-1 of the unit the value is printed in (``data.screen.nvtop`` stores bytes/s and MiB)."""
     if key.startswith("pcie_") and key.endswith("_per_s"):
         unit = 1.0
         while printed >= 1000 * unit and unit < 2.0**40:
