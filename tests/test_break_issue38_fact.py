@@ -171,8 +171,8 @@ def test_report_out_to_a_device_or_pipe_is_refused_in_one_line(tmp_path):
 
 def _picture(util: list[float], watts: list[float | None], cap: float | None = 700.0,
              power_sure: float = 0.9):
-    from tealeaves.data.screen_read import PictureReading
-    from tealeaves.data.screen_values import GpuReading
+    from tealeaves.data.screen.read import PictureReading
+    from tealeaves.data.screen.values import GpuReading
 
     gpus = []
     for g, (u, w) in enumerate(zip(util, watts, strict=True)):

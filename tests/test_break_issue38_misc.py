@@ -124,7 +124,7 @@ def _smi_text(rows: list[tuple[str, str, str]]) -> str:
 
 
 def test_an_smi_or_gpustat_text_with_a_blank_power_keeps_the_gpu_without_a_power():
-    from tealeaves.data.screen_read import parse_text
+    from tealeaves.data.screen.tools import parse_text
 
     text = _smi_text([("590W", "700W", "97%"), ("N/A", "700W", "12%"), ("ERR!", "N/A", "N/A")])
     tool, gpus = parse_text(text)
@@ -146,7 +146,7 @@ def test_an_smi_or_gpustat_text_with_a_blank_power_keeps_the_gpu_without_a_power
 def test_a_picture_with_power_na_keeps_that_gpu_with_no_power_and_none_borrowed(tmp_path):
     from PIL import Image, ImageDraw, ImageFont
 
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     text = _smi_text([("590W", "700W", "97%"), ("N/A", "700W", "12%"), ("601W", "700W", "95%"),
                       ("ERR!", "700W", "3%")])

@@ -280,7 +280,7 @@ def test_blank_codes_and_huge_numerals_in_a_saved_page_are_no_reading(tmp_path, 
 def test_a_screenshot_time_from_its_name_is_read_with_a_tz_offset_too():
     """``report --screenshot P --tz +02:00``: the CLI takes the offset; the screenshot's
     time from its name was dropped (None) because only IANA names were read."""
-    from tealeaves.data.screenshots import CaptureTime, ScreenshotError
+    from tealeaves.data.screen.screenshots import CaptureTime, ScreenshotError
 
     when = CaptureTime(local=dt.datetime(2026, 6, 1, 12, 0), offset_s=None, instant=None,
                        source="file name (scrot)")

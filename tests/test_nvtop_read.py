@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tealeaves.data.screen_nvtop import parse_nvtop
-from tealeaves.data.screen_read import parse_text, which_tool
+from tealeaves.data.screen.nvtop import parse_nvtop
+from tealeaves.data.screen.tools import parse_text, which_tool
 
 HERE = Path(__file__).resolve().parent / "pictures" / "nvtop"
 TRUTH = json.loads((HERE / "truth.json").read_text())
@@ -238,7 +238,7 @@ def test_two_captures_pasted_one_above_the_other_are_two_moments(tmp_path):
     from PIL import Image
 
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     sys.path.insert(0, str(HERE))
     from evaluate_nvtop import _score_stretches
@@ -276,7 +276,7 @@ def test_two_captures_pasted_one_above_the_other_are_two_moments(tmp_path):
 def test_one_screen_with_highlighted_rows_is_not_split():
     """nvtop's own coloured rows (its process header, its key bar, chart frames) are short
     runs of another background: one picture stays one capture."""
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     r = read_picture((HERE / "pictures" / "40_split8_d5_240x72_64s.png").read_bytes(), "x")
     assert not r.captures and len(r.gpus) == 8
@@ -286,7 +286,7 @@ def _chart(lines: dict[int, list[float]], step: float = 0.5, x0: int = 0):
     """A chart of one GPU % line per GPU (values newest first, one per column)."""
     import numpy as np
 
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
 
     n = len(next(iter(lines.values())))
     c = Chart((x0, 0, x0 + n - 1, 100), step, "ticks", True)
@@ -340,8 +340,9 @@ def test_one_gpu_on_two_charts_is_two_screens_or_a_misread_never_a_mix():
 def test_a_chart_cropped_before_its_newest_sample_counts_its_times_from_the_ticks():
     """Time ticks 18 s, 13 s, 9 s and no 0 s: the chart's right edge (x 700) is 3 s old, not
     the newest sample."""
-    from tealeaves.data.screen_grid import Word
-    from tealeaves.data.screen_nvtop import _ages, _time_scale
+    from tealeaves.data.screen.grid import Word
+    from tealeaves.data.screen.nvtop_chart import _ages
+    from tealeaves.data.screen.nvtop_frame import _time_scale
 
     words = [Word(t, 90.0, x - 10, 105, 20, 12, (0, 0, 0))
              for t, x in (("18s", 100), ("13s", 300), ("9s", 460))]
@@ -355,14 +356,14 @@ def test_a_chart_cropped_before_its_newest_sample_counts_its_times_from_the_tick
 
 
 def _word(text, left, top, width=None, height=10.0):
-    from tealeaves.data.screen_grid import Word
+    from tealeaves.data.screen.grid import Word
 
     return Word(text, 90.0, float(left), float(top), float(width or 8 * len(text)), height,
                 (1, 1, 1))
 
 
 def test_time_ticks_whose_s_was_read_twice_still_give_the_scale():
-    from tealeaves.data.screen_nvtop import _time_scale
+    from tealeaves.data.screen.nvtop_frame import _time_scale
 
     # picture 22's strip: "57s" lost to the corner, "28s" read "285", "14s" read "145s",
     # "0s" read "s": only the reading of "145s" as 14 puts three ticks on one line
@@ -374,7 +375,8 @@ def test_time_ticks_whose_s_was_read_twice_still_give_the_scale():
 
 
 def test_a_line_under_a_legend_holds_its_level_only_where_no_stroke_leaves_it():
-    from tealeaves.data.screen_nvtop import ChartSeries, _under_legends
+    from tealeaves.data.screen.nvtop_chart import ChartSeries
+    from tealeaves.data.screen.nvtop_lines import _under_legends
 
     h, w = 120, 200
     masked = np.zeros((h, w, 3), dtype=np.int16)
@@ -395,7 +397,7 @@ def test_a_line_under_a_legend_holds_its_level_only_where_no_stroke_leaves_it():
 
 
 def test_a_legend_word_of_the_backgrounds_colour_is_no_legend():
-    from tealeaves.data.screen_nvtop import _legends
+    from tealeaves.data.screen.nvtop_lines import _legends
 
     a = np.zeros((100, 300, 3), dtype=np.int16)
     a[20:30, 40:80] = (0, 200, 200)  # "GPU0 %" drawn in cyan
@@ -415,7 +417,7 @@ def test_a_picture_cropped_through_a_chart_reads_and_leaves_that_chart_out(tmp_p
     from PIL import Image
 
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     pic = Image.open(HERE / "pictures" / "31_quad4_d5_160x48_58s.png").convert("RGB")
     buf = io.BytesIO()
@@ -440,7 +442,7 @@ def test_a_picture_cut_through_a_column_of_charts_judges_only_the_whole_charts()
     from PIL import Image
 
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     pic = Image.open(HERE / "pictures" / "34_split8_d10_200x60_42s.png").convert("RGB")
     buf = io.BytesIO()
@@ -474,7 +476,7 @@ def test_two_lines_of_one_colour_keep_their_identity_through_a_step_and_a_crossi
     """A drawn monochrome chart: line A at row 20 steps down across line B (row 50) to row
     70; B stays.  Followed from the right, A is the line that moved, B the one that stayed,
     though the column of A's vertical stroke shows one line only."""
-    from tealeaves.data.screen_nvtop import _two_lines
+    from tealeaves.data.screen.nvtop_lines import _two_lines
 
     a = np.zeros((100, 120, 3), dtype=np.int16)
     a[50, 5:115] = 255          # B: flat
@@ -490,7 +492,8 @@ def test_monochrome_lines_the_header_cannot_name_give_only_where_they_run_togeth
     """Header GPU % 0 and MEM 0.4 %: which line is which is not told; the chart's GPU %
     is given only where the two lines agree, NaN where they part, and it stays out of the
     stretches."""
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries, name_lines
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_names import name_lines
 
     ago = np.arange(6, dtype=float)
     c = Chart((0, 0, 5, 10), 1.0, "ticks", True, monochrome="unnamed")
@@ -516,7 +519,7 @@ def test_monochrome_lines_the_header_cannot_name_give_only_where_they_run_togeth
 def _grid_of_charts(indices):
     """Charts laid out as nvtop lays one chart per GPU, two per row, legends read as
     ``indices`` (GPU % in cyan, mem% in yellow, as nvtop's default colours)."""
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
 
     ago, vals = np.arange(4.0), np.zeros(4)
     charts = []
@@ -534,7 +537,7 @@ def test_one_misread_legend_index_among_the_charts_is_put_back_by_its_place():
     GPU 0 and said, where the header shows GPUs 0-3; kept where the header shows a GPU 8
     (devices hidden in nvtop's setup), and kept where two charts disagree with their
     places."""
-    from tealeaves.data.screen_nvtop import _one_gpu_per_chart
+    from tealeaves.data.screen.nvtop_scales import _one_gpu_per_chart
 
     charts = _grid_of_charts([8, 1, 2, 3])
     _one_gpu_per_chart(None, charts, {0, 1, 2, 3})
@@ -604,7 +607,7 @@ def test_two_screens_side_by_side_get_no_verdict_for_the_whole_picture():
     from PIL import Image
 
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     a, b = (Image.open(HERE / "pictures" / n).convert("RGB")
             for n in ("31_quad4_d5_160x48_58s.png", "21_pair2_d10_120x40_58s.png"))
@@ -624,7 +627,7 @@ def test_charts_whose_ticks_disagree_on_the_time_scale_give_no_stretches():
     (a tick misread) takes the others'; charts reading four scales (picture 34 scaled to
     75 %: 0.018-0.112 s per pixel) cannot be timed, and no stretch is judged."""
     from tealeaves.classifier.picture import stretches
-    from tealeaves.data.screen_nvtop import _share_scales
+    from tealeaves.data.screen.nvtop_scales import _share_scales
 
     charts = _grid_of_charts([0, 1, 2])
     for c, sec in zip(charts, (0.05, 0.05, 0.09), strict=True):
@@ -646,7 +649,7 @@ def test_a_chart_line_that_ends_far_from_the_headers_reading_is_left_out():
     """nvtop's header and its charts' newest column are one refresh: a GPU % line ending at
     9 % (its mem% line read for it) where the header reads 94 % is misread, left out."""
     from tealeaves.classifier.picture import stretches
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
 
     ago = np.arange(0.0, 20.0, 0.1)
     charts = []
@@ -687,7 +690,8 @@ def test_a_plotted_value_is_read_as_the_middle_of_the_range_its_row_stands_for()
     """nvtop (src/plot.c) draws v on row floor(v / (100 / rows)) above 0 %: on an 11-row
     chart a line on the row under the top one stands for [90.9, 100), read 95.5; the top
     row is 100; the 0 % row [0, 9.1), read 4.5.  Charts of one height share their rows."""
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries, _to_levels
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_scales import _to_levels
 
     span = 11 * 19.0
     charts = []
@@ -707,7 +711,7 @@ def test_a_gpu_unseen_a_while_does_not_carry_an_old_pattern_over_a_change_of_the
     at 5 s (2 busy, 0 and 1 idle before: all busy).  The stretch cut follows the GPUs seen,
     at 5 s, not where GPU 3 was last seen."""
     from tealeaves.classifier.picture import stretches
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
 
     ago = np.arange(0.0, 20.0, 0.1)
     busy_then_idle = np.where(ago < 5.0, 2.0, 95.0)
@@ -728,7 +732,7 @@ def test_a_gpu_seen_in_a_third_of_a_stretch_is_not_judged_on_that_third():
     newest third, at 2 % (it was busy before): the stretch of GPUs 0-3 at 95 % must not call
     GPU 7 the one waiting; it is left out, said."""
     from tealeaves.classifier.picture import stretches
-    from tealeaves.data.screen_nvtop import Chart, ChartSeries
+    from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
 
     ago = np.arange(0.0, 22.0, 0.1)
     charts = []
@@ -759,7 +763,7 @@ def test_a_picture_padded_with_a_border_reads_its_charts_on_the_terminals_ground
     from PIL import Image, ImageOps
 
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     pic = Image.open(HERE / "pictures" / "36_split8_d10_200x60_82s.png").convert("RGB")
     buf = io.BytesIO()

@@ -1,13 +1,15 @@
-"""nvtop's chart lines read as its samples (``data/nvtop_samples.py``), monochrome lines named
-by how they move, and the row height on fonts with wide line spacing."""
+"""nvtop's chart lines read as its samples (``data/screen/nvtop_samples.py``), monochrome lines
+named by how they move, and the row height on fonts with wide line spacing."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from tealeaves.data.nvtop_samples import _round_interval, samples_of, update_interval
-from tealeaves.data.screen_nvtop import Chart, ChartSeries, _cell_height, name_lines
+from tealeaves.data.screen.nvtop_chart import Chart, ChartSeries
+from tealeaves.data.screen.nvtop_names import name_lines
+from tealeaves.data.screen.nvtop_samples import _round_interval, samples_of, update_interval
+from tealeaves.data.screen.nvtop_scales import _cell_height
 
 CYAN = (0, 200, 200)
 
@@ -111,7 +113,7 @@ def test_row_height_of_a_font_with_wide_line_spacing():
     """Picture 07's font: glyphs 10 px high on rows 20 px apart (was None: only spacings
     under 1.8 glyph heights counted); lines two and three rows apart, and a chart's words
     between rows (picture 35 read 13.7 for 19), do not change it."""
-    from tealeaves.data.screen_grid import Word
+    from tealeaves.data.screen.grid import Word
 
     rows = [0, 1, 2, 4, 5, 6, 9, 10, 13, 16, 22, 23]
     words = [Word(t, 90.0, 10.0 * k, 13 + 20 * r - 5 + (k % 3) * 0.5, 40.0, 10.0, (1, 1, 1))
@@ -156,7 +158,7 @@ def test_the_header_vetoes_naming_by_movement():
 def test_a_line_seen_nowhere_is_not_read_off_the_other():
     """A GPU % line erased or recoloured (not in its legend's colour anywhere) is missing,
     not hidden under the mem% line: its values stay unknown (were the mem% line's 12 %)."""
-    from tealeaves.data.screen_nvtop import _hidden_under
+    from tealeaves.data.screen.nvtop_lines import _hidden_under
 
     ago = np.arange(50, dtype=float)
     gpu = ChartSeries("GPU0 %", 0, "gpu_util", CYAN, ago, np.full(50, np.nan))
@@ -183,8 +185,8 @@ def test_without_time_ticks_a_sample_is_two_cells_of_nvtops_default_interval():
 def test_a_legend_whose_g_the_line_ran_into_is_still_a_legend():
     """Picture 17: the line at 95 % runs into 'GPU0 mem%' and Tesseract reads 'PU' 'mem%'; a
     bare 'PU' with no legend ending after it stays noise."""
-    from tealeaves.data.screen_grid import Word
-    from tealeaves.data.screen_nvtop import _legends
+    from tealeaves.data.screen.grid import Word
+    from tealeaves.data.screen.nvtop_lines import _legends
 
     a = np.zeros((200, 400, 3), dtype=np.int16)
     a[40:50, 300:380] = (205, 205, 0)  # the legend's yellow glyphs
@@ -202,7 +204,7 @@ def test_a_legend_whose_g_the_line_ran_into_is_still_a_legend():
 
 
 def test_dots_of_the_frame_are_no_stroke_out_of_a_legend():
-    from tealeaves.data.screen_nvtop import _longest_runs
+    from tealeaves.data.screen.nvtop_lines import _longest_runs
 
     ink = np.zeros((20, 3), dtype=bool)
     ink[[2, 9, 17], 0] = True  # three tick dots down the frame
@@ -213,8 +215,8 @@ def test_dots_of_the_frame_are_no_stroke_out_of_a_legend():
 def test_legend_words_are_only_on_the_plots_top_rows():
     """'PU1 %' read off a line mid-plot made a GPU 1 series (and 3 interleaved series: a
     1.5 s interval for 1 s)."""
-    from tealeaves.data.screen_grid import Word
-    from tealeaves.data.screen_nvtop import _legends
+    from tealeaves.data.screen.grid import Word
+    from tealeaves.data.screen.nvtop_lines import _legends
 
     a = np.zeros((200, 400, 3), dtype=np.int16)
     a[100:110, 200:260] = CYAN
@@ -228,7 +230,7 @@ def test_legend_words_are_only_on_the_plots_top_rows():
 
 def test_without_ticks_time_runs_away_from_the_legends():
     """nvtop writes its legends over the oldest samples: on the right with -r."""
-    from tealeaves.data.nvtop_samples import _assume_default
+    from tealeaves.data.screen.nvtop_samples import _assume_default
 
     _a, chart = _step_chart([0, 50, 50])
     chart.interval_source = "default"
@@ -242,7 +244,7 @@ def test_a_line_that_stepped_out_of_a_legends_rows_at_its_edge_is_not_held():
     """nvtop's corner column is the new level's first: a line at 100 % under the legend that
     steps to 92 % right at its edge shows a stroke from the legend's rows in that column;
     the level under the legend is not 92 % (it was held there: 31 columns read 92.5)."""
-    from tealeaves.data.screen_nvtop import _stepped_at_edge
+    from tealeaves.data.screen.nvtop_lines import _stepped_at_edge
 
     masked = np.zeros((120, 100, 3), dtype=np.int16)
     values = np.full(100, np.nan)

@@ -15,7 +15,8 @@ from PIL import Image
 
 from tealeaves.app.cli import main
 from tealeaves.classifier.picture import loads_of, verdict
-from tealeaves.data.screen_read import ScreenReadError, parse_text, read_picture, which_tool
+from tealeaves.data.screen.read import ScreenReadError, read_picture
+from tealeaves.data.screen.tools import parse_text, which_tool
 
 PICTURES = Path(__file__).with_name("pictures")
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -125,7 +126,8 @@ def test_what_is_not_a_monitor_or_not_a_picture_is_said_in_one_line(tmp_path, ca
 
 def test_impossible_readings_are_left_out_and_one_bad_file_does_not_stop_the_rest(
         tmp_path, capsys):
-    from tealeaves.data.screen_read import GpuReading, _plausible
+    from tealeaves.data.screen.reconcile import _plausible
+    from tealeaves.data.screen.values import GpuReading
 
     g = GpuReading(0, {"power_w": 4911.0, "power_limit_w": 700.0, "util_pct": 90.0,
                        "mem_used_mib": 9e9, "mem_total_mib": 143771.0},
@@ -290,8 +292,8 @@ def test_tealeaves_own_pictures_are_read_and_their_verdict_matches_the_telemetry
 
 
 def test_the_grid_readers_unsure_value_yields_and_a_misfit_grid_is_dropped():
-    from tealeaves.data.screen_read import _merge, _misfit, _reindex
-    from tealeaves.data.screen_values import GpuReading
+    from tealeaves.data.screen.reconcile import _merge, _misfit, _reindex
+    from tealeaves.data.screen.values import GpuReading
 
     def gpu(i, conf=0.9, box=(0.0, 0.1, 1.0, 0.12), **v):
         return GpuReading(i, dict(v), dict.fromkeys(v, conf), box)

@@ -20,7 +20,7 @@ from tealeaves.app.dashboard.screenshots.model import (
 )
 from tealeaves.classifier import classify_samples
 from tealeaves.data import bundled_trace_path
-from tealeaves.data.screenshots import (
+from tealeaves.data.screen.screenshots import (
     ScreenshotError,
     capture_time,
     inspect_image,
@@ -278,7 +278,7 @@ def test_a_stored_time_out_of_range_is_shown_not_raised():
 
 
 def test_zone_names_any_case_and_bad_ones_refused_clearly():
-    from tealeaves.data.screenshots import zone_name
+    from tealeaves.data.screen.screenshots import zone_name
 
     assert zone_name(" europe/berlin ") == "Europe/Berlin"
     assert zone_name("UTC") == "UTC"

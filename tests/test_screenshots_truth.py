@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from tealeaves.classifier.picture import summary
-from tealeaves.data.screen_read import GpuReading, PictureReading
+from tealeaves.data.screen.read import PictureReading
+from tealeaves.data.screen.values import GpuReading
 
 PICTURES = Path(__file__).with_name("pictures")
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None,
@@ -135,7 +136,7 @@ def test_the_reader_reads_every_gpu_band_of_its_own_8_gpu_dashboard():
     read, the idle GPU 1 too (its thin line drawn between two pixel rows, in neither row
     the GPU's own colour), each near the telemetry's load."""
     from tealeaves.app.figures.read_back import read_back
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     name = "51_tealeaves-dashboard_8gpu.png"
     truth = next(p for p in json.loads((PICTURES / "truth.json").read_text())
@@ -158,7 +159,7 @@ def test_the_reader_calls_a_70_vs_30_dashboard_picture_uneven(browser, tmp_path)
     from tealeaves.app.dashboard.server import start_in_thread
     from tealeaves.app.figures.read_back import read_back
     from tealeaves.data import bundled_trace_path
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
     from tealeaves.data.store import SampleStore
     from tealeaves.data.traces import read_trace
 

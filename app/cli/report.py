@@ -180,7 +180,7 @@ def screenshot_input(path: Path, tz: str) -> dict:
     from PIL import Image
 
     from tealeaves.app.cli.screenshot import read_one
-    from tealeaves.data.screenshots import ScreenshotError, capture_time, time_from_metadata
+    from tealeaves.data.screen.screenshots import ScreenshotError, capture_time, time_from_metadata
 
     shot = read_one(path)
     try:

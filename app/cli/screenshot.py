@@ -1,5 +1,5 @@
 """``tealeaves screenshot read``: what a screenshot of a GPU monitor shows, read from the
-picture alone (``data.screen_read``), and its verdict (``classifier.picture``)."""
+picture alone (``data.screen.read``), and its verdict (``classifier.picture``)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ def read_one(path: Path, halves: bool = False, cuts: list[float] | None = None) 
     """
     from tealeaves.app.figures.read_back import read_back
     from tealeaves.classifier.picture import summary
-    from tealeaves.data.screen_read import FIELDS, ScreenReadError, read_picture
-    from tealeaves.data.screenshots import MAX_BYTES
+    from tealeaves.data.screen.read import FIELDS, ScreenReadError, read_picture
+    from tealeaves.data.screen.screenshots import MAX_BYTES
 
     try:
         if not path.is_file():  # a folder, a FIFO, a device: nothing to read as a picture

@@ -14,7 +14,7 @@ import pandas as pd
 from tealeaves.app.figures import (
     fmt_span,
 )
-from tealeaves.data.screenshots import ScreenshotError, zone_name
+from tealeaves.data.screen.screenshots import ScreenshotError, zone_name
 
 
 def page_zone(name: str | None) -> ZoneInfo:

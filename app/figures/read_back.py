@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from tealeaves.app.figures.geometry import BAND_SCALE, BAND_TICK, GPU_COLORS
-from tealeaves.data.screen_read import GpuReading
+from tealeaves.data.screen.values import GpuReading
 
 #: Largest RGB distance (0-441) of a pixel from a GPU's colour that is that GPU's ink.
 COLOR_TOLERANCE = 25.0
@@ -79,7 +79,7 @@ def _on_one_pitch(labels: dict, n: int) -> dict:
 
 
 def read_back(img, words=None) -> list[GpuReading]:
-    """The GPUs of a dashboard picture (``data.screen_read.read_picture``'s ``graphs``):
+    """The GPUs of a dashboard picture (``data.screen.read.read_picture``'s ``graphs``):
     ``util_pct`` = the mean of the GPU's band line (%), with its confidence (the share of
     the plot's columns where the line was found, 0-1) and the band's box.  A GPU whose label
     or line is not found is left out, and so is a colour past the header's GPU count ("8

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tealeaves.app.figures.read_back import read_back
 from tealeaves.classifier.picture import summary, verdict
-from tealeaves.data.screen_read import read_picture
+from tealeaves.data.screen.read import read_picture
 
 HERE = Path(__file__).resolve().parent
 

@@ -10,7 +10,7 @@ one-GPU captures by printing each GPU's rows from a capture of another moment (n
 several GPUs was lent): the tool's own lines, only the GPU index changed.
 
 Output, beside this file: ``NN_<tool>_<n>gpu.png`` and ``truth.json``: per picture, the tool,
-the font, each GPU's printed values (``data.screen_read.parse_text`` of the text replayed)
+the font, each GPU's printed values (``data.screen.tools.parse_text`` of the text replayed)
 and its telemetry at that moment (utilization from the ``nvidia-smi dmon`` stream recorded
 beside it, mean over the capture's second, %).
 
@@ -34,7 +34,7 @@ from pathlib import Path
 
 from PIL import Image
 
-from tealeaves.data.screen_read import parse_text, strip_ansi
+from tealeaves.data.screen.tools import parse_text, strip_ansi
 
 HERE = Path(__file__).resolve().parent
 #: (font, size, background, foreground) of the pictures, in turn.

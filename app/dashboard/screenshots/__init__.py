@@ -1,9 +1,10 @@
 """The Screenshots page: upload pictures, place them on the timeline, answer "prefill or decode?".
 
 An engineer drops screenshots (nvtop, utilisation graphs) taken mid-investigation.  Each one is
-checked and timed (``data.screenshots``), kept in the sample store (``SampleStore.put_screenshot``:
-bytes by content hash, so it survives a restart with ``--store``), marked on the live figure's
-phase ribbon, and shown next to the dashboard's view of the same moments with a **verdict**:
+checked and timed (``data.screen.screenshots``), kept in the sample store
+(``SampleStore.put_screenshot``: bytes by content hash, so it survives a restart with
+``--store``), marked on the live figure's phase ribbon, and shown next to the dashboard's view
+of the same moments with a **verdict**:
 the phase the windows there were labelled, how sure, the imbalance ratio and the hot set.
 
 - **Regions**: a screenshot of scrolling graphs shows different moments in different places

@@ -40,7 +40,7 @@ from tealeaves.app.dashboard.screenshots.views import (
     picture_reading,
     shot_table,
 )
-from tealeaves.data.screenshots import ScreenshotError, plausible, zone_name
+from tealeaves.data.screen.screenshots import ScreenshotError, plausible, zone_name
 
 _SHA = re.compile(r"[0-9a-f]{64}")
 #: The clientside functions' namespace in ``window.dash_clientside`` (assets/screenshots.js).

@@ -9,7 +9,7 @@ from dash import dcc, html
 
 from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.screenshots.model import MAX_REQUEST_BYTES, SPAN_S
-from tealeaves.data.screenshots import MAX_BYTES
+from tealeaves.data.screen.screenshots import MAX_BYTES
 
 
 def js_config() -> dict:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from tealeaves.classifier.rules import PHASE_ORDER
 from tealeaves.classifier.summary import imbalance_summary
-from tealeaves.data.screenshots import (
+from tealeaves.data.screen.screenshots import (
     MAX_BYTES,
     YEARS,
     ScreenshotError,

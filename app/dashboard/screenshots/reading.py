@@ -1,6 +1,6 @@
 """Reading an opened screenshot's numbers in the background.
 
-``data.screen_read.read_picture`` takes 5-30 s of one core (Tesseract), too long for a
+``data.screen.read.read_picture`` takes 5-30 s of one core (Tesseract), too long for a
 callback: the first look at a screenshot starts its reading on one worker thread, and the
 page asks again each second until it is done.  Readings are kept by content hash (a picture
 is read once per dashboard process; bytes are the store's, so a restart reads again).
@@ -24,7 +24,7 @@ _readings: dict[str, Future] = {}
 
 def _read(data: bytes, name: str):
     from tealeaves.app.figures.read_back import read_back
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     return read_picture(data, name, graphs=read_back)
 

@@ -12,7 +12,12 @@ import time
 from dash import html
 
 from tealeaves.app.dashboard.screenshots.model import MAX_REQUEST_BYTES, fmt_local
-from tealeaves.data.screenshots import MAX_BYTES, ScreenshotError, capture_time, inspect_image
+from tealeaves.data.screen.screenshots import (
+    MAX_BYTES,
+    ScreenshotError,
+    capture_time,
+    inspect_image,
+)
 
 
 def accept(store, content: str, name: str, last_modified, tz: str) -> html.Div:

@@ -10,7 +10,7 @@ Chart: the ``GPU<n> %`` series digitised, point by point, against the collector'
 that point was drawn in (``truth.json``'s ``frames_ago``: the k-th sample back is the k-th
 frame back; on the H200 frames came every interval + ~50 ms, so the picture's own clock runs
 short of the collector's by up to 10 % at ``-d 5``).  A point is one of nvtop's samples where the reader told them apart
-(``data/nvtop_samples.py``: each sample as wide as the others, so the share of points is the
+(``data/screen/nvtop_samples.py``: each sample as wide as the others, so the share of points is the
 share of the chart's width), else one pixel column.  nvtop plots one NVML reading per interval,
 taken at a moment we do not know, so a point is right (``chart_ok``) when it is within 5
 points of one of the collector's readings of its interval; the stricter figure
@@ -36,7 +36,7 @@ CHART_TOL = 5.0
 
 
 def _tolerance(key: str, printed: float) -> float:
-    """+-1 of the unit the value is printed in (``screen_nvtop`` stores bytes/s and MiB)."""
+    """+-1 of the unit the value is printed in (``data.screen.nvtop`` stores bytes/s and MiB)."""
     if key.startswith("pcie_") and key.endswith("_per_s"):
         unit = 1.0
         while printed >= 1000 * unit and unit < 2.0**40:
@@ -163,7 +163,7 @@ def _score_stretches(entry: dict, reading) -> tuple[int, int, list[str]]:
 
 def evaluate(files: list[str] | None = None, log=print) -> dict:
     """Read each picture, score it, log a table; returns the totals and rows."""
-    from tealeaves.data.screen_read import read_picture
+    from tealeaves.data.screen.read import read_picture
 
     truth = json.loads((HERE / "truth.json").read_text())
     if files:

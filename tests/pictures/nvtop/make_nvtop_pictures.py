@@ -8,7 +8,7 @@ moment replayed in a real ``xterm`` under ``Xvfb`` and taken with ``scrot``
 
 Output, beside this file: ``pictures/NN_<look>_<t>s.png`` and ``truth.json``: per picture the
 moment (epoch s of the last byte shown), the nvtop arguments (update interval ``-d``, ``-r``,
-``-C``), the header values as printed (``screen_nvtop.parse_nvtop`` of the screen's text, as
+``-C``), the header values as printed (``nvtop.parse_nvtop`` of the screen's text, as
 ``pyte`` renders the same bytes: what the picture shows, not what the OCR reads), and the
 collector's ``gpu_util`` (NVML utilization.gpu, the series nvtop plots as ``GPU0 %``) as
 (seconds before the moment, %) pairs over the last 120 s, and ``frames_ago``: when each
@@ -40,7 +40,7 @@ sys.path.insert(0, str(HERE.parent))
 
 import make_pictures as mp
 
-from tealeaves.data.screen_nvtop import parse_nvtop
+from tealeaves.data.screen.nvtop import parse_nvtop
 
 #: Moments shot per look, seconds after nvtop's first frame (the workload's stretches:
 #: idle, prefill, decode, and the idle gap after them).

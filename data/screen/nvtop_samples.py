@@ -6,7 +6,7 @@ nvtop (``src/plot.c``, ``nvtop_line_plot``) interleaves a chart's series: with `
 of a series spans ``n`` text columns, and where a series' level changes nvtop draws a corner
 and a vertical stroke in the middle of that sample's first column: the line's vertical strokes
 mark where its samples begin.  A line read pixel column by pixel column
-(``screen_nvtop.read_charts``) therefore holds, between two strokes, a whole number of
+(``nvtop.read_charts``) therefore holds, between two strokes, a whole number of
 samples, each ``n`` glyphs wide; around a stroke it also holds what the stroke and the ``+``
 nvtop draws where a line crosses another (a whole text cell) put there.
 
@@ -24,15 +24,10 @@ import itertools
 
 import numpy as np
 
-from tealeaves.data.screen_nvtop import (
-    DEFAULT_INTERVAL_S,
-    Chart,
-    _ages,
-    _cell_height,
-    _glyph_width,
-    _longest_runs,
-    lattice_agreement,
-)
+from tealeaves.data.screen.nvtop_chart import DEFAULT_INTERVAL_S, Chart, _ages
+from tealeaves.data.screen.nvtop_lines import _longest_runs
+from tealeaves.data.screen.nvtop_plot import _glyph_width
+from tealeaves.data.screen.nvtop_scales import _cell_height, lattice_agreement
 
 #: Update intervals nvtop accepts are whole tenths of a second (``-d`` in tenths).
 INTERVAL_QUANTUM_S = 0.1
@@ -57,9 +52,9 @@ INK_TOL = 60
 def cell_width(words) -> float | None:
     """The terminal's cell width, px, from where its words start: every word of a terminal
     starts on the cell lattice, so the pitch (within 0.85-1.3x of the words' width per
-    character, ``screen_nvtop._glyph_width``, which Tesseract's tight boxes make a few per
+    character, ``nvtop_plot._glyph_width``, which Tesseract's tight boxes make a few per
     cent short) whose phases the words' left edges agree on best
-    (``screen_nvtop.lattice_agreement``); None with fewer than 8 words or no agreement
+    (``nvtop_scales.lattice_agreement``); None with fewer than 8 words or no agreement
     (< 0.5)."""
     xs = np.asarray([w.left for w in words if len(w.text) >= 2], dtype=float)
     if len(xs) < 8:
@@ -199,8 +194,8 @@ def _assume_default(chart: Chart, cell_w: float) -> None:
 
 def to_samples(a: np.ndarray, charts: list[Chart], words) -> None:
     """``samples_of`` with the terminal's cell width (``cell_width``, else the words' width
-    per character) and text row height (``screen_nvtop._cell_height``) read off ``words``
-    (Tesseract's, ``screen_grid.Word``)."""
+    per character) and text row height (``nvtop_scales._cell_height``) read off ``words``
+    (Tesseract's, ``grid.Word``)."""
     samples_of(a, charts, cell_width(words) or _glyph_width(words), _cell_height(words))
 
 

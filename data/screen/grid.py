@@ -2,7 +2,7 @@
 
 A terminal draws every character in a cell of the same size, so a screenshot of one is a grid:
 find its pitch and phase, cut each cell out, and classify it against the glyphs of the same
-picture.  Tesseract (``data.screen_read``) reads most of a terminal well but fails on a few
+picture.  Tesseract (``data.screen.read``) reads most of a terminal well but fails on a few
 glyphs in a systematic way (a dotted zero, a thin ``7``, a pale yellow digit on white) and on
 its own line and word finding; the grid reader learns each glyph's look *from the words
 Tesseract read confidently in this picture* (same font, same size, same rendering) and then

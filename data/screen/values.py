@@ -3,7 +3,7 @@
 ``GpuReading`` holds one GPU's printed values (``FIELDS``, with units) and their confidences;
 ``_n`` reads a number OCR may have garbled in known ways (``_DIGIT_FIX``) and
 ``_fields_conf`` gives each value the lowest confidence of its characters.  Kept apart from
-``screen_read`` so each tool's parser module (``screen_nvtop``) imports it without a circle.
+``read`` so each tool's parser module (``tools``, ``nvtop``) imports it without a circle.
 """
 
 from __future__ import annotations
