@@ -84,7 +84,7 @@ class ImportResult:
         interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
             dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
             none, so the spacing of its instants is a guess the summary must say.
-        n_samples: the samples handed over as frames (``data.dmon.DmonImport.frames``, stored
+        n_samples: the samples handed over as frames (``data.dmon_passes.DmonImport.frames``, stored
             as they came) while ``samples`` stays empty; None when ``samples`` holds them.
     """
 
@@ -113,7 +113,7 @@ class ImportResult:
     @property
     def sample_count(self) -> int:
         """Samples the import gave: ``len(samples)``, or ``n_samples`` where they were handed
-        over as frames instead (``data.dmon.DmonImport.frames``: ``samples`` left empty)."""
+        over as frames instead (``data.dmon_passes.DmonImport.frames``: ``samples`` left empty)."""
         return len(self.samples) if self.n_samples is None else self.n_samples
 
     @property

@@ -85,7 +85,8 @@ import numpy as np
 import pandas as pd
 
 from tealeaves.data import import_common, pasted, server_lines, smi_table
-from tealeaves.data.dmon import DMON_COLUMNS, DmonImport, FileLines, NotStreamable, text_lines  # noqa: F401
+from tealeaves.data.dmon import DMON_COLUMNS, NotStreamable  # noqa: F401
+from tealeaves.data.dmon_passes import DmonImport, FileLines, text_lines
 from tealeaves.data.import_common import (  # noqa: F401 - public here too (importers.X)
     _BLANK_TEXT,
     _CHUNK,
