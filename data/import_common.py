@@ -1,9 +1,12 @@
 """What every importer shares (``data.importers`` and the per-format modules): the result and
-error types, bounded file reading, number and blank parsing, and the plausibility screen of
-timestamps.  Imports nothing of the format modules."""
+error types, bounded file reading, CSV fields, number and blank parsing, the plausibility
+screen of timestamps (``_screen``), untimed rows among timed ones refused
+(``_placed_among_dated``) and records made a sample frame (``_frame``).  Imports nothing of
+the format modules."""
 
 from __future__ import annotations
 
+import csv
 import math
 import os
 import re
@@ -17,11 +20,16 @@ import numpy as np
 import pandas as pd
 
 from tealeaves.data.schema import (
+    COLUMNS,
     EARLIEST_TS,
     FIELD_LIMITS,
     FUTURE_SLACK_S,
     MAX_GPUS,
     METRIC_BY_NAME,
+    METRIC_NAMES,
+    SchemaError,
+    conform,
+    empty_frame,
     gpus_in,
     is_blank,
     out_of_range,
@@ -84,7 +92,7 @@ class ImportResult:
         interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
             dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
             none, so the spacing of its instants is a guess the summary must say.
-        n_samples: the samples handed over as frames (``data.dmon.DmonImport.frames``, stored
+        n_samples: the samples handed over as frames (``data.dmon_passes.DmonImport.frames``, stored
             as they came) while ``samples`` stays empty; None when ``samples`` holds them.
     """
 
@@ -113,7 +121,7 @@ class ImportResult:
     @property
     def sample_count(self) -> int:
         """Samples the import gave: ``len(samples)``, or ``n_samples`` where they were handed
-        over as frames instead (``data.dmon.DmonImport.frames``: ``samples`` left empty)."""
+        over as frames instead (``data.dmon_passes.DmonImport.frames``: ``samples`` left empty)."""
         return len(self.samples) if self.n_samples is None else self.n_samples
 
     @property
@@ -454,3 +462,79 @@ def _read_bytes(path: Path) -> bytes:
     except OSError as exc:
         raise ImportFormatError(f"{path}: cannot be read ({exc.strerror or exc})") from None
     return b"".join(parts)
+
+
+def _csv_fields(line: str) -> list[str]:
+    try:
+        return [f.strip() for f in next(csv.reader([line], skipinitialspace=True))]
+    except (csv.Error, StopIteration):
+        return []
+
+
+def _blank_text(tok: str) -> bool:
+    t = tok.strip()
+    return t in _BLANK_TEXT or (t.startswith("[") and t.endswith("]"))
+
+
+def _screen(records: list[dict], now: float) -> tuple[list[dict], list[tuple[int, str]],
+                                                         dict[str, int]]:
+    """Refuse rows whose time is implausible; count the blanks of the rest.
+
+    A timestamp before ``schema.EARLIEST_TS`` (2000), more than ``FUTURE_SLACK_S`` past
+    ``now``, or cut off from the bulk of the file by a jump of more than that (a handful of
+    rows, at most 3 or 1 %, before or after the bulk) is refused with its line number.
+
+    Returns:
+        ``(kept records, refused [(line, reason)], blanks {column: count})``.
+    """
+    if not records:
+        return records, [], {}
+    ts = np.array([r["timestamp"] for r in records], dtype=np.float64)
+    lines = np.array([int(r.get("_line", 0)) for r in records], dtype=np.int64)
+    bad, refused = _refusals(ts, lines, now)
+    kept: list[dict] = []
+    blanks: dict[str, int] = {}
+    for r, b in zip(records, bad, strict=True):
+        if b:
+            continue
+        for k, v in r.items():
+            if v is BLANK:
+                blanks[k] = blanks.get(k, 0) + 1
+        kept.append(r)
+    return kept, refused, blanks
+
+
+def _frame(records: list[dict], name: str) -> pd.DataFrame:
+    if not records:
+        return empty_frame()
+    df = pd.DataFrame.from_records(records)
+    for col in METRIC_NAMES:
+        if col not in df.columns:
+            df[col] = np.nan
+    try:
+        return conform(df[[c for c in df.columns if c in COLUMNS]], source=name)
+    except SchemaError as exc:  # a bug, not bad input; still report it as an import failure
+        raise ImportFormatError(f"{name}: rows do not fit the sample schema ({exc})") from exc
+
+
+# --------------------------------------------------------------------------- public entry
+
+
+def _placed_among_dated(records: list[dict], skipped: list[tuple[int, str]]) -> list[dict]:
+    """Refuse the rows without a time of their own (``_placed``, placed by the file's mtime:
+    no start time given) of a file whose other rows carry full timestamps (a dmon block without ``-o DT`` after one with it, dcgmi lines with
+    and without a leading time, a --query-gpu block without ``timestamp``...).
+
+    The file has its own clock: placing the untimed rows at its modification time (or a
+    start time) would put them anywhere relative to the rest, and the note would falsely say
+    the file has no timestamps.  Their lines are appended to ``skipped`` with the reason.
+
+    Returns:
+        The records kept (all of them unless both kinds are present).
+    """
+    if not any("_placed" in r for r in records) or not any(
+            "_placed" not in r and "_dated" not in r for r in records):
+        return records
+    why = _UNTIMED_AMONG_TIMED
+    skipped.extend((int(r.get("_line", 0)), why) for r in records if "_placed" in r)
+    return [r for r in records if "_placed" not in r]

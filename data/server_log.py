@@ -269,16 +269,15 @@ def _naive(year: int, m: re.Match) -> dt.datetime | None:
 
 
 def _zone_of(z: str | None, default: dt.tzinfo) -> dt.tzinfo:
+    """The zone a time stamp's suffix names (``Z``, ``+02:00``, ``-0530``), read by
+    ``data.wallclock.parse_zone``; ``default`` without a suffix or for an offset out of
+    range."""
     if not z:
         return default
-    if z == "Z":
-        return dt.UTC
-    sign, digits = z[0], z[1:].replace(":", "")
-    hours, minutes = int(digits[:2]), int(digits[2:4])
-    if hours > 23 or minutes > 59:
+    try:
+        return parse_zone(z)
+    except ValueError:
         return default
-    delta = dt.timedelta(hours=hours, minutes=minutes)
-    return dt.timezone(-delta if sign == "-" else delta)
 
 
 def _ranks(text: str) -> dict[str, int]:

@@ -29,11 +29,11 @@ and the bus id.  The fan and performance state are printed too but are not sampl
 
 Time: the line above the table (``ctime`` form, the host's local time, no zone) dates the
 instant, read in the caller's zone; a table without it is placed like the other untimed
-formats (``data.importers``).  Several tables in one text (``nvidia-smi -l``) are several
+formats (``data.import_table``).  Several tables in one text (``nvidia-smi -l``) are several
 instants.
 
 Nothing here imports other tealeaves rooms (``data.wallclock`` reads the date lines' local
-time); ``data.importers`` calls :func:`parse_tables`.
+time); ``data.import_table`` calls :func:`parse_tables`.
 """
 
 from __future__ import annotations
@@ -157,85 +157,117 @@ def parse_tables(text: str, zone: tzinfo | LocalClock) -> TableRead:
         A :class:`TableRead`.  Never raises on content: a GPU row that does not parse is
         recorded in ``skipped`` with its line number.
     """
-    out = TableRead()
-    pending_date: float | None = None
-    table = -1
-    section = None  # None (before a GPU header), "gpus", "mig", "processes"
-    gpu: dict | None = None  # the GPU whose rows are being read
-    row = 0
-    stamp_of_table: float | None = None
-    last = -1
+    reader = _TableReader(zone if isinstance(zone, LocalClock) else LocalClock(zone))
     boxed = any(c in text for c in "│┃║")
-    clock = zone if isinstance(zone, LocalClock) else LocalClock(zone)
     for n, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip("\r")
         if boxed:
             line = line.translate(_BOX)
-        stamp = _date(line, clock)
+        reader.line(n, line)
+    return reader.out
+
+
+class _TableReader:
+    """:func:`parse_tables` line after line: what it has read (``out``) and where it is: the
+    date line waiting for its table, the table (``table``, -1 before the first) and its
+    section (None before a GPU header, ``"gpus"``, ``"mig"``, ``"processes"``), the GPU whose
+    rows are being read (``gpu``, its ``row`` read so far) and the last GPU read whole."""
+
+    def __init__(self, clock: LocalClock) -> None:
+        self.out = TableRead()
+        self.clock = clock
+        self.pending_date: float | None = None
+        self.table = -1
+        self.section: str | None = None
+        self.gpu: dict | None = None
+        self.row = 0
+        self.stamp_of_table: float | None = None
+        self.last = -1
+
+    def line(self, n: int, line: str) -> None:
+        """Read line ``n`` (its box drawn in ASCII)."""
+        out = self.out
+        stamp = _date(line, self.clock)
         if isinstance(stamp, str):
             out.skipped.append((n, stamp))
-            continue
+            return
         if stamp is not None:
-            pending_date = stamp
-            continue
+            self.pending_date = stamp
+            return
         if is_table(line):
-            table += 1
+            self.table += 1
             out.tables += 1
-            section = None
-            gpu = None
-            if pending_date is not None:
+            self.section = None
+            self.gpu = None
+            if self.pending_date is not None:
                 out.dated += 1
-            stamp_of_table = pending_date
-            pending_date = None
-            continue
+            self.stamp_of_table = self.pending_date
+            self.pending_date = None
+            return
         cells = _cells(line)
         if cells is None:
-            continue
+            return
         joined = " ".join(c.strip() for c in cells).strip()
-        if joined.startswith("MIG devices"):
-            section, gpu = "mig", None
-            continue
-        if joined.startswith("Processes"):
-            section, gpu = "processes", None
-            continue
-        if table < 0:
-            continue
-        if section in (None, "gpus") and ("Persistence-M" in joined or "TCC/WDDM" in joined
-                                          or "Pwr:Usage/Cap" in joined or "MIG M." == joined
-                                          or "Compute M." in joined):
-            section = "gpus"
-            continue
-        if section == "mig":
-            if _RE_MIG_ROW.match(cells[0]):
-                out.mig_rows += 1
-            continue
-        if section == "processes":
-            if _RE_PROCESS_ROW.match(joined):
-                out.process_rows += 1
-            continue
-        if section != "gpus":
-            continue
+        if not self._in_gpus(cells, joined):
+            return
         first = _RE_ROW1.match(cells[0]) if len(cells) >= 3 else None
         if first is not None and _RE_BUS.match(cells[1]):
             g = int(first.group(1))
-            gpu = {"gpu": g, "_line": n, "_table": table}
-            if stamp_of_table is not None:
-                gpu["timestamp"] = stamp_of_table
+            self.gpu = {"gpu": g, "_line": n, "_table": self.table}
+            if self.stamp_of_table is not None:
+                self.gpu["timestamp"] = self.stamp_of_table
             out.devices[g] = {"gpu": g, "name": first.group(2).strip(),
                               "pci_bus_id": _RE_BUS.match(cells[1]).group(1),
                               "power_limit_w": math.nan, "mem_total_bytes": math.nan}
-            row = 1
-            continue
-        if gpu is None or row != 1:
-            if row == 2 and len(cells) >= 3 and not cells[0].strip() and not cells[1].strip():
-                row = 3  # the MIG M. row under a GPU: its MIG mode
+            self.row = 1
+            return
+        if self.gpu is None or self.row != 1:
+            if (self.row == 2 and len(cells) >= 3 and not cells[0].strip()
+                    and not cells[1].strip()):
+                self.row = 3  # the MIG M. row under a GPU: its MIG mode
                 if cells[2].strip() == "Enabled":
-                    out.mig_enabled.add(last)
-                continue
+                    out.mig_enabled.add(self.last)
+                return
             if any(c.strip() for c in cells):
                 out.skipped.append((n, f"not a GPU row of the table: {joined[:60]}"))
-            continue
-        row = 2
+            return
+        self.row = 2
+        self._second_row(n, cells, joined)
+
+    def _in_gpus(self, cells: list[str], joined: str) -> bool:
+        """Whether a row of cells is read as a GPU's row: False for the section headers and
+        the rows of the MIG devices and Processes sections (counted), and rows outside a
+        table's GPU section."""
+        out = self.out
+        if joined.startswith("MIG devices"):
+            self.section, self.gpu = "mig", None
+            return False
+        if joined.startswith("Processes"):
+            self.section, self.gpu = "processes", None
+            return False
+        if self.table < 0:
+            return False
+        if self.section in (None, "gpus") and (
+                "Persistence-M" in joined or "TCC/WDDM" in joined
+                or "Pwr:Usage/Cap" in joined or "MIG M." == joined
+                or "Compute M." in joined):
+            self.section = "gpus"
+            return False
+        if self.section == "mig":
+            if _RE_MIG_ROW.match(cells[0]):
+                out.mig_rows += 1
+            return False
+        if self.section == "processes":
+            if _RE_PROCESS_ROW.match(joined):
+                out.process_rows += 1
+            return False
+        return self.section == "gpus"
+
+    def _second_row(self, n: int, cells: list[str], joined: str) -> None:
+        """A GPU's second row (fan, temperature, perf, power / memory / GPU-Util): its
+        readings and device facts, the GPU's record done; a cell that does not parse refuses
+        the GPU's row into ``skipped``."""
+        out, gpu = self.out, self.gpu
         second = _RE_ROW2.match(cells[0]) if len(cells) >= 3 else None
         mem = _RE_MEM.match(cells[1]) if len(cells) >= 3 else None
         util = _RE_UTIL.match(cells[2]) if len(cells) >= 3 else None
@@ -244,8 +276,8 @@ def parse_tables(text: str, zone: tzinfo | LocalClock) -> TableRead:
                    "memory" if mem is None else "GPU-Util")
             why = f"GPU {gpu['gpu']}: its {bad} cell does not parse: {joined[:60]}"
             out.skipped.append((n, why))
-            gpu = None
-            continue
+            self.gpu = None
+            return
         u = util.group("util")
         used = mem.group("used") if mem.group("used") else "N/A"
         gpu["gpu_util"] = float(u[:-1]) if u.endswith("%") else math.nan
@@ -259,6 +291,5 @@ def parse_tables(text: str, zone: tzinfo | LocalClock) -> TableRead:
         total = mem.group("total") if mem.group("total") else "N/A"
         dev["mem_total_bytes"] = float(total) * MIB if total.isdigit() else math.nan
         out.records.append(gpu)
-        last = gpu["gpu"]
-        gpu = None
-    return out
+        self.last = gpu["gpu"]
+        self.gpu = None

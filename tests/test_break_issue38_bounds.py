@@ -213,11 +213,11 @@ def test_classify_refuses_a_fifo_or_device_for_its_other_files(odd_file, option,
 
 
 def test_a_file_over_the_import_limit_is_refused_naming_it(tmp_path, monkeypatch, capsys):
-    from tealeaves.data import importers
+    from tealeaves.data import import_common
 
     path = tmp_path / "dmon.txt"
     path.write_text(DMON * 50)  # 4,800 bytes
-    monkeypatch.setattr(importers.import_common, "MAX_FILE_BYTES", 1000, raising=False)
+    monkeypatch.setattr(import_common, "MAX_FILE_BYTES", 1000, raising=False)
     db = tmp_path / "s.db"
     assert _main_guarded(["import", str(path), "--store", str(db)]) == 2
     err = capsys.readouterr().err
@@ -259,10 +259,10 @@ def test_is_blank_and_out_of_range_answer_a_scalar_reading_without_numpy(monkeyp
 
 
 def test_a_line_over_the_bound_is_refused_naming_file_and_line(tmp_path, monkeypatch, capsys):
-    from tealeaves.data import importers
+    from tealeaves.data import import_common
 
-    monkeypatch.setattr(importers.import_common, "MAX_LINE_BYTES", 100, raising=False)
-    monkeypatch.setattr(importers.import_common, "_CHUNK", 64, raising=False)  # lines across chunks
+    monkeypatch.setattr(import_common, "MAX_LINE_BYTES", 100, raising=False)
+    monkeypatch.setattr(import_common, "_CHUNK", 64, raising=False)  # lines across chunks
     path = tmp_path / "dmon.txt"
     path.write_bytes((DMON + "    0    50    20  1000" + " 7" * 60 + "\n" + DMON).encode())
     db = tmp_path / "s.db"
@@ -276,20 +276,20 @@ def test_a_line_over_the_bound_is_refused_naming_file_and_line(tmp_path, monkeyp
 @pytest.mark.parametrize("ends", ["\n", "\r\n", "\r"])
 def test_the_line_bound_numbers_lines_as_the_importers_do_across_chunks(monkeypatch, chunk,
                                                                        ends):
-    from tealeaves.data import importers
+    from tealeaves.data import import_common
 
-    monkeypatch.setattr(importers.import_common, "MAX_LINE_BYTES", 20, raising=False)
+    monkeypatch.setattr(import_common, "MAX_LINE_BYTES", 20, raising=False)
     lines = ["a" * n for n in (3, 0, 20, 19, 5)]
     for bad in range(len(lines) + 1):
         body = list(lines)
         if bad < len(lines):
             body[bad] = "b" * 21
         data = ends.join(body).encode()
-        bound = importers._LineBound("f.txt")
+        bound = import_common._LineBound("f.txt")
         try:
             for i in range(0, len(data), chunk):
                 bound.feed(data[i:i + chunk])
-        except importers.ImportFormatError as exc:
+        except import_common.ImportFormatError as exc:
             assert f"f.txt: line {bad + 1} is longer than 20 bytes" in str(exc)
         else:
             assert bad == len(lines), f"line {bad + 1} of 21 bytes passed"

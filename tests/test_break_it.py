@@ -306,7 +306,7 @@ def test_a_full_disk_half_way_through_an_import_leaves_the_store_as_it_was(tmp_p
 
 
 def test_ctrl_c_half_way_through_an_import_stores_nothing(tmp_path, monkeypatch):
-    from tealeaves.data import store as store_mod
+    from tealeaves.data import store_rows as store_mod
 
     db = tmp_path / "s.db"
     n = small_store(db)

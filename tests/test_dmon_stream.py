@@ -11,7 +11,7 @@ import os
 import pandas as pd
 import pytest
 
-from tealeaves.data import dmon, import_common, importers
+from tealeaves.data import dmon_passes, import_common, importers
 
 START = 1_700_000_000.0
 
@@ -87,7 +87,7 @@ def test_the_same_import_whatever_the_chunk(tmp_path, monkeypatch, name, start):
         assert streamed is not None
     assert streamed is not None or name == "mixed MIG and blanks"
     for lines, chunk in ((3, 61), (7, 4096)):
-        monkeypatch.setattr(dmon, "LINES_A_CHUNK", lines)
+        monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", lines)
         monkeypatch.setattr(import_common, "_CHUNK", chunk)
         _same(whole, importers.import_text(TEXTS[name], "dmon", end_time=START + 7200, **kw))
         _same(whole, importers.import_file(path, **kw))
@@ -96,7 +96,7 @@ def test_the_same_import_whatever_the_chunk(tmp_path, monkeypatch, name, start):
 def test_the_fall_back_night_reads_both_passes_across_chunks(monkeypatch):
     """The repeated hour, cut into chunks of 1 line: the second pass is still told by the
     times stepping back (the one clock goes through every chunk)."""
-    monkeypatch.setattr(dmon, "LINES_A_CHUNK", 1)
+    monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", 1)
     r = importers.import_text(TEXTS["DST fall-back"], "dmon", tz="Europe/Berlin")
     ts = r.samples["timestamp"]
     assert ts.is_unique is False  # two GPUs an instant
@@ -106,7 +106,7 @@ def test_the_fall_back_night_reads_both_passes_across_chunks(monkeypatch):
 
 
 def test_strays_are_found_by_the_survey_as_row_by_row(monkeypatch):
-    monkeypatch.setattr(dmon, "LINES_A_CHUNK", 2)
+    monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", 2)
     r = importers.import_text(TEXTS["strays and bad lines"], "dmon")
     why = dict(r.skipped)
     stray = [n for n, w in r.skipped if "a day before the file's other rows" in w]
@@ -139,15 +139,15 @@ def test_the_store_gets_a_dmon_file_chunk_by_chunk(tmp_path, monkeypatch, capsys
     path = tmp_path / "dmon.txt"
     path.write_text(TEXTS["strays and bad lines"])
     whole = importers.import_file(path)
-    monkeypatch.setattr(dmon, "LINES_A_CHUNK", 5)
+    monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", 5)
     sizes: list[int] = []
-    frames = dmon.DmonImport.frames
+    frames = dmon_passes.DmonImport.frames
 
     def watched(self):
         for f in frames(self):
             sizes.append(len(f))
             yield f
-    monkeypatch.setattr(dmon.DmonImport, "frames", watched)
+    monkeypatch.setattr(dmon_passes.DmonImport, "frames", watched)
     db = tmp_path / "s.db"
     assert main(["import", str(path), "--store", str(db), "--json"]) == 0
     out = capsys.readouterr().out
@@ -165,15 +165,15 @@ def test_a_file_changed_between_survey_and_store_is_refused_whole(tmp_path, monk
 
     path = tmp_path / "dmon.txt"
     path.write_text(TEXTS["DST spring gap"])
-    monkeypatch.setattr(dmon, "LINES_A_CHUNK", 3)
-    survey = dmon.DmonImport.survey
+    monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", 3)
+    survey = dmon_passes.DmonImport.survey
 
     def then_changed(self):
         got = survey(self)
         text = path.read_text()
         path.write_text(text.replace(" 100 ", " 101 ", 1))
         return got
-    monkeypatch.setattr(dmon.DmonImport, "survey", then_changed)
+    monkeypatch.setattr(dmon_passes.DmonImport, "survey", then_changed)
     db = tmp_path / "s.db"
     assert main(["import", str(path), "--store", str(db)]) == 2
     err = capsys.readouterr().err
@@ -205,8 +205,10 @@ def test_a_big_dmon_file_is_never_read_whole(tmp_path, monkeypatch, capsys):
 
     def whole(*a, **k):
         raise AssertionError("the whole file was read")
-    monkeypatch.setattr(importers, "_read_bytes", whole)
-    monkeypatch.setattr(import_common, "_read_bytes", whole)
+    from tealeaves.data import detect
+
+    for module in (importers, import_common, detect):
+        monkeypatch.setattr(module, "_read_bytes", whole, raising=False)
     assert importers.detect_format(path) == "nvidia_smi_dmon"
     db = tmp_path / "s.db"
     assert main(["import", str(path), "--store", str(db)]) == 0

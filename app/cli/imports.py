@@ -96,7 +96,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def _sample_frames(pending):
     """The sample frames of every file read: an import's ``samples``, or a dmon file's frames
-    one chunk at a time (``data.dmon.DmonImport.frames``)."""
+    one chunk at a time (``data.dmon_passes.DmonImport.frames``)."""
     for r in pending:
         if hasattr(r, "frames"):
             yield from r.frames()
