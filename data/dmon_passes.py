@@ -38,6 +38,9 @@ from tealeaves.data.schema import (
 from tealeaves.data.wallclock import LocalClock, zone_name
 
 #: Lines parsed as one chunk: the import holds this many lines and their columns at a time.
+#: Lines skipped a streamed import lists (the first ones); the rest are counted
+#: (``ImportResult.skipped_more``).
+SKIPPED_LISTED = 10_000
 LINES_A_CHUNK = 65_536
 
 
@@ -229,6 +232,10 @@ class DmonImport:
             skipped.extend((int(part.line[i]), w) for i, w in why.items())
             keep, refused = self._screen(ts, gap, part.line)
             skipped.extend(refused)
+            if len(skipped) > 2 * SKIPPED_LISTED:  # the first lines are listed, the rest counted
+                skipped.sort()
+                res.skipped_more += len(skipped) - SKIPPED_LISTED
+                del skipped[SKIPPED_LISTED:]
             res.rows_read += part.n - int(gap.sum()) - len(refused)
             placed_any = placed_any or bool((placed & ~gap).any())
             dated_any = dated_any or bool((dated & ~gap).any())
@@ -247,7 +254,9 @@ class DmonImport:
             lo, hi = min(lo, float(df["timestamp"].min())), max(hi, float(df["timestamp"].max()))
             count += len(df)
             yield df
-        res.skipped, res.blanks = sorted(skipped), dict(sorted(blanks.items()))
+        skipped.sort()
+        res.skipped_more += max(len(skipped) - SKIPPED_LISTED, 0)
+        res.skipped, res.blanks = skipped[:SKIPPED_LISTED], dict(sorted(blanks.items()))
         res.gpus, res.n_samples = sorted(gpus), count
         res.time_span = (lo, hi) if count else (math.nan, math.nan)
         res.placed = self.how if placed_any else None

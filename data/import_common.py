@@ -92,6 +92,9 @@ class ImportResult:
         interval_assumed: True when ``interval`` is the format's default (``_DEFAULT_INTERVAL``:
             dcgm-exporter 30 s, the others 1 s), not one the caller gave: the file states
             none, so the spacing of its instants is a guess the summary must say.
+        skipped_more: lines not imported beyond those listed in ``skipped``: a file read a
+            chunk at a time (``data.dmon_passes``) lists its first ``SKIPPED_LISTED`` lines
+            only, so a file of bad lines costs no more memory than a good one.
         n_samples: the samples handed over as frames (``data.dmon_passes.DmonImport.frames``, stored
             as they came) while ``samples`` stays empty; None when ``samples`` holds them.
     """
@@ -117,6 +120,12 @@ class ImportResult:
     interval: float | None = None
     interval_assumed: bool = False
     n_samples: int | None = None
+    skipped_more: int = 0
+
+    @property
+    def skipped_count(self) -> int:
+        """Lines not imported: those listed in ``skipped`` and ``skipped_more`` beyond them."""
+        return len(self.skipped) + self.skipped_more
 
     @property
     def sample_count(self) -> int:

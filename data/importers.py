@@ -549,14 +549,14 @@ def load_trace(path: str | Path, format: str | None = None, **kwargs) -> Trace:
         return read_trace(regular_file(path))
     res = import_file(path, format=fmt, **kwargs)
     if res.samples.empty:
-        n = len(res.skipped)
+        n = res.skipped_count
         raise ImportFormatError(f"{path}: {res.format} file holds no samples "
                                 f"({n} line{'' if n == 1 else 's'} skipped)")
     devices = (res.devices[[c for c in DEVICE_COLUMNS if c in res.devices.columns]]
                if len(res.devices) else pd.DataFrame())
     return Trace(samples=res.samples, devices=devices,
                  meta={"format": res.format, "source": str(path), "rows_read": res.rows_read,
-                       "skipped": len(res.skipped),
+                       "skipped": res.skipped_count,
                        "first_skipped": list(res.skipped[0]) if res.skipped else None,
                        "placed": res.placed,
                        "dated": res.dated, "placed_at": res.placed_at,

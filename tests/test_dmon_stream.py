@@ -214,3 +214,22 @@ def test_a_big_dmon_file_is_never_read_whole(tmp_path, monkeypatch, capsys):
     assert main(["import", str(path), "--store", str(db)]) == 0
     assert "stored 7200 samples" in capsys.readouterr().out
     assert main(["classify", str(path)]) == 0
+
+
+def test_a_file_of_bad_lines_lists_the_first_and_counts_the_rest(tmp_path, monkeypatch,
+                                                                 capsys):
+    """Every skipped line costs memory: a streamed import lists the first ``SKIPPED_LISTED``
+    and counts the rest, and the summary says them all."""
+    from tealeaves.app.cli import main
+
+    monkeypatch.setattr(dmon_passes, "SKIPPED_LISTED", 4)
+    monkeypatch.setattr(dmon_passes, "LINES_A_CHUNK", 3)
+    path = tmp_path / "dmon.txt"
+    path.write_text(DT_HEAD + "".join(f"20240117 10:00:{s:02d}  0  100  5  5\n"
+                                      f"20240117 10:00:{s:02d}  1  100\n" for s in range(30)))
+    r = importers.import_file(path)
+    assert [n for n, _ in r.skipped] == [4, 6, 8, 10]
+    assert r.skipped_more == 26 and r.skipped_count == 30 and r.rows_read == 30
+    assert main(["import", str(path), "--store", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "30 lines skipped" in out and "  ... 26 more" in out

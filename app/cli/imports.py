@@ -113,6 +113,7 @@ def file_entry(path, r) -> dict:
             "time_span": list(r.time_span), "blanks": r.blanks,
             "out_of_range": r.out_of_range,
             "skipped": [{"line": n, "reason": why} for n, why in r.skipped],
+            "skipped_more": r.skipped_more,
             "placed": r.placed, "dated": r.dated,
             "placed_at": r.placed_at if r.placed or r.dated else None,
             "interval": r.interval, "interval_assumed": r.interval_assumed,
@@ -135,7 +136,7 @@ def print_file(f: dict, utc: bool, tz) -> None:
     gpus = entities_text(f["gpus"]) if f["gpus"] else "GPUs none"
     print(f"{shown(f['file'])}: {f['format']}, {plural(f['rows_read'], 'row')} read, "
           f"{plural(f['samples'], 'sample')}, {gpus}, {span}, "
-          f"{plural(len(f['skipped']), 'line')} skipped")
+          f"{plural(len(f['skipped']) + f.get('skipped_more', 0), 'line')} skipped")
     note = placement_note(f, utc)
     if note:
         print(f"  {note}")
@@ -150,8 +151,9 @@ def print_file(f: dict, utc: bool, tz) -> None:
               f"(stored as NaN)")
     for s in f["skipped"][:20]:
         print(f"  line {s['line']}: {s['reason']}")
-    if len(f["skipped"]) > 20:
-        print(f"  ... {len(f['skipped']) - 20} more")
+    shown_lines = min(len(f["skipped"]), 20)
+    if len(f["skipped"]) + f.get("skipped_more", 0) > shown_lines:
+        print(f"  ... {len(f['skipped']) + f.get('skipped_more', 0) - shown_lines} more")
 
 
 def conflict_note(n: int, first: dict, utc: bool = False) -> str:
@@ -175,7 +177,7 @@ def all_refused(path: Path, result, columns: str | None = None) -> str | None:
     line, why = skipped[0]
     hint = (f"; check --columns {columns} against the file's fields, in their order"
             if columns else "")
-    return (f"{path}: every row refused ({plural(len(skipped), 'line')}; the first, line "
+    return (f"{path}: every row refused ({plural(result.skipped_count, 'line')}; the first, line "
             f"{line}: {why}){hint}; nothing was imported")
 
 
