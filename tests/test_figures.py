@@ -585,7 +585,8 @@ def test_the_header_of_a_range_gives_its_calibrated_shares_and_what_they_stood_o
     calibrated shares, saying so; window counts without them) and the counters and rate its
     verdicts stood on; the hover panel names the window's shares and verdict."""
     from tealeaves.app.dashboard import ids
-    from tealeaves.app.dashboard.panels import header_cells, hover_panel
+    from tealeaves.app.dashboard.header_panel import header_cells
+    from tealeaves.app.dashboard.panels import hover_panel
 
     _, _, windows = built
     w, mixed = _calibrated_mixed(windows)

@@ -65,10 +65,12 @@ from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.config import IDLE_TICK_MS, PACE, PRESETS, STUCK_MS, DashboardConfig
 from tealeaves.app.dashboard.cursor import page_state
 from tealeaves.app.dashboard.guard import guard_callbacks
-from tealeaves.app.dashboard.live import LiveView, axis_names
+from tealeaves.app.dashboard.header_panel import header_cells
+from tealeaves.app.dashboard.live import LiveView
+from tealeaves.app.dashboard.live_patch import axis_names
 from tealeaves.app.dashboard.pages import live as live_page
 from tealeaves.app.dashboard.pages import screenshots as shots_page
-from tealeaves.app.dashboard.panels import header_cells, legend
+from tealeaves.app.dashboard.panels import legend
 from tealeaves.data.store import SampleStore
 
 ASSETS = Path(__file__).resolve().parent / "assets"

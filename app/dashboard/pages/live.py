@@ -20,13 +20,15 @@ from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.actions import act, export_report
 from tealeaves.app.dashboard.config import MIN_HEIGHT_PX, PRESETS, DashboardConfig
 from tealeaves.app.dashboard.cursor import Action, Cursor, page_state
+from tealeaves.app.dashboard.header_panel import header_cells
 from tealeaves.app.dashboard.inflight import SingleFlight
-from tealeaves.app.dashboard.live import LiveView, Step, not_labelled_yet, selected_trace
+from tealeaves.app.dashboard.live import LiveView
+from tealeaves.app.dashboard.live_patch import selected_trace
+from tealeaves.app.dashboard.live_step import Step, not_labelled_yet
 from tealeaves.app.dashboard.panels import (
     cluster_panel,
     follow_button,
     follow_note,
-    header_cells,
     hover_panel,
     toolbar,
     window_panel,

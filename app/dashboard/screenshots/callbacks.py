@@ -16,7 +16,7 @@ import pandas as pd
 from dash import ALL, ClientsideFunction, Input, Output, State, html
 
 from tealeaves.app.dashboard import ids
-from tealeaves.app.dashboard.live import shots_patch
+from tealeaves.app.dashboard.live_patch import shots_patch
 from tealeaves.app.dashboard.screenshots.model import (
     MAX_REQUEST_BYTES,
     PICTURE_ROUTE,
