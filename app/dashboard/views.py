@@ -296,6 +296,26 @@ def _ribbon(windows: pd.DataFrame, window_s: float, f: int, bi: np.ndarray,
     return out
 
 
+def _no_window_traces(gpus: list[int], window_s: float, order: list[int], f: int
+                      ) -> dict[tuple, TraceData]:
+    """``window_traces`` of a range without windows: every trace empty (bars ``window_s``
+    wide), the heatmap's rows in ``order``, ``extra["factor"]`` ``f``."""
+    out: dict[tuple, TraceData] = {}
+    empty = TraceData(np.empty(0), np.empty(0))
+    for p in RIBBON_PHASES:
+        out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
+    for p in MIXED_PHASES:
+        out[("mixed", p)] = TraceData(np.empty(0), np.empty(0), window_s)
+    out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
+    for g in gpus:
+        out[("band", g)] = empty
+        out[("share", g)] = empty
+        out[("hot", g)] = empty
+    out[("heat",)] = TraceData(np.empty(0), np.asarray(heat_rows(order)[0]), z=[])
+    out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
+    return out
+
+
 def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out: int,
                   order: list[int] | None = None, segments: pd.DataFrame | None = None
                   ) -> dict[tuple, TraceData]:
@@ -332,18 +352,7 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
     out: dict[tuple, TraceData] = {}
     empty = TraceData(np.empty(0), np.empty(0))
     if n == 0:
-        for p in RIBBON_PHASES:
-            out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
-        for p in MIXED_PHASES:
-            out[("mixed", p)] = TraceData(np.empty(0), np.empty(0), window_s)
-        out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
-        for g in gpus:
-            out[("band", g)] = empty
-            out[("share", g)] = empty
-            out[("hot", g)] = empty
-        out[("heat",)] = TraceData(np.empty(0), np.asarray(heat_rows(order)[0]), z=[])
-        out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
-        return out
+        return _no_window_traces(gpus, window_s, order, f)
     j = windows.index.to_numpy(dtype=np.int64)
     b = j // f
     starts = windows["start"].to_numpy(dtype=float)

@@ -77,20 +77,9 @@ def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     win_max = math.ceil(view_s / window_s)
     in_view = win_max if windows_in_view is None else max(0, int(windows_in_view))
     slot_max = math.ceil(view_s / hop_s - 1e-9)
-    update: dict[str, list] = {"x": [], "y": [], "text": [], "z": []}
-    limits: list[int] = []
-    for key in keys:
-        x, y, text = pts[key]
-        update["x"].append(x)
-        if key[0] == "heat":  # its y are the rows: x and z gain a column per window
-            update["y"].append([])
-            update["z"].append(y)
-        else:
-            update["y"].append(y)
-            update["z"].append([])
-        update["text"].append(text)
-        limits.append(_max_points(key, lane_max, win_max, in_view, slot_max, heat_in_view,
-                                  phases_in_view, mixed_in_view, slots is not None))
+    update = _columns(keys, pts)
+    limits = [_max_points(key, lane_max, win_max, in_view, slot_max, heat_in_view,
+                          phases_in_view, mixed_in_view, slots is not None) for key in keys]
     keep = 10**7  # never trimmed: the heatmap's fixed rows and (empty) text, others' empty z
     heat = keys.index(("heat",))
     max_points = {k: list(limits) for k in update}
@@ -170,6 +159,23 @@ def extend_point_count(payload: list) -> int:
 
     """Number of new x values in an ``extend_data`` payload (0: nothing to send)."""
     return sum(len(x) for x in payload[0]["x"])
+
+
+def _columns(keys: list[tuple], pts: dict) -> dict[str, list]:
+    """``extend_data``'s ``update``: ``x``, ``y``, ``text`` and ``z``, one list per trace of
+    ``keys`` from its points ``pts[key]``."""
+    update: dict[str, list] = {"x": [], "y": [], "text": [], "z": []}
+    for key in keys:
+        x, y, text = pts[key]
+        update["x"].append(x)
+        if key[0] == "heat":  # its y are the rows: x and z gain a column per window
+            update["y"].append([])
+            update["z"].append(y)
+        else:
+            update["y"].append(y)
+            update["z"].append([])
+        update["text"].append(text)
+    return update
 
 
 def _max_points(key: tuple, lane_max: int, win_max: int, in_view: int, slot_max: int,
