@@ -454,19 +454,20 @@ def test_the_history_keeps_where_each_windows_shares_came_from_and_what_it_stood
     """Issue 34: the history joins many classifications, so each window carries where its
     shares came from and what its verdict stood on; the header of a range says both."""
     from tealeaves.app.dashboard.header_panel import header_cells
+    from tealeaves.classifier.incremental import INPUTS_COLUMN, SHARES_SOURCE_COLUMN
 
     store, h = filled
     w = h.windows()
-    assert set(w[F.SHARES_SOURCE_COLUMN]) <= {"calibrated", "rules' scores"}
-    assert set(w[F.INPUTS_COLUMN]) == {w[F.INPUTS_COLUMN].iloc[0]}
-    assert w[F.INPUTS_COLUMN].iloc[0].endswith(" at 10 Hz per GPU")
+    assert set(w[SHARES_SOURCE_COLUMN]) <= {"calibrated", "rules' scores"}
+    assert set(w[INPUTS_COLUMN]) == {w[INPUTS_COLUMN].iloc[0]}
+    assert w[INPUTS_COLUMN].iloc[0].endswith(" at 10 Hz per GPU")
     assert {"share_idle", "share_prefill", "share_decode", "verdict"} <= set(w.columns)
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
     t0, t1 = float(w["start"].min()), float(w["end"].max())
     s = live.range_summary(t0, t1)
-    cal = (w[F.SHARES_SOURCE_COLUMN] == "calibrated").all()
+    cal = (w[SHARES_SOURCE_COLUMN] == "calibrated").all()
     assert s.share_basis == ("calibrated" if cal else "windows")
-    assert s.inputs == w[F.INPUTS_COLUMN].iloc[0]
+    assert s.inputs == w[INPUTS_COLUMN].iloc[0]
     mean = w["share_decode"].mean() if cal else (w["phase"] == "decode").mean()
     assert s.shares["decode"] == pytest.approx(mean)
     text = str(header_cells(s, "UTC"))

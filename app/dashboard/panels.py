@@ -20,12 +20,12 @@ from tealeaves.app.figures import (
     MIN_SHARE_LOAD,
     PHASE_COLORS,
     PHASE_HELP,
-    SHARES_SOURCE_COLUMN,
     certainty,
     fmt_span,
     gpu_color,
     hot_set_text,
 )
+from tealeaves.classifier.incremental import SHARES_SOURCE_COLUMN
 from tealeaves.collectors.health import intermittent_text
 from tealeaves.data.schema import (
     entities_text,
@@ -165,7 +165,7 @@ def _why_they_differ(win: dict, seg: dict | None, ribbon: str | None) -> str:
 
 def _shares_line(win: dict) -> html.Div:
     """The hover panel's line of a window's phase shares of time (largest first; "calibrated"
-    or the labeller's scores, ``figures.SHARES_SOURCE_COLUMN``) and its verdict, the mixed
+    or the labeller's scores, ``classifier.incremental.SHARES_SOURCE_COLUMN``) and its verdict, the mixed
     one in bold; "no shares" for a window without them."""
     shares = {p: _f(win.get(f"share_{p}")) for p in ("idle", "prefill", "decode")}
     if not all(math.isfinite(v) for v in shares.values()):

@@ -14,8 +14,6 @@ names of its modules, so ``from tealeaves.app import figures as F; F.build_figur
 """
 
 from tealeaves.app.figures.binning import (  # noqa: F401
-    INPUTS_COLUMN,
-    SHARES_SOURCE_COLUMN,
     as_float,
     bin_index,
     bin_lanes,

@@ -14,10 +14,11 @@ import plotly.graph_objects as go
 
 from tealeaves.app.figures.geometry import is_window_key, trace_keys
 from tealeaves.app.figures.points import trace_points
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 
 
 def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
-                bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
+                bin_s: float = 0.1, window_s: float = DEFAULT_WINDOW_S, view_s: float = 120.0,
                 server: pd.DataFrame | None = None, order: list[int] | None = None,
                 slots: tuple | None = None, hop_s: float = 0.1,
                 phases_in_view: dict[str, int] | None = None,

@@ -71,11 +71,12 @@ from tealeaves.app.figures.points import (
     share_axis_top,
     trace_points,
 )
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.data.schema import entity_name, entity_short, is_mig
 
 
 def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
-                 bin_s: float = 0.1, window_s: float = 0.5, height: int = 780,
+                 bin_s: float = 0.1, window_s: float = DEFAULT_WINDOW_S, height: int = 780,
                  uirevision: str = "tealeaves-live",
                  server: pd.DataFrame | None = None,
                  order: list[int] | None = None,

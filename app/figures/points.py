@@ -137,7 +137,7 @@ def trace_points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin
     """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
     one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
     load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
-    phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
+    phases)`` of ``hop_s`` slots, ``classifier.incremental.segment_slots``) the ribbon's phase bars are one
     point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
     (``heat_columns``; ``after_j`` as there).  ``labelling`` maps a ``LABELLING_ROWS`` row
     to ``(t_from, t_to)`` (epoch s): its "labelling…" mark's stretch (``labelling_points``);
