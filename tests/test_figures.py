@@ -551,7 +551,7 @@ def test_a_mixed_window_is_striped_with_the_phase_it_is_mixed_with(built, first_
 def test_zoomed_out_ribbon_bars_stack_the_calibrated_shares(built):
     """Issue 34: a bar of several windows shows each phase's share of the bar's time: the
     windows' calibrated shares where they carry them, the shares of their labels otherwise."""
-    from tealeaves.app.dashboard.views import window_traces
+    from tealeaves.app.figures.series.downsample import window_traces
 
     _, _, windows = built
     w, mixed = _calibrated_mixed(windows.reset_index(drop=True))

@@ -20,7 +20,7 @@ from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.history import History
 from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.panels import follow_note
-from tealeaves.app.dashboard.views import window_traces
+from tealeaves.app.figures.series.downsample import window_traces
 from tealeaves.classifier import segments as segments_mod
 from tealeaves.classifier.evaluate import time_accuracy
 from tealeaves.classifier.incremental import merge_runs, segment_slots

@@ -13,12 +13,12 @@ import pytest
 from conftest import caught_up_store
 
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard import views as V
 from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.explain import explain_window
 from tealeaves.app.dashboard.history import History
 from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.live_step import live_factor
+from tealeaves.app.figures.series import downsample as V
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace

@@ -30,9 +30,9 @@ reads from it.  A page is in one of two modes (its cursor ``state["mode"]``):
   server lane appears and when the page has fallen more than ``span`` behind.
 - **range** (a zoom or pan with the mouse, the "all" preset or the time-range picker): the
   server answers with a ``dash.Patch`` holding only the traces' new data for that range,
-  downsampled to the plot's width (``app.dashboard.views``: MinMaxLTTB for lines, bucketed phase shares
-  for the ribbon, or its 0.1-s phase segments when every window gets a bar, every raw sample
-  when the range holds few enough).  Following stops; the "follow live" button (or a preset)
+  downsampled to the plot's width (``app.figures.series.downsample``: MinMaxLTTB for lines,
+  bucketed phase shares for the ribbon, or its 0.1-s phase segments when every window gets a
+  bar, every raw sample when the range holds few enough).  Following stops; the "follow live" button (or a preset)
   resumes it.  "all" keeps refreshing while data arrives.
 
 Every request from the page goes through one server callback, so a newer request (a zoom)

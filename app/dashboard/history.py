@@ -3,8 +3,8 @@ server cells of everything the store holds, caught up incrementally.
 
 Every page (and every zoom) reads from this one copy instead of re-reading and re-classifying
 the store: a live tick slices the newest bins out of it, a zoom downsamples a range of it
-(``app.dashboard.views``).  One hour of eight GPUs is about 36,000 bins x 48 lane columns (14 MB) and
-7,200 windows (2 MB), whatever the number of pages open.
+(``app.figures.series.downsample``).  One hour of eight GPUs is about 36,000 bins x 48 lane
+columns (14 MB) and 7,200 windows (2 MB), whatever the number of pages open.
 
 How it is built (``History.update``): samples newer than the store's row-id cursor are read in
 chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turned into
@@ -134,9 +134,9 @@ class History:
         samples_per_s: samples per second per GPU, over the history (for the raw-data zoom).
     """
 
-    def __init__(self, store: SampleStore, *, bin_s: float = 0.1, window_s: float = DEFAULT_WINDOW_S,
-                 hold_s: float = 0.35, server_lag_s: float = 1.5,
-                 min_update_s: float = 0.1) -> None:
+    def __init__(self, store: SampleStore, *, bin_s: float = 0.1,
+                 window_s: float = DEFAULT_WINDOW_S, hold_s: float = 0.35,
+                 server_lag_s: float = 1.5, min_update_s: float = 0.1) -> None:
         self.store = store
         self.bin_s = bin_s
         self.window_s = window_s

@@ -41,9 +41,6 @@ from tealeaves.app.dashboard.live_step import (
 )
 from tealeaves.app.dashboard.panels import status_line
 from tealeaves.app.dashboard.timefmt import age_s, page_zone
-from tealeaves.app.dashboard.views import (
-    load_order,
-)
 from tealeaves.app.figures import (
     MIXED_PHASES,
     HeaderSummary,
@@ -57,6 +54,9 @@ from tealeaves.app.figures import (
     mixed_with,
     shots_between,
     trace_keys,
+)
+from tealeaves.app.figures.series.downsample import (
+    load_order,
 )
 from tealeaves.classifier.summary import window_hot_sets
 from tealeaves.data.store import HostView, SampleStore, StoreError

@@ -19,7 +19,6 @@ from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.cursor import Cursor
 from tealeaves.app.dashboard.live_step import RangeView
 from tealeaves.app.dashboard.timefmt import page_zone
-from tealeaves.app.dashboard.views import TraceData
 from tealeaves.app.figures import (
     band_axis,
     base_shapes,
@@ -32,6 +31,7 @@ from tealeaves.app.figures import (
     shots_between,
     trace_keys,
 )
+from tealeaves.app.figures.series.downsample import TraceData
 
 
 def selected_trace(t_start: float | None, window_s: float) -> TraceData:

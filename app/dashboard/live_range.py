@@ -15,7 +15,15 @@ from tealeaves.app.dashboard.cursor import Cursor
 from tealeaves.app.dashboard.live_patch import mark_shots, range_patch, selected_trace, view_note
 from tealeaves.app.dashboard.live_step import RangeView, Step, now_ms
 from tealeaves.app.dashboard.timefmt import page_zone
-from tealeaves.app.dashboard.views import (
+from tealeaves.app.figures import (
+    LABELLING_ROWS,
+    HeaderSummary,
+    bin_index,
+    build_figure,
+    range_summary,
+    range_update,
+)
+from tealeaves.app.figures.series.downsample import (
     TraceData,
     bucket_factor,
     lanes_from_bins,
@@ -24,14 +32,6 @@ from tealeaves.app.dashboard.views import (
     point_budget,
     server_traces,
     window_traces,
-)
-from tealeaves.app.figures import (
-    LABELLING_ROWS,
-    HeaderSummary,
-    bin_index,
-    build_figure,
-    range_summary,
-    range_update,
 )
 from tealeaves.data.schema import EARLIEST_TS
 

@@ -13,19 +13,6 @@ Nothing here touches a store, a clock or Dash callbacks.  The package re-exports
 names of its modules, so ``from tealeaves.app import figures as F; F.build_figure`` works.
 """
 
-from tealeaves.app.figures.binning import (  # noqa: F401
-    as_float,
-    bin_index,
-    bin_lanes,
-    calibrated_rows,
-    gpu_shares,
-    hot_members,
-    mixed_with,
-    prefill_size_class,
-    ribbon_shares,
-    server_cells,
-    server_series,
-)
 from tealeaves.app.figures.extend import (  # noqa: F401
     extend_data,
     extend_point_count,
@@ -98,4 +85,17 @@ from tealeaves.app.figures.points import (  # noqa: F401
     labelling_points,
     share_axis_top,
     trace_points,
+)
+from tealeaves.app.figures.series.binning import (  # noqa: F401
+    as_float,
+    bin_index,
+    bin_lanes,
+    calibrated_rows,
+    gpu_shares,
+    hot_members,
+    mixed_with,
+    prefill_size_class,
+    ribbon_shares,
+    server_cells,
+    server_series,
 )

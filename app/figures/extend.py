@@ -114,7 +114,8 @@ def typed_array(a, dtype: str = "f8") -> dict:
 def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = True
                  ) -> dict[int, dict]:
     """Per-trace attribute updates (``{trace index: {attr: value}}``) that put a range view
-    (``app.dashboard.views`` ``TraceData`` per key) into a figure built by ``build_figure``.
+    (``app.figures.series.downsample`` ``TraceData`` per key) into a figure built by
+    ``build_figure``.
 
     Args:
         traces: ``{key: TraceData}``; keys of ``trace_keys(gpus, server)`` not in it are left

@@ -11,7 +11,6 @@ import math
 import numpy as np
 import pandas as pd
 
-from tealeaves.app.figures.binning import gpu_shares, hot_members, mixed_with, prefill_size_class
 from tealeaves.app.figures.geometry import (
     BAND_SCALE,
     LABELLING_ROWS,
@@ -27,6 +26,12 @@ from tealeaves.app.figures.geometry import (
     heat_rows,
 )
 from tealeaves.app.figures.header import fmt_value, hot_set_text
+from tealeaves.app.figures.series.binning import (
+    gpu_shares,
+    hot_members,
+    mixed_with,
+    prefill_size_class,
+)
 from tealeaves.data.schema import entity_name
 
 
@@ -137,8 +142,8 @@ def trace_points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin
     """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
     one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
     load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
-    phases)`` of ``hop_s`` slots, ``classifier.incremental.segment_slots``) the ribbon's phase bars are one
-    point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
+    phases)`` of ``hop_s`` slots, ``classifier.incremental.segment_slots``) the ribbon's phase
+    bars are one point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
     (``heat_columns``; ``after_j`` as there).  ``labelling`` maps a ``LABELLING_ROWS`` row
     to ``(t_from, t_to)`` (epoch s): its "labelling…" mark's stretch (``labelling_points``);
     a row not in it gets no points.

@@ -1,7 +1,8 @@
 """Range views: a stretch of the history turned into at most a few hundred points per trace.
 
 Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them from
-``app.dashboard.history.History`` and ``app.figures`` turns their output into a ``Patch``.
+``app.dashboard.history.History`` and ``app.figures.extend`` turns their output into a
+``Patch``.
 
 - **Lines** (GPU lanes, load bands, share strip, server lane) are downsampled with
   tsdownsample's MinMaxLTTB (Van Der Donckt et al., "MinMaxLTTB: Leveraging MinMax-Preselection
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from tealeaves.app.figures import (
+from tealeaves.app.figures.geometry import (
     BAND_SCALE,
     LANES,
     MARKER_Y,
@@ -43,9 +44,11 @@ from tealeaves.app.figures import (
     RIBBON_PHASES,
     SERVER_LINES,
     band_slots,
-    gpu_shares,
-    heat_columns,
     heat_rows,
+)
+from tealeaves.app.figures.points import heat_columns
+from tealeaves.app.figures.series.binning import (
+    gpu_shares,
     hot_members,
     mixed_with,
     prefill_size_class,
