@@ -58,6 +58,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from tealeaves.classifier.rules import PHASE_ORDER
 from tealeaves.classifier.summary import window_hot_sets
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.collectors.health import intermittent, split_key
 from tealeaves.data.metrics import exported_gauges
 from tealeaves.data.schema import mig_parent
@@ -98,7 +99,7 @@ class TealeavesCollector(Collector):
     """
 
     def __init__(self, store, health: Callable[[], CollectorHealth | None] | None = None,
-                 window_s: float = 0.5, lookback_s: float = 6.0,
+                 window_s: float = DEFAULT_WINDOW_S, lookback_s: float = 6.0,
                  hostname: str | None = None, labeller=None) -> None:
         self.store = store
         self.health = health or (lambda: None)
@@ -344,7 +345,7 @@ def render(collector: Collector) -> str:
     return generate_latest(registry).decode()
 
 
-def serve(store, port: int, host: str = "127.0.0.1", health=None, window_s: float = 0.5,
+def serve(store, port: int, host: str = "127.0.0.1", health=None, window_s: float = DEFAULT_WINDOW_S,
           hostname: str | None = None):
     """Serve ``/metrics`` for ``store`` on ``host:port`` from a daemon thread (its own
     registry: no process metrics).  Returns ``(server, thread)`` (``server.shutdown()``

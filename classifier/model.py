@@ -42,6 +42,7 @@ import pandas as pd
 from tealeaves.classifier.features import MODEL_COLUMNS
 from tealeaves.classifier.imbalance import ImbalanceDetector
 from tealeaves.classifier.rules import PHASE_ORDER
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 
 #: Where the shipped model lives (package data).
 MODEL_DIR = Path(__file__).resolve().parent / "model"
@@ -223,7 +224,7 @@ class PhaseModel:
     transition: np.ndarray
     imbalance: ImbalanceDetector
     smooth: bool = True
-    window_s: float = 0.5
+    window_s: float = DEFAULT_WINDOW_S
     idle_gate: float | None = 0.02
     kind: str = "hgb"
     meta: dict = field(default_factory=dict)
@@ -234,7 +235,7 @@ class PhaseModel:
     # -- training ------------------------------------------------------------------------
     @classmethod
     def fit(cls, features: list[pd.DataFrame], truths: list[pd.DataFrame], seed: int = 0,
-            window_s: float = 0.5, meta: dict | None = None, kind: str = "hgb") -> PhaseModel:
+            window_s: float = DEFAULT_WINDOW_S, meta: dict | None = None, kind: str = "hgb") -> PhaseModel:
         """Fit on labelled traces.
 
         Args:

@@ -238,7 +238,7 @@ def test_history_zoom_pan_hover_and_click(browser, tmp_path):
     server for their range and get it downsampled; a far zoom gets every raw sample; the hover
     and window panels fill in."""
     from tealeaves.app.bench.dashboard import build_store
-    from tealeaves.app.dashboard.views import point_budget
+    from tealeaves.app.figures.series.downsample import point_budget
 
     db = tmp_path / "history.db"
     build_store(db, seconds=600.0, n_gpus=4, log=lambda *_: None)

@@ -301,18 +301,19 @@ def test_all_and_the_balance_panel_land_on_a_server_slower_than_the_page_waits(
     from conftest import open_live_page
 
     from tealeaves.app.dashboard import factory, server_panel
+    from tealeaves.app.dashboard.pages import live as live_page
     from tealeaves.app.dashboard.server import start_in_thread
 
     if slow != "panel":
         monkeypatch.setattr(factory, "STUCK_MS", 1500)  # retries every 1.5 s
     if slow == "all":
-        real_act = factory.act
+        real_act = live_page.act
 
         def act(live, action, *a, **k):
             if action.get("kind") == "all":
                 time.sleep(2.5)
             return real_act(live, action, *a, **k)
-        monkeypatch.setattr(factory, "act", act)
+        monkeypatch.setattr(live_page, "act", act)
     else:
         real_panel = server_panel.server_panel
 

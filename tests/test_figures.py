@@ -551,7 +551,7 @@ def test_a_mixed_window_is_striped_with_the_phase_it_is_mixed_with(built, first_
 def test_zoomed_out_ribbon_bars_stack_the_calibrated_shares(built):
     """Issue 34: a bar of several windows shows each phase's share of the bar's time: the
     windows' calibrated shares where they carry them, the shares of their labels otherwise."""
-    from tealeaves.app.dashboard.views import window_traces
+    from tealeaves.app.figures.series.downsample import window_traces
 
     _, _, windows = built
     w, mixed = _calibrated_mixed(windows.reset_index(drop=True))
@@ -585,7 +585,8 @@ def test_the_header_of_a_range_gives_its_calibrated_shares_and_what_they_stood_o
     calibrated shares, saying so; window counts without them) and the counters and rate its
     verdicts stood on; the hover panel names the window's shares and verdict."""
     from tealeaves.app.dashboard import ids
-    from tealeaves.app.dashboard.panels import header_cells, hover_panel
+    from tealeaves.app.dashboard.header_panel import header_cells
+    from tealeaves.app.dashboard.panels import hover_panel
 
     _, _, windows = built
     w, mixed = _calibrated_mixed(windows)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tealeaves.app.dashboard import ids
-from tealeaves.app.dashboard.panels import header_cells
+from tealeaves.app.dashboard.header_panel import header_cells
 from tealeaves.app.figures import header as F
 from tealeaves.classifier import classify_samples
 from tealeaves.data import bundled_trace_path

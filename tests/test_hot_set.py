@@ -28,8 +28,9 @@ import pytest
 from tealeaves.app import figures as F
 from tealeaves.app.cli import main
 from tealeaves.app.dashboard.config import DashboardConfig
+from tealeaves.app.dashboard.header_panel import header_cells
 from tealeaves.app.dashboard.live import LiveView
-from tealeaves.app.dashboard.panels import header_cells, hover_panel, window_panel
+from tealeaves.app.dashboard.panels import hover_panel, window_panel
 from tealeaves.app.dashboard.screenshots.model import verdict
 from tealeaves.app.exporter import TealeavesCollector, render
 from tealeaves.app.report.model import ReportInput, build_report, csv_rows, schema

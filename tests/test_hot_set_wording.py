@@ -30,7 +30,8 @@ from test_hot_set import WINDOW_S, eight_gpus
 from tealeaves.app import figures as F
 from tealeaves.app.cli import main
 from tealeaves.app.dashboard import ids
-from tealeaves.app.dashboard.panels import header_cells, hover_panel
+from tealeaves.app.dashboard.header_panel import header_cells
+from tealeaves.app.dashboard.panels import hover_panel
 from tealeaves.app.dashboard.server import start_in_thread
 from tealeaves.app.report.model import ReportInput, build_report, csv_rows, schema
 from tealeaves.app.report.out import report_bytes

@@ -26,8 +26,8 @@ import pytest
 from tealeaves.app import figures as F
 from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.config import IDLE_TICK_MS, PACE, DashboardConfig
-from tealeaves.app.dashboard.factory import STATUS_EVERY_S, page_update
-from tealeaves.app.dashboard.live import Step
+from tealeaves.app.dashboard.live_step import Step
+from tealeaves.app.dashboard.pages.live import STATUS_EVERY_S, page_update
 from tealeaves.app.dashboard.server import start_in_thread
 
 GD = "document.querySelector('#tl-graph .js-plotly-plot')"

@@ -404,7 +404,7 @@ def test_clientside_functions_are_in_the_assets_and_read_their_settings_from_the
     # the ids and limits the functions read come from the server, and are the ids' values
     config = layout.js_config()
     assert set(re.findall(r"\bcfg\.(\w+)", js)) <= set(config)
-    assert config["tab_shots"] == ids.TAB_SHOTS and config["detail"] == ids.SHOT_DETAIL
+    assert config["path"] == "/screenshots" and config["detail"] == ids.SHOT_DETAIL
     assert config["max_batch"] * 2 == callbacks.MAX_REQUEST_BYTES
     # no JavaScript left in the package's Python strings
     for f in pkg.glob("*.py"):

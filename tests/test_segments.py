@@ -17,12 +17,13 @@ from tealeaves import classifier as C
 from tealeaves.app import cli
 from tealeaves.app import figures as F
 from tealeaves.app.dashboard.config import DashboardConfig
-from tealeaves.app.dashboard.history import History, merge_runs, segment_slots
+from tealeaves.app.dashboard.history import History
 from tealeaves.app.dashboard.live import LiveView
 from tealeaves.app.dashboard.panels import follow_note
-from tealeaves.app.dashboard.views import window_traces
+from tealeaves.app.figures.series.downsample import window_traces
 from tealeaves.classifier import segments as segments_mod
 from tealeaves.classifier.evaluate import time_accuracy
+from tealeaves.classifier.incremental import merge_runs, segment_slots
 from tealeaves.classifier.segments import classify_segments, hop_features, segments_at
 from tealeaves.data import TRACES_DIR
 from tealeaves.data.schema import METRIC_NAMES

@@ -13,11 +13,12 @@ import pytest
 from conftest import caught_up_store
 
 from tealeaves.app import figures as F
-from tealeaves.app.dashboard import views as V
 from tealeaves.app.dashboard.config import DashboardConfig
 from tealeaves.app.dashboard.explain import explain_window
 from tealeaves.app.dashboard.history import History
-from tealeaves.app.dashboard.live import LiveView, live_factor
+from tealeaves.app.dashboard.live import LiveView
+from tealeaves.app.dashboard.live_step import live_factor
+from tealeaves.app.figures.series import downsample as V
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
 from tealeaves.data.traces import read_trace
@@ -377,7 +378,7 @@ def test_the_header_of_a_range_describes_that_range(filled):
     """Paused, zoomed or typed, the header summarises the range on screen (issue 21): a
     decode stretch with GPU 0 hot reads DECODE and hot GPU 0, an idle one IDLE, and the
     summary names its range; following live it describes the newest window again."""
-    from tealeaves.app.dashboard.panels import header_cells
+    from tealeaves.app.dashboard.header_panel import header_cells
     from tealeaves.data import bundled_labels_path
     from tealeaves.data.traces import read_labels
 
@@ -441,7 +442,7 @@ def test_every_view_but_a_followed_one_marks_every_screenshot(trace, tmp_path):
                                                            (last - 2.0) * 1000.0])
         zoom = live.range_step(step.state, first, first + 5.0, 800)
         assert len(marked(zoom.patch)) == 2  # off-screen ones are simply off screen
-        from tealeaves.app.dashboard.live import shots_patch
+        from tealeaves.app.dashboard.live_patch import shots_patch
 
         assert marked(shots_patch(store.screenshots(), follow.state)) == pytest.approx(
             [(last - 2.0) * 1000.0])
@@ -452,20 +453,21 @@ def test_every_view_but_a_followed_one_marks_every_screenshot(trace, tmp_path):
 def test_the_history_keeps_where_each_windows_shares_came_from_and_what_it_stood_on(filled):
     """Issue 34: the history joins many classifications, so each window carries where its
     shares came from and what its verdict stood on; the header of a range says both."""
-    from tealeaves.app.dashboard.panels import header_cells
+    from tealeaves.app.dashboard.header_panel import header_cells
+    from tealeaves.classifier.incremental import INPUTS_COLUMN, SHARES_SOURCE_COLUMN
 
     store, h = filled
     w = h.windows()
-    assert set(w[F.SHARES_SOURCE_COLUMN]) <= {"calibrated", "rules' scores"}
-    assert set(w[F.INPUTS_COLUMN]) == {w[F.INPUTS_COLUMN].iloc[0]}
-    assert w[F.INPUTS_COLUMN].iloc[0].endswith(" at 10 Hz per GPU")
+    assert set(w[SHARES_SOURCE_COLUMN]) <= {"calibrated", "rules' scores"}
+    assert set(w[INPUTS_COLUMN]) == {w[INPUTS_COLUMN].iloc[0]}
+    assert w[INPUTS_COLUMN].iloc[0].endswith(" at 10 Hz per GPU")
     assert {"share_idle", "share_prefill", "share_decode", "verdict"} <= set(w.columns)
     live = LiveView(store, DashboardConfig(server_lag_s=0.0), history=h)
     t0, t1 = float(w["start"].min()), float(w["end"].max())
     s = live.range_summary(t0, t1)
-    cal = (w[F.SHARES_SOURCE_COLUMN] == "calibrated").all()
+    cal = (w[SHARES_SOURCE_COLUMN] == "calibrated").all()
     assert s.share_basis == ("calibrated" if cal else "windows")
-    assert s.inputs == w[F.INPUTS_COLUMN].iloc[0]
+    assert s.inputs == w[INPUTS_COLUMN].iloc[0]
     mean = w["share_decode"].mean() if cal else (w["phase"] == "decode").mean()
     assert s.shares["decode"] == pytest.approx(mean)
     text = str(header_cells(s, "UTC"))

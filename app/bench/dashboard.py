@@ -470,7 +470,7 @@ def run(seconds: float = 3600.0, n_gpus: int = 8, store: Path | None = None,
                 browser_figures(Path(store), info["pattern"], live_s, pages, log)
                 if Path(CHROMIUM).exists() else {"error": f"{CHROMIUM} is missing"})
     if resampler:
-        from tealeaves.app.dashboard.views import point_budget
+        from tealeaves.app.figures.series.downsample import point_budget
 
         figures["plotly_resampler"] = resampler_figures(Path(store), point_budget(PX), pages)
     _report(figures, pages, log)

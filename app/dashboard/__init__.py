@@ -1,5 +1,6 @@
-"""The live dashboard: the Dash app factory (``factory``), its history and views, the panels,
-the cluster view, the screenshots page and the werkzeug server that runs it all (``server``).
+"""The live dashboard: the Dash app factory (``factory``), its pages (``pages``: live,
+screenshots), its history and live view, the panels, the cluster view, the screenshots page's
+parts and the werkzeug server that runs it all (``server``).
 
 Importing the package pulls in nothing; its modules import dash.
 """

@@ -12,7 +12,8 @@ from dash import html
 
 from tealeaves.app.dashboard.config import LATEST_TS
 from tealeaves.app.dashboard.cursor import Action, Cursor
-from tealeaves.app.dashboard.live import LiveView, Step
+from tealeaves.app.dashboard.live import LiveView
+from tealeaves.app.dashboard.live_step import Step
 from tealeaves.app.dashboard.panels import follow_note
 from tealeaves.app.dashboard.timefmt import parse_time
 from tealeaves.data.schema import EARLIEST_TS

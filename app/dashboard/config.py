@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from tealeaves.app.dashboard import ids
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 
 #: An update request unanswered this long (ms) is given up and a new one sent.
 STUCK_MS = 10_000
@@ -87,7 +88,7 @@ class DashboardConfig:
     view_s: float = 60.0
     interval_ms: int = 200
     bin_s: float = 0.1
-    window_s: float = 0.5
+    window_s: float = DEFAULT_WINDOW_S
     hold_s: float = 0.35
     height: int | None = None
     title: str = "tealeaves"

@@ -120,8 +120,16 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
     """
     phase = str(row.get("phase"))
     name = "v0 rules" if labeller == "rules" else "trained model"
-    reasons: list[str] = []
     scores = {p: _f(row, f"p_{p}") for p in PHASE_ORDER}
+    reasons = _phase_reasons(row, phase, name, scores)
+    reasons += _imbalance_reasons(row, phase, labeller, ceilings)
+    return Explanation(name, reasons, _features(row, gpus, scores))
+
+
+def _phase_reasons(row: dict, phase: str, name: str, scores: dict[str, float]) -> list[str]:
+    """``explain_window``'s reasons for the phase: the scores, the busiest GPU's load against
+    the idle line, and compute- or memory-bound from the tensor pipes and DRAM."""
+    reasons: list[str] = []
     if all(math.isfinite(v) for v in scores.values()):
         ranked = sorted(scores.items(), key=lambda kv: -kv[1])
         reasons.append("scores: " + " · ".join(f"{p} {v:.2f}" for p, v in ranked))
@@ -157,6 +165,15 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
     else:
         reasons.append("no profiling counters (tensor / DRAM activity): labelled from the "
                        "load and kernel-running share only")
+    return reasons
+
+
+def _imbalance_reasons(row: dict, phase: str, labeller: str,
+                       ceilings: dict[int, dict] | None) -> list[str]:
+    """``explain_window``'s reasons for the imbalance verdict: the hot set and its ceilings,
+    or why the window was not flagged, or why it has no imbalance figures."""
+    reasons: list[str] = []
+    tensor, dram = _f(row, "tensor_active_mean"), _f(row, "dram_active_mean")
     ratio = _f(row, "imbalance_ratio")
     thr = imbalance_threshold(labeller)
     hot = _f(row, "hot_gpu")
@@ -183,6 +200,15 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
         reasons.append(f"near idle (tensor + DRAM {tensor + dram:.1f} %, under {IDLE_WORK:g} %; "
                        f"no GPU busy {IDLE_BUSY:g} % of the time): nothing to be uneven about, "
                        f"no imbalance figures")
+    return reasons
+
+
+def _features(row: dict, gpus: list[int], scores: dict[str, float]) -> list[tuple[str, str]]:
+    """``explain_window``'s feature table: ``(name, value text)`` rows, one load per GPU."""
+    busiest = _f(row, "load_max")
+    tensor, dram = _f(row, "tensor_active_mean"), _f(row, "dram_active_mean")
+    ratio = _f(row, "imbalance_ratio")
+    hot_set = row_hot_set(row)
     features = [
         ("phase scores", " / ".join(f"{p[0]} {_f(row, f'p_{p}'):.2f}" for p in PHASE_ORDER)
          if all(math.isfinite(v) for v in scores.values()) else "n/a"),
@@ -199,4 +225,4 @@ def explain_window(row: dict, gpus: list[int], labeller: str,
         ("straggler tax", _pct(_f(row, "straggler_tax") * 100)),
     ]
     features += [(f"{entity_name(g)} load", _pct(_f(row, f"load_g{g}"))) for g in gpus]
-    return Explanation(name, reasons, features)
+    return features

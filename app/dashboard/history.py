@@ -3,8 +3,8 @@ server cells of everything the store holds, caught up incrementally.
 
 Every page (and every zoom) reads from this one copy instead of re-reading and re-classifying
 the store: a live tick slices the newest bins out of it, a zoom downsamples a range of it
-(``app.dashboard.views``).  One hour of eight GPUs is about 36,000 bins x 48 lane columns (14 MB) and
-7,200 windows (2 MB), whatever the number of pages open.
+(``app.figures.series.downsample``).  One hour of eight GPUs is about 36,000 bins x 48 lane
+columns (14 MB) and 7,200 windows (2 MB), whatever the number of pages open.
 
 How it is built (``History.update``): samples newer than the store's row-id cursor are read in
 chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turned into
@@ -13,7 +13,8 @@ chunks (``SampleStore.read_since``), kept in a short ``pending`` tail, and turne
   the bins every recently reporting GPU has completed (a bin is complete once each GPU that
   reported in the last second has a sample at or after its end);
 - **windows** (``classifier.classify_samples``): the complete ``window_s`` windows, labelled
-  with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field),
+  with ``CONTEXT_WINDOWS`` earlier windows of context (the phase model's receptive field;
+  ``classifier.incremental`` holds the range-at-a-time labelling and the settling of slots),
   each with where its phase shares came from and what its verdict stood on;
 - **segments** (``classifier.classify_with_segments``, in the same feature pass as the
   windows): the 0.1-s phase segments of the slots whose every covering window is complete,
@@ -38,24 +39,29 @@ import numpy as np
 import pandas as pd
 
 from tealeaves.app.figures import (
-    INPUTS_COLUMN,
     LANE_COLUMNS,
     SERVER_HOLD_S,
-    SHARES_SOURCE_COLUMN,
     bin_index,
     bin_lanes,
     server_cells,
 )
 from tealeaves.classifier import classify_with_segments
-from tealeaves.classifier.segments import DEFAULT_LAG_S, SEGMENT_COLUMNS, hop_for
+from tealeaves.classifier.incremental import (
+    CONTEXT_WINDOWS,
+    context_samples,
+    merge_runs,
+    segment_slots,
+    settle_end,
+    settle_slots,
+    windows_by_index,
+)
+from tealeaves.classifier.segments import SEGMENT_COLUMNS, hop_for
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.data.schema import entity_key, gpus_in
 from tealeaves.data.store import SampleStore
 
 #: A GPU that has not reported for this many seconds no longer holds back completion.
 STALE_S = 1.0
-#: Windows of history labelled with each new window (the phase model's receptive field is
-#: 6 windows either side).
-CONTEXT_WINDOWS = 8
 #: Rows read from the store per step of a catch-up (bounds the memory of the first load).
 READ_CHUNK = 120_000
 #: A pause in the samples longer than this (s) ends a session: the grids jump over it.
@@ -128,9 +134,9 @@ class History:
         samples_per_s: samples per second per GPU, over the history (for the raw-data zoom).
     """
 
-    def __init__(self, store: SampleStore, *, bin_s: float = 0.1, window_s: float = 0.5,
-                 hold_s: float = 0.35, server_lag_s: float = 1.5,
-                 min_update_s: float = 0.1) -> None:
+    def __init__(self, store: SampleStore, *, bin_s: float = 0.1,
+                 window_s: float = DEFAULT_WINDOW_S, hold_s: float = 0.35,
+                 server_lag_s: float = 1.5, min_update_s: float = 0.1) -> None:
         self.store = store
         self.bin_s = bin_s
         self.window_s = window_s
@@ -367,49 +373,21 @@ class History:
     def _classify(self, frame: pd.DataFrame, j0: int, j1: int, final: bool = False
                   ) -> pd.DataFrame:
         w = self.window_s
-        ts = frame["timestamp"].to_numpy()
-        part = frame[(ts >= (j0 - CONTEXT_WINDOWS) * w - 1e-9) & (ts < j1 * w - 1e-9)]
+        part = context_samples(frame, j0, j1, w)
         if part.empty:
             return pd.DataFrame()
         windows, segs = classify_with_segments(part, self.store.devices(), window_s=w,
                                                complete_until=j1 * w)
         self.labeller = windows.attrs.get("labeller", self.labeller)
-        # a session's end settles every slot it has (no later window will cover them)
-        self._settle(segs, j1 + 2 + math.ceil(DEFAULT_LAG_S / w) if final else j1)
-        if windows.empty:
-            return windows
-        j = np.floor(windows["start"].to_numpy(dtype=float) / w + 1e-6).astype(np.int64)
-        keep = (j >= j0) & (j < j1)
-        out = windows[keep].copy()
-        out.index = pd.Index(j[keep], name="j")
-        # where each window's shares came from and what its verdict stood on: per window, as
-        # the history joins many classifications (a frame's attrs do not survive the join)
-        out[SHARES_SOURCE_COLUMN] = windows.attrs.get("shares") or ""
-        out[INPUTS_COLUMN] = (windows.attrs.get("inputs") or {}).get("text") or ""
-        return out
+        self._settle(segs, settle_end(j1, final, w))
+        return windows_by_index(windows, j0, j1, w)
 
     def _settle(self, segs: pd.DataFrame, j1: int) -> None:
         """Keep the slots of ``segs`` from ``m_next`` up to the last one every covering
-        window of which ends by window ``j1``'s start."""
-        h = self.hop_s
-        if h is None:
-            return
-        per = round(self.window_s / h)
-        m_end = j1 * per - per - round(DEFAULT_LAG_S / h) + 1
-        m0 = self.m_next
-        if len(segs):
-            a = np.round(segs["start"].to_numpy(dtype=float) / h).astype(np.int64)
-            b = np.round(segs["end"].to_numpy(dtype=float) / h).astype(np.int64)
-            if m0 is not None:
-                a = np.maximum(a, m0)
-            b = np.minimum(b, m_end)
-            keep = b > a
-            if keep.any():
-                self._segments.append(pd.DataFrame({
-                    "start": np.round(a[keep] * h, 6), "end": np.round(b[keep] * h, 6),
-                    "phase": segs["phase"].to_numpy()[keep],
-                    "confidence": segs["confidence"].to_numpy(dtype=float)[keep]}))
-        self.m_next = m_end if m0 is None else max(m0, m_end)
+        window of which ends by window ``j1``'s start (``classifier.incremental``)."""
+        piece, self.m_next = settle_slots(segs, j1, self.m_next, self.window_s)
+        if piece is not None:
+            self._segments.append(piece)
 
     def _server(self, t_done: float) -> bool:
         w = self.window_s
@@ -472,8 +450,8 @@ class History:
 
     def windows(self, j0: int | None = None, j1: int | None = None) -> pd.DataFrame:
         """Labelled windows ``j0 <= j < j1`` (``classify_samples`` columns, index ``j``, and
-        per window ``figures.SHARES_SOURCE_COLUMN`` (``"calibrated"`` or ``"rules'
-        scores"``) and ``figures.INPUTS_COLUMN`` (what its verdict stood on, in words))."""
+        per window ``classifier.incremental.SHARES_SOURCE_COLUMN`` (``"calibrated"`` or ``"rules'
+        scores"``) and ``incremental.INPUTS_COLUMN`` (what its verdict stood on, in words))."""
         w = self._windows.frame()
         if w is None:
             return pd.DataFrame()
@@ -529,48 +507,6 @@ class History:
             if f is not None:
                 total += int(f.memory_usage(deep=True).sum())
         return total
-
-
-def merge_runs(segments: pd.DataFrame) -> pd.DataFrame:
-    """Adjacent rows of one phase (one ending where the next starts) made one row; its
-    confidence the duration-weighted mean.  Cost follows the rows."""
-    n = len(segments)
-    if n < 2:
-        return segments.reset_index(drop=True)
-    start = segments["start"].to_numpy(dtype=float)
-    end = segments["end"].to_numpy(dtype=float)
-    phase = segments["phase"].to_numpy()
-    new = np.r_[True, (phase[1:] != phase[:-1]) | (np.abs(start[1:] - end[:-1]) > 1e-6)]
-    if new.all():
-        return segments.reset_index(drop=True)
-    ids = np.cumsum(new) - 1
-    dur = end - start
-    first = np.flatnonzero(new)
-    last = np.r_[first[1:] - 1, n - 1]
-    conf = segments["confidence"].to_numpy(dtype=float)
-    wsum = np.bincount(ids, weights=dur)
-    return pd.DataFrame({"start": start[first], "end": end[last], "phase": phase[first],
-                         "confidence": np.bincount(ids, weights=conf * dur)
-                         / np.where(wsum > 0, wsum, 1.0)})
-
-
-def segment_slots(segments: pd.DataFrame, hop_s: float, m0: int | None = None,
-                  m1: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The ``hop_s`` slots segments cover, as ``(slot indices, phases)`` sorted by slot;
-    only ``m0 <= m < m1`` when given.  Cost follows the slots."""
-    if segments.empty:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=object)
-    a = np.round(segments["start"].to_numpy(dtype=float) / hop_s).astype(np.int64)
-    b = np.round(segments["end"].to_numpy(dtype=float) / hop_s).astype(np.int64)
-    if m0 is not None:
-        a = np.maximum(a, m0)
-    if m1 is not None:
-        b = np.minimum(b, m1)
-    n = np.clip(b - a, 0, None)
-    total = int(n.sum())
-    offs = np.arange(total) - np.repeat(np.cumsum(n) - n, n)
-    return (np.repeat(a, n) + offs,
-            np.repeat(segments["phase"].to_numpy(dtype=object), n))
 
 
 def _complete_until(frame: pd.DataFrame) -> float:

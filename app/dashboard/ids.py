@@ -66,8 +66,11 @@ SELECTED = "tl-selected"
 HOVER_PANEL = "tl-hover-panel"
 WINDOW_PANEL = "tl-window-panel"
 
-#: Pages: the live dashboard and the screenshots page (``PAGE`` holds "live" or "shots").
-PAGE = "tl-page-choice"
+#: Pages (``app.dashboard.pages``): the pages' location (Dash pages' own ``dcc.Location``, in
+#: ``dash.page_container``), the navigation's links and the pages' bodies.
+LOCATION = "_pages_location"
+#: ``dcc.Store``: the pages' paths, in the order of ``TAB_*`` / ``*_PAGE`` (``assets/pages.js``).
+NAV_CONFIG = "tl-nav-config"
 TAB_LIVE = "tl-tab-live"
 TAB_SHOTS = "tl-tab-shots"
 LIVE_PAGE = "tl-live-page"

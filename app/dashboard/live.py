@@ -9,25 +9,18 @@ or the session picker) gets a ``dash.Patch`` of that range downsampled to the pl
 
 from __future__ import annotations
 
-import copy
-import functools
-import itertools
 import logging
 import math
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 
-import dash
 import numpy as np
 import pandas as pd
 
 from tealeaves.app.dashboard.config import (
     ALL_REFRESH_S,
-    LATEST_TS,
-    MAX_LIVE_POINTS,
     UPDATE_PERIOD_S,
     UPDATER_IDLE_S,
     DashboardConfig,
@@ -35,160 +28,45 @@ from tealeaves.app.dashboard.config import (
 from tealeaves.app.dashboard.cursor import Cursor
 from tealeaves.app.dashboard.explain import row_hot_set, window_ceilings
 from tealeaves.app.dashboard.history import History
+from tealeaves.app.dashboard.live_patch import (
+    selected_trace,
+)
+from tealeaves.app.dashboard.live_range import RangeMode
+from tealeaves.app.dashboard.live_step import (
+    FollowEnds,
+    Step,
+    coarse_bins,
+    live_factor,
+    now_ms,
+)
 from tealeaves.app.dashboard.panels import status_line
 from tealeaves.app.dashboard.timefmt import age_s, page_zone
-from tealeaves.app.dashboard.views import (
-    TraceData,
-    bucket_factor,
-    lanes_from_bins,
-    lanes_from_samples,
-    load_order,
-    point_budget,
-    server_traces,
-    window_traces,
-)
 from tealeaves.app.figures import (
-    LABELLING_ROWS,
     MIXED_PHASES,
     HeaderSummary,
-    band_axis,
-    base_shapes,
     bin_index,
     build_figure,
     extend_data,
     extend_point_count,
-    fmt_span,
     header_summary,
     heat_blanks,
     hot_counts,
     mixed_with,
-    range_summary,
-    range_update,
-    rows,
-    shot_lines,
-    shot_points,
     shots_between,
     trace_keys,
 )
+from tealeaves.app.figures.series.downsample import (
+    load_order,
+)
 from tealeaves.classifier.summary import window_hot_sets
-from tealeaves.data.schema import EARLIEST_TS
 from tealeaves.data.store import HostView, SampleStore, StoreError
-
-
-@dataclass
-class Step:
-    """One answer to the page: what changes on it.
-
-    Attributes:
-        state: the page's new cursor (JSON-able dict).
-        figure: a whole new figure (rebuild), else None.
-        extend: an ``extendData`` payload, else None.
-        patch: a ``dash.Patch`` of the figure (range view), else None.
-        summary: the header's new summary, else None (unchanged).
-    """
-
-    state: Cursor
-    figure: object = None
-    extend: list | None = None
-    patch: object = None
-    summary: HeaderSummary | None = None
-
-
-@dataclass
-class RangeView:
-    """A range of the history ready to draw (``LiveView.range_view``).
-
-    Attributes:
-        t0, t1: the range, epoch seconds.
-        traces: ``{trace key: TraceData}`` for every trace of the figure.
-        order: GPU order of the load bands (top first).
-        raw: the lanes hold raw samples (else 0.1-s bins, downsampled when many).
-        n_out: points per line trace asked for.
-        factor: windows per ribbon bar.
-        empty: neither samples nor windows in the range.
-        segments: the ribbon draws the 0.1-s phase segments (``factor`` 1).
-    """
-
-    t0: float
-    t1: float
-    traces: dict
-    order: list[int]
-    raw: bool
-    n_out: int
-    factor: int
-    empty: bool = False
-    segments: bool = False
-
-
-@dataclass(frozen=True)
-class FollowEnds:
-    """The right edges of a followed view (``LiveView._ends``).
-
-    ``t`` (epoch s) is the view's edge: the end of the newest complete live bin, where the
-    lanes end (so a sample is on screen as soon as its bin is complete).  ``k`` is the next bin
-    (0.1-s bins, ``k * bin_s == t``); ``j`` the next window, ``m`` the next segment slot and
-    ``s`` the next server cell to draw, each at its own cursor, never past ``t`` (None: that
-    row is not drawn from the history's slots / cells).  The rows labelled after the samples
-    stop at their cursor and a "labelling…" mark covers from there to ``t`` (``labelling``).
-    """
-
-    k: int
-    j: int
-    m: int | None
-    s: int | None
-    t: float
-
-    def labelling(self, window_s: float, hop_s: float, left: float = -math.inf
-                  ) -> dict[str, tuple[float, float]]:
-        """``{row: (t_from, t_to)}`` epoch s of each ``LABELLING_ROWS`` row's "labelling…"
-        mark: from where its labels stop (the ribbon: the segment slot cursor ``m`` of
-        ``hop_s`` slots, else the window cursor; the load heatmap and bands and the imbalance
-        strip: the window cursor ``j`` of ``window_s`` windows), at the earliest the view's
-        left edge ``left``, to the edge ``t``."""
-        w_end = min(max(self.j * window_s, left), self.t)
-        r_end = w_end if self.m is None else min(max(self.m * hop_s, left), self.t)
-        return {"ribbon": (r_end, self.t), "bands": (w_end, self.t), "strip": (w_end, self.t)}
-
-    def left(self, span_s: float, window_s: float) -> float:
-        """The view's left edge, epoch s, shared by every row: the first window boundary at or
-        after ``t - span_s`` (so the lanes, windows and segments all start there)."""
-        return math.ceil((self.t - span_s) / window_s - 1e-6) * window_s
-
 
 #: A store counts as being written ("now" in the session picker) while its newest sample is
 #: at most this old and new rows arrived within this many seconds.
 WRITING_AGE_S = 5.0
 
 
-def not_labelled_yet(state: Cursor, t: float, window_s: float, hop_s: float) -> bool:
-    """Whether time ``t`` (epoch s) lies under a "labelling…" mark of the followed page whose
-    cursor is ``state``: past where its ribbon's labels stop (segment slot ``m`` of ``hop_s``
-    slots, else window ``j`` of ``window_s`` windows) and not past its edge (``edge``, ms)."""
-    if state.get("mode") != "follow" or state.get("j") is None or not state.get("edge"):
-        return False
-    j_t = int(state["j"]) * window_s
-    m = state.get("m")
-    start = min(j_t, int(m) * hop_s) if m is not None else j_t
-    return start <= t <= float(state["edge"]) / 1000.0
-
-
-def live_factor(span_s: float, bin_s: float) -> int:
-    """0.1-s bins per live point so that ``span_s`` holds at most ``MAX_LIVE_POINTS``."""
-    return max(1, math.ceil(span_s / bin_s / MAX_LIVE_POINTS))
-
-
-def coarse_bins(bins: pd.DataFrame, factor: int) -> pd.DataFrame:
-    """Means of ``factor`` consecutive bins (NaN skipped), indexed by ``k // factor``."""
-    if factor <= 1 or bins.empty:
-        return bins
-    return bins.groupby(bins.index // factor).mean()
-
-
-def now_ms() -> float:
-    return time.time() * 1000.0
-
-
-class LiveView:
+class LiveView(RangeMode):
     """Turns the shared history into figures, increments, range patches and panels.
 
     Args:
@@ -557,7 +435,7 @@ class LiveView:
         ends = self._ends(f)
         if ends is None:  # the history is being rebuilt: draw it anew
             return self._resnap(state)
-        k_end, j_end, s_end = ends.k, ends.j, ends.s
+        k_end, j_end = ends.k, ends.j
         if (k_end - k) * c.bin_s > state["span"]:
             return self._resnap(state)
         edge_s = max(ends.t, float(state.get("edge") or 0.0) / 1000.0)
@@ -571,6 +449,15 @@ class LiveView:
         m_end = None if m is None else max(int(m), m_now if m_now is not None else int(m))
         if k_end <= k and j_end <= j and (m is None or m_end <= int(m)):
             return Step(state=self._meta(state))
+        return self._extend(state, ends, f, edge_s, m_end)
+
+    def _extend(self, state: Cursor, ends: FollowEnds, f: int, edge_s: float,
+                m_end: int | None) -> Step:
+        """``advance``'s answer when new bins, windows or slots are due: their ``extendData``
+        payload, the cursor moved to ``ends`` and the header's summary of the new windows."""
+        c, h = self.config, self.history
+        k, j, m = int(state["k"]), int(state["j"]), state.get("m")
+        k_end, j_end, s_end = ends.k, ends.j, ends.s
         bins = coarse_bins(h.bins(k, k_end, dense=True), f)
         windows = h.windows(j, j_end)
         slots = None if m is None else h.slots(int(m), m_end)
@@ -600,108 +487,6 @@ class LiveView:
         return Step(state=self._meta(new_state),
                     extend=payload if extend_point_count(payload) else None,
                     summary=self._summary(windows, tail) if len(windows) else None)
-
-    # -- range mode ----------------------------------------------------------------------
-    def range_view(self, t0: float, t1: float, px: float | None = None,
-                   order_by: str = "index", selected: float | None = None) -> RangeView:
-        """The traces of ``[t0, t1]`` (epoch s) for a plot ``px`` pixels wide.
-
-        Lanes hold every raw sample when the range has at most ``point_budget(px)`` samples
-        per GPU (read from the store), else the history's 0.1-s bins, downsampled with
-        MinMaxLTTB when there are more than that.
-        """
-        c, h = self.config, self.history
-        h.update()
-        t0, t1 = (t1, t0) if t1 < t0 else (t0, t1)
-        n_out = point_budget(px)
-        gpus = self._gpus()
-        rate = h.samples_per_s
-        raw = math.isfinite(rate) and rate * (t1 - t0) <= n_out
-        if raw:
-            samples = self.store.read_range(t0 - c.hold_s, t1 + c.hold_s)
-            traces = lanes_from_samples(samples, gpus, n_out, c.hold_s)
-        else:
-            bins = h.bins(bin_index(t0, c.bin_s) - 1, bin_index(t1, c.bin_s) + 2)
-            traces = lanes_from_bins(bins, gpus, c.bin_s, n_out)
-        w = c.window_s
-        j0, j1 = bin_index(t0, w) - 1, bin_index(t1, w) + 2
-        windows = h.windows(j0, j1)
-        order = load_order(windows, gpus, order_by)
-        # every window gets a bar: the ribbon draws the finer segments (their rows in range)
-        segs = h.segments(j0 * w, j1 * w) if bucket_factor(len(windows), n_out) == 1 else None
-        wt = window_traces(windows, gpus, w, n_out, order, segs)
-        factor = int(wt[("phase", "idle")].extra.get("factor", 1))
-        fine = bool(wt[("phase", "idle")].extra.get("segments"))
-        traces.update(wt)
-        if h.has_server:
-            cells = h.cells(bin_index(t0, w) - 1, bin_index(t1, w) + 2)
-            traces.update(server_traces(cells, w, n_out))
-        traces[("selected",)] = selected_trace(selected, w)
-        for r in LABELLING_ROWS:  # a range view is drawn from what is labelled: no marks
-            traces[("labelling", r)] = TraceData(np.zeros(0), np.zeros(0), text=[])
-        empty = windows.empty and not any(
-            np.isfinite(td.y).any() for k, td in traces.items() if k[0] == "lane")
-        return RangeView(t0, t1, traces, order, raw, n_out, factor, empty, fine)
-
-    def range_step(self, state: Cursor, t0: float, t1: float, px: float | None,
-                   follow: bool = False, selected: float | None = None,
-                   rebuild: bool = False) -> Step:
-        """Answer a range request: a ``Patch`` of the page's figure (a whole figure when the
-        page's figure has other traces than the history needs, or ``rebuild``)."""
-        c, h = self.config, self.history
-        order_by = state.get("order_by", "index")
-        v = self.range_view(t0, t1, px, order_by, selected)
-        gpus = self._gpus()
-        server = h.has_server
-        new_state = {**state, "mode": "range", "follow": follow, "host": self.host,
-                     "preset": "all" if follow else None,
-                     "span": None if follow else state.get("span"), "range": [v.t0, v.t1],
-                     "px": px, "order": v.order, "gpus": gpus, "server": server,
-                     "gen": h.generation, "edge": None,
-                     "view": view_note(v, c, state.get("tz"), self.history.sessions),
-                     "ribbon": ("segments" if v.segments else "windows" if v.factor == 1
-                                else "bars"),
-                     "drawn": now_ms(),
-                     "k": h.k_next, "j": h.j_next, "s": h.s_next}
-        summary = None
-        if follow:  # following the whole session: the header follows the newest windows
-            w = h.windows(h.j_next - self.HOT_TAIL, h.j_next) if h.j_next is not None else None
-            if w is not None and len(w):
-                summary = self._summary(w, self._tail(w, []))
-        else:  # a range held still: the header describes it
-            summary = self.range_summary(v.t0, v.t1)
-        if rebuild or list(state.get("gpus") or []) != gpus or bool(state.get("server")) != server:
-            self._rev += 1
-            fig = self.range_figure(v, height=c.height, uirevision=f"range-{self._rev}",
-                                    shots=self.shots(), tz=state.get("tz"))
-            return Step(state=self._meta(new_state), figure=fig, summary=summary)
-        patch = mark_shots(range_patch(v, gpus, server), self.shots(), new_state)
-        return Step(state=self._meta(new_state), patch=patch, summary=summary)
-
-    def range_summary(self, t0: float, t1: float) -> HeaderSummary:
-        """The header's summary of ``[t0, t1]`` (epoch s, either order; clamped to 2000-2100,
-        a non-finite bound read as 2000): the history's windows there
-        (``figures.range_summary``)."""
-        t0, t1 = sorted(min(max(float(t), EARLIEST_TS), LATEST_TS)
-                        if math.isfinite(float(t)) else EARLIEST_TS for t in (t0, t1))
-        w = self.config.window_s
-        return range_summary(self.history.windows(bin_index(t0, w) - 1, bin_index(t1, w) + 2),
-                             t0, t1)
-
-    def range_figure(self, v: RangeView, *, height: int | None, uirevision: str,
-                     shots: pd.DataFrame | None = None, tz: str | None = None):
-        """A whole figure showing range view ``v`` (the history's GPUs and server lane), its
-        time axis named for the page's zone ``tz`` (default UTC)."""
-        c, h = self.config, self.history
-        gpus, server = self._gpus(), h.has_server
-        fig = build_figure(pd.DataFrame(), pd.DataFrame(), gpus, bin_s=c.bin_s,
-                           window_s=c.window_s, height=height, uirevision=uirevision,
-                           server=h.cells(0, 0) if server else None, order=v.order,
-                           shots=shots, time_zone=page_zone(tz).key)
-        for i, upd in range_update(v.traces, gpus, server, encode=False).items():
-            fig.data[i].update(upd)
-        fig.update_xaxes(range=[v.t0 * 1000.0, v.t1 * 1000.0], autorange=False)
-        return fig
 
     # -- panels --------------------------------------------------------------------------
     def at(self, t: float) -> dict:
@@ -743,115 +528,3 @@ class LiveView:
         health = self.config.health() if self.config.health is not None else None
         return status_line(self.config, self.history, state, health,
                            self.host, len(self.hosts()) if self.host is not None else 0)
-
-
-def selected_trace(t_start: float | None, window_s: float) -> TraceData:
-    """The selected window's outline: one bar over the window starting at ``t_start``."""
-    if t_start is None or not math.isfinite(float(t_start)):
-        return TraceData(np.empty(0), np.empty(0), window_s)
-    return TraceData(np.array([float(t_start) + window_s / 2.0]), np.array([1.45]), window_s)
-
-
-def range_patch(v: RangeView, gpus: list[int], server: bool) -> dash.Patch:
-    """A ``dash.Patch`` putting range view ``v`` into the page's figure: every trace's data
-    (typed arrays), the x range of every axis and the load bands' GPU order."""
-    p = dash.Patch()
-    for i, upd in range_update(v.traces, gpus, server).items():
-        for attr, val in upd.items():
-            p["data"][i][attr] = val
-    names = axis_names(server)
-    for ax in names["x"]:
-        p["layout"][ax]["range"] = [v.t0 * 1000.0, v.t1 * 1000.0]
-        p["layout"][ax]["autorange"] = False
-    for attr, val in band_axis(v.order).items():
-        p["layout"][names["bands"]][attr] = val
-    return p
-
-
-_AXES: dict[bool, dict] = {}
-
-
-def axis_names(server: bool) -> dict:
-    """Layout names of the figure's axes: ``x`` (every x axis) and ``bands`` (the load
-    bands' y axis), for a figure with or without the server lane."""
-    if server not in _AXES:
-        from tealeaves.app.figures import rows
-
-        fig = build_figure(pd.DataFrame(), pd.DataFrame(), [0], server=(
-            pd.DataFrame(columns=["pf_batches"]) if server else None))
-        xs = sorted((k for k in fig.layout if str(k).startswith("xaxis")),
-                    key=lambda k: int(k[5:] or 1))
-        band = fig.get_subplot(rows(server).bands, 1).yaxis.plotly_name
-        _AXES[server] = {"x": xs, "bands": band}
-    return _AXES[server]
-
-
-def view_note(v: RangeView, c: DashboardConfig, tz: str | None = None,
-              sessions: list | None = None) -> str:
-    """One line saying what the range view draws (dates in the page's zone ``tz``, span,
-    resolution of lanes and ribbon), or that the range holds no data; when the range holds
-    more than one of ``sessions`` (``History.sessions``), how many and the longest pause."""
-    span = fmt_span(v.t1 - v.t0)
-    zone = page_zone(tz)
-    d0 = datetime.fromtimestamp(v.t0, tz=zone)
-    d1 = datetime.fromtimestamp(v.t1, tz=zone)
-    t0 = d0.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
-    t1 = d1.strftime("%H:%M:%S.%f")[:-4] if d1.date() == d0.date() else \
-        d1.strftime("%Y-%m-%d %H:%M:%S.%f")[:-4]
-    if v.empty:
-        return f"{t0}–{t1} {zone.key} ({span}) · no data in this range"
-    lanes = ("every sample" if v.raw else
-             f"{c.bin_s:g}-s bins, MinMaxLTTB to ≤ {v.n_out} points")
-    ribbon = ("0.1-s phase segments" if v.segments else "one bar per window"
-              if v.factor == 1 else f"{v.factor} windows per bar (phase shares stacked)")
-    note = f"{t0}–{t1} {zone.key} ({span}) · lanes: {lanes} · ribbon: {ribbon}"
-    inside = [(a, b) for a, b in (sessions or []) if b >= v.t0 and a <= v.t1]
-    if len(inside) > 1:
-        pause = max(b0 - a1 for (_, a1), (b0, _) in itertools.pairwise(inside))
-        note += (f" · {len(inside)} sessions, pauses up to {fmt_span(pause)} drawn as gaps: "
-                 f"pick one under session")
-    return note
-
-
-def fixed_shapes(state: Cursor) -> list[dict]:
-    """The live figure's own shapes for a page whose cursor is ``state`` (kept when the
-    screenshot lines are replaced); a fresh copy, made once per GPU list and lane set."""
-    shapes = _fixed_shapes(tuple(state.get("gpus") or []), bool(state.get("server")))
-    return copy.deepcopy(list(shapes))
-
-
-@functools.lru_cache(maxsize=64)
-def _fixed_shapes(gpus: tuple[int, ...], server: bool) -> tuple[dict, ...]:
-    # building the skeleton figure costs about 0.1 s for eight GPUs: once, not per request
-    skeleton = build_figure(pd.DataFrame(), pd.DataFrame(), list(gpus),
-                            server=pd.DataFrame(columns=["pf_batches"]) if server else None)
-    return tuple(base_shapes(skeleton, list(gpus), rows(server)))
-
-
-def mark_shots(patch: dash.Patch, shots: pd.DataFrame | None, state: Cursor | None) -> dash.Patch:
-    """Put the screenshot markers of ``shots`` (``SampleStore.screenshots``) into ``patch``
-    of the page's figure (cursor ``state``): the screenshot trace's points and the figure's
-    shapes (its own and one line per screenshot).  A followed view marks only the screenshots
-    of its span (its x axis autoranges, so one outside would stretch it); any other view
-    (a zoom, "all", a typed range, a session) marks every screenshot: the ones outside its
-    range are simply off screen.  Nothing when the figure has no screenshot trace."""
-    st = state or {}
-    keys = trace_keys(st.get("gpus") or [], bool(st.get("server")))
-    if ("shots",) not in keys:
-        return patch
-    if st.get("mode") == "follow" and st.get("span") and st.get("edge") is not None:
-        edge = float(st["edge"]) / 1000.0
-        shots = shots_between(shots, edge - float(st["span"]), edge)
-    x, y, text, sha = shot_points(shots)
-    i = keys.index(("shots",))
-    patch["data"][i]["x"] = x
-    patch["data"][i]["y"] = y
-    patch["data"][i]["text"] = text
-    patch["data"][i]["customdata"] = sha
-    patch["layout"]["shapes"] = fixed_shapes(st) + shot_lines(shots)
-    return patch
-
-
-def shots_patch(shots: pd.DataFrame | None, state: Cursor | None) -> dash.Patch:
-    """A patch of the page's figure (cursor ``state``) marking ``shots`` (``mark_shots``)."""
-    return mark_shots(dash.Patch(), shots, state)

@@ -4,27 +4,21 @@ report: frames in, ``go.Figure``, ``Patch`` payloads or text out.
 - ``geometry``: the lanes, rows, colours and trace order every figure shares;
 - ``binning``: the data half (samples binned per GPU, shares of load, the windows' phase
   shares of time and mixed verdicts, server cells);
-- ``plot``: the plotly half (``build_figure``, ``extend_data``, ``range_update``, shapes);
+- ``points``: the points of every trace (``trace_points``), from bins, windows and cells;
+- ``plot``: the plotly half (``build_figure``, traces, shapes, axes);
+- ``extend``: what a page's figure receives after it (``extend_data``, ``range_update``);
 - ``header``: the header's summary of the last windows and the hot set's text.
 
 Nothing here touches a store, a clock or Dash callbacks.  The package re-exports the public
 names of its modules, so ``from tealeaves.app import figures as F; F.build_figure`` works.
 """
 
-from tealeaves.app.figures.binning import (  # noqa: F401
-    INPUTS_COLUMN,
-    SHARES_SOURCE_COLUMN,
-    as_float,
-    bin_index,
-    bin_lanes,
-    calibrated_rows,
-    gpu_shares,
-    hot_members,
-    mixed_with,
-    prefill_size_class,
-    ribbon_shares,
-    server_cells,
-    server_series,
+from tealeaves.app.figures.extend import (  # noqa: F401
+    extend_data,
+    extend_point_count,
+    extendable,
+    range_update,
+    typed_array,
 )
 from tealeaves.app.figures.geometry import (  # noqa: F401
     BAND_SCALE,
@@ -79,17 +73,29 @@ from tealeaves.app.figures.plot import (  # noqa: F401
     band_axis,
     base_shapes,
     build_figure,
-    extend_data,
-    extend_point_count,
-    extendable,
     fmt_span,
-    heat_blanks,
-    heat_columns,
     heat_trace,
-    range_update,
-    share_axis_top,
     shot_lines,
     shot_points,
     shots_between,
-    typed_array,
+)
+from tealeaves.app.figures.points import (  # noqa: F401
+    heat_blanks,
+    heat_columns,
+    labelling_points,
+    share_axis_top,
+    trace_points,
+)
+from tealeaves.app.figures.series.binning import (  # noqa: F401
+    as_float,
+    bin_index,
+    bin_lanes,
+    calibrated_rows,
+    gpu_shares,
+    hot_members,
+    mixed_with,
+    prefill_size_class,
+    ribbon_shares,
+    server_cells,
+    server_series,
 )

@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from tealeaves.app.figures.binning import INPUTS_COLUMN, as_float, calibrated_rows, ribbon_shares
 from tealeaves.app.figures.geometry import RIBBON_PHASES
+from tealeaves.app.figures.series.binning import as_float, calibrated_rows, ribbon_shares
+from tealeaves.classifier.incremental import INPUTS_COLUMN
 
 
 def fmt_value(v: float | None, spec: str, missing: str = "n/a") -> str:

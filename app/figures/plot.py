@@ -41,30 +41,22 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from tealeaves.app.figures.binning import gpu_shares, hot_members, mixed_with, prefill_size_class
 from tealeaves.app.figures.geometry import (
-    BAND_SCALE,
     BAND_TICK,
     COLUMN_DASH,
     COLUMN_SHORT,
     HEAT_COLORSCALE,
     HOT_COLOR,
-    LABELLING_ROWS,
     LABELLING_TEXT,
     LANES,
-    MARKER_Y,
     MIXED_PATTERN,
-    MIXED_PHASES,
     PHASE_COLORS,
     PREFILL_SIZES,
     RIBBON_HOT_BASE,
-    RIBBON_HOT_HEIGHT,
-    RIBBON_PHASES,
     SERVER_LINES,
     SHOT_COLOR,
     SHOT_Y,
@@ -72,227 +64,19 @@ from tealeaves.app.figures.geometry import (
     band_slots,
     gpu_color,
     heat_rows,
-    is_window_key,
     rows,
     trace_keys,
 )
-from tealeaves.app.figures.header import fmt_value, hot_set_text
+from tealeaves.app.figures.points import (
+    share_axis_top,
+    trace_points,
+)
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.data.schema import entity_name, entity_short, is_mig
 
 
-def _ms(seconds: np.ndarray) -> list[float]:
-    return np.round(np.asarray(seconds, dtype=float) * 1000.0, 1).tolist()
-
-
-def _values(a: np.ndarray, digits: int = 3) -> list:
-    a = np.asarray(a, dtype=float)
-    return [None if not math.isfinite(v) else round(v, digits) for v in a.tolist()]
-
-
-def _segments(starts: np.ndarray, window_s: float, y: np.ndarray,
-              text: list[str]) -> tuple[list, list, list]:
-    """Three points per window: a flat segment across it at ``y`` and a break (None)."""
-    x: list = []
-    ys: list = []
-    txt: list = []
-    for s0, v, t in zip(np.asarray(starts, dtype=float), _values(y, 2), text):
-        x += [round(s0 * 1000.0, 1), round((s0 + window_s) * 1000.0, 1), None]
-        ys += [v, v, None]
-        txt += [t, t, ""]
-    return x, ys, txt
-
-
-def heat_columns(starts: np.ndarray, loads: np.ndarray, window_s: float,
-                 after_j: int | None = None) -> tuple[list, list]:
-    """The load heatmap's columns: ``(x, z)`` with ``x`` the windows' centres (epoch ms) and
-    ``z`` one list of loads (0-100 %, one decimal, None where unknown) per window, rows in
-    ``heat_rows`` order.
-
-    Args:
-        starts: window starts (epoch s), ascending, shape ``(n,)``.
-        loads: load per window and row, shape ``(n, rows)``.
-        window_s: window length (s).
-        after_j: index of the window the page expects next (``floor(start / window_s)``);
-            None: unknown.
-
-    Blank columns (every row None) go where windows are missing (a pause, a session's end,
-    or before the first new window when it is not ``after_j``): one in the first missing
-    window and one in the last (``heat_blanks``).  plotly.js widens a heatmap's cells to
-    meet their neighbours, so without them the windows either side of a gap would be painted
-    across it.
-    """
-    x: list = []
-    z: list = []
-    if not len(starts):
-        return x, z
-    j = np.floor(np.asarray(starts, dtype=float) / window_s + 1e-6).astype(np.int64)
-    vals = np.asarray(loads, dtype=float)
-    vals = np.round(np.clip(np.where(np.isfinite(vals), vals, np.nan), 0.0, 100.0), 1)
-    blank = [None] * vals.shape[1]
-    prev = None if after_j is None else int(after_j) - 1
-    for jj, row in zip(j.tolist(), vals.tolist()):
-        if prev is not None and jj > prev + 1:
-            for b in sorted({prev + 1, jj - 1}):  # the gap's first and last missing window
-                x.append(round((b + 0.5) * window_s * 1000.0, 1))
-                z.append(blank)
-        x.append(round((jj + 0.5) * window_s * 1000.0, 1))
-        z.append([None if not math.isfinite(v) else v for v in row])
-        prev = jj
-    return x, z
-
-
-def heat_blanks(j: np.ndarray) -> int:
-    """Blank columns ``heat_columns`` puts between windows of indices ``j`` (ascending): one
-    per gap of a single missing window, two per longer gap."""
-    d = np.diff(np.asarray(j, dtype=np.int64))
-    return int(np.sum(d == 2) + 2 * np.sum(d > 2))
-
-
-def _server_points(cells: pd.DataFrame, cell_s: float) -> dict[tuple, tuple[list, list, list]]:
-    """``{trace key: (x, y, text)}`` of the server lane's traces, one point per cell."""
-    out: dict[tuple, tuple[list, list, list]] = {}
-    n = len(cells)
-    cx = _ms((cells.index.to_numpy(dtype=float) + 0.5) * cell_s) if n else []
-    for line in SERVER_LINES:
-        vals = cells[line.key].to_numpy(dtype=float) if n else np.array([])
-        out[("server", line.key)] = (cx, _values(vals, 2), [])
-    pf_t = cells["pf_t"].to_numpy(dtype=float) if n else np.array([])
-    has = np.isfinite(pf_t)
-    px = [round(t * 1000.0, 1) if h else x for t, h, x in zip(pf_t, has, cx)]
-    text = []
-    cls = []
-    for r, h in zip(cells.itertuples(), has) if n else []:
-        if not h:
-            text.append("")
-            cls.append(-1)
-            continue
-        batches = f"{r.pf_batches} batches" if r.pf_batches > 1 else "1 batch"
-        text.append(f"prefill {batches}: {fmt_value(r.pf_new, ',.0f')} new + "
-                    f"{fmt_value(r.pf_cached, ',.0f')} cached tok, queue {fmt_value(r.pf_queue, '.0f')}, "
-                    f"running {fmt_value(r.pf_running, '.0f')}")
-        cls.append(prefill_size_class(r.pf_new))
-    for i in range(len(PREFILL_SIZES)):
-        mine = [k == i for k in cls]
-        out[("prefill", i)] = (px, [MARKER_Y if m else None for m in mine],
-                               [t if m else "" for t, m in zip(text, mine)])
-    return out
-
-
-def _points(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], bin_s: float,
-            window_s: float, server: pd.DataFrame | None = None,
-            order: list[int] | None = None, slots: tuple | None = None,
-            hop_s: float = 0.1, after_j: int | None = None,
-            labelling: dict[str, tuple[float, float]] | None = None
-            ) -> dict[tuple, tuple[list, list, list]]:
-    """``{trace key: (x, y, text)}`` for every key of ``trace_keys(gpus, server is not None)``:
-    one point per bin (lanes) or window (the rest), ``None`` where unknown.  ``order`` is the
-    load bands' GPU order (top first; default ``gpus``).  With ``slots`` (``(slot indices,
-    phases)`` of ``hop_s`` slots, ``history.segment_slots``) the ribbon's phase bars are one
-    point per slot instead of per window.  The heatmap's entry is ``(x, z columns, [])``
-    (``heat_columns``; ``after_j`` as there).  ``labelling`` maps a ``LABELLING_ROWS`` row
-    to ``(t_from, t_to)`` (epoch s): its "labelling…" mark's stretch (``labelling_points``);
-    a row not in it gets no points.
-    """
-
-    band_rows = band_slots(list(gpus) if order is None else list(order))
-    out: dict[tuple, tuple[list, list, list]] = {}
-    bx = _ms((bins.index.to_numpy(dtype=float) + 0.5) * bin_s) if len(bins) else []
-    for lane in LANES:
-        for g in gpus:
-            for col in lane.columns:
-                if len(bins) and (col, g) in bins.columns:
-                    vals = bins[(col, g)].to_numpy(dtype=float) * lane.scale
-                else:  # no reading of this lane (a source without it): a gap, not an error
-                    vals = np.full(len(bx), np.nan)
-                out[("lane", col, g)] = (bx, _values(vals), [])
-    n = len(windows)
-    if n:
-        starts = windows["start"].to_numpy(dtype=float)
-        wx = _ms(starts + window_s / 2.0)
-        phase = windows["phase"].astype(str).to_numpy()
-        ratio = windows["imbalance_ratio"].to_numpy(dtype=float)
-        members = hot_members(windows, gpus)
-        flagged = members.any(axis=1)
-        tax = windows["straggler_tax"].to_numpy(dtype=float)
-        sets = [tuple(g for g, m in zip(gpus, row) if m) for row in members]
-        nan = pd.Series(np.nan, index=windows.index)
-        hs = windows.get("hot_share", nan).to_numpy(dtype=float)
-        cs = windows.get("cold_share", nan).to_numpy(dtype=float)
-        set_text = [hot_set_text(st, h, c) for st, h, c in zip(sets, hs, cs)]
-    else:
-        wx, phase, starts = [], np.array([], dtype=str), np.array([], dtype=float)
-        ratio = tax = np.array([], dtype=float)
-        members = np.zeros((0, len(gpus)), dtype=bool)
-        flagged = np.array([], dtype=bool)
-        set_text = []
-    # The phase bars hold only their own slots or windows, no None placeholders: plotly
-    # styles every point of a bar trace, gaps included, and four traces of placeholders cost
-    # a followed eight-GPU page about 80 ms per redraw (docs/benchmarks.md).
-    if slots is not None:
-        idx, sphase = slots
-        sx = np.asarray(_ms((np.asarray(idx, dtype=float) + 0.5) * hop_s), dtype=float)
-        sphase = np.asarray(sphase, dtype=object).astype(str)
-        for p in RIBBON_PHASES:
-            m = sphase == p
-            out[("phase", p)] = (sx[m].tolist(), [1.0] * int(m.sum()), [])
-    else:
-        wxa = np.asarray(wx, dtype=float)
-        for p in RIBBON_PHASES:
-            m = phase == p
-            out[("phase", p)] = (wxa[m].tolist(), [1.0] * int(m.sum()), [])
-    # a mixed window: stripes of the phase it is mixed with over its bar (its own points only)
-    mixed = mixed_with(windows) if n else np.array([], dtype=object)
-    for p in MIXED_PHASES:
-        m = mixed == p
-        out[("mixed", p)] = (np.asarray(wx, dtype=float)[m].tolist(), [1.0] * int(m.sum()), [])
-    why = [f"hot set {st}: max/mean work {fmt_value(r, '.2f')}x, straggler tax {fmt_value(t, '.0%')}"
-           if f else "" for f, st, r, t in zip(flagged, set_text, ratio, tax)]
-    out[("ribbon_hot",)] = (wx, [RIBBON_HOT_HEIGHT if f else None for f in flagged], [])
-    out[("selected",)] = ([], [], [])
-    out[("shots",)] = ([], [], [])
-    _, heat_gpus = heat_rows(list(gpus) if order is None else list(order))
-    heat_load = np.column_stack([
-        windows[f"load_g{g}"].to_numpy(dtype=float) if n and f"load_g{g}" in windows
-        else np.full(n, np.nan) for g in heat_gpus]) if heat_gpus else np.zeros((n, 0))
-    hx, hz = heat_columns(starts, heat_load, window_s, after_j)
-    out[("heat",)] = (hx, hz, [])
-    shares = gpu_shares(windows, gpus) if n else pd.DataFrame(columns=gpus, dtype=float)
-    for g in gpus:
-        col = f"load_g{g}"
-        load = (windows[col].to_numpy(dtype=float) if n and col in windows
-                else np.full(n, np.nan))
-        out[("band", g)] = (wx, _values(band_rows[g] + BAND_SCALE * np.clip(load, 0, 100) / 100, 3),
-                            [])
-        s = shares[g].to_numpy(dtype=float) if n else np.array([])
-        out[("share", g)] = (wx, _values(s, 2), [])
-        is_hot = members[:, gpus.index(g)] if n else np.array([], dtype=bool)
-        out[("hot", g)] = _segments(starts, window_s, np.where(is_hot, s, np.nan),
-                                    [f"{entity_name(g)} hot · {t}" if h else ""
-                                     for t, h in zip(why, is_hot)])
-    if server is not None:
-        out.update(_server_points(server, window_s))
-    top = {"ribbon": 1.0, "bands": max(len(gpus), 1) - 0.05, "strip": share_axis_top(len(gpus))}
-    for r in LABELLING_ROWS:
-        span = (labelling or {}).get(r)
-        out[("labelling", r)] = ([], [], []) if span is None else labelling_points(
-            span[0], span[1], top[r])
-    return out
-
-
-def labelling_points(t_from: float, t_to: float, top: float) -> tuple[list, list, list]:
-    """The closed outline ``(x ms, y, text)`` of a "labelling…" mark: a box from ``t_from`` to
-    ``t_to`` (epoch s; none wide when ``t_to <= t_from``) and from 0 to ``top`` in its row's
-    y units.  Always five points, so a live ``extendData`` with ``maxPoints`` 5 replaces it."""
-    a = float(t_from) * 1000.0
-    b = max(a, float(t_to) * 1000.0)
-    return [a, b, b, a, a], [0.0, 0.0, top, top, 0.0], [LABELLING_TEXT] * 5
-
-
-# -- the figure ------------------------------------------------------------------------------
-
-
 def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
-                 bin_s: float = 0.1, window_s: float = 0.5, height: int = 780,
+                 bin_s: float = 0.1, window_s: float = DEFAULT_WINDOW_S, height: int = 780,
                  uirevision: str = "tealeaves-live",
                  server: pd.DataFrame | None = None,
                  order: list[int] | None = None,
@@ -329,7 +113,7 @@ def build_figure(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
     has_server = server is not None
     fig, R = _subplots(gpus, has_server)
     order = list(gpus) if order is None else list(order)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s,
+    pts = trace_points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s,
                   labelling=labelling)
     widths = (window_s * 1000.0, (hop_s if slots is not None else window_s) * 1000.0)
     axes = _server_axes(fig, R) if has_server else {}
@@ -400,6 +184,48 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
     """The trace of one ribbon, band, lane or strip key and where it goes (``add_trace``
     keywords); ``widths`` = (window bar width, phase bar width) in ms."""
     kind = key[0]
+    if kind in _RIBBON_KINDS:
+        return _ribbon_trace(key, x, y, text, R, widths, shots)
+    if kind == "band":
+        g = key[1]
+        return go.Scatter(
+            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} load", legendgroup=f"gpu{g}",
+            showlegend=False, connectgaps=False, hoverinfo="none",
+            line={"color": gpu_color(g), "width": 1.4}, fill="none"), {"row": R.bands, "col": 1}
+    if kind == "lane":
+        col, g = key[1], key[2]
+        li = next(i for i, lane in enumerate(LANES) if col in lane.columns)
+        lane = LANES[li]
+        suffix = f" {COLUMN_SHORT[col]}" if col in COLUMN_SHORT else ""
+        return go.Scatter(
+            x=x, y=y, text=text, mode="lines", name=entity_name(g),
+            legendgroup=f"gpu{g}", showlegend=(li == 0 and col == lane.columns[0]),
+            line={"color": gpu_color(g), "width": 1.4, "dash": COLUMN_DASH.get(col, "solid")},
+            connectgaps=False, hoverinfo="none", meta=f"{entity_name(g)}{suffix}"), {
+                "row": R.first_lane + li, "col": 1}
+    g = key[1]
+    if kind == "share":
+        return go.Scatter(
+            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} share",
+            legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
+            line={"color": gpu_color(g), "width": 1.6}, hoverinfo="none"), {
+                "row": R.strip, "col": 1}
+    # "hot": a wide translucent red stroke under a hot GPU's share
+    return go.Scatter(
+        x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} hot",
+        legendgroup=f"gpu{g}", showlegend=False, connectgaps=False, opacity=0.45,
+        line={"color": HOT_COLOR, "width": 7}, hoverinfo="skip"), {"row": R.strip, "col": 1}
+
+
+#: The keys ``_ribbon_trace`` draws: the ribbon's rows and every row's "labelling…" mark.
+_RIBBON_KINDS = frozenset({"labelling", "phase", "mixed", "ribbon_hot", "selected", "shots"})
+
+
+def _ribbon_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
+                  shots: pd.DataFrame | None) -> tuple[go.Bar | go.Scatter, dict]:
+    """``_view_trace`` of a ``_RIBBON_KINDS`` key: a ribbon trace (phase bars, mixed stripes,
+    imbalance bar, selected window, screenshot markers) or a "labelling…" mark."""
+    kind = key[0]
     width_ms, phase_width_ms = widths
     if kind == "labelling":  # hatched grey: labels not made yet, the samples are there
         row = {"ribbon": R.ribbon, "bands": R.bands, "strip": R.strip}[key[1]]
@@ -439,44 +265,15 @@ def _view_trace(key: tuple, x, y, text, R: Rows, widths: tuple[float, float],
             x=x, y=y, text=text, base=-0.06, width=width_ms, name="selected window",
             marker={"color": "rgba(0,0,0,0)", "line": {"width": 2.5, "color": "#111827"}},
             hoverinfo="skip", showlegend=False), {"row": R.ribbon, "col": 1}
-    if kind == "shots":
-        sx, sy, stext, sdata = shot_points(shots)
-        return go.Scatter(
-            x=sx, y=sy, text=stext, customdata=sdata, mode="markers", name="screenshot",
-            marker={"symbol": "triangle-down", "size": 13, "color": SHOT_COLOR,
-                    "line": {"width": 1, "color": "white"}},
-            cliponaxis=False, showlegend=False,
-            hovertemplate="screenshot %{text}<br>click to open<extra></extra>"), {
-                "row": R.ribbon, "col": 1}
-    if kind == "band":
-        g = key[1]
-        return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} load", legendgroup=f"gpu{g}",
-            showlegend=False, connectgaps=False, hoverinfo="none",
-            line={"color": gpu_color(g), "width": 1.4}, fill="none"), {"row": R.bands, "col": 1}
-    if kind == "lane":
-        col, g = key[1], key[2]
-        li = next(i for i, lane in enumerate(LANES) if col in lane.columns)
-        lane = LANES[li]
-        suffix = f" {COLUMN_SHORT[col]}" if col in COLUMN_SHORT else ""
-        return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=entity_name(g),
-            legendgroup=f"gpu{g}", showlegend=(li == 0 and col == lane.columns[0]),
-            line={"color": gpu_color(g), "width": 1.4, "dash": COLUMN_DASH.get(col, "solid")},
-            connectgaps=False, hoverinfo="none", meta=f"{entity_name(g)}{suffix}"), {
-                "row": R.first_lane + li, "col": 1}
-    g = key[1]
-    if kind == "share":
-        return go.Scatter(
-            x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} share",
-            legendgroup=f"gpu{g}", showlegend=False, connectgaps=False,
-            line={"color": gpu_color(g), "width": 1.6}, hoverinfo="none"), {
-                "row": R.strip, "col": 1}
-    # "hot": a wide translucent red stroke under a hot GPU's share
+    # "shots"
+    sx, sy, stext, sdata = shot_points(shots)
     return go.Scatter(
-        x=x, y=y, text=text, mode="lines", name=f"{entity_name(g)} hot",
-        legendgroup=f"gpu{g}", showlegend=False, connectgaps=False, opacity=0.45,
-        line={"color": HOT_COLOR, "width": 7}, hoverinfo="skip"), {"row": R.strip, "col": 1}
+        x=sx, y=sy, text=stext, customdata=sdata, mode="markers", name="screenshot",
+        marker={"symbol": "triangle-down", "size": 13, "color": SHOT_COLOR,
+                "line": {"width": 1, "color": "white"}},
+        cliponaxis=False, showlegend=False,
+        hovertemplate="screenshot %{text}<br>click to open<extra></extra>"), {
+            "row": R.ribbon, "col": 1}
 
 
 def _server_trace(key: tuple, x, y, text, R: Rows, axes: dict[str, str]
@@ -505,12 +302,6 @@ def _server_trace(key: tuple, x, y, text, R: Rows, axes: dict[str, str]
         marker={"size": size, "color": PHASE_COLORS["prefill"], "symbol": "circle",
                 "opacity": 0.9, "line": {"color": "#7a3d00", "width": 1}},
         cliponaxis=False, hovertemplate="%{text}<extra></extra>"), {}
-
-
-def share_axis_top(n_gpus: int) -> float:
-    """Top of the share strip's y axis, %: three fair shares (100 for 1-3 GPUs), so eight
-    GPUs' 12.5 % lines are not squashed at the bottom of a 0-100 axis."""
-    return 100.0 if n_gpus <= 3 else 300.0 / n_gpus
 
 
 def base_shapes(fig: go.Figure, gpus: list[int], R: Rows) -> list[dict]:
@@ -619,172 +410,6 @@ def _style(fig: go.Figure, gpus: list[int], height: int, uirevision: str, R: Row
 # -- live updates ----------------------------------------------------------------------------
 
 
-def extend_data(bins: pd.DataFrame, windows: pd.DataFrame, gpus: list[int], *,
-                bin_s: float = 0.1, window_s: float = 0.5, view_s: float = 120.0,
-                server: pd.DataFrame | None = None, order: list[int] | None = None,
-                slots: tuple | None = None, hop_s: float = 0.1,
-                phases_in_view: dict[str, int] | None = None,
-                after_j: int | None = None, heat_in_view: int | None = None,
-                mixed_in_view: dict[str, int] | None = None,
-                lanes_in_view: int | None = None,
-                windows_in_view: int | None = None,
-                labelling: dict[str, tuple[float, float]] | None = None) -> list:
-    """The ``dcc.Graph.extendData`` value that appends new bins and windows to the figure.
-
-    Args:
-        bins: new complete bins (``bin_lanes`` output), none already on the page.
-        windows: new complete classifier windows, none already on the page.
-        gpus: the same GPU list the figure was built with.
-        bin_s, window_s: as for ``build_figure``.
-        view_s: seconds of history each trace keeps (its ``maxPoints`` is
-            ``view_s / bin_s`` for lanes and ``view_s / window_s`` for window traces and the
-            server lane's cells).
-        server: new ``server_cells`` (none already on the page) when the figure has a server
-            lane (may be empty), else None.
-        order: the load bands' GPU order the figure was built with.
-        slots: new segment slots (``(slot indices, phases)``, none already on the page) for a
-            figure built with ``slots``: the phase bars then keep ``view_s / hop_s`` points.
-        phases_in_view: ``{phase: bars of that phase in the view once extended}`` (the last
-            ``view_s / hop_s`` slots, or ``view_s / window_s`` windows without ``slots``).
-            A phase trace holds only its own bars, so this is its ``maxPoints``: what scrolled
-            out of view is dropped.  None: the placeholder-free bound above (a phase trace
-            then keeps up to that many bars, some of them off screen).
-        after_j: the window index the page expects next (its cursor's ``j``): a blank
-            heatmap column marks missing windows before the first new one.
-        heat_in_view: the heatmap's columns in the view once extended (its windows there
-            and the blank columns between them): its ``maxPoints``.  None: ``view_s /
-            window_s``, as the other window traces.
-        mixed_in_view: ``{phase: mixed windows striped with it in the view once
-            extended}``: the ``("mixed", phase)`` traces' ``maxPoints`` (they too hold only
-            their own bars).  None: ``view_s / window_s``.
-        lanes_in_view: the lanes' bins in the view once extended (from its left edge, on the
-            window grid, to the newest bin): their ``maxPoints``.  None: ``view_s / bin_s``.
-        windows_in_view: the windows in the view once extended (from that left edge): the
-            ``maxPoints`` of the imbalance bar, the bands and the strip (``hot``: three per
-            window).  None: ``view_s / window_s``.
-        labelling: the "labelling…" marks now, as for ``build_figure``: each replaces the
-            mark on the page (``maxPoints`` 5); a row not in it keeps its mark.
-
-    Returns:
-        ``[update, indices, max_points]``: ``update`` maps ``x``, ``y``, ``text`` and ``z`` to
-        one list per trace, ``indices`` lists every trace index, ``max_points`` has the same
-        shape as ``update`` (plotly's per-trace form).  Only the heatmap (``("heat",)``) gains
-        ``z`` columns, and it gains no ``y`` (its rows are fixed); plotly.js extends an
-        attribute only on traces that have it as an array, so every trace of a followed
-        figure carries a ``z`` list (``extendable``).
-    """
-    keys = trace_keys(gpus, server is not None)
-    pts = _points(bins, windows, gpus, bin_s, window_s, server, order, slots, hop_s, after_j,
-                  labelling)
-    lane_max = math.ceil(view_s / bin_s) if lanes_in_view is None else max(1, lanes_in_view)
-    win_max = math.ceil(view_s / window_s)
-    in_view = win_max if windows_in_view is None else max(0, int(windows_in_view))
-    slot_max = math.ceil(view_s / hop_s - 1e-9)
-    update: dict[str, list] = {"x": [], "y": [], "text": [], "z": []}
-    limits: list[int] = []
-    for key in keys:
-        x, y, text = pts[key]
-        update["x"].append(x)
-        if key[0] == "heat":  # its y are the rows: x and z gain a column per window
-            update["y"].append([])
-            update["z"].append(y)
-        else:
-            update["y"].append(y)
-            update["z"].append([])
-        update["text"].append(text)
-        if key[0] == "heat":
-            limits.append(win_max if heat_in_view is None else max(0, int(heat_in_view)))
-        elif key[0] == "hot":
-            limits.append(3 * in_view)
-        elif key[0] in ("ribbon_hot", "band", "share"):
-            limits.append(in_view)
-        elif key[0] == "phase" and phases_in_view is not None:
-            limits.append(int(phases_in_view.get(key[1], 0)))  # 0: none left in view
-        elif key[0] == "phase" and slots is not None:
-            limits.append(slot_max)
-        elif key[0] == "mixed" and mixed_in_view is not None:
-            limits.append(int(mixed_in_view.get(key[1], 0)))
-        elif key[0] == "labelling":  # its five points replace the mark
-            limits.append(5)
-        elif key[0] == "shots":  # never appended to: keep every marker
-            limits.append(10**7)
-        else:
-            limits.append(win_max if is_window_key(key) else lane_max)
-    keep = 10**7  # never trimmed: the heatmap's fixed rows and (empty) text, others' empty z
-    heat = keys.index(("heat",))
-    max_points = {k: list(limits) for k in update}
-    max_points["y"][heat] = max_points["text"][heat] = keep
-    max_points["z"] = [limits[i] if i == heat else keep for i in range(len(keys))]
-    return [update, list(range(len(keys))), max_points]
-
-
-def extendable(fig: go.Figure) -> dict:
-    """``fig`` as the dict a page receives, every trace given an empty ``z`` (and ``text``)
-    list where it has none, so the live ``extendData`` (``extend_data``: ``z`` for the
-    heatmap's new columns) finds an array to extend on every trace (plotly.js refuses a
-    missing one)."""
-    out = fig.to_plotly_json()
-    for trace in out["data"]:
-        trace.setdefault("z", [])
-        trace.setdefault("text", [])
-    return out
-
-
-def typed_array(a, dtype: str = "f8") -> dict:
-    """A plotly.js typed-array spec (``{"dtype", "bdata"}``: base64 of the little-endian
-    values) for a 1-d array; NaN stays NaN (a gap).  f8 for epoch milliseconds (f4 would round
-    them to ~2 min), f4 for values (7 significant digits)."""
-    import base64
-
-    arr = np.ascontiguousarray(np.asarray(a, dtype=np.dtype(dtype).newbyteorder("<")))
-    return {"dtype": dtype, "bdata": base64.b64encode(arr.tobytes()).decode("ascii")}
-
-
-def range_update(traces: dict, gpus: list[int], server: bool, encode: bool = True
-                 ) -> dict[int, dict]:
-    """Per-trace attribute updates (``{trace index: {attr: value}}``) that put a range view
-    (``app.dashboard.views`` ``TraceData`` per key) into a figure built by ``build_figure``.
-
-    Args:
-        traces: ``{key: TraceData}``; keys of ``trace_keys(gpus, server)`` not in it are left
-            as they are.
-        gpus, server: what the figure was built with.
-        encode: typed arrays (``typed_array``; x f8 ms, y/base f4) for a ``Patch``; False:
-            plain numpy arrays (for ``go.Figure.update``).
-
-    Returns:
-        Updates of ``x``, ``y`` (and ``width`` / ``base`` for bars, ``text`` where given).
-    """
-    keys = trace_keys(gpus, server)
-    out: dict[int, dict] = {}
-    for i, key in enumerate(keys):
-        td = traces.get(key)
-        if td is None:
-            continue
-        x = np.asarray(td.x, dtype=np.float64) * 1000.0
-        y = np.asarray(td.y, dtype=np.float64)
-        upd: dict = ({"x": typed_array(x, "f8"), "y": typed_array(y, "f4")} if encode
-                     else {"x": x, "y": y})
-        if td.width is not None:
-            if np.ndim(td.width):  # one width per bar (the ribbon's phase segments)
-                wd = np.asarray(td.width, dtype=np.float64) * 1000.0
-                upd["width"] = typed_array(wd, "f4") if encode else wd
-            else:
-                upd["width"] = float(td.width) * 1000.0
-        if td.z is not None:  # a heatmap: its columns (plain lists, None where unknown)
-            upd["z"] = td.z
-        if td.base is not None:
-            if np.ndim(td.base):
-                b = np.asarray(td.base, dtype=np.float64)
-                upd["base"] = typed_array(b, "f4") if encode else b
-            else:
-                upd["base"] = float(td.base)
-        if td.text is not None:
-            upd["text"] = list(td.text)
-        out[i] = upd
-    return out
-
-
 def shots_between(shots: pd.DataFrame | None, t0: float, t1: float) -> pd.DataFrame | None:
     """The rows of ``shots`` (``SampleStore.screenshots``) captured within ``[t0, t1]``
     (epoch s); rows without a capture time are left out."""
@@ -822,11 +447,3 @@ def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:
     x = [round(float(t) * 1000.0, 1) for t in known["capture_ts"]]
     text = [f"{n} ({src})" for n, src in zip(known["name"], known["time_source"])]
     return x, [SHOT_Y] * len(x), text, list(known["sha256"])
-
-
-def extend_point_count(payload: list) -> int:
-
-    """Number of new x values in an ``extend_data`` payload (0: nothing to send)."""
-    return sum(len(x) for x in payload[0]["x"])
-
-

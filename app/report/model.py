@@ -56,6 +56,7 @@ from tealeaves.classifier.summary import (
     share_summary,
     top_imbalanced,
 )
+from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.data.csvtext import safe_row
 
 #: Version of the JSON and CSV layouts (``report_schema.json``); 2 added the hot set (every
@@ -313,7 +314,7 @@ def _classifier_facts(labeller: str) -> dict:
     return out
 
 
-def build_report(inp: ReportInput, *, window_s: float = 0.5, labels: str | Path | None = None,
+def build_report(inp: ReportInput, *, window_s: float = DEFAULT_WINDOW_S, labels: str | Path | None = None,
                  experts: str | Path | np.ndarray | None = None, n_gpus: int | None = None,
                  ep_size: int = 1, top_n: int = 10, labeller=None,
                  progress: bool | None = None, groups=None) -> Report:

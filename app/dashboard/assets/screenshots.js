@@ -1,7 +1,7 @@
 /* The Screenshots page's clientside functions (app/dashboard/screenshots/callbacks.py calls
  * them through dash.ClientsideFunction("screenshots", name)).  Element ids and limits come
  * from the server in the config store (ids.SHOT_CONFIG, screenshots/layout.py js_config):
- * {tab_shots, detail, max_file, max_batch}.  Merged into window.dash_clientside so the other
+ * {path, detail, max_file, max_batch}.  Merged into window.dash_clientside so the other
  * namespaces survive. */
 window.dash_clientside = Object.assign({}, window.dash_clientside, {
     screenshots: {
@@ -12,26 +12,14 @@ window.dash_clientside = Object.assign({}, window.dash_clientside, {
             return pageZone;
         },
 
-        /* Tabs: [live page style, screenshots page style, live tab class, shots tab class]. */
-        tabs: function(page) {
-            const live = page !== 'shots';
-            return [{display: live ? '' : 'none'}, {display: live ? 'none' : ''},
-                    live ? 'tl-tab tl-tab-on' : 'tl-tab', live ? 'tl-tab' : 'tl-tab tl-tab-on'];
-        },
-
-        /* The page a tab click chooses: 'shots' or 'live'. */
-        choose_page: function(a, b, cfg) {
-            const t = window.dash_clientside.callback_context.triggered;
-            return (t.length && t[0].prop_id.startsWith(cfg.tab_shots)) ? 'shots' : 'live';
-        },
-
-        /* A click on a screenshot marker in the live figure opens it: [sha, 'shots']. */
-        open_marker: function(data) {
+        /* A click on a screenshot marker in the live figure opens it on the Screenshots page:
+         * [sha, the page's path]. */
+        open_marker: function(data, cfg) {
             const nu = window.dash_clientside.no_update;
             if (!data || !data.points) return [nu, nu];
             for (const p of data.points) {
                 if (typeof p.customdata === 'string' && /^[0-9a-f]{64}$/.test(p.customdata)) {
-                    return [p.customdata, 'shots'];
+                    return [p.customdata, cfg.path];
                 }
             }
             return [nu, nu];

@@ -16,7 +16,7 @@ import pandas as pd
 from dash import ALL, ClientsideFunction, Input, Output, State, html
 
 from tealeaves.app.dashboard import ids
-from tealeaves.app.dashboard.live import shots_patch
+from tealeaves.app.dashboard.live_patch import shots_patch
 from tealeaves.app.dashboard.screenshots.model import (
     MAX_REQUEST_BYTES,
     PICTURE_ROUTE,
@@ -108,25 +108,17 @@ def register_picture_route(server, store) -> None:
 
 def register_browser_side(app: dash.Dash) -> None:
     """The clientside callbacks: the pictures' default zone (the browser's, from
-    ``ids.PAGE_TZ``), the live / screenshots tabs, a click on a screenshot marker of the live
-    figure, and scrolling an opened screenshot into view."""
+    ``ids.PAGE_TZ``), a click on a screenshot marker of the live figure (opens it on this
+    page: the pages' location goes to its path), and scrolling an opened screenshot into
+    view."""
     app.clientside_callback(_js("default_zone"), Output(ids.SHOT_TZ, "value"),
                             Input(ids.PAGE_TZ, "data"), Input(ids.SHOT_TZ, "value"))
     app.clientside_callback(
-        _js("tabs"),
-        Output(ids.LIVE_PAGE, "style"), Output(ids.SHOTS_PAGE, "style"),
-        Output(ids.TAB_LIVE, "className"), Output(ids.TAB_SHOTS, "className"),
-        Input(ids.PAGE, "data"))
-    app.clientside_callback(
-        _js("choose_page"),
-        Output(ids.PAGE, "data"), Input(ids.TAB_LIVE, "n_clicks"),
-        Input(ids.TAB_SHOTS, "n_clicks"), State(ids.SHOT_CONFIG, "data"),
-        prevent_initial_call=True)
-    app.clientside_callback(
         _js("open_marker"),
         Output(ids.SHOT_SELECTED, "data", allow_duplicate=True),
-        Output(ids.PAGE, "data", allow_duplicate=True),
-        Input(ids.GRAPH, "clickData"), prevent_initial_call=True)
+        Output(ids.LOCATION, "pathname"),
+        Input(ids.GRAPH, "clickData"), State(ids.SHOT_CONFIG, "data"),
+        prevent_initial_call=True)
     app.clientside_callback(
         _js("scroll_to_detail"),
         Output(ids.SHOT_SCROLL, "data"), Input(ids.SHOT_SELECTED, "data"),

@@ -11,17 +11,21 @@ from tealeaves.app.dashboard import ids
 from tealeaves.app.dashboard.screenshots.model import MAX_REQUEST_BYTES, SPAN_S
 from tealeaves.data.screen.screenshots import MAX_BYTES
 
+#: The page's path (``app.dashboard.pages.screenshots`` registers it).
+PATH = "/screenshots"
+
 
 def js_config() -> dict:
     """What ``assets/screenshots.js`` needs from the server (kept in ``ids.SHOT_CONFIG``):
-    ``tab_shots`` and ``detail`` (element ids), ``max_file`` (bytes one picture may have)
-    and ``max_batch`` (characters of base64 one drop may send, half the request limit)."""
-    return {"tab_shots": ids.TAB_SHOTS, "detail": ids.SHOT_DETAIL, "max_file": MAX_BYTES,
-            "max_batch": MAX_REQUEST_BYTES // 2}
+    ``path`` (the page's path, where a click on a screenshot marker goes), ``detail`` (an
+    element id), ``max_file`` (bytes one picture may have) and ``max_batch`` (characters of
+    base64 one drop may send, half the request limit)."""
+    return {"path": PATH, "detail": ids.SHOT_DETAIL,
+            "max_file": MAX_BYTES, "max_batch": MAX_REQUEST_BYTES // 2}
 
 
 def page(store_temporary: bool) -> html.Div:
-    """The Screenshots page (hidden until its tab is chosen): upload row, list, the opened
+    """The Screenshots page (hidden until its path is chosen): upload row, list, the opened
     screenshot's panel, the compare panel and the settings of its clientside functions.
 
     Args:

@@ -23,6 +23,7 @@ from tealeaves.app.figures.geometry import (
     SERVER_CELL_COLUMNS,
     SERVER_HOLD_S,
 )
+from tealeaves.classifier.incremental import SHARES_SOURCE_COLUMN
 
 # -- data preparation ----------------------------------------------------------------------
 
@@ -140,15 +141,6 @@ def hot_members(windows: pd.DataFrame, gpus: list[int]) -> np.ndarray:
     flag = (windows["imbalanced"].eq(True).to_numpy() if "imbalanced" in windows
             else np.ones(len(windows), dtype=bool))
     return rows[codes] & flag[:, None]  # code -1 (NaN): the last, empty row
-
-
-#: A windows frame's per-window column naming where its shares came from (``"calibrated"``
-#: or ``"rules' scores"``: ``classify_samples``' ``attrs["shares"]``), for frames put
-#: together from several classifications (the dashboard's history).
-SHARES_SOURCE_COLUMN = "shares_source"
-#: A windows frame's per-window column holding what its verdict stood on
-#: (``attrs["inputs"]["text"]``: ``"sm_active, tensor_active, ... at 10 Hz per GPU"``).
-INPUTS_COLUMN = "inputs"
 
 
 def calibrated_rows(windows: pd.DataFrame) -> np.ndarray:

@@ -1,7 +1,8 @@
 """Range views: a stretch of the history turned into at most a few hundred points per trace.
 
 Pure functions (arrays and frames in, arrays out); ``app.dashboard`` feeds them from
-``app.dashboard.history.History`` and ``app.figures`` turns their output into a ``Patch``.
+``app.dashboard.history.History`` and ``app.figures.extend`` turns their output into a
+``Patch``.
 
 - **Lines** (GPU lanes, load bands, share strip, server lane) are downsampled with
   tsdownsample's MinMaxLTTB (Van Der Donckt et al., "MinMaxLTTB: Leveraging MinMax-Preselection
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 from tsdownsample import MinMaxLTTBDownsampler
 
-from tealeaves.app.figures import (
+from tealeaves.app.figures.geometry import (
     BAND_SCALE,
     LANES,
     MARKER_Y,
@@ -43,9 +44,11 @@ from tealeaves.app.figures import (
     RIBBON_PHASES,
     SERVER_LINES,
     band_slots,
-    gpu_shares,
-    heat_columns,
     heat_rows,
+)
+from tealeaves.app.figures.points import heat_columns
+from tealeaves.app.figures.series.binning import (
+    gpu_shares,
     hot_members,
     mixed_with,
     prefill_size_class,
@@ -296,6 +299,26 @@ def _ribbon(windows: pd.DataFrame, window_s: float, f: int, bi: np.ndarray,
     return out
 
 
+def _no_window_traces(gpus: list[int], window_s: float, order: list[int], f: int
+                      ) -> dict[tuple, TraceData]:
+    """``window_traces`` of a range without windows: every trace empty (bars ``window_s``
+    wide), the heatmap's rows in ``order``, ``extra["factor"]`` ``f``."""
+    out: dict[tuple, TraceData] = {}
+    empty = TraceData(np.empty(0), np.empty(0))
+    for p in RIBBON_PHASES:
+        out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
+    for p in MIXED_PHASES:
+        out[("mixed", p)] = TraceData(np.empty(0), np.empty(0), window_s)
+    out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
+    for g in gpus:
+        out[("band", g)] = empty
+        out[("share", g)] = empty
+        out[("hot", g)] = empty
+    out[("heat",)] = TraceData(np.empty(0), np.asarray(heat_rows(order)[0]), z=[])
+    out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
+    return out
+
+
 def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out: int,
                   order: list[int] | None = None, segments: pd.DataFrame | None = None
                   ) -> dict[tuple, TraceData]:
@@ -332,18 +355,7 @@ def window_traces(windows: pd.DataFrame, gpus: list[int], window_s: float, n_out
     out: dict[tuple, TraceData] = {}
     empty = TraceData(np.empty(0), np.empty(0))
     if n == 0:
-        for p in RIBBON_PHASES:
-            out[("phase", p)] = TraceData(np.empty(0), np.empty(0), window_s, 0.0)
-        for p in MIXED_PHASES:
-            out[("mixed", p)] = TraceData(np.empty(0), np.empty(0), window_s)
-        out[("ribbon_hot",)] = TraceData(np.empty(0), np.empty(0), window_s)
-        for g in gpus:
-            out[("band", g)] = empty
-            out[("share", g)] = empty
-            out[("hot", g)] = empty
-        out[("heat",)] = TraceData(np.empty(0), np.asarray(heat_rows(order)[0]), z=[])
-        out[("phase", RIBBON_PHASES[0])].extra["factor"] = f
-        return out
+        return _no_window_traces(gpus, window_s, order, f)
     j = windows.index.to_numpy(dtype=np.int64)
     b = j // f
     starts = windows["start"].to_numpy(dtype=float)
