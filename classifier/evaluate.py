@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.labellers import WindowModel
 from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 from tealeaves.data.traces import TraceError, label_at, read_labels, read_trace
@@ -354,8 +355,8 @@ def train(corpus: list[LabelledTrace], window_s: float = DEFAULT_WINDOW_S, seed:
     """A ``PhaseModel`` of ``kind`` ("hgb" or "tcn") fitted on ``corpus``."""
     from tealeaves.classifier.model import PhaseModel
 
-    return PhaseModel.fit([c.features for c in corpus], [c.truth for c in corpus], seed=seed,
-                          window_s=window_s, meta=meta, kind=kind)
+    return PhaseModel(kind=kind, seed=seed, window_s=window_s, meta=meta or {}).fit(
+        [c.features for c in corpus], [c.truth for c in corpus])
 
 
 def torch_available() -> bool:
@@ -370,7 +371,7 @@ def torch_available() -> bool:
 def _windows(trace: LabelledTrace, labeller, window_s: float, smooth: bool = True):
     from tealeaves.classifier import classify_features
 
-    if not isinstance(labeller, RulePhaseLabeller) and labeller.smooth != smooth:
+    if isinstance(labeller, WindowModel) and labeller.smooth != smooth:
         labeller = replace(labeller, smooth=smooth)  # a copy: the fitted model is shared
     return classify_features(trace.features, window_s, labeller)
 
