@@ -19,7 +19,7 @@ import pandas as pd
 
 from tealeaves.classifier.features import WindowFeatures
 from tealeaves.classifier.groups import resolve_groups
-from tealeaves.classifier.labellers import default_labeller, labeller_name
+from tealeaves.classifier.labellers import WindowModel, default_labeller, labeller_name
 from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from tealeaves.classifier.shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
 from tealeaves.classifier.windows import DEFAULT_WINDOW_S
@@ -115,12 +115,12 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     resolved over these rows)."""
     labeller = default_labeller() if labeller is None else labeller
     why = ""
-    if not isinstance(labeller, RulePhaseLabeller) and abs(labeller.window_s - window_s) > 1e-9:
+    if isinstance(labeller, WindowModel) and abs(labeller.window_s - window_s) > 1e-9:
         why = f"the model works on {labeller.window_s:g}-s windows"
         log.warning("the trained model works on %g-s windows; %g-s windows use the rules",
                     labeller.window_s, window_s)
         labeller = RulePhaseLabeller()
-    if not isinstance(labeller, RulePhaseLabeller) and not feats.empty and \
+    if isinstance(labeller, WindowModel) and not feats.empty and \
             feats[["f_sm_active_mean", "f_tensor_active_mean", "f_dram_active_mean"]] \
             .isna().all(axis=None):
         # No profiling counters (nvidia-smi files, GPUs without GPM): the phase trees were
@@ -150,7 +150,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
                          grouping=grouping.to_json())
         return out
     proba = labeller.predict_proba(feats)
-    if isinstance(labeller, RulePhaseLabeller):
+    if not isinstance(labeller, WindowModel):
         phase = proba.idxmax(axis=1)
         imb = labeller.imbalance(feats, phase, grouping.groups)
     else:
@@ -178,7 +178,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
             which = np.where(overrule, top, which)
             phase = pd.Series(np.array(PHASE_ORDER)[which], index=phase.index, name="phase")
             imb = labeller.imbalance.detect(feats, phase, grouping.groups) \
-                if not isinstance(labeller, RulePhaseLabeller) else imb
+                if isinstance(labeller, WindowModel) else imb
         conf = confidence_of(model, inputs["kind"], sh[np.arange(len(sh)), which])
     else:
         sh = proba.to_numpy(dtype=float)  # the rules' scores: not calibrated shares
@@ -279,7 +279,7 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     feats = hop_features(samples, devices, window_s, hop)
     base = on_grid(feats, window_s) if not feats.empty else feats
     labeller = default_labeller() if labeller is None else labeller
-    if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
+    if isinstance(labeller, WindowModel) and labeller.kind == "hgb":
         labeller = _ScoredOnce(labeller, feats)
     windows = classify_told(base, samples, window_s, labeller, groups,
                             classify=classify_features)
