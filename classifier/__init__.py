@@ -19,7 +19,7 @@ import pandas as pd
 
 from tealeaves.classifier.features import WindowFeatures
 from tealeaves.classifier.groups import resolve_groups
-from tealeaves.classifier.labellers import default_labeller, labeller_name
+from tealeaves.classifier.labellers import WindowModel, default_labeller, labeller_name
 from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
 from tealeaves.classifier.shares import NAMED_SHARE, SHARE_COLUMNS, inputs_of, verdict
 from tealeaves.classifier.windows import DEFAULT_WINDOW_S
@@ -109,18 +109,19 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                          classify=classify_features)
 
 
-def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
-                      labeller=None, groups=None) -> pd.DataFrame:
-    """``classify_samples`` from ``WindowFeatures`` rows already computed (the grouping is
-    resolved over these rows)."""
+def _choose_labeller(labeller, feats: pd.DataFrame, window_s: float):
+    """The labeller that labels ``feats`` (``labeller``, default ``default_labeller()``) after
+    the fallbacks: the rules for another window length, the share model (or the rules) for a
+    source without profiling counters, the share model for a model an engine taught.
+    Returns ``(labeller, why)``: ``why`` the fallback's reason, "" when none."""
     labeller = default_labeller() if labeller is None else labeller
     why = ""
-    if not isinstance(labeller, RulePhaseLabeller) and abs(labeller.window_s - window_s) > 1e-9:
+    if isinstance(labeller, WindowModel) and abs(labeller.window_s - window_s) > 1e-9:
         why = f"the model works on {labeller.window_s:g}-s windows"
         log.warning("the trained model works on %g-s windows; %g-s windows use the rules",
                     labeller.window_s, window_s)
         labeller = RulePhaseLabeller()
-    if not isinstance(labeller, RulePhaseLabeller) and not feats.empty and \
+    if isinstance(labeller, WindowModel) and not feats.empty and \
             feats[["f_sm_active_mean", "f_tensor_active_mean", "f_dram_active_mean"]] \
             .isna().all(axis=None):
         # No profiling counters (nvidia-smi files, GPUs without GPM): the phase trees were
@@ -138,6 +139,50 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
         from tealeaves.classifier.model import SharesLabeller
 
         labeller = SharesLabeller(labeller)  # a model the engine taught labels by its shares
+    return labeller, why
+
+
+def _add_scores(out: pd.DataFrame, feats: pd.DataFrame, proba: pd.DataFrame,
+                sh: np.ndarray) -> None:
+    """Add to ``out`` the windows' levels (``load_mean`` ... ``n_gpus``), the labeller's scores
+    (``p_<phase>``) and the shares ``sh`` (``SHARE_COLUMNS``), in that order."""
+    for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
+                "power_frac_mean", "n_gpus"):
+        out[col] = feats[col].to_numpy()
+    for p in PHASE_ORDER:
+        out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
+    for k, col in enumerate(SHARE_COLUMNS):
+        out[col] = sh[:, k]
+
+
+def _verdict_words(out: pd.DataFrame, feats: pd.DataFrame, sh: np.ndarray, inputs: dict,
+                   model, share_model) -> list[str]:
+    """Each window's verdict in words from its shares ``sh`` ((n, 3)); a near-idle window's
+    confidence in ``out`` is capped at ``NEAR_IDLE_CONFIDENCE`` here, and its verdict says
+    so."""
+    # inputs no confidence map was measured on (mem_copy_util alone): no phase is named
+    unmeasured = share_model is not None and bool(model.confidence_maps) and \
+        inputs["kind"] not in model.confidence_maps
+    words = verdict(sh, named=np.inf if unmeasured else NAMED_SHARE)
+    if inputs["kind"] != "full":
+        # without the profiling counters a split verdict is the counters' doubt as much as
+        # the window's mix: say so, and what it stood on
+        doubt = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
+        words = [doubt + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
+    near = _near_idle(feats) & (out["phase"].to_numpy() != "idle")
+    if near.any():  # nothing much ran: a phase named there is a guess, and says so
+        out["confidence"] = np.where(near, np.minimum(out["confidence"].to_numpy(dtype=float),
+                                                      NEAR_IDLE_CONFIDENCE), out["confidence"])
+        words = [f"near idle · {w}" if n and w else w
+                 for w, n in zip(words, near, strict=True)]
+    return words
+
+
+def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
+                      labeller=None, groups=None) -> pd.DataFrame:
+    """``classify_samples`` from ``WindowFeatures`` rows already computed (the grouping is
+    resolved over these rows)."""
+    labeller, why = _choose_labeller(labeller, feats, window_s)
     fcols = [c for c in feats.columns if c.startswith("f_")]
     if fcols and not feats.empty:
         # a window whose samples hold no reading at all (a sweep of N/A fields) has no phase:
@@ -150,7 +195,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
                          grouping=grouping.to_json())
         return out
     proba = labeller.predict_proba(feats)
-    if isinstance(labeller, RulePhaseLabeller):
+    if not isinstance(labeller, WindowModel):
         phase = proba.idxmax(axis=1)
         imb = labeller.imbalance(feats, phase, grouping.groups)
     else:
@@ -178,7 +223,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
             which = np.where(overrule, top, which)
             phase = pd.Series(np.array(PHASE_ORDER)[which], index=phase.index, name="phase")
             imb = labeller.imbalance.detect(feats, phase, grouping.groups) \
-                if not isinstance(labeller, RulePhaseLabeller) else imb
+                if isinstance(labeller, WindowModel) else imb
         conf = confidence_of(model, inputs["kind"], sh[np.arange(len(sh)), which])
     else:
         sh = proba.to_numpy(dtype=float)  # the rules' scores: not calibrated shares
@@ -197,29 +242,8 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     if idle_w.any():
         for col in ("imbalance_ratio", "balancedness", "straggler_tax"):
             out[col] = out[col].astype(float).mask(idle_w)
-    for col in ("load_mean", "load_max", "tensor_active_mean", "dram_active_mean",
-                "power_frac_mean", "n_gpus"):
-        out[col] = feats[col].to_numpy()
-    for p in PHASE_ORDER:
-        out[f"p_{p}"] = proba[p].to_numpy(dtype=float)
-    for k, col in enumerate(SHARE_COLUMNS):
-        out[col] = sh[:, k]
-    # inputs no confidence map was measured on (mem_copy_util alone): no phase is named
-    unmeasured = share_model is not None and bool(model.confidence_maps) and \
-        inputs["kind"] not in model.confidence_maps
-    words = verdict(sh, named=np.inf if unmeasured else NAMED_SHARE)
-    if inputs["kind"] != "full":
-        # without the profiling counters a split verdict is the counters' doubt as much as
-        # the window's mix: say so, and what it stood on
-        doubt = f"cannot tell ({inputs['text'].replace(' per GPU', '')}): "
-        words = [doubt + w[len("mixed: "):] if w.startswith("mixed: ") else w for w in words]
-    near = _near_idle(feats) & (out["phase"].to_numpy() != "idle")
-    if near.any():  # nothing much ran: a phase named there is a guess, and says so
-        out["confidence"] = np.where(near, np.minimum(out["confidence"].to_numpy(dtype=float),
-                                                      NEAR_IDLE_CONFIDENCE), out["confidence"])
-        words = [f"near idle · {w}" if n and w else w
-                 for w, n in zip(words, near, strict=True)]
-    out["verdict"] = words
+    _add_scores(out, feats, proba, sh)
+    out["verdict"] = _verdict_words(out, feats, sh, inputs, model, share_model)
     for col in feats.columns:
         if col.startswith("load_g"):
             out[col] = feats[col].to_numpy()
@@ -279,7 +303,7 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     feats = hop_features(samples, devices, window_s, hop)
     base = on_grid(feats, window_s) if not feats.empty else feats
     labeller = default_labeller() if labeller is None else labeller
-    if getattr(labeller, "kind", None) == "hgb" and not isinstance(labeller, RulePhaseLabeller):
+    if isinstance(labeller, WindowModel) and labeller.kind == "hgb":
         labeller = _ScoredOnce(labeller, feats)
     windows = classify_told(base, samples, window_s, labeller, groups,
                             classify=classify_features)

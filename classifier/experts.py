@@ -250,6 +250,26 @@ def greedy_placement(layer_load, ep_size: int) -> np.ndarray:
     return out
 
 
+def _nanmean(x: np.ndarray) -> float:
+    """The mean of the finite values of ``x``; NaN when there is none (no warning)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
+
+
+def _tokens(arr: np.ndarray) -> int | float:
+    """The total of the counts ``arr``: an int when they are whole numbers, else a float."""
+    total = float(arr.sum())
+    return int(total) if np.all(arr == np.round(arr)) else total
+
+
+def _hot_gpu(total_now: np.ndarray, ep_size: int) -> int | None:
+    """The GPU with the largest summed load (``[n_gpus]``), None at pure TP or all equal."""
+    if ep_size > 1 and total_now.max() > total_now.min():
+        return int(np.argmax(total_now))
+    return None
+
+
 def expert_summary(count, n_gpus: int, ep_size: int) -> dict:
     """Expert skew per layer, per-GPU expert work now, and a greedy re-placement what-if.
 
@@ -307,24 +327,13 @@ def expert_summary(count, n_gpus: int, ep_size: int) -> dict:
     layer_bal_greedy = np.where(has, balancedness(greedy, axis=1), np.nan)
     total_now = now.sum(axis=0)
     total_greedy = greedy.sum(axis=0)
-
-    def _nanmean(x: np.ndarray) -> float:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return float(np.nanmean(x)) if np.isfinite(x).any() else float("nan")
-
-    total = float(arr.sum())
-    tokens: int | float = int(total) if np.all(arr == np.round(arr)) else total
-    hot = None
-    if ep_size > 1 and total_now.max() > total_now.min():
-        hot = int(np.argmax(total_now))
     return {
         "passes": int(passes),
         "layers": int(n_layers),
         "experts": int(n_experts),
         "n_gpus": n_gpus,
         "ep_size": ep_size,
-        "tokens": tokens,
+        "tokens": _tokens(arr),
         "layer_tokens": layer_total,
         "layer_expert_max_over_mean": skew,
         "gpu_load": share,
@@ -335,7 +344,7 @@ def expert_summary(count, n_gpus: int, ep_size: int) -> dict:
         "balancedness_layer_mean": _nanmean(layer_bal),
         "balancedness_greedy_layer_mean": _nanmean(layer_bal_greedy),
         "gpu_load_total": total_now / total_now.sum(),
-        "hot_gpu": hot,
+        "hot_gpu": _hot_gpu(total_now, ep_size),
         "pure_tp": ep_size == 1,
         "estimate_note": ESTIMATE_NOTE,
     }

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tealeaves.data.schema import MIG_BASE, entity_key, entity_short
+from tealeaves.data.schema import GpuEntity, entity_key, entity_short
 
 #: Share of the imbalanced windows one hot set must hold for it to "stay".
 STAYS_SHARE = 0.8
@@ -49,8 +49,8 @@ def gpus_text(gpus) -> str:
     i = 0
     while i < len(gs):
         j = i
-        while (j + 1 < len(gs) and gs[j + 1] < MIG_BASE and gs[j] < MIG_BASE
-               and gs[j + 1] == gs[j] + 1):
+        while (j + 1 < len(gs) and not GpuEntity.from_code(gs[j + 1]).is_mig
+               and not GpuEntity.from_code(gs[j]).is_mig and gs[j + 1] == gs[j] + 1):
             j += 1
         if j - i >= 2:
             parts.append(f"{gs[i]}-{gs[j]}")

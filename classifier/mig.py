@@ -20,7 +20,7 @@ import pandas as pd
 
 from tealeaves.classifier.features import gpu_load
 from tealeaves.classifier.windows import DEFAULT_WINDOW_S, per_gpu_means
-from tealeaves.data.schema import entity_key, entity_name, mig_parent
+from tealeaves.data.schema import GpuEntity, entity_key
 
 #: Least spread between the busiest and the idlest instance of a window that is flagged, in
 #: percentage points: well above the 2-3 points two equally loaded instances differ by in the
@@ -53,7 +53,7 @@ def instance_balance(samples: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     Raises:
         ValueError: ``window_s`` is not positive.
     """
-    insts = [int(g) for g in pd.unique(samples["gpu"]) if mig_parent(g) is not None] \
+    insts = [int(g) for g in pd.unique(samples["gpu"]) if GpuEntity.from_code(g).is_mig] \
         if len(samples) else []
     if len(insts) < 2:
         return []
@@ -66,7 +66,7 @@ def window_loads(windows: pd.DataFrame) -> pd.DataFrame:
     columns): one row per window, one column per instance (%); empty without two
     instances.  What ``load_balance`` reads, without going back to the samples."""
     ids = [int(c[6:]) for c in windows.columns if c.startswith("load_g") and c[6:].isdigit()]
-    insts = [g for g in ids if mig_parent(g) is not None]
+    insts = [g for g in ids if GpuEntity.from_code(g).is_mig]
     if len(insts) < 2:
         return pd.DataFrame()
     return pd.DataFrame({g: windows[f"load_g{g}"].to_numpy(dtype=float) for g in insts})
@@ -77,12 +77,12 @@ def load_balance(table: pd.DataFrame, floor: float = SPREAD_FLOOR,
     """``instance_balance`` of a load table already made: one row per window, one column per
     entity (its load, %; columns that are not MIG instances are left out), as the
     classifier's windows hold it (``load_g<i>``).  Same answer."""
-    insts = sorted((int(g) for g in table.columns if mig_parent(g) is not None), key=entity_key)
+    insts = sorted((int(g) for g in table.columns if GpuEntity.from_code(g).is_mig), key=entity_key)
     if len(insts) < 2:
         return []
     groups: dict = {}
     for g in insts:
-        groups.setdefault(mig_parent(g)[0], []).append(g)
+        groups.setdefault(GpuEntity.from_code(g).gpu, []).append(g)
     out = [_group(table, p, members, floor, threshold)
            for p, members in groups.items() if len(members) >= 2]
     if len(groups) >= 2:
@@ -102,7 +102,7 @@ def _group(table: pd.DataFrame, parent, members: list[int], floor: float,
         hi, lo, mean = np.nanmax(t, axis=1), np.nanmin(t, axis=1), np.nanmean(t, axis=1)
         flagged = (hi - lo >= floor) & (hi >= threshold * mean)
         means = np.nanmean(t, axis=0) if len(t) else np.full(len(cols), np.nan)
-    named = {entity_name(g): float(m) for g, m in zip(cols, means, strict=True)
+    named = {str(GpuEntity.from_code(g)): float(m) for g, m in zip(cols, means, strict=True)
              if np.isfinite(m)}
     busiest = max(named, key=named.get) if named else None
     idlest = min(named, key=named.get) if named else None

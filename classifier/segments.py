@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 
 from tealeaves.classifier.features import WindowFeatures
+from tealeaves.classifier.labellers import WindowModel
 from tealeaves.classifier.model import viterbi_log
-from tealeaves.classifier.rules import PHASE_ORDER, RulePhaseLabeller
+from tealeaves.classifier.rules import PHASE_ORDER
 from tealeaves.classifier.windows import DEFAULT_WINDOW_S
 
 #: Up to this many sample rows ``hop_features`` cuts its grids in one feature pass.
@@ -192,7 +193,7 @@ def classify_segments(feats: pd.DataFrame, labeller=None, window_s: float = DEFA
             return pd.DataFrame(columns=list(SEGMENT_COLUMNS))
     if transition is None:
         transition = (getattr(labeller, "transition", None)
-                      if not isinstance(labeller, RulePhaseLabeller) else None)
+                      if isinstance(labeller, WindowModel) else None)
     if transition is None:
         transition = np.full((3, 3), 0.05) + np.eye(3) * 0.85
     trans = slot_transition(transition, round(window_s / hop_s))

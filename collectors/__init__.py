@@ -1,7 +1,8 @@
 """collectors: sources of samples (NVML on live GPUs, replay of stored traces).
 
-Every collector has ``open() -> devices frame``, ``stream(stop, duration, batch_s)`` yielding
-sample frames, ``close()`` and a ``health`` dict; ``run_to_store`` drives any of them into a
+Every collector is a ``collectors.source.Source``: ``open() -> devices frame``,
+``stream(stop, duration, batch_s)`` yielding sample frames, ``close()`` and a ``health`` dict
+(``collectors.source.open_source`` opens one); ``run_to_store`` drives any of them into a
 ``data.store.SampleStore``.  Nothing here imports ``app``.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from tealeaves.collectors.source import HostSource, ProcessSource, Source
 from tealeaves.data.schema import FIELD_LIMITS, is_blank_scaled, screen_frame
 from tealeaves.data.store import SampleStore, StoreError
 
@@ -24,7 +26,7 @@ from tealeaves.data.store import SampleStore, StoreError
 MAX_BUFFERED_SAMPLES = 100_000
 
 
-def run_to_store(collector, store: SampleStore, *, duration: float | None = None,
+def run_to_store(collector: Source, store: SampleStore, *, duration: float | None = None,
                  stop: threading.Event | None = None, batch_s: float = 0.25,
                  on_batch=None, devices=None,
                  max_buffered: int = MAX_BUFFERED_SAMPLES) -> int:
@@ -40,7 +42,8 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     ``blank_values`` / ``out_of_range_values``), never fatal.
 
     Args:
-        collector: an ``NvmlCollector`` or ``ReplayCollector`` (or anything alike).
+        collector: any ``collectors.source.Source`` (NVML, replay, Prometheus); its process
+            rows are stored too when it is a ``ProcessSource``.
         store: the writable store.
         duration: stop after this many seconds (None: until ``stop`` or the source ends).
         stop: an event that ends collection when set.
@@ -61,6 +64,7 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
     backlog: deque[pd.DataFrame | list[dict]] = deque()
     stored = 0
     pending_devices = devices
+    pop = collector.pop_processes if isinstance(collector, ProcessSource) else None
     try:
         for batch in collector.stream(stop=stop, duration=duration, batch_s=batch_s):
             if pending_devices is not None:
@@ -75,7 +79,6 @@ def run_to_store(collector, store: SampleStore, *, duration: float | None = None
             while health["buffered_for_store"] > max_buffered and len(backlog) > 1:
                 _drop(health, backlog.popleft())
             stored += _flush(store, backlog, health)
-            pop = getattr(collector, "pop_processes", None)
             if pop is not None:
                 try:
                     store.put_processes(pop())
@@ -117,14 +120,14 @@ def _flush(store: SampleStore, backlog: deque, health) -> int:
 _LIMITS = tuple((c, lo, hi * (1 + 1e-9)) for c, (lo, hi) in FIELD_LIMITS.items())
 
 
-def claim_store(store: SampleStore, collector, devices=None) -> None:
-    """Take ``store``'s collector lock for the host ``collector`` writes (its ``host``, or the
-    hosts of its device rows for a replay).
+def claim_store(store: SampleStore, collector: Source, devices=None) -> None:
+    """Take ``store``'s collector lock for the host ``collector`` writes (its ``host`` when it
+    is a ``HostSource``, or the hosts of its device rows for a replay).
 
     Raises:
         data.store.StoreError: another collector writes that host into that store.
     """
-    host = getattr(collector, "host", None)
+    host = collector.host if isinstance(collector, HostSource) else None
     if not host and devices is not None and len(devices) and "host" in devices:
         host = "+".join(sorted({str(h) for h in devices["host"]}))
     store.claim_writer(host or "replay")
@@ -158,6 +161,28 @@ def screen_batch(batch, blanks: dict[str, int], out_of_range: dict[str, int]) ->
                     out_of_range[col] = out_of_range.get(col, 0) + 1
 
 
+class _CountingWriter:
+    """Writes server batches to the store; what the store refuses is counted in ``lost``
+    (``{"events", "metric_rows", "errors"}``), the first error said once on stderr."""
+
+    def __init__(self) -> None:
+        self.lost = {"events": 0, "metric_rows": 0, "errors": 0}
+        self._lock = threading.Lock()
+
+    def __call__(self, write, batch, key: str, what: str) -> None:
+        """``write(batch)``; a refusal adds ``len(batch)`` to ``lost[key]``."""
+        try:
+            write(batch)
+        except (sqlite3.Error, StoreError, OSError) as exc:
+            with self._lock:
+                first = not self.lost["errors"]
+                self.lost["errors"] += 1
+                self.lost[key] += len(batch)
+            if first:
+                print(f"tealeaves: {what} not stored ({exc}); counted, collection goes on",
+                      file=sys.stderr)
+
+
 def start_server_signals(store: SampleStore, stop: threading.Event, *,
                          server_log: str | Path | None = None, from_start: bool = False,
                          tz: str = "UTC", server_metrics: str | None = None,
@@ -186,22 +211,9 @@ def start_server_signals(store: SampleStore, stop: threading.Event, *,
         without a count).
     """
     threads = []
-    lost = {"events": 0, "metric_rows": 0, "errors": 0}
+    put = _CountingWriter()
     if health is not None:
-        health["server_not_stored"] = lost
-    lock = threading.Lock()
-
-    def put(write, batch, key: str, what: str) -> None:
-        try:
-            write(batch)
-        except (sqlite3.Error, StoreError, OSError) as exc:
-            with lock:
-                first = not lost["errors"]
-                lost["errors"] += 1
-                lost[key] += len(batch)
-            if first:
-                print(f"tealeaves: {what} not stored ({exc}); counted, collection goes on",
-                      file=sys.stderr)
+        health["server_not_stored"] = put.lost
 
     if server_log is not None:
         from tealeaves.collectors.server_log import follow

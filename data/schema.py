@@ -15,6 +15,8 @@ previous reading to difference against, or a GPM value not refreshed in this swe
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import pandas as pd
 
@@ -129,6 +131,44 @@ def entity_short(gpu) -> str:
         return str(int(gpu))
     p, inst = parts
     return f"{'?' if p is None else p} · GI {inst}"
+
+
+class GpuEntity(NamedTuple):
+    """One entity of the ``gpu`` column, unpacked: a whole GPU (``instance`` None) or a MIG
+    instance of GPU ``gpu`` (None where the source did not name the parent).
+    ``GpuEntity.from_code(g).code == g``; ``str()`` is ``entity_name``: ``"GPU 3"``,
+    ``"GPU 0 · GI 1"``, ``"GPU ? · GI 21"``.
+
+    Attributes:
+        gpu: the GPU index, or the MIG instance's parent GPU index (None: not known).
+        instance: the MIG GPU-instance id (0..``MIG_SLOTS``-1), None for a whole GPU.
+    """
+
+    gpu: int | None
+    instance: int | None = None
+
+    @classmethod
+    def from_code(cls, code) -> GpuEntity:
+        """The entity the ``gpu`` column's number ``code`` stands for (``mig_entity``)."""
+        parts = mig_parent(code)
+        return cls(int(code)) if parts is None else cls(*parts)
+
+    @property
+    def is_mig(self) -> bool:
+        """True for a MIG instance."""
+        return self.instance is not None
+
+    @property
+    def code(self) -> int:
+        """The ``gpu`` column's number: the index of a whole GPU, else ``mig_entity``'s.
+
+        Raises:
+            ValueError: a MIG instance out of ``mig_entity``'s range.
+        """
+        return int(self.gpu) if self.instance is None else mig_entity(self.gpu, self.instance)
+
+    def __str__(self) -> str:
+        return entity_name(self.code)
 
 
 def peers(gpus) -> list[int]:

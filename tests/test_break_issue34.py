@@ -233,13 +233,13 @@ def test_calibrate_weight_must_be_a_finite_positive_number(tmp_path, w, capsys):
 def test_a_failed_save_leaves_the_folder_as_it_was(tmp_path, monkeypatch):
     import skops.io
 
-    from tealeaves.classifier.model import _load_skops
+    from tealeaves.classifier.model_files import load_skops
 
     m = PhaseModel.load()
     # scikit-learn's estimators, as `train` and `calibrate` make them (a loaded model runs
     # numpy trees and saves its archives' bytes): written through skops.io.dump
-    m.estimator = _load_skops(MODEL_DIR / "phase_model.skops")
-    m.shares.estimator_ = _load_skops(MODEL_DIR / "phase_model.shares.skops")
+    m.estimator = load_skops(MODEL_DIR / "phase_model.skops")
+    m.shares.estimator_ = load_skops(MODEL_DIR / "phase_model.shares.skops")
     d = tmp_path / "m"
     m.save(d)
     before = {p.name: p.read_bytes() for p in d.iterdir()}

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from tealeaves.classifier.features import MODEL_COLUMNS, WindowFeatures
-from tealeaves.classifier.model import MODEL_DIR, PhaseModel, _load_skops
+from tealeaves.classifier.model import MODEL_DIR, PhaseModel
+from tealeaves.classifier.model_files import load_skops
 from tealeaves.classifier.trees import TreeEnsemble, beside
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.traces import read_trace
@@ -28,7 +29,7 @@ def features():
 def test_numpy_trees_give_scikit_learns_probabilities(features, name):
     from tealeaves.classifier.shares import share_columns
 
-    est = _load_skops(MODEL_DIR / name)
+    est = load_skops(MODEL_DIR / name)
     cols = share_columns() if "shares" in name else MODEL_COLUMNS
     X = features.reindex(columns=list(cols)).to_numpy(dtype=float)
     rng = np.random.default_rng(0)
@@ -65,7 +66,7 @@ def test_trees_of_other_bytes_are_never_read(tmp_path, monkeypatch, features):
     d = tmp_path / "model"
     shutil.copytree(MODEL_DIR, d)
     # trees beside the archive that belong to another archive (a hand copy, an old file)
-    other = TreeEnsemble.from_estimator(_load_skops(MODEL_DIR / "phase_model.skops"))
+    other = TreeEnsemble.from_estimator(load_skops(MODEL_DIR / "phase_model.skops"))
     other.value = np.zeros_like(other.value)  # would score every class alike
     from tealeaves.classifier.trees import store
 
@@ -93,7 +94,7 @@ def test_a_damaged_npz_or_an_unmakeable_cache_falls_back_to_the_archive(tmp_path
     """A truncated ``.trees.npz`` beside the archive, or a cache folder that cannot be made
     (``XDG_CACHE_HOME`` a file), is skipped: the trees come from the skops archive itself
     (they had dropped the phase model to the rules)."""
-    from tealeaves.classifier import model as m
+    from tealeaves.classifier import model_files as m
     from tealeaves.classifier import trees
 
     src = MODEL_DIR
@@ -103,6 +104,6 @@ def test_a_damaged_npz_or_an_unmakeable_cache_falls_back_to_the_archive(tmp_path
     trees.beside(arch).write_bytes((src / "phase_model.trees.npz").read_bytes()[:5000])
     (tmp_path / "afile").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "afile"))
-    got = m._load_trees(arch)
+    got = m.load_trees(arch)
     X = np.random.default_rng(1).normal(size=(200, good.n_features_in_))
     np.testing.assert_allclose(got.predict_proba(X), good.predict_proba(X), atol=1e-12)

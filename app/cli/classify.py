@@ -137,39 +137,54 @@ def shares_last(windows):
     return windows[[c for c in windows.columns if c not in new] + new]
 
 
+def _read_inputs(args: argparse.Namespace):
+    """``classify``'s inputs, every file checked before any is opened: ``(groups, trace,
+    labels, server, balance)`` (``--groups`` parsed, the trace, the ``--labels`` intervals,
+    the ``--server-log`` truth, the ``--server-metrics`` balance; None where not given).
+
+    Raises:
+        TraceError, ServerLogError, ValueError: a file, format or option refused.
+    """
+    from tealeaves.classifier.groups import parse_groups
+    from tealeaves.data.importers import load_trace, regular_file
+    from tealeaves.data.traces import read_labels
+
+    # every file named, before any is opened: a FIFO would block, a device never end
+    for opt, path in (("", args.trace), ("--labels ", args.labels),
+                      ("--server-log ", args.server_log),
+                      ("--server-metrics ", args.server_metrics)):
+        if path is not None:
+            try:
+                regular_file(path)
+            except ValueError as exc:
+                raise ValueError(f"{opt}{exc}") from None
+    groups = parse_groups(args.groups) if args.groups is not None else None
+    trace = load_trace(args.trace, format=args.format, **file_reading(args))
+    labels = read_labels(args.labels) if args.labels else None
+    if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
+        from tealeaves.classifier.evaluate import check_gpus_in_trace
+
+        check_gpus_in_trace(labels, trace.samples, args.labels)
+    server = _server_log_truth(args, trace) if args.server_log else None
+    balance = (_server_balance(args.server_metrics, trace, args.utc)
+               if args.server_metrics else None)
+    return groups, trace, labels, server, balance
+
+
 def cmd_classify(args: argparse.Namespace) -> int:
     """``tealeaves classify``: print the windows (table, ``--csv`` or ``--json``), the phase
     counts, the hot set and, with labels or a confident server log, the accuracy.  Returns the
     exit status (0; 2 bad input)."""
     from tealeaves.classifier import classify_with_segments, default_labeller, score_against_labels
     from tealeaves.classifier.evaluate import time_accuracy
-    from tealeaves.classifier.groups import GroupsError, parse_groups
+    from tealeaves.classifier.groups import GroupsError
     from tealeaves.classifier.mig import balance_line, load_balance, window_loads
     from tealeaves.classifier.summary import group_summary, imbalance_summary
-    from tealeaves.data.importers import load_trace, regular_file
     from tealeaves.data.server_log import ServerLogError
-    from tealeaves.data.traces import TraceError, read_labels
+    from tealeaves.data.traces import TraceError
 
     try:
-        # every file named, before any is opened: a FIFO would block, a device never end
-        for opt, path in (("", args.trace), ("--labels ", args.labels),
-                          ("--server-log ", args.server_log),
-                          ("--server-metrics ", args.server_metrics)):
-            if path is not None:
-                try:
-                    regular_file(path)
-                except ValueError as exc:
-                    raise ValueError(f"{opt}{exc}") from None
-        groups = parse_groups(args.groups) if args.groups is not None else None
-        trace = load_trace(args.trace, format=args.format, **file_reading(args))
-        labels = read_labels(args.labels) if args.labels else None
-        if labels is not None:  # hot GPUs the trace lacks: refused, as evaluate does
-            from tealeaves.classifier.evaluate import check_gpus_in_trace
-
-            check_gpus_in_trace(labels, trace.samples, args.labels)
-        server = _server_log_truth(args, trace) if args.server_log else None
-        balance = (_server_balance(args.server_metrics, trace, args.utc)
-                   if args.server_metrics else None)
+        groups, trace, labels, server, balance = _read_inputs(args)
     except (TraceError, ServerLogError, ValueError) as exc:  # ImportFormatError, --format
         return fail(str(exc))
     from tealeaves.app.cli.imports import placement_note, refusal_note

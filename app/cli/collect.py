@@ -29,23 +29,12 @@ def cmd_collect(args: argparse.Namespace) -> int:
     from tealeaves.app.session import Session
     from tealeaves.collectors.bench import CpuMeter, rss_mb
     from tealeaves.data.device_facts import DeviceConflictError
-    from tealeaves.data.server_log import ServerLogError, resolve_tz
+    from tealeaves.data.server_log import ServerLogError
     from tealeaves.data.store import StoreError
 
-    if args.server_log is not None:  # a bad --tz is refused before anything is opened
-        try:
-            resolve_tz(args.tz)
-        except ServerLogError as exc:
-            return fail(f"--tz: {exc}")
-    for option, path in (("--parquet", args.parquet), ("--stats-json", args.stats_json)):
-        problem = path is not None and out_path_problem(option, path)
-        if problem:  # refused before anything is collected
-            return fail(problem)
-        if path is not None and _same_file(path, args.store):
-            return fail(f"{option} {path}: is the store; give another file name")
-    if args.parquet is not None and args.stats_json is not None and \
-            _same_file(args.parquet, args.stats_json):
-        return fail(f"--stats-json {args.stats_json}: is the --parquet file; give another name")
+    refused = _refuse_options(args)
+    if refused is not None:
+        return refused
     opened = _open_source(args)
     if isinstance(opened, int):
         return opened
@@ -112,6 +101,28 @@ def cmd_collect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_options(args: argparse.Namespace) -> int | None:
+    """The exit status (2, one error) when ``--tz`` or an output file of ``args`` is refused
+    before anything is opened (an output naming the store or the other output); else None."""
+    from tealeaves.data.server_log import ServerLogError, resolve_tz
+
+    if args.server_log is not None:  # a bad --tz is refused before anything is opened
+        try:
+            resolve_tz(args.tz)
+        except ServerLogError as exc:
+            return fail(f"--tz: {exc}")
+    for option, path in (("--parquet", args.parquet), ("--stats-json", args.stats_json)):
+        problem = path is not None and out_path_problem(option, path)
+        if problem:  # refused before anything is collected
+            return fail(problem)
+        if path is not None and _same_file(path, args.store):
+            return fail(f"{option} {path}: is the store; give another file name")
+    if args.parquet is not None and args.stats_json is not None and \
+            _same_file(args.parquet, args.stats_json):
+        return fail(f"--stats-json {args.stats_json}: is the --parquet file; give another name")
+    return None
+
+
 def server_not_stored(health: dict) -> str:
     """What of the server's signals the store refused while collecting
     (``collectors.start_server_signals``' ``server_not_stored`` count), in words; "" when
@@ -125,10 +136,12 @@ def server_not_stored(health: dict) -> str:
 
 
 def _open_source(args: argparse.Namespace):
-    """The collector of ``collect`` (a replay of ``--replay``, else NVML), opened:
-    ``(collector, devices)``, or the exit status when it cannot be."""
+    """The collector of ``collect`` (a replay of ``--replay``, else NVML), opened
+    (``collectors.source.open_source``): ``(collector, devices)``, or the exit status when it
+    cannot be."""
+    from tealeaves.collectors.source import open_source
+
     if args.replay is not None:
-        from tealeaves.collectors.replay import ReplayCollector
         from tealeaves.data.importers import ImportFormatError, load_trace
         from tealeaves.data.traces import TraceError
 
@@ -144,15 +157,13 @@ def _open_source(args: argparse.Namespace):
             tr.samples["host"] = args.host
             if len(tr.devices):
                 tr.devices["host"] = args.host
-        collector = ReplayCollector(tr, speed=args.speed, rebase=True, loop=args.loop)
-        return collector, collector.open()
-    from tealeaves.collectors.nvml import NvmlCollector, UnknownGpus
+        return open_source("replay", trace=tr, speed=args.speed, loop=args.loop)
+    from tealeaves.collectors.nvml import UnknownGpus
     from tealeaves.collectors.nvml_shim import NvmlUnavailable
 
-    collector = NvmlCollector(hz=args.hz, gpus=args.gpus, threads=args.threads,
-                              pcie_hz=args.pcie_hz)
     try:
-        return collector, collector.open()
+        return open_source("nvml", hz=args.hz, gpus=args.gpus, threads=args.threads,
+                           pcie_hz=args.pcie_hz)
     except UnknownGpus as exc:
         return fail(f"--gpus: {exc}")
     except NvmlUnavailable as exc:
@@ -191,11 +202,12 @@ def _finish(args: argparse.Namespace, session, n: int, start_cursor, cost: dict)
 
     from tealeaves.collectors.health import intermittent, intermittent_text
     from tealeaves.collectors.nvml import health_summary
+    from tealeaves.collectors.source import DriverSource
 
     collector, store = session.collector, session.store
     h = collector.health
     meta = {"collector": "replay" if args.replay else "nvml", "hz": args.hz,
-            "driver": getattr(collector, "driver", None),
+            "driver": collector.driver if isinstance(collector, DriverSource) else None,
             "hostname": socket.gethostname(), "tealeaves": package_version()}
     try:
         for k, v in meta.items():

@@ -111,7 +111,8 @@ def _print_score(r: dict) -> None:
 
 
 def _evaluate_corpus(args: argparse.Namespace) -> int:
-    from tealeaves.classifier.evaluate import load_corpus, report_markdown, validate_corpus
+    from tealeaves.classifier.evaluate import load_corpus, validate_corpus
+    from tealeaves.classifier.evaluate_report import report_markdown
     from tealeaves.data.traces import TraceError
 
     try:
