@@ -20,7 +20,6 @@ holds server events or metrics.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shutil
@@ -50,7 +49,7 @@ class Source:
     """Where samples come from.
 
     Attributes:
-        collector: an object with ``open`` / ``stream`` / ``close`` (``run_to_store`` drives it).
+        collector: a ``collectors.source.Source`` (``run_to_store`` drives it).
         label: one line for people: "live NVML, 2 GPUs" or "replay of <file>".
         kind: ``"nvml"`` or ``"replay"``.
         devices: device rows when the collector was already opened (to probe for GPUs).
@@ -74,20 +73,15 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
         ValueError: ``trace`` is missing or not a readable trace (``TraceError``), or ``speed``
             / ``hz`` is not positive.
     """
-    from tealeaves.collectors.replay import ReplayCollector
+    from tealeaves.collectors.source import open_source
 
     if trace is None and not force_replay:
-        from tealeaves.collectors.nvml import NvmlCollector
         from tealeaves.collectors.nvml_shim import NvmlUnavailable
 
-        collector = None
-        try:
-            collector = NvmlCollector(hz=hz)
-            devices = collector.open()
+        try:  # open_source releases NVML if it started but found no GPU
+            collector, devices = open_source("nvml", hz=hz)
         except NvmlUnavailable:
-            if collector is not None:  # release NVML if it started but found no GPU
-                with contextlib.suppress(Exception):
-                    collector.close()
+            pass
         else:
             n = len(devices)
             return Source(collector, f"live NVML, {n} GPU{'s' if n != 1 else ''}", "nvml",
@@ -95,7 +89,8 @@ def choose_source(trace: str | Path | None = None, speed: float = 1.0, hz: float
     path = Path(trace) if trace is not None else bundled_trace_path()
     tr = load_trace(path, **(reading or {})) if trace is not None else load_trace(path)
     label = f"replay of {path.name}" + (f" at {speed:g}x" if speed != 1.0 else "")
-    return Source(ReplayCollector(tr, speed=speed, rebase=True, loop=True), label, "replay")
+    # no device rows: the replay's writer lock is "replay", as before (claim_store)
+    return Source(open_source("replay", trace=tr, speed=speed, loop=True)[0], label, "replay")
 
 
 def align_server_log(server_log: str | Path, samples: pd.DataFrame, tz: str = "UTC",
@@ -243,14 +238,14 @@ def _prometheus_source(url: str, step_s: float, lookback_s: float, trace, server
     Raises:
         ValueError: a trace or log given, or Prometheus refused (``PrometheusError``).
     """
-    from tealeaves.collectors.prometheus import PrometheusCollector, PrometheusError
+    from tealeaves.collectors.prometheus import PrometheusError
+    from tealeaves.collectors.source import open_source
 
     if trace is not None or server_log is not None:
         raise ValueError("--prometheus reads the cluster from Prometheus: no --trace or "
                          "--server-log")
     try:
-        pc = PrometheusCollector(url, step_s=step_s, lookback_s=lookback_s)
-        devices = pc.open()
+        pc, devices = open_source("prometheus", url=url, step_s=step_s, lookback_s=lookback_s)
     except PrometheusError as exc:
         raise ValueError(str(exc)) from None
     # a reading stands until the next step (lanes hold it, not gaps between points)
