@@ -66,6 +66,39 @@ def parse_zone(tz: str | dt.tzinfo | None) -> dt.tzinfo:
                          f"or an offset like +02:00)") from exc
 
 
+#: Longest zone name read (the longest IANA name is 32 characters).
+MAX_ZONE_CHARS = 64
+_ZONES: dict[str, str] = {}
+
+
+def iana_name(tz: str | None) -> str:
+    """The IANA time zone name ``tz`` as the zone database spells it, any case, as a browser
+    or a person types it (``europe/berlin`` -> ``Europe/Berlin``; surrounding blanks dropped).
+
+    Raises:
+        ValueError: empty, too long or not a zone of the system's zone database.
+    """
+    name = str(tz or "").strip()
+    hint = "use an IANA name such as Europe/Berlin or UTC"
+    if not name:
+        raise ValueError(f"no time zone given ({hint})")
+    if len(name) > MAX_ZONE_CHARS:
+        raise ValueError(f"time zone {name[:40]!r}... is not a zone name ({hint})")
+    try:
+        ZoneInfo(name)
+        return name
+    except (ZoneInfoNotFoundError, ValueError, OSError):
+        pass
+    if not _ZONES:
+        from zoneinfo import available_timezones
+
+        _ZONES.update({z.lower(): z for z in available_timezones()})
+    canon = _ZONES.get(name.lower())
+    if canon is None:
+        raise ValueError(f"unknown time zone {name!r} ({hint})")
+    return canon
+
+
 def zone_name(zone: dt.tzinfo) -> str:
     """A zone as a summary names it (``"UTC"``, ``"Europe/Berlin"``, ``"UTC+02:00"``)."""
     key = getattr(zone, "key", None)

@@ -36,7 +36,9 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
+
+from tealeaves.data.wallclock import iana_name
 
 #: Largest upload accepted, bytes (20 MB).
 MAX_BYTES = 20 * 2**20
@@ -145,42 +147,19 @@ class CaptureTime:
 
 
 #: Longest time zone name accepted (the longest IANA name has 32 characters).
-MAX_ZONE_CHARS = 64
 
 
 def zone_name(tz: str | None) -> str:
     """The IANA time zone name ``tz`` as the zone database spells it (``europe/berlin`` ->
-    ``Europe/Berlin``; surrounding blanks dropped).
+    ``Europe/Berlin``; surrounding blanks dropped): ``data.wallclock.iana_name``.
 
     Raises:
         ScreenshotError: empty, too long or not a zone of the system's zone database.
     """
-    name = str(tz or "").strip()
-    hint = "use an IANA name such as Europe/Berlin or UTC"
-    if not name:
-        raise ScreenshotError(f"no time zone given ({hint})")
-    if len(name) > MAX_ZONE_CHARS:
-        raise ScreenshotError(f"time zone {name[:40]!r}... is not a zone name ({hint})")
     try:
-        ZoneInfo(name)
-        return name
-    except (ZoneInfoNotFoundError, ValueError, OSError):
-        pass
-    canon = _zones_by_lower().get(name.lower())
-    if canon is None:
-        raise ScreenshotError(f"unknown time zone {name!r} ({hint})")
-    return canon
-
-
-_ZONES: dict[str, str] = {}
-
-
-def _zones_by_lower() -> dict[str, str]:
-    if not _ZONES:
-        from zoneinfo import available_timezones
-
-        _ZONES.update({z.lower(): z for z in available_timezones()})
-    return _ZONES
+        return iana_name(tz)
+    except ValueError as exc:
+        raise ScreenshotError(str(exc)) from None
 
 
 def to_epoch(local: datetime, tz: str, strict: bool = False) -> float:
