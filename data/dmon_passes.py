@@ -6,6 +6,7 @@ chunk over as a sample frame."""
 from __future__ import annotations
 
 import math
+import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
@@ -65,7 +66,8 @@ class FileLines:
     :data:`Lines`).  The first pass checks what reading the file whole would (its size and
     line lengths against ``MAX_FILE_BYTES``/``MAX_LINE_BYTES``) and that it can be read a
     chunk at a time, and notes a checksum of each chunk; a later pass reads the same bytes
-    and refuses a file that changed in between.
+    and refuses a file that changed in between.  A file that grew (a live log) is read up
+    to the size the first pass found, and ``growth_note`` says so.
 
     Raises (from the iterator):
         NotStreamable: first pass only: a byte-order mark, a wide encoding, binary data,
@@ -78,6 +80,8 @@ class FileLines:
         self.name = str(path)
         self.crcs: list[int] | None = None
         self.size = 0
+        self.open_end = False  # the last line read had no line end
+        self.grown = 0  # bytes the file grew by while imported (checked after the last pass)
 
     def __call__(self) -> Iterator[tuple[int, list[str]]]:
         first = self.crcs is None
@@ -110,9 +114,25 @@ class FileLines:
         if carry:
             yield lineno, [self._text(carry, first)]
         if first:
-            self.crcs, self.size = crcs, total
+            self.crcs, self.size, self.open_end = crcs, total, bool(carry)
         elif total != self.size:
             raise self._changed()
+        else:
+            try:
+                self.grown = max(os.stat(self.path).st_size - self.size, 0)
+            except OSError:
+                self.grown = 0
+
+    def growth_note(self) -> str | None:
+        """What the import did not read of a file that grew while it was imported (a live
+        log): None when it did not grow."""
+        if not self.grown:
+            return None
+        last = (" (its last line then had no line end: it may have been cut short)"
+                if self.open_end else "")
+        return (f"the file grew by {self.grown:,} bytes while it was imported: those lines "
+                f"were not read, only its first {self.size:,} bytes{last}; import it again "
+                f"to add them (the rows stored now are passed over)")
 
     def _first_checks(self, chunk: bytes, total: int, bound: _LineBound) -> None:
         limit = import_common.MAX_FILE_BYTES
@@ -270,6 +290,9 @@ class DmonImport:
         res.normalised = list(self.normalised)
         if self.clock.note():
             res.notes.append(self.clock.note())
+        grown = getattr(self.lines, "growth_note", lambda: None)()
+        if grown:
+            res.notes.append(grown)
         self.result = res
 
     def _screen(self, ts: np.ndarray, gap: np.ndarray, lines: np.ndarray

@@ -304,8 +304,9 @@ class SampleStore(SideTables):
         stored one, a fact it leaves out (NaN, empty) keeps what is stored.
 
         Returns:
-            ``{"stored", "repeats", "conflicts", "first_conflict", "metrics_stored",
-            "metrics_repeats"}``: rows, except ``first_conflict`` (``_insert_samples``).
+            ``{"stored", "repeats", "conflicts", "first_conflict", "near_stored",
+            "metrics_stored", "metrics_repeats"}``: rows, except ``first_conflict`` and
+            ``near_stored`` (``store_rows._insert_samples``).
             A conflict is a row of a host, GPU and instant stored or coming already with
             another value in a column both hold (a reading, the uuid): both rows are kept
             and counted, for the caller to report.

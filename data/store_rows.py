@@ -90,12 +90,17 @@ def _insert_samples(conn, frames: Iterable[pd.DataFrame]) -> dict:
     the insert).
 
     Returns:
-        ``{"stored", "repeats", "conflicts", "first_conflict"}``; ``first_conflict`` is None
-        or ``{"host", "gpu", "timestamp", "column", "stored", "new"}``.
+        ``{"stored", "repeats", "conflicts", "first_conflict", "near_stored"}``;
+        ``first_conflict`` is None or ``{"host", "gpu", "timestamp", "column", "stored",
+        "new"}``; ``near_stored`` lists ``[host, gpu]`` of the GPUs given new rows within
+        ``NEAR_S`` of samples stored before this call (another file of that host and GPU:
+        the same machine's next log, or another machine under the same host name).
     """
     placeholders = ", ".join("?" for _ in COLUMNS)
     stored = repeats = conflicts = 0
     first = None
+    before = conn.execute("SELECT COALESCE(MAX(id), 0) FROM samples").fetchone()[0]
+    near: set[tuple] = set()
     for frame in frames:  # a frame's rows are inserted before the next one looks: it finds
         if frame.empty:  # them stored (memory: one frame and the rows stored in its span)
             continue
@@ -126,8 +131,25 @@ def _insert_samples(conn, frames: Iterable[pd.DataFrame]) -> dict:
         conn.executemany(f"INSERT INTO samples ({', '.join(COLUMNS)}) VALUES "
                          f"({placeholders})", rows)
         stored += len(rows)
+        if rows and before:
+            near |= _near_stored(conn, rows, before, lo, hi)
     return {"stored": stored, "repeats": repeats, "conflicts": conflicts,
-            "first_conflict": first}
+            "first_conflict": first, "near_stored": sorted([h, g] for h, g in near)}
+
+
+#: How close (s) new rows of a host and GPU must come to rows stored before for the import
+#: to say so: a minute, so a second file placed at its own modification time (no timestamps)
+#: a moment after another machine's is seen, and a log's rotation is too.
+NEAR_S = 60.0
+
+
+def _near_stored(conn, rows: list[tuple], before: int, lo: float, hi: float) -> set[tuple]:
+    """The ``(host, gpu)`` of ``rows`` (just inserted) that had rows stored (id at most
+    ``before``) within ``NEAR_S`` of ``[lo, hi]``."""
+    got = {(r[_KEY[0]], r[_KEY[1]]) for r in rows}
+    old = conn.execute("SELECT DISTINCT host, gpu FROM samples WHERE id <= ? AND timestamp >= ? "
+                       "AND timestamp <= ?", (before, lo - NEAR_S, hi + NEAR_S)).fetchall()
+    return got & {tuple(o) for o in old}
 
 
 def _insert_metrics(conn, frames: list[pd.DataFrame]) -> tuple[int, int]:

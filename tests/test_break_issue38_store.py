@@ -455,3 +455,45 @@ def test_collect_exits_4_and_says_what_of_the_server_was_not_stored(tmp_path):
                                                     "errors": 2}})
     assert line == ("12 server events and 3 server metric rows not stored "
                     "(2 store write errors)")
+
+
+# -- 2c. another machine's file under the same host name ------------------------------------
+
+def test_a_second_file_near_stored_samples_of_the_same_gpus_is_said(tmp_path, capsys):
+    """A fresh user imported an RTX PRO dmon and an H100 table (both without --host, both
+    placed at their modification times, 2.6 ms apart): the store mixed them as one machine's
+    GPUs without a word.  Now the import says so, naming the GPUs; an exact re-import and a
+    file far in time say nothing."""
+    import os
+
+    from tealeaves.app.cli import main
+
+    dmon = tmp_path / "dmon.txt"
+    dmon.write_text("# gpu    sm   mem\n# Idx     %     %\n"
+                    + "".join(f"    {g}    {50 + t}    20\n" for t in range(5) for g in range(2)))
+    other = tmp_path / "other.txt"
+    other.write_text("# gpu    sm   mem\n# Idx     %     %\n"
+                     + "".join(f"    {g}    {5 + t}    2\n" for t in range(3) for g in range(4)))
+    far = tmp_path / "far.txt"
+    far.write_text(other.read_text())
+    now = 1_765_000_000.0
+    os.utime(dmon, (now, now))
+    os.utime(other, (now + 0.003, now + 0.003))
+    os.utime(far, (now + 7200, now + 7200))
+    db = tmp_path / "s.db"
+    assert main(["import", str(dmon), "--store", str(db)]) == 0
+    assert "NOTE: samples were already stored" not in capsys.readouterr().out
+    assert main(["import", str(dmon), "--store", str(db)]) == 0  # the same file again
+    assert "NOTE: samples were already stored" not in capsys.readouterr().out
+    assert main(["import", str(other), "--store", str(db), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["near_stored"] == [["localhost", 0], ["localhost", 1]]
+    assert main(["import", str(far), "--store", str(db)]) == 0
+    assert "NOTE: samples were already stored" not in capsys.readouterr().out
+    os.utime(other, (now + 5, now + 5))
+    db2 = tmp_path / "s2.db"
+    assert main(["import", str(dmon), "--store", str(db2)]) == 0
+    assert main(["import", str(other), "--store", str(db2)]) == 0
+    out = capsys.readouterr().out
+    assert ("NOTE: samples were already stored within a minute of this import's for host "
+            "localhost: GPUs 0, 1: ") in out and "--host" in out

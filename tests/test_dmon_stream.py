@@ -233,3 +233,29 @@ def test_a_file_of_bad_lines_lists_the_first_and_counts_the_rest(tmp_path, monke
     assert main(["import", str(path), "--store", str(tmp_path / "s.db")]) == 0
     out = capsys.readouterr().out
     assert "30 lines skipped" in out and "  ... 26 more" in out
+
+
+def test_a_file_that_grows_while_imported_is_read_to_the_surveyed_size_and_says_so(
+        tmp_path, monkeypatch, capsys):
+    """A live log grows between the survey and the store: the rows surveyed are stored, the
+    summary says how many bytes were not read (before: the added rows went unsaid)."""
+    from tealeaves.app.cli import main
+
+    path = tmp_path / "dmon.txt"
+    path.write_text(TEXTS["DST spring gap"])
+    survey = dmon_passes.DmonImport.survey
+
+    def then_grown(self):
+        got = survey(self)
+        with path.open("a") as f:
+            f.write("20240331 03:59:59  0  100  5  5\n")
+        return got
+    monkeypatch.setattr(dmon_passes.DmonImport, "survey", then_grown)
+    db = tmp_path / "s.db"
+    assert main(["import", str(path), "--store", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "the file grew by 64 bytes while it was imported" in out, out  # 32 bytes, twice
+    assert "import it again to add them" in out
+    monkeypatch.undo()
+    assert main(["import", str(path), "--store", str(db)]) == 0  # the added row now
+    assert "stored 1 sample (" in capsys.readouterr().out

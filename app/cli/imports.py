@@ -73,7 +73,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     if args.json:
         print(json_dumps({"store": str(args.store), "stored": stored,
                           "already_stored": repeats, "conflicts": counts["conflicts"],
-                          "first_conflict": counts["first_conflict"], "files": report,
+                          "first_conflict": counts["first_conflict"],
+                          "near_stored": counts["near_stored"], "files": report,
                           "server_metrics": page_report,
                           "server_metrics_stored": counts["metrics_stored"],
                           "server_metrics_already_stored": counts["metrics_repeats"]}))
@@ -91,6 +92,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     print(f"stored {what} in {shown(args.store)}")
     if counts["conflicts"]:
         print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
+    if counts["near_stored"]:
+        print(near_note(counts["near_stored"]))
     return 0
 
 
@@ -164,6 +167,19 @@ def conflict_note(n: int, first: dict, utc: bool = False) -> str:
             f"{time_text(first['timestamp'], utc)}: {first['column']} {first['stored']!r} "
             f"and {first['new']!r}); all kept as read: rows of one GPU and time that disagree "
             f"(two hosts of one name, a file of another run, or one GPU listed twice?)")
+
+
+def near_note(near: list) -> str:
+    """The summary line for GPUs given new samples within a minute of samples stored before
+    (``SampleStore.append_import``'s ``near_stored``: ``[[host, gpu], ...]``)."""
+    by_host: dict[str, list[int]] = {}
+    for host, gpu in near:
+        by_host.setdefault(host, []).append(int(gpu))
+    which = "; ".join(f"host {h}: {entities_text(sorted(g))}" for h, g in sorted(by_host.items()))
+    return (f"NOTE: samples were already stored within a minute of this import's for {which}: "
+            f"the same machine's next log, or another machine under the same host name? "
+            f"Import another machine's files with their own --host, or its GPUs' samples mix "
+            f"with these (and a device fact of one names the other's GPUs)")
 
 
 def all_refused(path: Path, result, columns: str | None = None) -> str | None:
