@@ -353,3 +353,18 @@ def test_the_dashboard_calls_a_near_idle_window_idle_not_unknown():
             "dram_active_mean": 0.3}
     assert _ratio_text(near) == "– (idle)"  # was "–": as if unread
     assert _ratio_text({**near, "tensor_active_mean": 30.0}) == "–"
+
+
+def test_a_path_that_is_no_page_answers_404(tmp_path):
+    """Dash's catch-all served the live page for any path (``/nonexistent``: 200); the pages,
+    their trailing-slash forms and Dash's own routes still answer."""
+    from tealeaves.app.dashboard.factory import create_app
+    from tealeaves.data.store import SampleStore
+
+    with SampleStore(tmp_path / "s.db") as st:
+        client = create_app(st).server.test_client()
+        got = {p: client.get(p).status_code
+               for p in ("/", "/screenshots", "/screenshots/", "/nonexistent", "/a/b",
+                         "/_dash-layout", "/assets/live.js")}
+    assert got == {"/": 200, "/screenshots": 200, "/screenshots/": 200, "/nonexistent": 404,
+                   "/a/b": 404, "/_dash-layout": 200, "/assets/live.js": 200}

@@ -24,6 +24,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(json_dumps({"gpus": [], "error": str(exc)}))
         else:
             print(f"no NVIDIA GPU found: {exc}")
+            print("(without a GPU: `tealeaves dashboard` replays a bundled real trace; "
+                  "`tealeaves import FILE` reads nvidia-smi/DCGM captures of another machine)")
         return EXIT_NO_GPU
     print(json_dumps(report) if args.json else format_table(report))
     return 0

@@ -113,7 +113,23 @@ def create_app(store: SampleStore, config: DashboardConfig | None = None,
     live_page.register(app, live, config)
     shots_page.register(app, live)
     guard_callbacks(app)  # a malformed callback request: 400 and one log line
+    _not_found_off_the_pages(app)
     return app
+
+
+def _not_found_off_the_pages(app: dash.Dash) -> None:
+    """A path that is no page (``PAGES``) answers 404: Dash's catch-all route serves the app
+    for any path, so ``/nonexistent`` read as the live page with status 200."""
+    from flask import abort, request
+
+    paths = {page.PATH.rstrip("/") or "/" for page, _link, _body in PAGES}
+
+    @app.server.before_request
+    def _only_pages():
+        rule = request.url_rule
+        if rule is not None and rule.rule == "/<path:path>" and \
+                (request.path.rstrip("/") or "/") not in paths:
+            abort(404)
 
 
 def _drawn_by_the_app(**_query) -> list:
