@@ -10,11 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from tealeaves.data.schema import METRIC_NAMES
+from tealeaves.data.schema import DEFAULT_WINDOW_S, METRIC_NAMES
 
-#: Window length chosen by measurement on the bundled H200 traces (``docs/classifier_v0_rules.md``):
-#: 0.5 s holds 4-5 GPM readings at 10 Hz and keeps boundary windows few.
-DEFAULT_WINDOW_S = 0.5
 #: Metrics whose readings per window are counted (the source's rate, ``shares.inputs_of``).
 RATE_METRICS = ("sm_active", "gpu_util", "power_w")
 

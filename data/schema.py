@@ -211,6 +211,11 @@ def valid_entity(gpu: np.ndarray) -> np.ndarray:
     whole = np.isfinite(g) & (g == np.floor(g))
     top = MIG_BASE + (MAX_GPUS + 1) * MIG_SLOTS
     return whole & (((g >= 0) & (g < MAX_GPUS)) | ((g >= MIG_BASE) & (g < top)))
+#: The classifier's window length, s (``classifier.windows`` re-exports it): chosen by
+#: measurement on the bundled H200 traces (``docs/classifier_v0_rules.md``): 0.5 s holds 4-5
+#: GPM readings at 10 Hz and keeps boundary windows few.  Here, at the bottom, so the CLI
+#: states it without loading the classifier.
+DEFAULT_WINDOW_S = 0.5
 #: Timestamps before this (2000-01-01 UTC) are not readings of a GPU that runs an LLM.
 EARLIEST_TS = 946_684_800.0
 #: How far (s) a timestamp may lie past now, or past the rest of its file, before it is refused.

@@ -21,7 +21,7 @@ from tealeaves.app.cli.args import (
 )
 from tealeaves.app.cli.common import Working, add_utc_flag, fail, na, plural, time_text
 from tealeaves.data.jsontext import dumps as json_dumps
-from tealeaves.data.schema import entity_name, entity_short
+from tealeaves.data.schema import DEFAULT_WINDOW_S, entity_name, entity_short
 
 
 def _alone(groups: dict | None) -> bool:
@@ -478,7 +478,8 @@ def add_parser(sub) -> None:
                         "dcgm-exporter text or dcgmi dmon output")
     k.add_argument("--format", help="force the trace's format (default: detected)")
     k.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
-    k.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    k.add_argument("--window", type=classifier_window, default=DEFAULT_WINDOW_S,
+                   help=f"window seconds (default {DEFAULT_WINDOW_S:g})")
     add_groups(k)
     k.add_argument("--server-log", type=Path,
                    help="SGLang/vLLM log of the same run: its clock offset is estimated from "

@@ -15,6 +15,7 @@ from tealeaves.app.cli.args import (
     file_reading,
 )
 from tealeaves.app.cli.common import Working, add_utc_flag, fail, out_path_problem, shown, time_text
+from tealeaves.data.schema import DEFAULT_WINDOW_S
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -266,7 +267,8 @@ def add_parser(sub) -> None:
                         "moment when that falls in the range); repeatable")
     r.add_argument("--tz", default="UTC", help="time zone of the log's stamps and of the "
                                                "--trace file's wall-clock times (default UTC)")
-    r.add_argument("--window", type=classifier_window, default=0.5, help="window seconds (default 0.5)")
+    r.add_argument("--window", type=classifier_window, default=DEFAULT_WINDOW_S,
+                   help=f"window seconds (default {DEFAULT_WINDOW_S:g})")
     add_groups(r, "the report")
     r.add_argument("--top", type=count(10_000, "--top"), default=10,
                    help="most imbalanced windows to list (default 10)")
