@@ -79,13 +79,22 @@ def cmd_import(args: argparse.Namespace) -> int:
                           "server_metrics_stored": counts["metrics_stored"],
                           "server_metrics_already_stored": counts["metrics_repeats"]}))
         return 0
+    _print_summary(args, counts, report, page_report)
+    return 0
+
+
+def _print_summary(args: argparse.Namespace, counts: dict, report: list[dict],
+                   page_report: list[dict]) -> None:
+    """The text summary of an import: each page and file (``print_page``, ``print_file``),
+    what was stored, and the notes on conflicting and neighbouring samples."""
     for p in page_report:
         print_page(p, args.utc)
     for f in report:
         print_file(f, args.utc, args.tz)
+    stored, repeats = counts["stored"], counts["repeats"]
     what = plural(stored, "sample") + (f" ({repeats} already stored, passed over)"
                                          if repeats else "")
-    if pages:
+    if page_report:
         what += f" and {plural(counts['metrics_stored'], 'server metric row')}" + (
             f" ({counts['metrics_repeats']} already stored, passed over)"
             if counts["metrics_repeats"] else "")
@@ -94,7 +103,6 @@ def cmd_import(args: argparse.Namespace) -> int:
         print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     if counts["near_stored"]:
         print(near_note(counts["near_stored"]))
-    return 0
 
 
 def _sample_frames(pending):
