@@ -23,9 +23,9 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         if args.json:
             print(json_dumps({"gpus": [], "error": str(exc)}))
         else:
-            print(f"no NVIDIA GPU found: {exc}")
-            print("(without a GPU: `tealeaves dashboard` replays a bundled real trace; "
-                  "`tealeaves import FILE` reads nvidia-smi/DCGM captures of another machine)")
+            print(f"no NVIDIA GPU found: {exc} (without one, `tealeaves dashboard` replays a "
+                  f"bundled real trace and `tealeaves import FILE` reads another machine's "
+                  f"nvidia-smi/DCGM captures)")
         return EXIT_NO_GPU
     print(json_dumps(report) if args.json else format_table(report))
     return 0
