@@ -281,17 +281,27 @@ def test_the_hover_names_the_ribbon_under_the_cursor_and_why_the_window_differs(
         xa = f"{GD}._fullLayout.xaxis"
         seen_why = False
         # every hover plotly makes, counted, with the time of its point
-        page.evaluate(f"() => {{ const gd = {GD}; window.__hov = {{n: 0, x: null}}; "
-                      f"gd.on('plotly_hover', (d) => {{ window.__hov.n += 1; "
-                      f"window.__hov.x = d.points[0].x; }}); }}")
+        listen = (f"() => {{ const gd = {GD}; window.__hov = window.__hov || {{n: 0, x: null}}; "
+                  f"if (gd.__tlHov) return; gd.__tlHov = true; "
+                  f"gd.on('plotly_hover', (d) => {{ window.__hov.n += 1; "
+                  f"window.__hov.x = d.points[0].x; }}); }}")
+        page.evaluate(listen)
         done: set = set()
         for dt in [k * 0.1 for k in range(-4, 5)]:
-            px = page.evaluate(f"(ms) => {xa}._offset + {xa}.l2p(ms)", (t + dt) * 1000)
-            left = page.evaluate(f"() => {GD}.getBoundingClientRect().x")
-            n = page.evaluate("() => window.__hov.n")
-            page.mouse.move(1, 1)
-            page.mouse.move(left + px, bb["y"] + bb["height"] / 2)
-            page.wait_for_function(f"() => window.__hov.n > {n}", timeout=60_000)  # (a busy machine)
+            for attempt in range(3):  # a hover plotly did not report (a redraw under it?)
+                px = page.evaluate(f"(ms) => {xa}._offset + {xa}.l2p(ms)", (t + dt) * 1000)
+                left = page.evaluate(f"() => {GD}.getBoundingClientRect().x")
+                bb = drag.bounding_box()
+                n = page.evaluate("() => window.__hov.n")
+                page.mouse.move(1, 1)
+                page.mouse.move(left + px, bb["y"] + bb["height"] / 2)
+                try:
+                    page.wait_for_function(f"() => window.__hov.n > {n}", timeout=30_000)
+                    break
+                except Exception:  # playwright's TimeoutError: look again, move again
+                    if attempt == 2:
+                        raise
+                    page.evaluate(listen)  # a new graph element has no listener yet
             x = page.evaluate("() => window.__hov.x")
             if x in done:
                 continue
