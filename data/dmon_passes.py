@@ -22,14 +22,13 @@ from tealeaves.data.import_common import (
     ImportFormatError,
     ImportResult,
     _binary_kind,
+    _implausible,
     _LineBound,
     _refusal_text,
     regular_file,
 )
 from tealeaves.data.schema import (
     COLUMNS,
-    EARLIEST_TS,
-    FUTURE_SLACK_S,
     METRIC_NAMES,
     SchemaError,
     conform,
@@ -198,7 +197,7 @@ class DmonImport:
         survey.day_off = timer.rolls
 
     def _plausible(self, ts: np.ndarray) -> np.ndarray:
-        return np.isfinite(ts) & (ts >= EARLIEST_TS) & (ts <= self.now + FUTURE_SLACK_S)
+        return ~_implausible(ts, self.now)[0]
 
     def survey(self) -> Survey:
         """The survey pass (twice when rows' times need the whole file first).
@@ -299,9 +298,8 @@ class DmonImport:
                 ) -> tuple[np.ndarray, list[tuple[int, str]]]:
         """The rows kept, and those refused for their time ``[(line, reason)]`` (as
         ``import_common._refusals``, the strays from the survey)."""
-        bad = ~gap & ~self._plausible(ts)
-        whys = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now"
-                        ).astype(object)
+        bad, whys = _implausible(ts, self.now)
+        bad &= ~gap
         for a, b, w in self.info.strays:
             hit = ~gap & ~bad & (ts >= a) & (ts <= b)
             bad |= hit

@@ -353,12 +353,20 @@ def _scaled(col: str, raw: float, factor: float) -> float:
     return v
 
 
+def _implausible(ts: np.ndarray, now: float) -> tuple[np.ndarray, np.ndarray]:
+    """Timestamps ``ts`` (n,) no GPU reading can have, each on its own: not finite, before
+    ``EARLIEST_TS`` or more than ``FUTURE_SLACK_S`` after ``now``.  Returns the bool mask
+    (n,) and each row's rule in words (object (n,); meaningful where the mask is set)."""
+    bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
+    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now").astype(object)
+    return bad, why
+
+
 def _refusals(ts: np.ndarray, lines: np.ndarray, now: float
               ) -> tuple[np.ndarray, list[tuple[int, str]]]:
     """The rows of timestamps ``ts`` (n,) refused as implausible (see :func:`_screen`): a bool
     mask (n,) and ``[(line, reason)]`` in row order, ``lines`` (n,) the rows' line numbers."""
-    bad = ~np.isfinite(ts) | (ts < EARLIEST_TS) | (ts > now + FUTURE_SLACK_S)
-    why = np.where(ts < EARLIEST_TS, "before 2000", "more than a day after now").astype(object)
+    bad, why = _implausible(ts, now)
     # rows cut off from the bulk of the file by a jump of over a day, in a small group (at
     # most 3 rows or 1 %), are strays: before the bulk or after it
     good = np.flatnonzero(~bad)
