@@ -179,9 +179,12 @@ def _verdict_words(out: pd.DataFrame, feats: pd.DataFrame, sh: np.ndarray, input
 
 
 def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
-                      labeller=None, groups=None) -> pd.DataFrame:
+                      labeller=None, groups=None, *,
+                      rate_hz: float | None = None) -> pd.DataFrame:
     """``classify_samples`` from ``WindowFeatures`` rows already computed (the grouping is
-    resolved over these rows)."""
+    resolved over these rows).  ``rate_hz``: the source's per-GPU rate the verdicts name
+    (``evidence.sample_rate_hz`` of the samples; None: estimated from the windows, which
+    counts a gap between them as time between readings)."""
     labeller, why = _choose_labeller(labeller, feats, window_s)
     fcols = [c for c in feats.columns if c.startswith("f_")]
     if fcols and not feats.empty:
@@ -205,7 +208,7 @@ def classify_features(feats: pd.DataFrame, window_s: float = DEFAULT_WINDOW_S,
     conf = proba.to_numpy()[np.arange(len(proba)), which]
     from tealeaves.classifier.model import confidence_of
 
-    inputs = inputs_of(feats, window_s)
+    inputs = inputs_of(feats, window_s, rate_hz=rate_hz)
     model = getattr(labeller, "model", labeller)
     share_model = getattr(model, "shares", None)
     if share_model is not None:

@@ -285,7 +285,9 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
     why = window_doubts(samples, feats.index, window_s)
     ok = why == ""
     masked, lines, compared = comparable_features(feats[ok], samples, window_s)
-    windows = classify(masked, window_s, labeller, groups)
+    rate = sample_rate_hz(samples)
+    windows = classify(masked, window_s, labeller, groups,
+                       rate_hz=rate if np.isfinite(rate) else None)
     attrs = dict(windows.attrs)
     for c in windows.columns:
         if c.startswith("load_g") and c in feats:
@@ -303,7 +305,7 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
                      f"the window and {MIN_READINGS} within {CONTEXT_S:g} s (or "
                      f"{CONTEXT_INTERVALS:g} of its own intervals, where longer)")
     if not feats.empty:
-        inputs = inputs_of(feats, window_s, rate_hz=sample_rate_hz(samples))
+        inputs = inputs_of(feats, window_s, rate_hz=rate)
         per, none = per_gpu_inputs(samples, inputs["counters"])
         if per:
             inputs["text"] = (per + inputs["text"][len(", ".join(inputs["counters"])):]

@@ -431,6 +431,26 @@ def top_imbalanced(windows: pd.DataFrame, n: int = 10) -> pd.DataFrame:
 ENERGY_GAP_S = 60.0
 
 
+#: A pause is this many of the source's own intervals, where longer than ``ENERGY_GAP_S``
+#: (a 0.1-Hz source's 10-s steps are no pause; ``History``'s session gap is the same rule).
+PAUSE_INTERVALS = 20.0
+
+
+def pauses(timestamps: np.ndarray) -> list[tuple[float, float]]:
+    """The stretches of a range with no sample at all: consecutive distinct ``timestamps``
+    (epoch s, any GPU, any order) further apart than ``max(ENERGY_GAP_S, PAUSE_INTERVALS x``
+    the median step between them``)``.  Returns ``[(last sample before, first after), ...]``
+    in time order; empty with fewer than two instants."""
+    t = np.unique(np.asarray(timestamps, dtype=float))
+    t = t[np.isfinite(t)]
+    if len(t) < 2:
+        return []
+    dt = np.diff(t)
+    limit = max(ENERGY_GAP_S, PAUSE_INTERVALS * float(np.median(dt)))
+    at = np.flatnonzero(dt > limit)
+    return [(float(t[i]), float(t[i + 1])) for i in at]
+
+
 def energy_j(samples: pd.DataFrame, max_gap_s: float = ENERGY_GAP_S) -> float:
     """Energy (J) of one GPU's samples: each ``power_w`` reading held until the next reading
     (left Riemann sum over time), intervals longer than ``max_gap_s`` not counted, so a

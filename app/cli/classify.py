@@ -254,7 +254,20 @@ def source_line(path, samples, utc: bool) -> str:
     when = (f"{time_text(float(ts.min()), utc)} to {time_text(float(ts.max()), utc)} "
             f"({float(ts.max() - ts.min()):.1f} s)" if len(ts) else "no time range")
     return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}, "
-            f"{when}, {len(samples):,} samples")
+            f"{when}, {len(samples):,} samples{_gaps_words(ts, utc)}")
+
+
+def _gaps_words(ts: np.ndarray, utc: bool) -> str:
+    """The stretches of ``ts`` (epoch s) with no sample, for ``source_line``
+    (``classifier.summary.pauses``; "" with none)."""
+    from tealeaves.classifier.summary import pauses
+
+    gaps = pauses(ts)
+    if not gaps:
+        return ""
+    from tealeaves.app.figures.plot import pauses_text
+
+    return pauses_text(gaps, lambda t: time_text(t, utc))
 
 
 def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,

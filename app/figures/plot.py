@@ -447,3 +447,24 @@ def shot_points(shots: pd.DataFrame | None) -> tuple[list, list, list, list]:
     x = [round(float(t) * 1000.0, 1) for t in known["capture_ts"]]
     text = [f"{n} ({src})" for n, src in zip(known["name"], known["time_source"])]
     return x, [SHOT_Y] * len(x), text, list(known["sha256"])
+
+
+def pauses_text(gaps: list[tuple[float, float]], when, count: int | None = None,
+                total_s: float | None = None) -> str:
+    """A range's stretches with no sample (``classifier.summary.pauses``: ``[(a, b), ...]``,
+    epoch s, the longest of them at least) in words for the line that states the range: "" with
+    none, else "; 1 gap with no sample (2.0 h: from A to B)" or "; 3 gaps with no sample
+    (5.1 h in all; the longest 2.0 h: from A to B)"; ``when(t)`` writes an epoch-s instant;
+    ``count`` and ``total_s``: how many gaps and their seconds in all, where ``gaps`` lists
+    only some (a report's ``gap_count``, ``gap_s``)."""
+    if not gaps:
+        return ""
+    lengths = [b - a for a, b in gaps]
+    count = len(gaps) if count is None else count
+    total_s = sum(lengths) if total_s is None else total_s
+    a, b = gaps[max(range(len(gaps)), key=lengths.__getitem__)]
+    where = f"{fmt_span(b - a)}: from {when(a)} to {when(b)}"
+    if count == 1:
+        return f"; 1 gap with no sample ({where})"
+    return (f"; {count:,} gaps with no sample ({fmt_span(total_s)} in all; "
+            f"the longest {where})")

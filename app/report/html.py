@@ -21,6 +21,7 @@ from tealeaves.app.figures import (
     fmt_span,
     gpu_color,
     hot_set_text,
+    pauses_text,
     ribbon_shares,
 )
 from tealeaves.app.figures.eplb import eplb_figure
@@ -413,7 +414,10 @@ def render_html(report: Report, print_layout: bool = False) -> str:
     env = Environment(autoescape=True)
     return env.from_string(TEMPLATE).render(
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
-        span=fmt_span(d["range"]["span_s"]), names=", ".join(p["gpu_names"]),
+        span=fmt_span(d["range"]["span_s"]) + pauses_text(
+            [tuple(g) for g in d["range"].get("gaps") or []], lambda t: f"{_utc_text(t)} UTC",
+            d["range"].get("gap_count"), d["range"].get("gap_s")),
+        names=", ".join(p["gpu_names"]),
         cards=_summary_cards(s, srv, hot_set, set_words),
         verdict=_verdict_text(s, hot_set, set_words), shares_text=_shares_text(s),
         why=[c["line"] for c in d.get("hot_ceilings") or []], gpu_rows=_gpu_rows(d, hot_set),

@@ -372,7 +372,7 @@ def to_json(report: Report) -> str:
 
 
 #: Units of the CSV's metrics (by metric name; others have none).
-_UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "window_s": "s",
+_UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "gap_s": "s", "window_s": "s",
           "decode_balancedness": "mean/max", "imbalance_ratio": "max/mean",
           "straggler_tax": "share", "busy_share": "share", "load_mean": "%", "hot_s": "s",
           "energy_j": "J", "prefill_tokens": "tokens", "gen_throughput_tok_s": "token/s",
@@ -407,7 +407,12 @@ def csv_rows(report: Report) -> list[dict]:
 
     d = report.data
     for k, v in d["range"].items():
-        add("range", None, k, v)
+        if k == "gaps":  # one row per end of each gap, the gap's rank in time as the item
+            for i, (a, b) in enumerate(v):
+                add("range", i, "gap_start", a, "epoch s")
+                add("range", i, "gap_end", b, "epoch s")
+        else:
+            add("range", None, k, v, "gaps" if k == "gap_count" else None)
     _summary_rows(add, d["summary"])
     for k, v in (d["server"] or {}).items():
         add("server", None, k, v)
