@@ -39,8 +39,8 @@ class CollectorHealth(TypedDict):
     """A collector's running counts (``new_health`` makes an empty one).
 
     Keys:
-        sweeps: sweeps made.  NVML: one read of every GPU; replay: the most rows one GPU had
-            in a batch, summed; Prometheus: successful polls.
+        sweeps: sweeps made.  NVML: one read of every GPU; replay: the most rows one GPU has
+            been handed (a sweep split by a batch's edge counts once); Prometheus: successful polls.
         missed_deadlines: sweep deadlines skipped because a sweep started more than one period
             late (NVML only).
         max_lateness_s: largest lateness of a sweep behind its deadline, s.

@@ -109,6 +109,8 @@ class ReplayCollector:
         self.offset = (wall0 - t_first) if self.rebase else 0.0
         pass_no = 0
         i = 0
+        rows_of: dict = {}  # rows handed on per GPU, this stream
+        sweeps0 = self.health["sweeps"]
         while not stop.is_set():
             elapsed = (time.monotonic() - mono0) * self.speed
             if duration is not None and time.monotonic() - mono0 >= duration:
@@ -120,8 +122,11 @@ class ReplayCollector:
                 batch["timestamp"] = batch["timestamp"] + self.offset
                 batch["monotonic"] = mono0 + (batch["timestamp"] - self.offset - t_first
                                               + pass_no * span) / self.speed
-                # one sweep = one reading of every GPU (each GPU row has its own stamp)
-                self.health["sweeps"] += int(batch["gpu"].value_counts().max())
+                # one sweep = one reading of every GPU (each GPU row has its own stamp, and a
+                # batch's edge may fall inside a sweep): the most rows one GPU has had so far
+                for g, n in batch["gpu"].value_counts().items():
+                    rows_of[g] = rows_of.get(g, 0) + int(n)
+                self.health["sweeps"] = sweeps0 + max(rows_of.values())
                 i = j
                 ev_to = t_first + span if i >= len(ts) else float(ts[j - 1]) + 1e-9
                 self._emit_events(ev, ev_ts, ev_from, ev_to)

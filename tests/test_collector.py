@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 from fake_nvml import FakeGpu, FakeNvml
@@ -158,3 +159,20 @@ def test_health_record_is_typed_and_every_collector_keeps_one(tmp_path):
     assert set(c.health) == set(h) and c.health["sweeps"] == 1
     assert set(ReplayCollector(Trace(pd.DataFrame(), pd.DataFrame(), {})).health) == set(h)
     assert set(PrometheusCollector("http://127.0.0.1:1").health) == set(h)
+
+
+def test_replay_counts_a_sweep_once_when_a_batch_edge_splits_it():
+    """A replayed sweep whose GPUs' rows fall in two batches (each GPU row has its own stamp)
+    is one sweep: ``collect --replay`` said "61 sweeps" for 60 readings of each GPU."""
+    from tealeaves.collectors.replay import ReplayCollector
+    from tealeaves.data.traces import Trace
+
+    t = 1.8e9 + 0.05 * np.arange(40)
+    rows = pd.DataFrame({"timestamp": np.r_[t, t + 0.025], "gpu": np.repeat([0, 1], 40),
+                         "gpu_util": 50.0}).sort_values("timestamp", kind="stable")
+    c = ReplayCollector(Trace(rows.reset_index(drop=True), pd.DataFrame(), {}), speed=4.0)
+    batches = list(c.stream(batch_s=0.004))
+    assert sum(len(b) for b in batches) == 80
+    split = sum(b["gpu"].iloc[0] == 1 for b in batches)  # batches starting inside a sweep
+    assert split >= 1, "no batch edge fell inside a sweep: the test proves nothing"
+    assert c.health["sweeps"] == 40
