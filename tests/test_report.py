@@ -202,7 +202,7 @@ def test_html_is_self_contained_and_draws_offline(report, tmp_path):
     assert not asked and not errors, (asked, errors)
     assert n_heat >= 1  # the per-GPU load heatmap was drawn
     s = report.data["summary"]
-    assert f"{s['straggler_tax']:.1%}" in text and "Most imbalanced decode windows" in text
+    assert f"{s['straggler_tax'] * 100:.1f} %" in text and "Most imbalanced decode windows" in text
     assert "NVIDIA H200" in text and "580.159.04" in text
 
 

@@ -43,6 +43,11 @@ def _f(v, spec: str = ".2f", unit: str = "") -> str:
     return f"{format(v, spec)}{unit}"
 
 
+def _pct(v, digits: int = 0) -> str:
+    """A 0-1 share as the report writes every percentage: "42 %" ("–" when unknown)."""
+    return _f(None if v is None else v * 100, f".{digits}f", " %")
+
+
 def _figure_html(fig: go.Figure, print_layout: bool) -> Markup:
     if print_layout:
         fig.update_layout(width=PRINT_WIDTH)
@@ -185,14 +190,14 @@ def _summary_cards(s: dict, srv: dict | None, hot_set: list[int], set_words: str
     ratio, straggler tax, the hot GPU or set, and the server's throughput when it was read."""
     pt, share = s["phase_time_s"], s["phase_share"]
     cards = [
-        ("idle / prefill / decode", " / ".join(_f(share[p], ".0%") for p in
+        ("idle / prefill / decode", " / ".join(_pct(share[p]) for p in
                                                 ("idle", "prefill", "decode")),
          " / ".join(fmt_span(pt[p] or 0.0) for p in ("idle", "prefill", "decode"))),
         ("decode balancedness", _f(s["decode_balancedness"]),
          f"mean/max GPU work, 1 = even, {_over(s)}"),
         ("imbalance ratio", _f(s["imbalance_ratio"], ".2f", "×"),
          f"max/mean GPU work, {_over(s)}"),
-        ("straggler tax", _f(s["straggler_tax"], ".1%"),
+        ("straggler tax", _pct(s["straggler_tax"], 1),
          f"decode GPU-time lost waiting, {_over(s)}"),
         _hot_card(s),
     ]
@@ -275,7 +280,7 @@ def _verdict_text(s: dict, hot_set: list[int], set_words: str) -> str:
     GPU-time lost waiting, with the windows it is over."""
     story = story_of(s)
     tax = s["straggler_tax"]
-    lost = (f"Decode GPU-time lost waiting for the slowest rank: {_f(tax, '.1%')} "
+    lost = (f"Decode GPU-time lost waiting for the slowest rank: {_pct(tax, 1)} "
             f"({_over(s)})." if tax is not None else f"No straggler tax: {_over(s)}.")
     if story.pattern == "none":
         return (f"No decode window was flagged imbalanced over {s['decode_windows']} decode "
@@ -291,7 +296,7 @@ def _gpu_rows(d: dict, hot_set: list[int]) -> list[dict]:
     tx / rx, power W, hot seconds); ``hot`` marks a GPU of the hot set."""
     return [{"gpu": entity_name(g["gpu"]), "name": g["name"] or "–",
              "hot": g["gpu"] in hot_set,
-             "busy": _f(g["busy_share"], ".0%"), "load": _f(g["load_mean"], ".0f", " %"),
+             "busy": _pct(g["busy_share"]), "load": _f(g["load_mean"], ".0f", " %"),
              "sm": _f(g["sm_active"], ".0f", " %"), "tensor": _f(g["tensor_active"], ".0f",
                                                                   " %"),
              "dram": _f(g["dram_active"], ".0f", " %"),
@@ -309,7 +314,7 @@ def _top_rows(d: dict) -> list[dict]:
     verdict; "–" where the report has none)."""
     return [{"rank": w["rank"], "start": w["start_utc"], "ratio": _f(w["imbalance_ratio"],
                                                                      ".2f", "×"),
-             "tax": _f(w["straggler_tax"], ".1%"),
+             "tax": _pct(w["straggler_tax"], 1),
              "hot": (_set_words(w["hot_set"], w["hot_share"], w["cold_share"])
                      if w.get("hot_set") else "–" if w["hot_gpu"] is None
                      else entity_name(int(w['hot_gpu']))),
@@ -336,10 +341,10 @@ def _label_rows(lab: dict | None) -> list[tuple[str, str]]:
     """``(quantity, value)`` rows scoring the labeller against a labels file; none without."""
     return [] if not lab else [
         ("labels file", lab["file"]), ("labelled windows", str(lab["labelled_windows"])),
-        ("phase accuracy", _f(lab["accuracy"], ".1%")),
-        *[(f"  {p} recall", _f(v, ".1%")) for p, v in lab["per_phase_accuracy"].items()],
-        ("hot-GPU accuracy on skewed decode", _f(lab["hot_gpu_accuracy"], ".1%")),
-        ("balanced decode windows flagged", _f(lab["false_flag_rate"], ".1%"))]
+        ("phase accuracy", _pct(lab["accuracy"], 1)),
+        *[(f"  {p} recall", _pct(v, 1)) for p, v in lab["per_phase_accuracy"].items()],
+        ("hot-GPU accuracy on skewed decode", _pct(lab["hot_gpu_accuracy"], 1)),
+        ("balanced decode windows flagged", _pct(lab["false_flag_rate"], 1))]
 
 
 def _expert_parts(report: Report, print_layout: bool) -> dict:
@@ -360,11 +365,11 @@ def _expert_parts(report: Report, print_layout: bool) -> dict:
                                           if v is not None), default=None), ".2f", "×"),
          "over experts"),
         ("hottest GPU by expert work", "–" if ex["hot_gpu"] is None else
-         f"GPU {ex['hot_gpu']}", ", ".join(f"{_f(v, '.0%')}" for v in ex["gpu_share"])),
+         f"GPU {ex['hot_gpu']}", ", ".join(_pct(v) for v in ex["gpu_share"])),
     ]
     f1, f2 = expert_figures(report)
     fig_experts, fig_layers = _figure_html(f1, print_layout), _figure_html(f2, print_layout)
-    expert_map = [{"gpu": g, "held": held, "share": _f(sh, ".1%"), "hot": g == ex["hot_gpu"]}
+    expert_map = [{"gpu": g, "held": held, "share": _pct(sh, 1), "hot": g == ex["hot_gpu"]}
                   for g, (held, sh) in enumerate(zip(ex["gpu_experts"], ex["gpu_share"]))]
     return {"expert_cards": expert_cards, "fig_experts": fig_experts,
             "fig_expert_layers": fig_layers, "tokens": f"{ex['tokens']:,.0f}",
