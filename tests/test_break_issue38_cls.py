@@ -212,3 +212,31 @@ def test_a_slow_capture_is_labelled_and_its_hot_gpu_named(tmp_path, capsys):
     out = _classify(capsys, p)
     assert "cannot tell" not in out.split("windows: 24")[1].splitlines()[0], out
     assert "hot set: GPU 0 at" in out and "stays: 8 of 8" in out
+
+
+def test_the_report_says_what_the_verdicts_left_out(tmp_path):
+    """The report (JSON, CSV, HTML) carries classify's lines on what it left out: windows that
+    cannot be told, GPUs holding no memory."""
+    import csv
+    import json
+
+    sparse = _sparse(tmp_path, 4, False)
+    assert main(["report", str(sparse), "--format", "json", "--out", str(tmp_path / "r.json")]) == 0
+    s = json.loads((tmp_path / "r.json").read_text())["summary"]
+    assert s["cannot_tell_windows"] == 9 and s["windows"] == 12
+    assert any(x.startswith("cannot tell the phase of 9 of 12 windows") for x in s["evidence"])
+
+    head = QUERY_HEAD + ", memory.used [MiB]"
+    rows = [(float(t), g, "85 %, 450 W, 700 W, 70000 MiB" if g < 4 else
+             "0 %, 70 W, 700 W, 0 MiB") for t in range(10, 30) for g in range(8)]
+    spare = _query_csv(tmp_path, "spare8.csv", rows, head)
+    for fmt in ("json", "csv", "html"):
+        assert main(["report", str(spare), "--format", fmt,
+                     "--out", str(tmp_path / f"s.{fmt}")]) == 0
+    s = json.loads((tmp_path / "s.json").read_text())["summary"]
+    line = next(x for x in s["evidence"] if "held no memory" in x)
+    assert "GPUs 4-7" in line and s["cannot_tell_windows"] == 0
+    got = [r for r in csv.DictReader((tmp_path / "s.csv").open()) if r["metric"] == "evidence"]
+    assert [r["value"] for r in got] == s["evidence"] and got[0]["item"] == "0"
+    html = (tmp_path / "s.html").read_text()
+    assert "Left out of the verdicts:" in html and "GPUs 4-7 held no memory" in html

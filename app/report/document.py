@@ -322,7 +322,9 @@ def _gpu_items(inp, dev: pd.DataFrame, table: pd.DataFrame) -> list[dict]:
 
 def _summary_part(windows: pd.DataFrame, window_s: float, phases: dict, imb: dict) -> dict:
     """The document's ``summary`` part: phase time, decode imbalance, the hot set and its
-    story, the labeller and the phase shares."""
+    story, the labeller, the phase shares, and what the verdicts left out (the windows whose
+    phase cannot be told, ``evidence.classify_told``'s lines: GPUs holding no memory, GPUs
+    compared on no shared counter ...)."""
     return {
         "window_s": float(window_s), "windows": phases["windows"],
         "phase_time_s": {k: _num(v) for k, v in phases["time_s"].items()},
@@ -344,6 +346,8 @@ def _summary_part(windows: pd.DataFrame, window_s: float, phases: dict, imb: dic
         "figure_windows": int(imb["figure_windows"]), "figures_text": imb["figures_text"],
         "labeller": str(windows.attrs.get("labeller", "unknown")),
         **_shares_part(share_summary(windows)),
+        "cannot_tell_windows": int(windows["phase"].isna().sum()) if len(windows) else 0,
+        "evidence": [str(x) for x in (windows.attrs.get("evidence") or {}).get("lines", [])],
     }
 
 

@@ -42,6 +42,8 @@ code { font-size: 11px; word-break: break-all; }
 </div>
 <p>{{ verdict }}</p>
 {% if shares_text %}<p>{{ shares_text }}</p>{% endif %}
+{% if d.summary.evidence %}<p>Left out of the verdicts:</p><ul>{% for line in d.summary.evidence %}
+<li>{{ line }}</li>{% endfor %}</ul>{% endif %}
 {% if d.groups %}<p><b>Serving groups</b>: {{ d.groups.line }}.</p>{% endif %}
 {% if why %}<p><b>Why, per hot GPU</b> <span class="muted">(the ceiling each hot GPU leans on
 next to the others, over the imbalanced windows it was hot in)</span>:</p>

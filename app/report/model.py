@@ -379,8 +379,8 @@ _UNITS = {"start": "epoch s", "end": "epoch s", "span_s": "s", "gap_s": "s", "wi
           "accept_len": "tokens/step", "running_req": "requests", "tokens": "tokens",
           "balancedness": "mean/max", "balancedness_greedy": "mean/max",
           "gpu_share": "share", "bytes": "B", "hot_share": "share", "cold_share": "share",
-          "hot_set_windows": "windows", "share_idle": "share", "share_prefill": "share",
-          "share_decode": "share", **{c: u for c, u in GPU_COLUMNS}}
+          "hot_set_windows": "windows", "cannot_tell_windows": "windows",
+          "share_idle": "share", "share_prefill": "share", "share_decode": "share", **{c: u for c, u in GPU_COLUMNS}}
 
 
 def csv_rows(report: Report) -> list[dict]:
@@ -458,7 +458,10 @@ def _summary_rows(add, summary: dict) -> None:
     """``csv_rows``' rows of the ``summary`` part, through ``add(section, item, metric,
     value, unit)``."""
     for k, v in summary.items():
-        if k == "inputs":  # what the verdicts stood on: one row per field
+        if k == "evidence":  # what the verdicts left out: one row per line
+            for i, line in enumerate(v):
+                add("summary", i, k, line, "")
+        elif k == "inputs":  # what the verdicts stood on: one row per field
             for f, x in (v or {}).items():
                 add("summary", f, k, x, "Hz" if f == "rate_hz" else "")
         elif k == "hot_story":  # one row per set: its windows and its work against the rest
