@@ -193,27 +193,49 @@ def detect_format(path: str | Path) -> str:
     return _detect_bytes(data, str(path))
 
 
-def _detect_head(path: Path) -> str | None:
-    """The format of a file larger than one read (``import_common._CHUNK`` bytes) from its
-    first read alone, when that holds the ``_SCAN_LINES`` lines :func:`detect_text` looks at
-    and is plain text; None otherwise (the caller reads the whole file).  Detecting a
-    600 MB log read it whole: 2.7 GB at peak."""
+def plain_head(path: Path, *, strict: bool) -> tuple[str, bool] | None:
+    """The first read of ``path`` (``import_common._CHUNK`` bytes) as plain text, cut at its
+    last line end unless it is the whole file: ``(text, whole)``, or None when the head is
+    blank, Parquet, binary, a wide encoding or a byte-order mark, or, in a larger file, holds
+    fewer than the ``_SCAN_LINES`` lines :func:`detect_text` looks at (the caller reads the
+    whole file then).  ``strict``: the head must be UTF-8 with no paste to undo
+    (``pasted.normalise`` notes nothing), as a file read a chunk at a time must be, and
+    ``text`` is as read; else a few invalid bytes are replaced (none in a hundred
+    characters) and ``text`` is the paste undone, as detection reads it."""
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
             head = f.read(import_common._CHUNK)
     except OSError:
         return None
-    if size <= len(head) or head.startswith(b"PAR1") or _binary_kind(head) \
+    whole = size <= len(head)
+    if not head.strip() or head.startswith(b"PAR1") or _binary_kind(head) \
             or pasted.decode(head)[0] is not None:
         return None
-    text = head[:head.rfind(b"\n") + 1].decode("utf-8", errors="replace")
-    if text.count("\ufffd") > max(8, len(text) // 100):
+    cut = head if whole else head[:head.rfind(b"\n") + 1]
+    if strict:
+        try:
+            text = cut.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+        if pasted.normalise(text).notes:
+            return None
+    else:
+        text = cut.decode("utf-8", errors="replace")
+        if text.count("\ufffd") > max(8, len(text) // 100):
+            return None
+        text = pasted.normalise(text).text
+    if not whole and text.count("\n") < _SCAN_LINES:
         return None
-    plain = pasted.normalise(text).text
-    if plain.count("\n") < _SCAN_LINES:
-        return None
-    return detect_text(plain)
+    return text, whole
+
+
+def _detect_head(path: Path) -> str | None:
+    """The format of a file larger than one read (``import_common._CHUNK`` bytes) from its
+    first read alone (``plain_head``); None otherwise (the caller reads the whole file).
+    Detecting a 600 MB log read it whole: 2.7 GB at peak."""
+    head = plain_head(path, strict=False)
+    return None if head is None or head[1] else detect_text(head[0])
 
 
 def _detect_bytes(data: bytes, name: str) -> str:

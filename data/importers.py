@@ -86,7 +86,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from tealeaves.data import import_common, pasted
+from tealeaves.data import pasted
 from tealeaves.data.detect import (
     _SCAN_LINES,
     FORMATS,
@@ -98,6 +98,7 @@ from tealeaves.data.detect import (
     detect_format,
     detect_text,
     other_tool,
+    plain_head,
     read_text,
 )
 from tealeaves.data.dmon import DMON_COLUMNS, NotStreamable
@@ -108,7 +109,6 @@ from tealeaves.data.import_common import (
     MAX_LINE_BYTES,
     ImportFormatError,
     ImportResult,
-    _binary_kind,
     _csv_fields,
     _frame,
     _HeaderError,
@@ -387,23 +387,14 @@ def stream_file(path: str | Path, format: str | None = None,
     path = regular_file(path)
     if format is not None and _normalise_format(format) != "nvidia_smi_dmon":
         return None
+    head = plain_head(path, strict=True)  # None: import_file reads it (and says why)
     try:
-        with open(path, "rb") as f:
-            head = f.read(import_common._CHUNK)
         st = path.stat()
     except OSError:
-        return None  # import_file says why
-    whole = st.st_size <= len(head)
-    cut = len(head) if whole else head.rfind(b"\n") + 1
-    if (not head.strip() or head.startswith(b"PAR1") or _binary_kind(head)
-            or pasted.decode(head)[0] is not None):
         return None
-    try:
-        text = head[:cut].decode("utf-8")
-    except UnicodeDecodeError:
+    if head is None:
         return None
-    if pasted.normalise(text).notes or (not whole and text.count("\n") < _SCAN_LINES):
-        return None  # detection reads the first _SCAN_LINES lines: all in the head
+    text = head[0]
     if format is None and detect_text(text) != "nvidia_smi_dmon":
         return None
     zone = parse_zone(tz)  # the one reading of --tz (data.wallclock)
