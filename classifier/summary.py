@@ -451,6 +451,20 @@ def pauses(timestamps: np.ndarray) -> list[tuple[float, float]]:
     return [(float(t[i]), float(t[i + 1])) for i in at]
 
 
+#: The most gaps a summary lists (the longest, in time order); ``gap_count`` counts them all.
+LISTED_GAPS = 100
+
+
+def gaps_summary(timestamps: np.ndarray) -> dict:
+    """``pauses`` of ``timestamps`` (epoch s) as a range states them: ``gap_count``, ``gap_s``
+    (their seconds in all) and ``gaps`` (``[[last sample before, first after], ...]`` epoch s,
+    the ``LISTED_GAPS`` longest, in time order)."""
+    gaps = pauses(timestamps)
+    listed = sorted(sorted(gaps, key=lambda g: g[0] - g[1])[:LISTED_GAPS])
+    return {"gap_count": len(gaps), "gap_s": float(sum(b - a for a, b in gaps)),
+            "gaps": [[a, b] for a, b in listed]}
+
+
 def energy_j(samples: pd.DataFrame, max_gap_s: float = ENERGY_GAP_S) -> float:
     """Energy (J) of one GPU's samples: each ``power_w`` reading held until the next reading
     (left Riemann sum over time), intervals longer than ``max_gap_s`` not counted, so a

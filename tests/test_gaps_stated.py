@@ -78,6 +78,10 @@ def test_classify_and_report_say_the_gap(tmp_path):
     assert "to 2026-12-01 12:01:00" in line
     assert "at 1 Hz per GPU" in out.stdout and "0.016 Hz" not in out.stdout
 
+    js = json.loads(tealeaves("classify", f, "--json").stdout)["range"]
+    assert js["gap_count"] == 1 and js["gaps"] == [[js["start"] + 59.0, js["start"] + 7260.0]]
+    assert js["samples"] == 960 and js["gpus"] == list(range(8))
+
     rep = tealeaves("report", f, "--format", "json", "--out", tmp_path / "r.json", "--utc")
     assert rep.returncode == 0, rep.stderr
     assert "1 gap with no sample (2.0 h" in rep.stdout

@@ -227,6 +227,7 @@ def cmd_classify(args: argparse.Namespace) -> int:
     mig = load_balance(window_loads(windows))  # the windows' loads: no second pass
     if args.json:
         out = _classify_json(args, windows, segments, counts, imb, score, timed, server)
+        out["range"] = range_json(trace.samples)
         out["groups"] = grouped
         if mig:
             out["mig_balance"] = mig
@@ -255,6 +256,21 @@ def source_line(path, samples, utc: bool) -> str:
             f"({float(ts.max() - ts.min()):.1f} s)" if len(ts) else "no time range")
     return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}, "
             f"{when}, {len(samples):,} samples{_gaps_words(ts, utc)}")
+
+
+def range_json(samples) -> dict:
+    """``classify --json``'s ``range``: what the windows are of, as ``source_line`` says it:
+    ``start``, ``end`` (epoch s of the first and last sample, null with none), ``span_s``,
+    ``samples``, ``gpus`` (entity numbers) and the gaps with no sample
+    (``classifier.summary.gaps_summary``: ``gap_count``, ``gap_s``, ``gaps``)."""
+    from tealeaves.classifier.summary import gaps_summary
+
+    ts = samples["timestamp"].to_numpy(dtype=float) if len(samples) else np.zeros(0)
+    t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (None, None)
+    return {"start": t0, "end": t1, "span_s": None if t0 is None else t1 - t0,
+            "samples": len(samples),
+            "gpus": sorted(int(g) for g in samples["gpu"].unique()) if len(samples) else [],
+            **gaps_summary(ts)}
 
 
 def _gaps_words(ts: np.ndarray, utc: bool) -> str:

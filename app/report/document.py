@@ -29,7 +29,7 @@ from tealeaves.classifier.server_balance import (
 )
 from tealeaves.classifier.summary import (
     GPU_COLUMNS,
-    pauses,
+    gaps_summary,
     server_summary,
     share_summary,
 )
@@ -351,20 +351,6 @@ def _summary_part(windows: pd.DataFrame, window_s: float, phases: dict, imb: dic
     }
 
 
-#: The most gaps a report lists (the longest, in time order); ``gap_count`` counts them all.
-LISTED_GAPS = 100
-
-
-def _gaps_part(samples: pd.DataFrame) -> dict:
-    """The range's stretches with no sample (``classifier.summary.pauses``): ``gap_count``,
-    ``gap_s`` (their seconds in all) and ``gaps`` (``[[start, end], ...]`` epoch s, the
-    ``LISTED_GAPS`` longest in time order)."""
-    gaps = pauses(samples["timestamp"].to_numpy(dtype=float)) if len(samples) else []
-    listed = sorted(sorted(gaps, key=lambda g: g[0] - g[1])[:LISTED_GAPS])
-    return {"gap_count": len(gaps), "gap_s": float(sum(b - a for a, b in gaps)),
-            "gaps": [[a, b] for a, b in listed]}
-
-
 def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_part,
               expert_part, labels, experts, why) -> dict:
     from importlib.metadata import PackageNotFoundError, version
@@ -407,7 +393,8 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "kind": "tealeaves-imbalance-report",
         "generated_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "range": {"start": t0, "end": t1, "start_utc": _utc(t0), "end_utc": _utc(t1),
-                  "span_s": t1 - t0, **_gaps_part(inp.samples)},
+                  "span_s": t1 - t0,
+                  **gaps_summary(inp.samples["timestamp"].to_numpy(dtype=float))},
         "summary": summary,
         "server": srv,
         "gpus": gpus,
