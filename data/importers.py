@@ -519,6 +519,10 @@ def _import_parquet(path: Path, name: str, host: str | None) -> ImportResult:
                    blanks)
     res.out_of_range = {c: v["out_of_range"] for c, v in counts.items()
                         if v["out_of_range"]}
+    dev = trace.devices  # the trace's device facts (name, UUID, power limit ...) go with it
+    if host and len(dev) and "host" in dev:
+        dev = dev.assign(host=dev["host"].where(dev["host"] != "localhost", host))
+    res.devices = dev.reset_index(drop=True)
     return res
 
 
