@@ -369,3 +369,27 @@ def test_an_nvtop_picture_shows_its_stretches_over_the_charts(served, browser):
         assert not errors, errors
     finally:
         page.close()
+
+
+def test_a_page_path_with_a_trailing_or_doubled_slash_shows_that_page(served, browser):
+    """``/screenshots/`` and ``//screenshots`` (answered 200 by the server) showed the Live
+    page under a Screenshots address: ``assets/pages.js`` matched the path exactly."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    url, _db = served
+    base = url.rstrip("/")
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    shown = (f"() => ['{ids.LIVE_PAGE}', '{ids.SHOTS_PAGE}'].map(i => "
+             f"getComputedStyle(document.getElementById(i)).display !== 'none' ? 'shown' "
+             f": 'hidden').join(',')")
+    try:
+        for path, want in (("/screenshots/", "hidden,shown"), ("//screenshots", "hidden,shown"),
+                           ("/", "shown,hidden")):
+            page.goto(base + path)
+            try:
+                page.wait_for_function(f"() => document.getElementById('{ids.SHOTS_PAGE}') && "
+                                       f"({shown})() === '{want}'", timeout=30_000)
+            except PlaywrightTimeout:
+                raise AssertionError((path, page.evaluate(shown), page.url)) from None
+    finally:
+        page.close()
