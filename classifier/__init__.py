@@ -13,6 +13,7 @@ Public surface:
 from __future__ import annotations
 
 import logging
+import math
 
 import numpy as np
 import pandas as pd
@@ -288,9 +289,11 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
 
     Returns:
         ``(windows, segments)``; ``segments`` (``segments.SEGMENT_COLUMNS``) is empty when
-        ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops.
+        ``window_s`` is not a whole number of ``segments.DEFAULT_HOP_S`` hops, or when the
+        source reads under ``SEGMENT_READINGS`` times a window per GPU
+        (``evidence.sample_rate_hz``; ``attrs["why"]`` says so).
     """
-    from tealeaves.classifier.evidence import classify_told, window_doubts
+    from tealeaves.classifier.evidence import classify_told, sample_rate_hz, window_doubts
     from tealeaves.classifier.segments import (
         SEGMENT_COLUMNS,
         classify_segments,
@@ -300,9 +303,14 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     )
 
     hop = hop_for(window_s)
-    if samples.empty or hop is None:
-        return (classify_samples(samples, devices, window_s, labeller, groups),
-                pd.DataFrame(columns=list(SEGMENT_COLUMNS)))
+    rate = sample_rate_hz(samples) if not samples.empty else math.nan
+    if samples.empty or hop is None or rate * window_s < SEGMENT_READINGS:
+        none = pd.DataFrame(columns=list(SEGMENT_COLUMNS))
+        if rate * window_s < SEGMENT_READINGS:  # NaN (one reading per GPU) is not under
+            none.attrs["why"] = (f"the source reads at {rate:.2g} Hz per GPU: a 0.1-s "
+                                 f"segment is read from the {window_s:g}-s windows around "
+                                 f"it, which need a reading each ({1 / window_s:g} Hz)")
+        return classify_samples(samples, devices, window_s, labeller, groups), none
     feats = hop_features(samples, devices, window_s, hop)
     base = on_grid(feats, window_s) if not feats.empty else feats
     labeller = default_labeller() if labeller is None else labeller
@@ -324,6 +332,12 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     if complete_until is not None:
         times = times[times < complete_until]
     return windows, classify_segments(feats, seg_labeller, window_s, times=times)
+
+
+#: Readings per window (per GPU) under which a source gets no 0.1-s segments: a segment is
+#: read from the windows around it, and a 1-Hz source's 0.5-s windows hold its readings only
+#: once a second (its segments covered a tenth of the time); 0.9 leaves a 2-Hz source's jitter.
+SEGMENT_READINGS = 0.9
 
 
 def _near_idle(feats: pd.DataFrame) -> np.ndarray:

@@ -4,7 +4,9 @@ and the server's own figures, from the classifier's windows and the samples.
 Everything here is read from the ``classify_samples`` windows of the range, so a report and the
 dashboard's ribbon agree window for window:
 
-- ``time_s[phase]`` = number of windows labelled ``phase`` x ``window_s``.
+- ``time_s[phase]`` = the time the windows labelled ``phase`` stand for (``window_time_s``:
+  ``window_s`` each, or the source's own interval where that is longer: a 1-Hz source's
+  0.5-s window stands for the second until the next reading).
 - decode ``imbalance_ratio`` (max/mean GPU load), ``balancedness`` (mean/max, SGLang's and
   vLLM's EPLB term) and ``straggler_tax`` (1 - mean/max of the GPUs' busy time: the share of
   GPU-time spent waiting for the slowest rank; ``classifier.imbalance``) are the means over the
@@ -60,6 +62,25 @@ def _mean(x) -> float:
     return float(a.mean()) if a.size else math.nan
 
 
+def window_time_s(windows: pd.DataFrame, window_s: float) -> np.ndarray:
+    """The time each window stands for, s ((n,), in the frame's order): ``window_s``, or the
+    source's own interval (1 / ``attrs["inputs"]["rate_hz"]``, ``evidence.sample_rate_hz``)
+    where that is longer, never past the next window's start (a gap stands for nothing).
+    A 1-Hz source has one 0.5-s window a second: counted at 0.5 s, its phases added up to
+    half the range."""
+    n = len(windows)
+    if not n:
+        return np.zeros(0)
+    rate = float((windows.attrs.get("inputs") or {}).get("rate_hz") or math.nan)
+    stand = max(window_s, 1.0 / rate) if math.isfinite(rate) and rate > 0 else window_s
+    start = windows["start"].to_numpy(dtype=float)
+    order = np.argsort(start, kind="stable")
+    until = np.r_[np.diff(start[order]), np.inf]
+    out = np.empty(n)
+    out[order] = np.clip(until, window_s, stand)  # a window stands for its own length at least
+    return out
+
+
 def phase_summary(windows: pd.DataFrame, window_s: float) -> dict:
     """Time and share of the range in each phase.
 
@@ -69,13 +90,16 @@ def phase_summary(windows: pd.DataFrame, window_s: float) -> dict:
 
     Returns:
         ``{"windows": n, "time_s": {phase: s}, "share": {phase: 0-1}}`` over ``PHASE_ORDER``
-        (plus ``mixed`` when present); shares are NaN without windows.
+        (plus ``mixed`` when present); ``time_s`` is the time the phase's windows stand for
+        (``window_time_s``), ``share`` the phase's share of the windows (NaN without windows).
     """
     counts = windows["phase"].value_counts() if len(windows) else pd.Series(dtype=int)
     phases = list(PHASE_ORDER) + [p for p in counts.index if p not in PHASE_ORDER]
     n = len(windows)
+    held = pd.Series(window_time_s(windows, window_s), index=windows.index) \
+        .groupby(windows["phase"]).sum() if n else pd.Series(dtype=float)
     return {"windows": n,
-            "time_s": {p: float(counts.get(p, 0)) * window_s for p in phases},
+            "time_s": {p: float(held.get(p, 0.0)) for p in phases},
             "share": {p: (float(counts.get(p, 0)) / n if n else math.nan) for p in phases}}
 
 

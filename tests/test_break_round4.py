@@ -32,3 +32,51 @@ def test_importing_a_tealeaves_parquet_keeps_its_device_facts(tmp_path, capsys):
     assert by_store["gpus"] == by_trace["gpus"]
     assert "no power limit" not in by_store["summary"]["inputs"]["text"]
     capsys.readouterr()
+
+
+def _thin_csv(tmp_path, seconds: int = 600, gpus: int = 8):
+    """A ``--query-gpu`` CSV of power and utilization only at 1 Hz: idle and busy in turns of
+    60 s, GPU 3 at 98 % while busy, the others at 60 %."""
+    lines = ["timestamp, index, utilization.gpu [%], power.draw [W]"]
+    for s in range(seconds):
+        busy = (s // 60) % 2
+        for g in range(gpus):
+            u = (98 if g == 3 else 60) if busy else 0
+            w = 600 if busy else 90
+            lines.append(f"2026/12/01 10:{s // 60:02d}:{s % 60:02d}.000, {g}, {u} %, {w} W")
+    p = tmp_path / "thin.csv"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_phase_time_of_a_1hz_source_adds_up_to_its_range(tmp_path):
+    """Each 1-s reading has one 0.5-s window: counted at 0.5 s, the phases of a 10-min trace
+    added up to 5 min (the report said 30.0 min / 30.0 min of a 2-h trace)."""
+    d = _report(tmp_path, "thin", _thin_csv(tmp_path))
+    t = d["summary"]["phase_time_s"]
+    assert d["summary"]["inputs"]["rate_hz"] == 1.0
+    assert sum(t.values()) == d["range"]["span_s"] + 1.0  # the last reading stands for 1 s
+    assert abs(t["idle"] - 300.0) <= 10 and abs(t["idle"] + t["prefill"] + t["decode"] - 600) < 1
+
+
+def test_phase_time_of_a_dense_source_is_its_windows(tmp_path):
+    """The control: a 20-Hz trace's windows stand for their 0.5 s each, as before."""
+    d = _report(tmp_path, "dense", "--trace", bundled_trace_path())
+    t, n = d["summary"]["phase_time_s"], d["summary"]["windows"]
+    assert sum(t.values()) == n * d["summary"]["window_s"]
+
+
+def test_a_1hz_source_gets_no_segments_and_says_why(tmp_path):
+    """0.1-s segments of a 1-Hz source covered a tenth of its time ("segments (0.1-s): 7200"
+    of a 2-h trace): it gets none, and classify says why."""
+    from tealeaves.classifier import classify_with_segments
+    from tealeaves.data.importers import load_trace
+
+    thin = _thin_csv(tmp_path, seconds=240)
+    tr = load_trace(thin)
+    w, seg = classify_with_segments(tr.samples, tr.devices)
+    assert len(w) == 240 and seg.empty
+    assert "reads at 1 Hz per GPU" in seg.attrs["why"]
+    dense = load_trace(bundled_trace_path())
+    assert len(classify_with_segments(dense.samples, dense.devices)[1])  # the control
+    assert main(["classify", str(thin)]) == 0

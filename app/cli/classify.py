@@ -416,8 +416,10 @@ def segments_line(segments, t0: float, shown: int = 8) -> str:
     """One line on the 0.1-s segments: how many, and the first ``shown`` phase changes as
     seconds after ``t0`` (the trace's first sample)."""
     if segments is None or segments.empty:
-        return ("segments (0.1-s): none (the window is not a whole number of 0.1-s hops, or "
-                "no window holds a reading or can be told)")
+        why = (segments.attrs.get("why") if segments is not None else None) or (
+            "the window is not a whole number of 0.1-s hops, or no window holds a reading or "
+            "can be told")
+        return f"segments (0.1-s): none ({why})"
     start = segments["start"].to_numpy(dtype=float)
     phase = segments["phase"].to_numpy()
     change = start[1:][phase[1:] != phase[:-1]]
