@@ -64,7 +64,7 @@ WINDOW_COLUMNS = ("start", "end", "phase", "confidence", "imbalance_ratio", "bal
 
 def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
                      window_s: float = DEFAULT_WINDOW_S, labeller=None,
-                     groups=None) -> pd.DataFrame:
+                     groups=None, keep: tuple[float, float] | None = None) -> pd.DataFrame:
     """Label every window of a sample frame.
 
     Args:
@@ -76,6 +76,10 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
         groups: the serving groups imbalance is judged in (``groups.resolve_groups``): None
             detects roles from the data (one group of every GPU when none are found), a
             ``groups.Grouping``, ``"0-3,4-7"`` or sequences of GPU ids.
+        keep: ``(start, end)`` epoch s: the samples are a range's with context either side;
+            every window is labelled (a run of imbalanced windows, the phase smoothing see
+            the context) and those overlapping ``[start, end)`` returned, the evidence lines
+            counting those only.  None: every window.
 
     Returns:
         One row per window holding samples: ``WINDOW_COLUMNS`` then ``load_g<i>`` (load of
@@ -107,7 +111,7 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
 
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
     return classify_told(feats, samples, window_s, labeller, groups,
-                         classify=classify_features)
+                         classify=classify_features, keep=keep)
 
 
 def _choose_labeller(labeller, feats: pd.DataFrame, window_s: float):

@@ -264,7 +264,8 @@ def _cannot_tell_rows(feats: pd.DataFrame, why: np.ndarray, window_s: float,
 
 
 def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
-                  labeller=None, groups=None, *, classify) -> pd.DataFrame:
+                  labeller=None, groups=None, *, classify,
+                  keep: tuple[float, float] | None = None) -> pd.DataFrame:
     """``classify`` (``classifier.classify_features``, passed in by the package: this module
     is one of its parts and does not import it) on the windows that can be told
     (``window_doubts``),
@@ -275,7 +276,9 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
         The windows frame of ``classify_features`` (per-GPU ``load_g<i>`` as measured), in
         time order; ``attrs["inputs"]`` carries ``sample_rate_hz`` and the counters per GPU
         where they differ, ``attrs["evidence"]`` ``{"lines": [...], "told": windows with a phase,
-        "windows": n, "compared": told windows whose GPUs share a counter}``.
+        "windows": n, "compared": told windows whose GPUs share a counter}``.  With ``keep``
+        (``(start, end)`` epoch s) only the windows overlapping ``[start, end)`` are
+        returned, labelled among all, and the lines and counts are of those.
     """
     from tealeaves.classifier.shares import inputs_of
 
@@ -289,6 +292,14 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
     windows = classify(masked, window_s, labeller, groups,
                        rate_hz=rate if np.isfinite(rate) else None)
     attrs = dict(windows.attrs)
+    if keep is not None:  # the range's windows, labelled among their context's
+        start = feats.index.to_numpy(dtype=float)
+        inside = (start + window_s > keep[0]) & (start < keep[1])
+        _, lines, compared = comparable_features(feats[ok & inside], samples, window_s)
+        w0 = windows["start"].to_numpy(dtype=float)
+        windows = windows[(w0 + window_s > keep[0]) & (w0 < keep[1])] \
+            .reset_index(drop=True).copy()
+        feats, why, ok = feats[inside], why[inside], ok[inside]
     for c in windows.columns:
         if c.startswith("load_g") and c in feats:
             windows[c] = feats.loc[ok, c].to_numpy()

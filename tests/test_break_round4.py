@@ -80,3 +80,35 @@ def test_a_1hz_source_gets_no_segments_and_says_why(tmp_path):
     dense = load_trace(bundled_trace_path())
     assert len(classify_with_segments(dense.samples, dense.devices)[1])  # the control
     assert main(["classify", str(thin)]) == 0
+
+
+def _thin_store(tmp_path):
+    store = tmp_path / "thin.db"
+    assert main(["import", str(_thin_csv(tmp_path)), "--store", str(store)]) == 0
+    return store
+
+
+def test_a_range_reports_the_verdicts_the_whole_record_gives_its_windows(tmp_path, capsys):
+    """A report of 2 windows inside an imbalanced stretch said "no imbalanced decode window"
+    (the run of 3 windows was cut by the range's edge) while the dashboard's header over the
+    same range said 2 of 2; a range of 10:00:50-10:01:10 counted 21 windows (the one opening
+    at "to" too) to the header's 20."""
+    from tealeaves.app.figures.header import range_summary
+    from tealeaves.classifier import classify_samples
+    from tealeaves.data.importers import load_trace
+
+    store = _thin_store(tmp_path)
+    whole = load_trace(_thin_csv(tmp_path))
+    windows = classify_samples(whole.samples, whole.devices)
+    t0 = float(whole.samples["timestamp"].min())
+    for a, b in ((60.0, 61.5), (60.0, 62.0), (50.0, 70.0), (119.0, 121.0)):
+        d = _report(tmp_path, f"r{a}", "--store", store, "--from", t0 + a, "--to", t0 + b)
+        head = range_summary(windows, t0 + a, t0 + b)
+        s = d["summary"]
+        assert (s["windows"], s["imbalanced_windows"]) == (head.windows, head.flagged), (a, b)
+        assert tuple(s["hot_set"]) == head.hot_set
+    capsys.readouterr()
+    short = _report(tmp_path, "short", "--store", store, "--from", t0 + 60, "--to", t0 + 61.5)
+    assert short["summary"]["imbalanced_windows"] == 2 and short["summary"]["hot_set"] == [3]
+    twenty = _report(tmp_path, "twenty", "--store", store, "--from", t0 + 50, "--to", t0 + 70)
+    assert twenty["summary"]["windows"] == 20

@@ -248,7 +248,8 @@ def add_parser(sub) -> None:
     r.add_argument("--from", dest="t_from", metavar="T",
                    help="range start in the store: YYYY-MM-DD HH:MM[:SS] UTC, ISO 8601 with an "
                         "offset, or epoch s (default: the store's first sample)")
-    r.add_argument("--to", dest="t_to", metavar="T", help="range end (default: the newest)")
+    r.add_argument("--to", dest="t_to", metavar="T",
+                   help="range end, not included (default: the newest sample, included)")
     r.add_argument("--labels", type=Path, help="ground-truth CSV: start,end,phase[,hot_gpu]")
     r.add_argument("--experts", type=Path,
                    help="SGLang expert-distribution dump (torch.save file with logical_count "

@@ -67,6 +67,10 @@ FORMATS = ("html", "pdf", "png", "csv", "json")
 PROGRESS_AFTER_ROWS = 500_000
 #: Store reads go in pieces of this many samples (keyset pages; each a progress step).
 READ_CHUNK_ROWS = 200_000
+#: Seconds of samples read either side of an asked range to label its windows in their
+#: context (``ReportInput.context``): the imbalance's run of ``min_windows`` (3) windows and
+#: the phase smoothing reach a few windows; 15 s holds 15 readings of a 1-Hz source.
+CONTEXT_S = 15.0
 
 
 @dataclass
@@ -85,6 +89,13 @@ class ReportInput:
     #: Screenshots read (``classifier.picture.summary`` with ``file`` and ``capture_ts``,
     #: epoch s or None).
     screenshots: list[dict] = field(default_factory=list)
+    #: A range asked of a longer record (``read_store`` with ``--from/--to``): ``(start,
+    #: end)`` epoch s, and the samples within ``CONTEXT_S`` either side of it.  The windows
+    #: are labelled with them and those overlapping ``[start, end)`` kept, so a window's
+    #: verdict is the one the whole record gives it (a run of imbalanced windows cut by the
+    #: range's edge, or an edge window read from part of its samples, changed it).
+    asked: tuple[float, float] | None = None
+    context: pd.DataFrame | None = None
 
 
 @dataclass
@@ -188,6 +199,7 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     if end < span[0] or start > span[1]:
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
+    asked = (start, end) if (asked_from, asked_to) != (None, None) else None
     start, end = max(start, span[0]), min(end, span[1] + 1e-6)  # only what is stored
     # read by rows (keyset pages on the time index): the cost follows the samples in the
     # range, never its span
@@ -199,6 +211,10 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
             parts.append(part)
             bar.update(len(part))
     samples = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    if asked is not None and asked_to is not None and len(samples):
+        # the range is [from, to), as the dashboard's: a sample at "to" opens the next window
+        samples = samples[samples["timestamp"].to_numpy(dtype=float) < asked[1]] \
+            .reset_index(drop=True)
     if samples.empty:
         raise ReportError(f"{where}: no samples between {_utc(start)} and {_utc(end)} UTC "
                           f"(it holds {_utc(span[0])} to {_utc(span[1])})")
@@ -208,9 +224,23 @@ def read_store(store, start: float | None, end: float | None, progress: bool | N
     events = store.server_events(start, end)
     metrics = store.server_metrics(start, end, names=BALANCE_SERIES)
     sources = [Source("store", Path(path))] if path is not None else []
-    return ReportInput(samples, store.devices(), store.meta(),
-                       events if len(events) else None, sources,
-                       metrics if len(metrics) else None)
+    inp = ReportInput(samples, store.devices(), store.meta(),
+                      events if len(events) else None, sources,
+                      metrics if len(metrics) else None)
+    if asked is not None:
+        inp.asked, inp.context = asked, _context(store, asked)
+    return inp
+
+
+def _context(store, asked: tuple[float, float]) -> pd.DataFrame:
+    """The samples within ``CONTEXT_S`` before ``asked[0]`` and from ``asked[1]`` on (the
+    range being ``[asked[0], asked[1])``), read by rows like the range."""
+    a, b = asked
+    before = [p for p in store.iter_range(a - CONTEXT_S, a, READ_CHUNK_ROWS)]
+    after = [p for p in store.iter_range(b, b + CONTEXT_S, READ_CHUNK_ROWS)]
+    parts = [p[p["timestamp"].to_numpy(dtype=float) < a] for p in before] + after
+    parts = [p for p in parts if len(p)]
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
 
 def _one_sweep(where: str, samples: pd.DataFrame, span: tuple[float, float],
@@ -306,7 +336,6 @@ def build_report(inp: ReportInput, *, window_s: float = DEFAULT_WINDOW_S, labels
         ReportError: unreadable labels or dump, a dump of another shape, a layout that does
             not divide, no samples, or ``groups`` that do not fit the samples' GPUs.
     """
-    from tealeaves.classifier import classify_samples
     from tealeaves.classifier.groups import GroupsError
     from tealeaves.data.traces import TraceError, read_labels
 
@@ -329,8 +358,7 @@ def build_report(inp: ReportInput, *, window_s: float = DEFAULT_WINDOW_S, labels
     with _progress(steps, "report", show) as bar:
         bar.set_postfix_str("classifying")
         try:
-            windows = classify_samples(s, inp.devices if len(inp.devices) else None,
-                                       window_s=window_s, labeller=labeller, groups=groups)
+            windows = _range_windows(inp, window_s, labeller, groups)
         except GroupsError as exc:
             raise ReportError(str(exc)) from None
         bar.update(1)
@@ -356,6 +384,27 @@ def build_report(inp: ReportInput, *, window_s: float = DEFAULT_WINDOW_S, labels
         _add_optional_parts(data, inp, windows, mig, t0, t1)
         bar.update(1)
     return Report(data, windows, expert_arrays)
+
+
+def _range_windows(inp: ReportInput, window_s: float, labeller, groups) -> pd.DataFrame:
+    """``classify_samples`` of the report's samples; of an asked range, labelled with its
+    ``context`` and cut to the windows overlapping ``[start, end)`` (``keep``: the dashboard
+    header's rule, ``figures.header.range_summary``).
+
+    Raises:
+        groups.GroupsError: ``groups`` that do not fit the samples' GPUs.
+    """
+    from tealeaves.classifier import classify_samples
+
+    devices = inp.devices if len(inp.devices) else None
+    ctx = inp.context
+    if inp.asked is None or ctx is None or ctx.empty:
+        return classify_samples(inp.samples, devices, window_s=window_s, labeller=labeller,
+                                groups=groups)
+    both = pd.concat([ctx, inp.samples], ignore_index=True) \
+        .sort_values("timestamp", kind="stable").reset_index(drop=True)
+    return classify_samples(both, devices, window_s=window_s, labeller=labeller,
+                            groups=groups, keep=inp.asked)
 
 
 # -- JSON and CSV -------------------------------------------------------------------------------
