@@ -112,3 +112,22 @@ def test_a_range_reports_the_verdicts_the_whole_record_gives_its_windows(tmp_pat
     assert short["summary"]["imbalanced_windows"] == 2 and short["summary"]["hot_set"] == [3]
     twenty = _report(tmp_path, "twenty", "--store", store, "--from", t0 + 50, "--to", t0 + 70)
     assert twenty["summary"]["windows"] == 20
+
+
+def test_identical_gpus_on_the_dashboard_read_alike_and_never_sure():
+    """The dashboard's own picture (a 5-s zoom where GPUs 0, 2, 4, 6 carry identical data,
+    sm_active 38.3 % on average): read 47, 39, 43.6 and 38.8 %, each "100% sure"."""
+    from pathlib import Path
+
+    from tealeaves.app.figures.read_back import LINE_CONFIDENCE, read_back
+    from tealeaves.data.screen.read import read_picture
+
+    pic = Path(__file__).parent / "pictures" / "dashboard_identical_gpus.png"
+    r = read_picture(pic.read_bytes(), pic.name, graphs=read_back)
+    assert r.tool == "tealeaves dashboard"
+    got = {g.gpu: g for g in r.gpus}
+    same = [got[g].values["util_pct"] for g in (0, 2, 4, 6)]
+    assert max(same) - min(same) <= 5.0, same
+    assert all(abs(v - 38.3) <= 6.0 for v in same), same
+    assert got[3].values["util_pct"] > 95
+    assert all(g.confidence["util_pct"] <= LINE_CONFIDENCE for g in r.gpus)

@@ -23,6 +23,10 @@ LABEL_ZONE = 0.12
 MIN_COLUMNS = 20
 
 
+#: Highest confidence of a load read off a band's line: the line is found or not, but its
+#: mean is known to a few points only (four GPUs of identical load in one dashboard picture,
+#: 38.3 % each, read 39.0-43.5 %): never "100 % sure" of the number.
+LINE_CONFIDENCE = 0.7
 #: Share of a GPU's colour (blended over its band's ground) that makes a pixel its line's.
 MIN_BLEND = 0.4
 
@@ -80,8 +84,10 @@ def _on_one_pitch(labels: dict, n: int) -> dict:
 
 def read_back(img, words=None) -> list[GpuReading]:
     """The GPUs of a dashboard picture (``data.screen.read.read_picture``'s ``graphs``):
-    ``util_pct`` = the mean of the GPU's band line (%), with its confidence (the share of
-    the plot's columns where the line was found, 0-1) and the band's box.  A GPU whose label
+    ``util_pct`` = the mean of the GPU's band line (%) over the columns it spans (a column
+    where it was not found read between its neighbours), with its confidence (twice the
+    share of those columns where the line was found, at most ``LINE_CONFIDENCE``) and the
+    band's box.  A GPU whose label
     or line is not found is left out, and so is a colour past the header's GPU count ("8
     GPUs"); fewer than two labels (no spacing to measure): []."""
     from scipy import ndimage
@@ -145,10 +151,14 @@ def read_back(img, words=None) -> list[GpuReading]:
         wb = np.where(band, np.maximum(weight, 1e-3), 0.0)
         rows = np.arange(band.shape[0], dtype=np.float64)
         y = np.array([(rows * wb[:, c]).sum() / wb[:, c].sum() for c in cols]) + top
-        load = (BAND_TICK + (yc - y) / pitch) / BAND_SCALE * 100.0
-        v = float(np.clip(np.mean(np.clip(load, 0.0, 100.0)), 0.0, 100.0))
+        load = np.clip((BAND_TICK + (yc - y) / pitch) / BAND_SCALE * 100.0, 0.0, 100.0)
+        # the mean over every column the line spans: a column left out (a steep stretch, a
+        # crossing line of another GPU) is read between its neighbours, so two GPUs of the
+        # same load read the same whichever columns each lost
+        span = np.arange(cols[0], cols[-1] + 1)
+        v = float(np.clip(np.mean(np.interp(span, cols, load)), 0.0, 100.0))
         seen = len(cols) / max(1, int(cols[-1] - cols[0]) + 1)
         out.append(GpuReading(g, {"util_pct": round(v, 1)},
-                              {"util_pct": float(min(1.0, 2 * seen))},
+                              {"util_pct": float(min(LINE_CONFIDENCE, 2 * seen))},
                               (0.0, top / h, 1.0, bottom / h)))
     return sorted(out, key=lambda r: r.gpu)
