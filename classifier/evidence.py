@@ -283,8 +283,15 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
     from tealeaves.classifier.shares import inputs_of
 
     fcols = [c for c in feats.columns if c.startswith("f_")]
+    blank = 0
     if fcols and not feats.empty:
-        feats = feats[feats[fcols].notna().any(axis=1)]
+        held = feats[fcols].notna().any(axis=1).to_numpy()
+        if keep is not None:
+            start = feats.index.to_numpy(dtype=float)
+            blank = int((~held & (start + window_s > keep[0]) & (start < keep[1])).sum())
+        else:
+            blank = int((~held).sum())
+        feats = feats[held]
     why = window_doubts(samples, feats.index, window_s)
     ok = why == ""
     masked, lines, compared = comparable_features(feats[ok], samples, window_s)
@@ -323,6 +330,9 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
                               + (f"; {none}" if none else ""))
             inputs["per_gpu"] = inputs["text"]
         attrs["inputs"] = inputs
+    if blank:  # samples there, every field of them blank: no window, and it says so
+        lines.append(f"{blank} window{'' if blank == 1 else 's'} with samples but no reading "
+                     f"(every field blank: N/A, ERR! or a blank code) left out: no phase")
     attrs["evidence"] = {"lines": lines, "told": int(ok.sum()), "windows": len(ok),
                          "compared": int(compared)}
     windows.attrs = attrs

@@ -131,3 +131,18 @@ def test_identical_gpus_on_the_dashboard_read_alike_and_never_sure():
     assert all(abs(v - 38.3) <= 6.0 for v in same), same
     assert got[3].values["util_pct"] > 95
     assert all(g.confidence["util_pct"] <= LINE_CONFIDENCE for g in r.gpus)
+
+
+def test_a_trace_of_blank_readings_says_why_no_window_is_labelled(tmp_path, capsys):
+    """Every reading ``[N/A]``: classify printed "windows: 0" and nothing on why."""
+    rows = ["timestamp, index, utilization.gpu [%], power.draw [W]"]
+    rows += [f"2026/12/01 10:00:{s:02d}.000, {g}, [N/A], [N/A]" for s in range(20)
+             for g in (0, 1)]
+    p = tmp_path / "allna.csv"
+    p.write_text("\n".join(rows) + "\n")
+    assert main(["classify", str(p)]) == 0
+    out = capsys.readouterr().out
+    assert "windows: 0" in out
+    assert "20 windows with samples but no reading (every field blank" in out
+    d = _report(tmp_path, "na", p)
+    assert any("20 windows with samples but no reading" in x for x in d["summary"]["evidence"])
