@@ -26,8 +26,20 @@ _PROM_SPECIAL = frozenset({"NaN", "+Inf", "-Inf", "Inf"})
 _TS_MIN, _TS_MAX = 946684800.0, 4102444800.0  # 2000-01-01 .. 2100-01-01
 
 
-def _parse_exporter(text: str, *, host: str, start: float | None, end: float, interval: float
+#: dcgm-exporter series read as a device fact (the newest value per GPU), not a sample:
+#: ``DCGM_FI_DEV_POWER_MGMT_LIMIT`` is the power limit (W) ``power_frac`` divides by.
+DCGM_FACTS: dict[str, str] = {"DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
+                              "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "power_limit_w"}
+
+
+def _parse_exporter(text: str, *, host: str, start: float | None, end: float, interval: float,
+                    not_read: set[str] | None = None, facts: dict | None = None
                     ) -> tuple[list[dict], int, list[tuple[int, str]]]:
+    """dcgm-exporter ``text`` as sample records: ``(records, series lines accepted, skipped
+    lines)``; the GPU series outside ``DCGM_METRICS`` and ``DCGM_FACTS``
+    (``DCGM_FI_DEV_XID_ERRORS`` ...) are added to ``not_read`` when given, and the
+    ``DCGM_FACTS`` values and the ``modelName`` label to ``facts`` (``{(host, gpu): {"uuid":
+    ..., "name": ..., "power_limit_w": W}}``)."""
     # Each sample line goes through prometheus_client's parser on its own, so one mangled line
     # costs only itself and is recorded with its line number.  HELP/TYPE are not needed: the
     # sample name and labels carry everything (the file may start mid-family).
@@ -93,8 +105,17 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
                                               "_line": n})
         if uuid and not row["uuid"]:
             row["uuid"] = uuid
+        model = (labels.get("modelName") or "").strip()
+        if model and facts is not None:  # the GPU's name, as dcgm-exporter labels its series
+            facts.setdefault((h, gpu), {"uuid": uuid})["name"] = model
         if target:
             row[target[0]] = scaled
+        elif smp.name in DCGM_FACTS and facts is not None:
+            if math.isfinite(value) and value > 0:
+                fact = facts.setdefault((h, gpu), {"uuid": uuid})
+                fact[DCGM_FACTS[smp.name]] = value
+        elif not_read is not None:
+            not_read.add(smp.name)
         accepted += 1
     t0 = _anchor(start, end, scrape.count, interval)
     records = []

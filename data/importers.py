@@ -215,11 +215,18 @@ def _parse_format(fmt: str, text: str, *, host: str, zone: tzinfo, start: float 
         records, nread, skipped, extra = _parse_table(text, host=h, zone=clock, start=start,
                                                       end=end, interval=step)
     elif fmt == "dcgm_exporter":
+        unread_series: set[str] = set()
+        facts: dict = {}
         records, nread, skipped = _parse_exporter(text, host=h, start=start, end=end,
-                                                  interval=step)
+                                                  interval=step, not_read=unread_series,
+                                                  facts=facts)
+        extra = {"not_read": sorted(unread_series),
+                 "devices": [{"host": fh, "gpu": g, **f} for (fh, g), f in sorted(facts.items())]}
     elif fmt == "dcgmi_dmon":
+        unread: set[str] = set()
         records, nread, skipped = _parse_dcgmi(text, host=h, zone=zone, start=start, end=end,
-                                               interval=step, clock=clock)
+                                               interval=step, clock=clock, not_read=unread)
+        extra = {"not_read": sorted(unread)}
     else:
         records, nread, skipped = _parse_tealeaves_csv(text, host=h)
     kept = records if start is not None else _placed_among_dated(records, skipped)

@@ -146,3 +146,29 @@ def test_a_trace_of_blank_readings_says_why_no_window_is_labelled(tmp_path, caps
     assert "20 windows with samples but no reading (every field blank" in out
     d = _report(tmp_path, "na", p)
     assert any("20 windows with samples but no reading" in x for x in d["summary"]["evidence"])
+
+
+def test_fields_outside_the_schema_are_named_for_dcgmi_and_dcgm_exporter(tmp_path):
+    """A dcgmi file's FP64A/FP32A/FP16A columns and dcgm-exporter series tealeaves does not
+    read were dropped with ``not_read: []`` (the --query-gpu importer alone named them); the
+    exporter's power limit and GPU model are device facts."""
+    from tealeaves.data.importers import import_file
+
+    d = tmp_path / "d.txt"
+    d.write_text("#Entity    GRACT        SMACT        FP64A        FP32A\nID\n"
+                 "GPU 0      0.500        0.400        0.000        0.046\n"
+                 "GPU 0      0.600        0.500        0.000        0.050\n")
+    r = import_file(d, start_time=1.79e9)
+    assert r.not_read == ["FP32A", "FP64A"] and len(r.samples) == 2
+    e = tmp_path / "e.txt"
+    lab = 'gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"'
+    e.write_text(f"DCGM_FI_DEV_GPU_UTIL{{{lab}}} 40\n"
+                 f"DCGM_FI_DEV_POWER_USAGE{{{lab}}} 350.5\n"
+                 f"DCGM_FI_DEV_POWER_MGMT_LIMIT{{{lab}}} 700\n"
+                 f"DCGM_FI_DEV_XID_ERRORS{{{lab}}} 0\n")
+    r = import_file(e, start_time=1.79e9)
+    assert r.not_read == ["DCGM_FI_DEV_XID_ERRORS"]
+    dev = r.devices.iloc[0]
+    assert (dev["host"], dev["gpu"], dev["power_limit_w"]) == ("n1", 0, 700.0)
+    assert dev["name"] == "NVIDIA H100 80GB HBM3"
+    assert r.samples["power_w"].iloc[0] == 350.5
