@@ -94,5 +94,5 @@ def test_classify_says_which_file_gpus_and_range_its_windows_are_of(tmp_path):
     r = _cli("classify", str(f), "--utc")
     assert r.returncode == 0, r.stderr
     line = next(x for x in r.stdout.splitlines() if x.startswith("these windows are of "))
-    assert line == (f"these windows are of {f}: GPU 1, 2025-11-30 10:00:10.000+00:00 to "
-                    f"2025-11-30 10:00:19.000+00:00 (9.0 s), 10 samples"), line
+    assert line == (f"these windows are of {f}: GPU 1; 2025-11-30 10:00:10.000+00:00 to "
+                    f"2025-11-30 10:00:19.000+00:00 (9.0 s); 10 samples"), line

@@ -107,4 +107,4 @@ def test_a_trace_without_a_gap_says_none(tmp_path):
     out = tealeaves("classify", f)
     assert out.returncode == 0, out.stderr
     line = next(ln for ln in out.stdout.splitlines() if ln.startswith("these windows are of"))
-    assert line.endswith(" 960 samples")  # and no word of a gap
+    assert line.endswith("; 960 samples")  # and no word of a gap

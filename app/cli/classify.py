@@ -254,8 +254,8 @@ def source_line(path, samples, utc: bool) -> str:
     gpus = sorted(int(g) for g in samples["gpu"].unique()) if len(samples) else []
     when = (f"{time_text(float(ts.min()), utc)} to {time_text(float(ts.max()), utc)} "
             f"({float(ts.max() - ts.min()):.1f} s)" if len(ts) else "no time range")
-    return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}, "
-            f"{when}, {len(samples):,} samples{_gaps_words(ts, utc)}")
+    return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}; "
+            f"{when}; {len(samples):,} samples{_gaps_words(ts, utc)}")
 
 
 def range_json(samples) -> dict:
