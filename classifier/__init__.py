@@ -107,8 +107,9 @@ def classify_samples(samples: pd.DataFrame, devices: pd.DataFrame | None = None,
     Raises:
         groups.GroupsError: an explicit grouping that does not fit the samples' GPUs.
     """
-    from tealeaves.classifier.evidence import classify_told
+    from tealeaves.classifier.evidence import align_sweeps, classify_told
 
+    samples = align_sweeps(samples, window_s)
     feats = WindowFeatures(window_s, devices).fit_transform(samples)
     return classify_told(feats, samples, window_s, labeller, groups,
                          classify=classify_features, keep=keep)
@@ -297,7 +298,12 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
         source reads under ``SEGMENT_READINGS`` times a window per GPU
         (``evidence.sample_rate_hz``; ``attrs["why"]`` says so).
     """
-    from tealeaves.classifier.evidence import classify_told, sample_rate_hz, window_doubts
+    from tealeaves.classifier.evidence import (
+        align_sweeps,
+        classify_told,
+        gpu_rates_hz,
+        window_doubts,
+    )
     from tealeaves.classifier.segments import (
         SEGMENT_COLUMNS,
         classify_segments,
@@ -307,13 +313,17 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     )
 
     hop = hop_for(window_s)
-    rate = sample_rate_hz(samples) if not samples.empty else math.nan
+    rates = gpu_rates_hz(samples) if not samples.empty else {}
+    rate = min(rates.values()) if rates else math.nan  # the slowest GPU's: each window needs it
+    samples = align_sweeps(samples, window_s)
     if samples.empty or hop is None or rate * window_s < SEGMENT_READINGS:
         none = pd.DataFrame(columns=list(SEGMENT_COLUMNS))
         if rate * window_s < SEGMENT_READINGS:  # NaN (one reading per GPU) is not under
-            none.attrs["why"] = (f"the source reads at {rate:.2g} Hz per GPU: a 0.1-s "
-                                 f"segment is read from the {window_s:g}-s windows around "
-                                 f"it, which need a reading each ({1 / window_s:g} Hz)")
+            who = ("the source reads" if max(rates.values()) < 1.5 * rate else
+                   f"GPU {min(rates, key=rates.get)} reads")
+            none.attrs["why"] = (f"{who} at {rate:.2g} Hz: a 0.1-s segment is read from the "
+                                 f"{window_s:g}-s windows around it, which need a reading "
+                                 f"of every GPU each ({1 / window_s:g} Hz)")
         return classify_samples(samples, devices, window_s, labeller, groups), none
     feats = hop_features(samples, devices, window_s, hop)
     base = on_grid(feats, window_s) if not feats.empty else feats
@@ -340,8 +350,9 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
 
 #: Readings per window (per GPU) under which a source gets no 0.1-s segments: a segment is
 #: read from the windows around it, and a 1-Hz source's 0.5-s windows hold its readings only
-#: once a second (its segments covered a tenth of the time); 0.9 leaves a 2-Hz source's jitter.
-SEGMENT_READINGS = 0.9
+#: once a second (its segments covered a tenth of the time); 0.97 leaves a 2-Hz source's
+#: jitter (a 1.9-Hz source got segments at 0.9).
+SEGMENT_READINGS = 0.97
 
 
 def _near_idle(feats: pd.DataFrame) -> np.ndarray:

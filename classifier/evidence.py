@@ -146,6 +146,77 @@ def sample_rate_hz(samples: pd.DataFrame) -> float:
     return float("nan")
 
 
+def gpu_rates_hz(samples: pd.DataFrame) -> dict[int, float]:
+    """Each GPU's rate, Hz: 1 / the median interval between its consecutive readings of the
+    first of ``windows.RATE_METRICS`` the source reads (GPUs with under two readings left
+    out).  ``sample_rate_hz`` pools the intervals, so a fast GPU's many intervals outvote a
+    slow one's: this tells them apart."""
+    for m in RATE_METRICS:
+        if m not in samples:
+            continue
+        rows = samples.loc[samples[m].notna().to_numpy(), ["gpu", "timestamp"]]
+        if rows.empty:
+            continue
+        out = {}
+        for g, t in rows.groupby("gpu")["timestamp"]:
+            dt = np.diff(np.unique(t.to_numpy(dtype=float)))
+            dt = dt[dt > 0]
+            if len(dt):
+                out[int(g)] = float(1.0 / np.median(dt))
+        return out
+    return {}
+
+
+def _mixed_rates(samples: pd.DataFrame) -> str:
+    """The GPUs' rates in words where they differ by more than 1.5x ("10 Hz (GPU 0), 1 Hz
+    (GPUs 1-3)"), "" where they agree."""
+    rates = gpu_rates_hz(samples)
+    if len(rates) < 2 or max(rates.values()) < 1.5 * min(rates.values()):
+        return ""
+    by: dict[str, list[int]] = {}
+    for g, r in sorted(rates.items(), key=lambda kv: -kv[1]):
+        by.setdefault(f"{r:.2g} Hz", []).append(g)
+    return ", ".join(f"{hz} ({_gpus_words(gs)})" for hz, gs in by.items())
+
+
+#: A slow source's readings of one sweep (nvidia-smi reads every GPU at nearly one instant,
+#: stamped a few ms apart) are at most this share of its interval apart (``align_sweeps``).
+SWEEP_SHARE = 0.25
+
+
+def align_sweeps(samples: pd.DataFrame, window_s: float) -> pd.DataFrame:
+    """``samples`` with each sweep of a slow source on one instant: where the slowest GPU
+    reads under once a window (``gpu_rates_hz``), the readings of different GPUs stamped
+    within ``SWEEP_SHARE`` of an interval of each other take the first one's time, so a
+    sweep straddling a window's edge (GPUs read at x.499 and x.502 s) is one window holding
+    every GPU, not two windows each missing some (every window was "cannot tell").  The
+    frame as given when the source is fast, when nothing moves, or when a sweep so cut
+    would hold two readings of one GPU (GPUs read one after another across the interval)."""
+    if samples.empty or "gpu" not in samples:
+        return samples
+    rates = gpu_rates_hz(samples)
+    if not rates or min(rates.values()) * window_s >= 1.0:
+        return samples
+    interval = 1.0 / min(rates.values())
+    t = samples["timestamp"].to_numpy(dtype=float)
+    u, inv = np.unique(t, return_inverse=True)
+    if len(u) < 2:
+        return samples
+    new = np.r_[True, np.diff(u) >= SWEEP_SHARE * interval]
+    sweep = (np.cumsum(new) - 1)[inv]
+    snapped = u[new][sweep]
+    if np.array_equal(snapped, t):
+        return samples
+    keys = [samples[c].to_numpy() for c in ("host", "gpu") if c in samples]
+    per_sweep = pd.MultiIndex.from_arrays([sweep, *keys]).nunique()
+    per_time = pd.MultiIndex.from_arrays([t, *keys]).nunique()
+    if per_sweep < per_time:  # a sweep would hold two readings of one GPU: leave them
+        return samples
+    out = samples.copy()
+    out["timestamp"] = snapped
+    return out
+
+
 def _wide(per: pd.DataFrame, col: str, index: pd.Index, gpus: list[int]) -> np.ndarray:
     if col not in per:
         return np.full((len(index), len(gpus)), np.nan)
@@ -324,6 +395,10 @@ def classify_told(feats: pd.DataFrame, samples: pd.DataFrame, window_s: float,
                      f"{CONTEXT_INTERVALS:g} of its own intervals, where longer)")
     if not feats.empty:
         inputs = inputs_of(feats, window_s, rate_hz=rate)
+        mixed = _mixed_rates(samples)
+        if mixed:  # the pooled rate is the fast GPUs': name each GPU's
+            inputs["text"] = inputs["text"].replace(f" at {inputs['rate_hz']:.2g} Hz per GPU",
+                                                    f" at {mixed}")
         per, none = per_gpu_inputs(samples, inputs["counters"])
         if per:
             inputs["text"] = (per + inputs["text"][len(", ".join(inputs["counters"])):]

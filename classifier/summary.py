@@ -5,8 +5,8 @@ Everything here is read from the ``classify_samples`` windows of the range, so a
 dashboard's ribbon agree window for window:
 
 - ``time_s[phase]`` = the time the windows labelled ``phase`` stand for (``window_time_s``:
-  ``window_s`` each, or the source's own interval where that is longer: a 1-Hz source's
-  0.5-s window stands for the second until the next reading).
+  the time to the next window, ``window_s`` for windows side by side; a 1-Hz source's 0.5-s
+  window stands for the second until the next reading).
 - decode ``imbalance_ratio`` (max/mean GPU load), ``balancedness`` (mean/max, SGLang's and
   vLLM's EPLB term) and ``straggler_tax`` (1 - mean/max of the GPUs' busy time: the share of
   GPU-time spent waiting for the slowest rank; ``classifier.imbalance``) are the means over the
@@ -63,21 +63,23 @@ def _mean(x) -> float:
 
 
 def window_time_s(windows: pd.DataFrame, window_s: float) -> np.ndarray:
-    """The time each window stands for, s ((n,), in the frame's order): ``window_s``, or the
-    source's own interval (1 / ``attrs["inputs"]["rate_hz"]``, ``evidence.sample_rate_hz``)
-    where that is longer, never past the next window's start (a gap stands for nothing).
-    A 1-Hz source has one 0.5-s window a second: counted at 0.5 s, its phases added up to
-    half the range."""
+    """The time each window stands for, s ((n,), in the frame's order): the time to the next
+    window's start (``window_s`` for windows side by side; a 1-Hz source's 0.5-s window
+    stands for its second, a 1.9-Hz source's for its 0.5 or 1 s), at least ``window_s``.
+    Where the next window is further than ``max(window_s, 2.5 x`` the median step``)`` (a
+    gap) and for the last window: ``max(window_s,`` the median step``)``.  Counted at
+    ``window_s``, a 1-Hz source's phases added up to half its range."""
     n = len(windows)
     if not n:
         return np.zeros(0)
-    rate = float((windows.attrs.get("inputs") or {}).get("rate_hz") or math.nan)
-    stand = max(window_s, 1.0 / rate) if math.isfinite(rate) and rate > 0 else window_s
     start = windows["start"].to_numpy(dtype=float)
     order = np.argsort(start, kind="stable")
-    until = np.r_[np.diff(start[order]), np.inf]
+    until = np.diff(start[order])
+    step = max(window_s, float(np.median(until))) if len(until) else window_s
+    until = np.r_[until, np.inf]
     out = np.empty(n)
-    out[order] = np.clip(until, window_s, stand)  # a window stands for its own length at least
+    out[order] = np.where(until <= max(window_s, 2.5 * step), np.maximum(until, window_s),
+                          step)
     return out
 
 
@@ -509,8 +511,8 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     0-1), the mean of every ``GPU_COLUMNS`` column over the range (NaN where the source has
     none), ``energy_j`` (power integrated over the samples' time, pauses not counted:
     :func:`energy_j`), ``load_mean`` (mean window load, %) and
-    ``hot_s`` (seconds flagged hot: flagged windows whose hot set holds the GPU x
-    ``window_s``).  Index: GPU."""
+    ``hot_s`` (seconds flagged hot: the time the flagged windows whose hot set holds the
+    GPU stand for, ``window_time_s``).  Index: GPU."""
     if samples.empty:
         return pd.DataFrame(columns=["busy_share", *(c for c, _ in GPU_COLUMNS), "hot_s"])
     s = samples.copy()
@@ -523,13 +525,14 @@ def gpu_table(samples: pd.DataFrame, windows: pd.DataFrame, window_s: float) -> 
     busy = (util >= BUSY_UTIL).where(util.notna())
     out.insert(0, "busy_share", busy.groupby(s["gpu"]).mean())
     out["energy_j"] = [energy_j(s[s["gpu"] == gpu]) for gpu in out.index]
-    hot: dict[int, int] = {}
-    for hs in window_hot_sets(windows):
+    hot: dict[int, float] = {}
+    held = window_time_s(windows, window_s)  # the time each window stands for
+    for hs, w_s in zip(window_hot_sets(windows), held, strict=True):
         for gpu in hs:
-            hot[gpu] = hot.get(gpu, 0) + 1
+            hot[gpu] = hot.get(gpu, 0.0) + float(w_s)
     out["load_mean"] = [_mean(windows[f"load_g{int(gpu)}"]) if f"load_g{int(gpu)}" in windows
                         else math.nan for gpu in out.index]
-    out["hot_s"] = [float(hot.get(int(gpu), 0)) * window_s for gpu in out.index]
+    out["hot_s"] = [float(hot.get(int(gpu), 0.0)) for gpu in out.index]
     out.index = out.index.astype(int)
     out.index.name = "gpu"
     return out

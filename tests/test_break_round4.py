@@ -76,7 +76,7 @@ def test_a_1hz_source_gets_no_segments_and_says_why(tmp_path):
     tr = load_trace(thin)
     w, seg = classify_with_segments(tr.samples, tr.devices)
     assert len(w) == 240 and seg.empty
-    assert "reads at 1 Hz per GPU" in seg.attrs["why"]
+    assert "the source reads at 1 Hz:" in seg.attrs["why"]
     dense = load_trace(bundled_trace_path())
     assert len(classify_with_segments(dense.samples, dense.devices)[1])  # the control
     assert main(["classify", str(thin)]) == 0
@@ -172,3 +172,59 @@ def test_fields_outside_the_schema_are_named_for_dcgmi_and_dcgm_exporter(tmp_pat
     assert (dev["host"], dev["gpu"], dev["power_limit_w"]) == ("n1", 0, 700.0)
     assert dev["name"] == "NVIDIA H100 80GB HBM3"
     assert r.samples["power_w"].iloc[0] == 350.5
+
+
+def _query_rows(path, rows):
+    path.write_text("timestamp, index, utilization.gpu [%], power.draw [W]\n" + "\n".join(
+        f"{_stamp(t)}, {g}, {u} %, {w} W" for t, g, u, w in rows) + "\n")
+    return path
+
+
+def _stamp(t: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(1796119200.0 + t, tz=UTC).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+
+def test_a_1hz_sweep_stamped_a_few_ms_apart_across_a_window_edge_is_one_window(tmp_path):
+    """nvidia-smi stamps each GPU's row of a sweep a few ms apart: at x.499, x.502 ... s a
+    1-Hz sweep straddled a window's edge and every window was "cannot tell" (2400 of them
+    for 1200 s)."""
+    from tealeaves.classifier import classify_samples
+    from tealeaves.data.importers import load_trace
+
+    rows = [(s + 0.499 + 0.003 * g, g, (98 if g == 3 else 60) if (s // 60) % 2 else 0,
+             600 if (s // 60) % 2 else 90) for s in range(240) for g in range(4)]
+    tr = load_trace(_query_rows(tmp_path / "seq.csv", rows))
+    w = classify_samples(tr.samples, tr.devices)
+    assert len(w) == 240 and w["phase"].notna().all()
+    assert set(w["phase"]) == {"idle", "decode"}
+    assert w.loc[w["phase"] == "decode", "hot_set"].eq("3").mean() > 0.9
+    # the control: GPUs read 0.25 s apart across the second are no sweep: not moved
+    spread = [(s + 0.25 * g, g, 50, 300) for s in range(60) for g in range(4)]
+    tr = load_trace(_query_rows(tmp_path / "spread.csv", spread))
+    from tealeaves.classifier.evidence import align_sweeps
+
+    assert align_sweeps(tr.samples, 0.5) is tr.samples
+
+
+def test_gpus_at_different_rates_are_named_and_times_follow_each_window(tmp_path):
+    """GPU 0 at 10 Hz beside GPUs at 1 Hz was stated "at 10 Hz per GPU" and got segments;
+    10 Hz then 1 Hz added up to 900 of 1200 s; a GPU's hot_s counted 0.5 s a window."""
+    from tealeaves.classifier import classify_with_segments
+    from tealeaves.data.importers import load_trace
+
+    rows = [(k / 10, 0, 40, 300) for k in range(600)]
+    rows += [(float(s), g, 40, 300) for s in range(60) for g in (1, 2)]
+    tr = load_trace(_query_rows(tmp_path / "mixed.csv", sorted(rows)))
+    w, seg = classify_with_segments(tr.samples, tr.devices)
+    assert seg.empty and "GPU 1 reads at 1 Hz" in seg.attrs["why"]
+    assert "10 Hz (GPU 0), 1 Hz (GPUs 1-2)" in w.attrs["inputs"]["text"]
+    change = [(k / 10, g, 98 if g == 1 else 50, 500) for k in range(1200) for g in (0, 1)]
+    change += [(120.0 + s, g, 98 if g == 1 else 50, 500) for s in range(120) for g in (0, 1)]
+    d = _report(tmp_path, "chg", _query_rows(tmp_path / "chg.csv", change))
+    total = sum(d["summary"]["phase_time_s"].values())
+    assert abs(total - 240.0) <= 1.0, total
+    hot = {g["gpu"]: g["hot_s"] for g in d["gpus"]}
+    flagged = d["summary"]["imbalanced_windows"]
+    assert flagged > 0 and hot[1] > 0.5 * flagged  # more than 0.5 s a window at 1 Hz
