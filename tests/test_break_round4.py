@@ -228,3 +228,26 @@ def test_gpus_at_different_rates_are_named_and_times_follow_each_window(tmp_path
     hot = {g["gpu"]: g["hot_s"] for g in d["gpus"]}
     flagged = d["summary"]["imbalanced_windows"]
     assert flagged > 0 and hot[1] > 0.5 * flagged  # more than 0.5 s a window at 1 Hz
+
+
+def test_the_dashboard_header_counts_the_windows_it_cannot_tell_as_the_report_does(tmp_path):
+    """The header said "10 of 15 windows imbalanced" where the report (and the header's own
+    export) said "10 of 20": the header dropped the windows that cannot be told."""
+    from tealeaves.app.figures.header import range_summary
+    from tealeaves.classifier import classify_samples
+    from tealeaves.data.importers import load_trace
+
+    rows = [(float(s), g, 98 if g == 3 else 60, 600) for s in range(120) for g in range(4)
+            if not (g == 2 and 50 <= s < 55)]  # GPU 2 misses 5 s
+    f = _query_rows(tmp_path / "stop.csv", rows)
+    tr = load_trace(f)
+    w = classify_samples(tr.samples, tr.devices)
+    t0 = float(tr.samples["timestamp"].min())
+    head = range_summary(w, t0 + 40, t0 + 60)
+    store = tmp_path / "s.db"
+    assert main(["import", str(f), "--store", str(store)]) == 0
+    d = _report(tmp_path, "rng", "--store", store, "--from", t0 + 40, "--to", t0 + 60)
+    s = d["summary"]
+    assert s["cannot_tell_windows"] >= 5
+    assert (head.windows, head.flagged, head.figures) == \
+        (s["windows"], s["imbalanced_windows"], s["figures_text"])

@@ -235,8 +235,8 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     if windows is None or windows.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
                              range=rng)
-    w = windows[(windows["end"] > rng[0]) & (windows["start"] < rng[1])]
-    w = w[w["phase"].notna()]  # a window that cannot be told has no share to give
+    inside = windows[(windows["end"] > rng[0]) & (windows["start"] < rng[1])]
+    w = inside[inside["phase"].notna()]  # a window that cannot be told has no share to give
     if w.empty:
         return HeaderSummary(None, math.nan, math.nan, math.nan, None, math.nan, {}, 0,
                              range=rng)
@@ -247,7 +247,9 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
     phase = max(shares, key=lambda k: (shares[k], -RIBBON_PHASES.index(k)
                                        if k in RIBBON_PHASES else 0))
     of = "windows" if basis == "windows" else "time"
-    imb = imbalance_summary(w)
+    # the imbalance over every window of the range, as the report counts them (a window
+    # that cannot be told is one of its windows, with no figures)
+    imb = imbalance_summary(inside)
     hot_set = tuple(int(g) for g in imb["hot_set"])
     return HeaderSummary(
         phase=phase,
@@ -257,7 +259,7 @@ def range_summary(windows: pd.DataFrame, t0: float, t1: float) -> HeaderSummary:
         hot_gpu=hot_set[0] if hot_set else None,
         window_end=float(w["end"].max()),
         hot_recent={int(g): int(n) for g, n in imb["hot_gpus"].items()},
-        windows=len(w),
+        windows=len(inside),
         certainty=f"{shares[phase]:.0%} of the range's {of}",
         hot_set=hot_set,
         hot_share=as_float(imb["hot_share"]) if hot_set else math.nan,
