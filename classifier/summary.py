@@ -477,6 +477,25 @@ def pauses(timestamps: np.ndarray) -> list[tuple[float, float]]:
     return [(float(t[i]), float(t[i + 1])) for i in at]
 
 
+def partial_gpus(samples: pd.DataFrame) -> list[dict]:
+    """The GPUs whose samples start after the range's first or end before its last by more
+    than a pause (``pauses``' rule on the GPU's own steps): ``[{"gpu", "first", "last"},
+    ...]`` (epoch s), by GPU.  A GPU that stopped reporting half-way is otherwise named among
+    the range's GPUs as if it covered it all."""
+    if samples.empty:
+        return []
+    t = samples["timestamp"].to_numpy(dtype=float)
+    t0, t1 = float(np.nanmin(t)), float(np.nanmax(t))
+    out = []
+    for g, ts in samples.groupby("gpu")["timestamp"]:
+        u = np.unique(ts.to_numpy(dtype=float))
+        step = float(np.median(np.diff(u))) if len(u) > 1 else 0.0
+        limit = max(ENERGY_GAP_S, PAUSE_INTERVALS * step)
+        if u[0] - t0 > limit or t1 - u[-1] > limit:
+            out.append({"gpu": int(g), "first": float(u[0]), "last": float(u[-1])})
+    return out
+
+
 #: The most gaps a summary lists (the longest, in time order); ``gap_count`` counts them all.
 LISTED_GAPS = 100
 

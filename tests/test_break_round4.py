@@ -251,3 +251,29 @@ def test_the_dashboard_header_counts_the_windows_it_cannot_tell_as_the_report_do
     assert s["cannot_tell_windows"] >= 5
     assert (head.windows, head.flagged, head.figures) == \
         (s["windows"], s["imbalanced_windows"], s["figures_text"])
+
+
+def test_a_gpu_that_stops_half_way_is_said_on_every_range_line(tmp_path, capsys):
+    """GPU 2 stopped for the last half of the trace: the range line and the report still
+    said "GPUs 0, 1, 2, 3" over the whole range, gap_count 0, and nothing more."""
+    import csv
+
+    rows = [(float(s), g, 98 if g == 3 else 60, 600) for s in range(400) for g in range(4)
+            if not (g == 2 and s >= 200)]
+    f = _query_rows(tmp_path / "stop.csv", rows)
+    assert main(["classify", str(f), "--utc"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines()
+                if x.startswith("these windows are of"))
+    assert line.endswith("; GPU 2 only from 2026-12-01 10:00:00.000+00:00 to "
+                         "2026-12-01 10:03:19.000+00:00"), line
+    d = _report(tmp_path, "stop", f, "--utc")
+    assert d["range"]["partial_gpus"] == [{"gpu": 2, "first": 1796119200.0,
+                                           "last": 1796119399.0}]
+    assert main(["report", str(f), "--format", "csv", "--out", str(tmp_path / "s.csv")]) == 0
+    got = {(r["item"], r["metric"]) for r in csv.DictReader((tmp_path / "s.csv").open())
+           if r["section"] == "range"}
+    assert {("2", "gpu_first"), ("2", "gpu_last")} <= got
+    capsys.readouterr()
+    full = [(float(s), g, 60, 600) for s in range(400) for g in range(4)]
+    assert _report(tmp_path, "full", _query_rows(tmp_path / "full.csv", full))[
+        "range"]["partial_gpus"] == []

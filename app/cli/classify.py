@@ -255,7 +255,7 @@ def source_line(path, samples, utc: bool) -> str:
     when = (f"{time_text(float(ts.min()), utc)} to {time_text(float(ts.max()), utc)} "
             f"({float(ts.max() - ts.min()):.1f} s)" if len(ts) else "no time range")
     return (f"these windows are of {shown(path)}: {entities_text(gpus) if gpus else 'no GPU'}; "
-            f"{when}; {len(samples):,} samples{_gaps_words(ts, utc)}")
+            f"{when}; {len(samples):,} samples{_gaps_words(samples, utc)}")
 
 
 def range_json(samples) -> dict:
@@ -263,27 +263,32 @@ def range_json(samples) -> dict:
     ``start``, ``end`` (epoch s of the first and last sample, null with none), ``span_s``,
     ``samples``, ``gpus`` (entity numbers) and the gaps with no sample
     (``classifier.summary.gaps_summary``: ``gap_count``, ``gap_s``, ``gaps``)."""
-    from tealeaves.classifier.summary import gaps_summary
+    from tealeaves.classifier.summary import gaps_summary, partial_gpus
 
     ts = samples["timestamp"].to_numpy(dtype=float) if len(samples) else np.zeros(0)
     t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (None, None)
     return {"start": t0, "end": t1, "span_s": None if t0 is None else t1 - t0,
             "samples": len(samples),
             "gpus": sorted(int(g) for g in samples["gpu"].unique()) if len(samples) else [],
-            **gaps_summary(ts)}
+            **gaps_summary(ts), "partial_gpus": partial_gpus(samples)}
 
 
-def _gaps_words(ts: np.ndarray, utc: bool) -> str:
-    """The stretches of ``ts`` (epoch s) with no sample, for ``source_line``
-    (``classifier.summary.pauses``; "" with none)."""
-    from tealeaves.classifier.summary import pauses
+def _gaps_words(samples, utc: bool) -> str:
+    """The stretches of the samples' range with no sample (``classifier.summary.pauses``) and
+    the GPUs covering only part of it (``partial_gpus``), for ``source_line`` ("" with
+    neither)."""
+    from tealeaves.classifier.summary import partial_gpus, pauses
 
-    gaps = pauses(ts)
-    if not gaps:
+    if not len(samples):
         return ""
-    from tealeaves.app.figures.plot import pauses_text
+    gaps = pauses(samples["timestamp"].to_numpy(dtype=float))
+    parts = partial_gpus(samples)
+    if not gaps and not parts:
+        return ""
+    from tealeaves.app.figures.plot import partial_text, pauses_text
 
-    return pauses_text(gaps, lambda t: time_text(t, utc))
+    when = (lambda t: time_text(t, utc))
+    return pauses_text(gaps, when) + partial_text(parts, when)
 
 
 def _print_windows(args: argparse.Namespace, windows, segments, counts: dict, imb: dict,

@@ -203,7 +203,7 @@ def summary_line(data: dict, utc: bool = False) -> str:
     2.3x the rest) and GPU 1 (34 windows, 2.3x the rest), imbalance ratio 1.22, straggler
     tax 15.7% over 106 of 121 windows (the decode windows with load)"``; the hot set in
     ``classifier.hot_set``'s words (the report's ``hot_text``)."""
-    from tealeaves.app.figures import fmt_span, pauses_text
+    from tealeaves.app.figures import fmt_span, partial_text, pauses_text
 
     s, r = data["summary"], data["range"]
     tax, ratio = s["straggler_tax"], s["imbalance_ratio"]
@@ -227,7 +227,8 @@ def summary_line(data: dict, utc: bool = False) -> str:
             f"({fmt_span(r['span_s'])}), {n} window{'' if n == 1 else 's'}, hot set: {hot}, "
             f"{imb}" + (f"; {grp['text']}" if grp is not None else "")
             + pauses_text([tuple(g) for g in r.get("gaps") or []], lambda t: time_text(t, utc),
-                          r.get("gap_count"), r.get("gap_s")))
+                          r.get("gap_count"), r.get("gap_s"))
+            + partial_text(r.get("partial_gpus") or [], lambda t: time_text(t, utc)))
 
 
 def add_parser(sub) -> None:

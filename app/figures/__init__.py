@@ -75,6 +75,7 @@ from tealeaves.app.figures.plot import (  # noqa: F401
     build_figure,
     fmt_span,
     heat_trace,
+    partial_text,
     pauses_text,
     shot_lines,
     shot_points,

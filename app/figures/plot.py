@@ -468,3 +468,15 @@ def pauses_text(gaps: list[tuple[float, float]], when, count: int | None = None,
         return f"; 1 gap with no sample ({where})"
     return (f"; {count:,} gaps with no sample ({fmt_span(total_s)} in all; "
             f"the longest {where})")
+
+
+def partial_text(parts: list[dict], when) -> str:
+    """The GPUs that cover only part of a range (``classifier.summary.partial_gpus``) in
+    words for the line that states it: "" with none, else "; GPU 2 only from A to B"
+    (several joined by ", "); ``when(t)`` writes an epoch-s instant."""
+    from tealeaves.data.schema import entity_name
+
+    if not parts:
+        return ""
+    return "; " + ", ".join(f"{entity_name(p['gpu'])} only from {when(p['first'])} to "
+                            f"{when(p['last'])}" for p in parts)

@@ -30,6 +30,7 @@ from tealeaves.classifier.server_balance import (
 from tealeaves.classifier.summary import (
     GPU_COLUMNS,
     gaps_summary,
+    partial_gpus,
     server_summary,
     share_summary,
 )
@@ -394,7 +395,8 @@ def _document(inp, windows, window_s, t0, t1, phases, imb, table, top, label_par
         "generated_utc": datetime.now(UTC).isoformat(timespec="seconds"),
         "range": {"start": t0, "end": t1, "start_utc": _utc(t0), "end_utc": _utc(t1),
                   "span_s": t1 - t0,
-                  **gaps_summary(inp.samples["timestamp"].to_numpy(dtype=float))},
+                  **gaps_summary(inp.samples["timestamp"].to_numpy(dtype=float)),
+                  "partial_gpus": partial_gpus(inp.samples)},
         "summary": summary,
         "server": srv,
         "gpus": gpus,

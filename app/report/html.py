@@ -21,6 +21,7 @@ from tealeaves.app.figures import (
     fmt_span,
     gpu_color,
     hot_set_text,
+    partial_text,
     pauses_text,
     ribbon_shares,
 )
@@ -421,7 +422,8 @@ def render_html(report: Report, print_layout: bool = False) -> str:
         d=d, print_layout=print_layout, hot=HOT_COLOR, plotlyjs=Markup(get_plotlyjs()),
         span=fmt_span(d["range"]["span_s"]) + pauses_text(
             [tuple(g) for g in d["range"].get("gaps") or []], lambda t: f"{_utc_text(t)} UTC",
-            d["range"].get("gap_count"), d["range"].get("gap_s")),
+            d["range"].get("gap_count"), d["range"].get("gap_s")) + partial_text(
+            d["range"].get("partial_gpus") or [], lambda t: f"{_utc_text(t)} UTC"),
         names=", ".join(p["gpu_names"]),
         cards=_summary_cards(s, srv, hot_set, set_words),
         verdict=_verdict_text(s, hot_set, set_words), shares_text=_shares_text(s),

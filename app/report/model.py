@@ -460,6 +460,10 @@ def csv_rows(report: Report) -> list[dict]:
             for i, (a, b) in enumerate(v):
                 add("range", i, "gap_start", a, "epoch s")
                 add("range", i, "gap_end", b, "epoch s")
+        elif k == "partial_gpus":  # a GPU covering part of the range: its first and last
+            for part in v:
+                add("range", part["gpu"], "gpu_first", part["first"], "epoch s")
+                add("range", part["gpu"], "gpu_last", part["last"], "epoch s")
         else:
             add("range", None, k, v, "gaps" if k == "gap_count" else None)
     _summary_rows(add, d["summary"])
