@@ -48,13 +48,19 @@ def _leading_stamp(s: str, clock: LocalClock) -> tuple[float | None, str, str | 
     return ts, s[m.end():], (clock.gap_reason(dt) if ts is None else None)
 
 
+def _unread(not_read: set[str] | None, fields: list[str]) -> set[str] | None:
+    """``not_read`` with ``fields`` outside ``DCGMI_FIELDS`` added (None stays None)."""
+    if not_read is not None:
+        not_read.update(f for f in fields if f not in DCGMI_FIELDS)
+    return not_read
+
+
 def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end: float,
                  interval: float, clock: LocalClock | None = None,
                  not_read: set[str] | None = None
                  ) -> tuple[list[dict], int, list[tuple[int, str]]]:
-    """``dcgmi dmon`` ``text`` as sample records: ``(records, rows read, skipped lines)``;
-    the header's fields outside ``DCGMI_FIELDS`` (``FP64A``, ``PCITX`` ...) are added to
-    ``not_read`` when given."""
+    """``dcgmi dmon`` text as ``(records, rows read, skipped)``; header fields outside
+    ``DCGMI_FIELDS`` (``FP64A`` ...) go to ``not_read`` when given."""
     clock = clock or LocalClock(zone)
     fields: list[str] | None = None
     records: list[dict] = []
@@ -75,8 +81,7 @@ def _parse_dcgmi(text: str, *, host: str, zone: tzinfo, start: float | None, end
             if names:
                 fields = [f.upper() for f in names]
                 cycles.new_block()
-                if not_read is not None:
-                    not_read.update(f for f in fields if f not in DCGMI_FIELDS)
+                not_read = _unread(not_read, fields)
             else:
                 skipped.append((n, f"bad #Entity header: {_short(s)}"))
             continue

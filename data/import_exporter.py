@@ -32,17 +32,25 @@ DCGM_FACTS: dict[str, str] = {"DCGM_FI_DEV_POWER_MGMT_LIMIT": "power_limit_w",
                               "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": "power_limit_w"}
 
 
+def _facts_of(facts: dict, key: tuple, uuid: str, labels: dict, name: str,
+              value: float) -> None:
+    """Add to ``facts[key]`` what one series line of a GPU says of it: its ``modelName``
+    label as ``name``, a ``DCGM_FACTS`` series' positive value."""
+    model = (labels.get("modelName") or "").strip()
+    if model:
+        facts.setdefault(key, {"uuid": uuid})["name"] = model
+    if name in DCGM_FACTS and math.isfinite(value) and value > 0:
+        facts.setdefault(key, {"uuid": uuid})[DCGM_FACTS[name]] = value
+
+
 def _parse_exporter(text: str, *, host: str, start: float | None, end: float, interval: float,
                     not_read: set[str] | None = None, facts: dict | None = None
                     ) -> tuple[list[dict], int, list[tuple[int, str]]]:
     """dcgm-exporter ``text`` as sample records: ``(records, series lines accepted, skipped
-    lines)``; the GPU series outside ``DCGM_METRICS`` and ``DCGM_FACTS``
-    (``DCGM_FI_DEV_XID_ERRORS`` ...) are added to ``not_read`` when given, and the
-    ``DCGM_FACTS`` values and the ``modelName`` label to ``facts`` (``{(host, gpu): {"uuid":
-    ..., "name": ..., "power_limit_w": W}}``)."""
-    # Each sample line goes through prometheus_client's parser on its own, so one mangled line
-    # costs only itself and is recorded with its line number.  HELP/TYPE are not needed: the
-    # sample name and labels carry everything (the file may start mid-family).
+    lines)``; series outside ``DCGM_METRICS`` and ``DCGM_FACTS`` go to ``not_read``, device
+    facts to ``facts`` (``_facts_of``: ``{(host, gpu): {"uuid", "name", "power_limit_w"}}``).
+    Each line goes through prometheus_client's parser on its own, so a mangled line costs
+    only itself; HELP/TYPE are not needed (the file may start mid-family)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     skipped: list[tuple[int, str]] = []
@@ -105,24 +113,25 @@ def _parse_exporter(text: str, *, host: str, start: float | None, end: float, in
                                               "_line": n})
         if uuid and not row["uuid"]:
             row["uuid"] = uuid
-        model = (labels.get("modelName") or "").strip()
-        if model and facts is not None:  # the GPU's name, as dcgm-exporter labels its series
-            facts.setdefault((h, gpu), {"uuid": uuid})["name"] = model
         if target:
             row[target[0]] = scaled
-        elif smp.name in DCGM_FACTS and facts is not None:
-            if math.isfinite(value) and value > 0:
-                fact = facts.setdefault((h, gpu), {"uuid": uuid})
-                fact[DCGM_FACTS[smp.name]] = value
-        elif not_read is not None:
+        elif smp.name not in DCGM_FACTS and not_read is not None:
             not_read.add(smp.name)
+        if facts is not None:
+            _facts_of(facts, (h, gpu), uuid, labels, smp.name, value)
         accepted += 1
-    t0 = _anchor(start, end, scrape.count, interval)
+    return _records(rows.values(), _anchor(start, end, scrape.count, interval), interval), \
+        accepted, skipped
+
+
+def _records(rows, t0: float, interval: float) -> list[dict]:
+    """The series rows as records: a row of a stated time at it, a scrape's row at ``t0`` +
+    its scrape number x ``interval`` (and ``_placed``)."""
     records = []
-    for row in rows.values():
+    for row in rows:
         kind, val = row.pop("_key")
         row["timestamp"] = val if kind == "ts" else t0 + val * interval
         if kind != "ts":
             row["_placed"] = True
         records.append(row)
-    return records, accepted, skipped
+    return records
