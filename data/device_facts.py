@@ -65,7 +65,7 @@ def _fact_text(col: str, v) -> str:
     return f"power limit {float(v):g} W" if col == "power_limit_w" else f"{col} {str(v)!r}"
 
 
-def check_devices(conn, frame: pd.DataFrame) -> None:
+def check_devices(conn, frame: pd.DataFrame) -> list[str]:
     """Refuse device rows that contradict the stored facts of their (host, GPU), or each
     other within ``frame``.
 
@@ -75,11 +75,17 @@ def check_devices(conn, frame: pd.DataFrame) -> None:
         frame: device rows (``data.schema.DEVICE_COLUMNS``; missing columns are unstated);
             ``frame.attrs["source"]``, when set, is the file named in the error.
 
+    Returns:
+        One line per power limit a GPU (the same uuid) is stored with and the rows change:
+        ``"GPU 0 of host 'n1': power limit 700 W stored, 600 W stated (the same GPU by its
+        uuid: its cap changed)"``.
+
     Raises:
         DeviceConflictError: the first conflict (source, host, GPU, stored and new fact).
     """
+    changed: list[str] = []
     if frame is None or frame.empty:
-        return
+        return changed
     facts = [c for c in IDENTITY_FACTS if c in frame.columns]
     known: dict[tuple[str, int], dict] = {}
     source = frame.attrs.get("source")
@@ -96,7 +102,14 @@ def check_devices(conn, frame: pd.DataFrame) -> None:
                     and str(rec.get("uuid")).strip() == str(have.get("uuid")).strip())
         for col in facts:
             new, old = rec.get(col), have.get(col)
-            if _blank(new) or (same_gpu and col == "power_limit_w"):
+            if _blank(new):
+                continue
+            if same_gpu and col == "power_limit_w":
+                if not _blank(old) and _differs(col, old, new):
+                    changed.append(f"GPU {key[1]} of host {key[0]!r}: {_fact_text(col, old)} "
+                                   f"stored, {float(new):g} W stated (the same GPU by its "
+                                   f"uuid: its cap changed)")
+                have[col] = new
                 continue
             if not _blank(old) and _differs(col, old, new):
                 where = f"{source}: " if source else ""
@@ -107,3 +120,4 @@ def check_devices(conn, frame: pd.DataFrame) -> None:
                     f"scale its samples and are kept (import it into another store, or with "
                     f"--host NAME)")
             have[col] = new
+    return changed

@@ -305,8 +305,9 @@ class SampleStore(SideTables):
 
         Returns:
             ``{"stored", "repeats", "conflicts", "first_conflict", "near_stored",
-            "metrics_stored", "metrics_repeats"}``: rows, except ``first_conflict`` and
-            ``near_stored`` (``store_rows._insert_samples``).
+            "metrics_stored", "metrics_repeats", "power_limits_changed"}``: rows, except
+            ``first_conflict`` and ``near_stored`` (``store_rows._insert_samples``) and
+            ``power_limits_changed`` (``device_facts.check_devices``' lines).
             A conflict is a row of a host, GPU and instant stored or coming already with
             another value in a column both hold (a reading, the uuid): both rows are kept
             and counted, for the caller to report.
@@ -325,9 +326,9 @@ class SampleStore(SideTables):
             conn.execute("BEGIN IMMEDIATE")
             out = _insert_samples(conn, conformed)
             m_stored, m_repeats = _insert_metrics(conn, metric_frames)
-            for d in devices:
-                _merge_devices(conn, d)
-        return {**out, "metrics_stored": m_stored, "metrics_repeats": m_repeats}
+            changed = [line for d in devices for line in _merge_devices(conn, d)]
+        return {**out, "metrics_stored": m_stored, "metrics_repeats": m_repeats,
+                "power_limits_changed": changed}
 
     @_guarded
     def put_devices(self, devices: pd.DataFrame | Iterable[dict]) -> None:

@@ -39,17 +39,18 @@ def _time_range(start: float | None, end: float | None) -> tuple[str, list[float
     return (" WHERE " + " AND ".join(where) if where else ""), params
 
 
-def _merge_devices(conn, frame: pd.DataFrame) -> None:
+def _merge_devices(conn, frame: pd.DataFrame) -> list[str]:
     """Upsert device rows: a stated fact (not NULL, not "") replaces the stored one, an
-    unstated one keeps it (``append_import``).
+    unstated one keeps it (``append_import``).  Returns ``check_devices``' lines on the
+    power limits changed.
 
     Raises:
         device_facts.DeviceConflictError: a row states another uuid, name or power limit
             than the stored one of its (host, GPU) (nothing of the row is written).
     """
     if frame is None or frame.empty:
-        return
-    check_devices(conn, frame)
+        return []
+    changed = check_devices(conn, frame)
     frame = frame.copy()
     for col in DEVICE_COLUMNS:
         if col not in frame.columns:
@@ -61,6 +62,7 @@ def _merge_devices(conn, frame: pd.DataFrame) -> None:
         f"INSERT INTO devices ({', '.join(DEVICE_COLUMNS)}) "
         f"VALUES ({', '.join('?' for _ in DEVICE_COLUMNS)}) ON CONFLICT (host, gpu) DO UPDATE "
         f"SET {', '.join(f'{c} = COALESCE(excluded.{c}, {c})' for c in facts)}", rows)
+    return changed
 
 
 #: Sample columns compared for conflicts: the readings and the GPU's uuid (``monotonic`` is

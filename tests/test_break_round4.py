@@ -277,3 +277,26 @@ def test_a_gpu_that_stops_half_way_is_said_on_every_range_line(tmp_path, capsys)
     full = [(float(s), g, 60, 600) for s in range(400) for g in range(4)]
     assert _report(tmp_path, "full", _query_rows(tmp_path / "full.csv", full))[
         "range"]["partial_gpus"] == []
+
+
+def test_a_changed_power_limit_of_the_same_gpu_is_said(tmp_path, capsys):
+    """A later dcgm-exporter file of the same GPU (uuid) with another power limit replaced
+    the stored 700 W by 600 W with no word, re-scaling every stored sample."""
+    lab = 'gpu="0",UUID="GPU-a",modelName="NVIDIA H100 80GB HBM3",Hostname="n1"'
+
+    def page(name, limit, util):
+        p = tmp_path / name
+        p.write_text(f"DCGM_FI_DEV_GPU_UTIL{{{lab}}} {util}\n"
+                     f"DCGM_FI_DEV_POWER_USAGE{{{lab}}} 350\n"
+                     f"DCGM_FI_DEV_POWER_MGMT_LIMIT{{{lab}}} {limit}\n")
+        return p
+    store = str(tmp_path / "s.db")
+    assert main(["import", str(page("a.prom", 700, 40)), "--store", store,
+                 "--start-time", "1790000000"]) == 0
+    capsys.readouterr()
+    assert main(["import", str(page("b.prom", 600, 40)), "--store", store,
+                 "--start-time", "1790000000"]) == 0
+    out = capsys.readouterr().out
+    assert "NOTE: GPU 0 of host 'n1': power limit 700 W stored, 600 W stated" in out
+    with SampleStore(store, readonly=True) as s:
+        assert float(s.devices()["power_limit_w"].iloc[0]) == 600.0

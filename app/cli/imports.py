@@ -77,7 +77,8 @@ def cmd_import(args: argparse.Namespace) -> int:
                           "near_stored": counts["near_stored"], "files": report,
                           "server_metrics": page_report,
                           "server_metrics_stored": counts["metrics_stored"],
-                          "server_metrics_already_stored": counts["metrics_repeats"]}))
+                          "server_metrics_already_stored": counts["metrics_repeats"],
+                          "power_limits_changed": counts.get("power_limits_changed", [])}))
         return 0
     _print_summary(args, counts, report, page_report)
     return 0
@@ -103,6 +104,9 @@ def _print_summary(args: argparse.Namespace, counts: dict, report: list[dict],
         print(conflict_note(counts["conflicts"], counts["first_conflict"], args.utc))
     if counts["near_stored"]:
         print(near_note(counts["near_stored"]))
+    for line in counts.get("power_limits_changed", []):
+        print(f"NOTE: {line}: the new limit is stored, and every stored sample of the GPU is "
+              f"now scaled by it")
 
 
 def _sample_frames(pending):
