@@ -315,7 +315,7 @@ def classify_with_segments(samples: pd.DataFrame, devices: pd.DataFrame | None =
     hop = hop_for(window_s)
     rates = gpu_rates_hz(samples) if not samples.empty else {}
     rate = min(rates.values()) if rates else math.nan  # the slowest GPU's: each window needs it
-    samples = align_sweeps(samples, window_s)
+    samples = align_sweeps(samples, window_s, rates)
     if samples.empty or hop is None or rate * window_s < SEGMENT_READINGS:
         none = pd.DataFrame(columns=list(SEGMENT_COLUMNS))
         if rate * window_s < SEGMENT_READINGS:  # NaN (one reading per GPU) is not under

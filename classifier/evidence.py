@@ -128,43 +128,37 @@ def window_doubts(samples: pd.DataFrame, starts, window_s: float) -> np.ndarray:
     return out
 
 
+def _intervals(samples: pd.DataFrame) -> dict[int, np.ndarray]:
+    """Each GPU's intervals between consecutive readings, s, of the first of
+    ``windows.RATE_METRICS`` the source reads (empty arrays for a GPU read once; {} with no
+    reading of any)."""
+    for m in RATE_METRICS:
+        if m not in samples:
+            continue
+        rows = samples.loc[samples[m].notna().to_numpy(), ["gpu", "timestamp"]]
+        if rows.empty:
+            continue
+        return {int(g): np.diff(np.unique(t.to_numpy(dtype=float)))
+                for g, t in rows.groupby("gpu")["timestamp"]}
+    return {}
+
+
 def sample_rate_hz(samples: pd.DataFrame) -> float:
     """The source's per-GPU rate, Hz: 1 / the median interval between consecutive readings of
     one GPU (pooled over the GPUs) of the first of ``windows.RATE_METRICS`` the source reads;
     NaN with no two readings of one GPU."""
-    for m in RATE_METRICS:
-        if m not in samples:
-            continue
-        rows = samples.loc[samples[m].notna().to_numpy(), ["gpu", "timestamp"]]
-        if rows.empty:
-            continue
-        dts = [np.diff(np.unique(t.to_numpy(dtype=float)))
-               for _, t in rows.groupby("gpu")["timestamp"]]
-        dt = np.concatenate(dts) if dts else np.zeros(0)
-        dt = dt[dt > 0]
-        return float(1.0 / np.median(dt)) if len(dt) else float("nan")
-    return float("nan")
+    dts = list(_intervals(samples).values())
+    dt = np.concatenate(dts) if dts else np.zeros(0)
+    dt = dt[dt > 0]
+    return float(1.0 / np.median(dt)) if len(dt) else float("nan")
 
 
 def gpu_rates_hz(samples: pd.DataFrame) -> dict[int, float]:
-    """Each GPU's rate, Hz: 1 / the median interval between its consecutive readings of the
-    first of ``windows.RATE_METRICS`` the source reads (GPUs with under two readings left
-    out).  ``sample_rate_hz`` pools the intervals, so a fast GPU's many intervals outvote a
-    slow one's: this tells them apart."""
-    for m in RATE_METRICS:
-        if m not in samples:
-            continue
-        rows = samples.loc[samples[m].notna().to_numpy(), ["gpu", "timestamp"]]
-        if rows.empty:
-            continue
-        out = {}
-        for g, t in rows.groupby("gpu")["timestamp"]:
-            dt = np.diff(np.unique(t.to_numpy(dtype=float)))
-            dt = dt[dt > 0]
-            if len(dt):
-                out[int(g)] = float(1.0 / np.median(dt))
-        return out
-    return {}
+    """Each GPU's rate, Hz: 1 / the median of its intervals (``_intervals``; GPUs with under
+    two readings left out).  ``sample_rate_hz`` pools the intervals, so a fast GPU's many
+    intervals outvote a slow one's: this tells them apart."""
+    return {g: float(1.0 / np.median(dt[dt > 0]))
+            for g, dt in _intervals(samples).items() if (dt > 0).any()}
 
 
 def _mixed_rates(samples: pd.DataFrame) -> str:
@@ -184,17 +178,19 @@ def _mixed_rates(samples: pd.DataFrame) -> str:
 SWEEP_SHARE = 0.25
 
 
-def align_sweeps(samples: pd.DataFrame, window_s: float) -> pd.DataFrame:
+def align_sweeps(samples: pd.DataFrame, window_s: float,
+                 rates: dict[int, float] | None = None) -> pd.DataFrame:
     """``samples`` with each sweep of a slow source on one instant: where the slowest GPU
     reads under once a window (``gpu_rates_hz``), the readings of different GPUs stamped
     within ``SWEEP_SHARE`` of an interval of each other take the first one's time, so a
     sweep straddling a window's edge (GPUs read at x.499 and x.502 s) is one window holding
     every GPU, not two windows each missing some (every window was "cannot tell").  The
     frame as given when the source is fast, when nothing moves, or when a sweep so cut
-    would hold two readings of one GPU (GPUs read one after another across the interval)."""
+    would hold two readings of one GPU (GPUs read one after another across the interval).
+    ``rates``: ``gpu_rates_hz(samples)`` where the caller has it."""
     if samples.empty or "gpu" not in samples:
         return samples
-    rates = gpu_rates_hz(samples)
+    rates = gpu_rates_hz(samples) if rates is None else rates
     if not rates or min(rates.values()) * window_s >= 1.0:
         return samples
     interval = 1.0 / min(rates.values())

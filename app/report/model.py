@@ -236,8 +236,8 @@ def _context(store, asked: tuple[float, float]) -> pd.DataFrame:
     """The samples within ``CONTEXT_S`` before ``asked[0]`` and from ``asked[1]`` on (the
     range being ``[asked[0], asked[1])``), read by rows like the range."""
     a, b = asked
-    before = [p for p in store.iter_range(a - CONTEXT_S, a, READ_CHUNK_ROWS)]
-    after = [p for p in store.iter_range(b, b + CONTEXT_S, READ_CHUNK_ROWS)]
+    before = store.iter_range(a - CONTEXT_S, a, READ_CHUNK_ROWS)
+    after = list(store.iter_range(b, b + CONTEXT_S, READ_CHUNK_ROWS))
     parts = [p[p["timestamp"].to_numpy(dtype=float) < a] for p in before] + after
     parts = [p for p in parts if len(p)]
     return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
