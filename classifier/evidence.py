@@ -181,32 +181,36 @@ SWEEP_SHARE = 0.25
 def align_sweeps(samples: pd.DataFrame, window_s: float,
                  rates: dict[int, float] | None = None) -> pd.DataFrame:
     """``samples`` with each sweep of a slow source on one instant: where the slowest GPU
-    reads under once a window (``gpu_rates_hz``), the readings of different GPUs stamped
-    within ``SWEEP_SHARE`` of an interval of each other take the first one's time, so a
-    sweep straddling a window's edge (GPUs read at x.499 and x.502 s) is one window holding
-    every GPU, not two windows each missing some (every window was "cannot tell").  The
-    frame as given when the source is fast, when nothing moves, or when a sweep so cut
-    would hold two readings of one GPU (GPUs read one after another across the interval).
+    reads under once a window (``gpu_rates_hz``), a sweep is the readings stamped less than
+    ``SWEEP_SHARE`` of an interval after its first one, and they take its time, so a sweep
+    straddling a window's edge (GPUs read at x.499 and x.502 s) is one window holding every
+    GPU, not two windows each missing some (every window was "cannot tell").  A sweep that
+    would hold two readings of one GPU (a faster stretch, a stray row) keeps its stamps, the
+    others are still moved.  The frame as given when the source is fast or nothing moves.
     ``rates``: ``gpu_rates_hz(samples)`` where the caller has it."""
     if samples.empty or "gpu" not in samples:
         return samples
     rates = gpu_rates_hz(samples) if rates is None else rates
     if not rates or min(rates.values()) * window_s >= 1.0:
         return samples
-    interval = 1.0 / min(rates.values())
+    width = SWEEP_SHARE / min(rates.values())
     t = samples["timestamp"].to_numpy(dtype=float)
     u, inv = np.unique(t, return_inverse=True)
     if len(u) < 2:
         return samples
-    new = np.r_[True, np.diff(u) >= SWEEP_SHARE * interval]
-    sweep = (np.cumsum(new) - 1)[inv]
-    snapped = u[new][sweep]
+    first = np.zeros(len(u), dtype=np.int64)  # each instant's sweep: its first instant
+    i = 0
+    while i < len(u):  # one step a sweep: a sweep is never wider than ``width``
+        j = int(np.searchsorted(u, u[i] + width, side="left"))
+        first[i:j] = i
+        i = j
+    sweep = first[inv]
+    keys = pd.DataFrame({"s": sweep, "t": t, **{c: samples[c].to_numpy()
+                                                 for c in ("host", "gpu") if c in samples}})
+    one = keys.drop_duplicates(["t", *keys.columns[2:]])
+    twice = one.loc[one.duplicated(["s", *keys.columns[2:]], keep=False), "s"].unique()
+    snapped = np.where(np.isin(sweep, twice), t, u[sweep])
     if np.array_equal(snapped, t):
-        return samples
-    keys = [samples[c].to_numpy() for c in ("host", "gpu") if c in samples]
-    per_sweep = pd.MultiIndex.from_arrays([sweep, *keys]).nunique()
-    per_time = pd.MultiIndex.from_arrays([t, *keys]).nunique()
-    if per_sweep < per_time:  # a sweep would hold two readings of one GPU: leave them
         return samples
     out = samples.copy()
     out["timestamp"] = snapped

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+
 from tealeaves.app.cli import main
 from tealeaves.data import bundled_trace_path
 from tealeaves.data.store import SampleStore
@@ -200,11 +202,25 @@ def test_a_1hz_sweep_stamped_a_few_ms_apart_across_a_window_edge_is_one_window(t
     assert len(w) == 240 and w["phase"].notna().all()
     assert set(w["phase"]) == {"idle", "decode"}
     assert w.loc[w["phase"] == "decode", "hot_set"].eq("3").mean() > 0.9
+    # one stray reading, or a 4-Hz stretch, keeps the stamps of its own sweeps only (each
+    # undid the alignment of the whole trace: every window "cannot tell" again)
+    stray = rows + [(100.6, 0, 60, 600)] + [(150 + k / 4, g, 60, 600) for k in range(40)
+                                           for g in range(4)]
+    tr = load_trace(_query_rows(tmp_path / "stray.csv", sorted(stray)))
+    w = classify_samples(tr.samples, tr.devices)
+    assert w["phase"].isna().sum() <= 2, w["phase"].isna().sum()
+    # a sweep is never wider than a quarter of the interval (readings chained through short
+    # steps were moved 0.72 s)
+    from tealeaves.classifier.evidence import align_sweeps
+
+    chain = [(s + 0.24 * g, g, 50, 300) for s in range(60) for g in range(4)]
+    tr = load_trace(_query_rows(tmp_path / "chain.csv", chain))
+    moved = align_sweeps(tr.samples, 0.5)["timestamp"].to_numpy() - \
+        tr.samples["timestamp"].to_numpy()
+    assert np.abs(moved).max() <= 0.25 + 1e-9
     # the control: GPUs read 0.25 s apart across the second are no sweep: not moved
     spread = [(s + 0.25 * g, g, 50, 300) for s in range(60) for g in range(4)]
     tr = load_trace(_query_rows(tmp_path / "spread.csv", spread))
-    from tealeaves.classifier.evidence import align_sweeps
-
     assert align_sweeps(tr.samples, 0.5) is tr.samples
 
 
